@@ -1,0 +1,50 @@
+"""Shared fixtures: one base InteractiveShell for the session (see STYLE.md),
+with vramnb loaded fresh for each test that asks for ``ip``."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine; see benchmarks/results/)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shell():  # type: ignore[no-untyped-def]
+    from IPython.core.interactiveshell import InteractiveShell
+
+    return InteractiveShell.instance()
+
+
+@pytest.fixture
+def ip(shell):  # type: ignore[no-untyped-def]
+    """The shell with vramnb loaded, a clean namespace and history; unloaded after."""
+    import vramnb
+
+    shell.run_cell("%reset -f", store_history=False)
+    shell.run_cell("import torch", store_history=False)
+    vramnb.clear_history()
+    shell.extension_manager.load_extension("vramnb")
+    yield shell
+    shell.extension_manager.unload_extension("vramnb")
+    shell.run_cell("%reset -f", store_history=False)
+    gc.collect()
+
+
+def run(shell, cell):  # type: ignore[no-untyped-def]
+    """Run a cell as a notebook would (stored in history), capturing its display
+    output; return (ExecutionResult, captured)."""
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as cap:
+        result = shell.run_cell(cell, store_history=True)
+    return result, cap

@@ -1,0 +1,248 @@
+"""%%vram and %vram in a real (base) InteractiveShell, CPU path, exact bytes."""
+
+import sys
+
+import pytest
+import torch
+
+import vramnb
+from tests.conftest import run
+
+MiB, GiB = 2**20, 2**30
+
+
+def report_of(cap):
+    """The CellReport the magic displayed (the last rich output)."""
+    texts = [o.data["text/plain"] for o in cap.outputs if "text/plain" in o.data]
+    assert texts and texts[-1].startswith("vram ["), texts
+    return vramnb.history()[-1], texts[-1]
+
+
+def test_cell_reports_exact_bytes_on_cpu(ip):
+    res, cap = run(ip, "%%vram -d cpu\nx = torch.empty(256 * 2**20, dtype=torch.uint8)")
+    assert res.success
+    rep, text = report_of(cap)
+    assert rep.delta_allocated == 256 * MiB and rep.peak_delta == 256 * MiB
+    assert "+256.0 MiB" in text and rep.device == "cpu" and rep.method == "CPU storage tracker"
+
+    res, cap = run(ip, "%%vram -d cpu\ndel x")
+    rep, text = report_of(cap)
+    assert rep.delta_allocated == -256 * MiB and "-256.0 MiB" in text
+    assert rep.peak_delta == 0
+
+    res, cap = run(ip, "%%vram -d cpu\ntmp = torch.ones(2**30, dtype=torch.uint8)\ndel tmp")
+    rep, text = report_of(cap)
+    assert rep.delta_allocated == 0 and rep.peak_delta == GiB
+    assert "+1.0 GiB" in text
+
+
+def test_default_device_is_cpu_without_cuda(ip):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    run(ip, "%%vram\ny = torch.zeros(1000, dtype=torch.float64)")
+    assert vramnb.history()[-1].device == "cpu"
+    assert vramnb.history()[-1].delta_allocated == 8000
+
+
+def test_value_namespace_and_out_are_unchanged(ip):
+    res, cap = run(ip, "%%vram -d cpu\na = torch.arange(6)\na.sum().item() + 1")
+    assert res.result == 16
+    assert ip.user_ns["a"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert ip.user_ns["Out"][res.execution_count] == 16
+    # the value is displayed once, before the report
+    kinds = [("report" if o.data.get("text/plain", "").startswith("vram [") else "value") for o in cap.outputs]
+    assert kinds == ["report"]  # base shell: Out goes through displayhook (stdout), report via display
+    assert "Out[" in cap.stdout and cap.stdout.count("16") == 1
+
+
+def test_trailing_semicolon_silences(ip):
+    res, cap = run(ip, "%%vram -d cpu\n1 + 1;")
+    assert "Out[" not in cap.stdout
+
+
+def test_exception_reaches_ipython_unchanged_with_report(ip):
+    res, cap = run(ip, "%%vram -d cpu\nkeep = torch.ones(1000)\nraise KeyError('boom')")
+    assert isinstance(res.error_in_exec, KeyError) and res.error_in_exec.args == ("boom",)
+    assert sys.last_value is res.error_in_exec
+    rep = vramnb.history()[-1]
+    assert rep.exception == "KeyError" and rep.delta_allocated == 4000
+    assert "raised KeyError" in cap.outputs[-1].data["text/plain"]
+    assert "keep" in ip.user_ns
+
+
+def test_keyboard_interrupt_is_honoured(ip):
+    res, cap = run(ip, "%%vram -d cpu\nraise KeyboardInterrupt")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    assert vramnb.history()[-1].exception == "KeyboardInterrupt"
+
+
+def test_cpu_out_of_memory_is_reported(ip):
+    run(ip, "hog = torch.ones(4 * 2**20, dtype=torch.uint8)")
+    res, cap = run(ip, "%%vram -d cpu\ntoo_big = torch.empty(2**62, dtype=torch.uint8)")
+    assert res.error_in_exec is not None
+    rep = vramnb.history()[-1]
+    assert rep.oom is not None and rep.oom.requested == 2**62
+    assert rep.oom.holders and rep.oom.holders[0][0] == "hog"
+    assert "out of memory" in cap.outputs[-1].data["text/plain"]
+
+
+def test_quiet_records_but_shows_nothing(ip):
+    res, cap = run(ip, "%%vram -q -d cpu\nq = torch.ones(10)")
+    assert cap.outputs == []
+    assert vramnb.history()[-1].delta_allocated == 40
+
+
+def test_out_option_stores_report(ip):
+    run(ip, "%%vram -d cpu -o rep\nq = torch.ones(10)")
+    assert isinstance(ip.user_ns["rep"], vramnb.CellReport)
+    assert ip.user_ns["rep"].delta_allocated == 40
+
+
+def test_budget_warns(ip):
+    res, cap = run(ip, "%%vram -d cpu --budget 1MiB\nq = torch.ones(2**20)")
+    text = cap.outputs[-1].data["text/plain"]
+    assert "over budget" in text and "4.0 MiB" in text
+    res, cap = run(ip, "%%vram -d cpu --budget 1GiB\nq2 = torch.ones(10)")
+    assert "over budget" not in cap.outputs[-1].data["text/plain"]
+
+
+def test_html_repr(ip):
+    res, cap = run(ip, "%%vram -d cpu\nq = torch.ones(2**20)")
+    html = cap.outputs[-1].data["text/html"]
+    assert "<table" in html and "+4.0 MiB" in html
+
+
+@pytest.mark.parametrize(
+    "cell, fragment",
+    [
+        ("%%vram --budget 24XB\n1", "unknown unit 'XB'"),
+        ("%%vram --bogus\n1", "unrecognized arguments: --bogus"),
+        ("%%vram -d tpu\n1", "valid devices here: cpu"),
+        ("%%vram -d cuda:99\n1", "cuda"),
+        ("%vram bogus", "valid: free, on, off, history"),
+        ("%%vram free\n1", "options only"),
+    ],
+)
+def test_bad_input_is_a_usage_error(ip, cell, fragment, capsys):
+    res, cap = run(ip, cell)
+    assert type(res.error_in_exec).__name__ == "UsageError" or res.error_before_exec is not None
+    err = res.error_in_exec or res.error_before_exec
+    assert fragment in str(err)
+
+
+def test_help(ip):
+    res, cap = run(ip, "%%vram -h\n1")
+    assert "--no-reset" in cap.stdout and "--budget" in cap.stdout
+    res, cap = run(ip, "%vram -h")
+    assert "%vram free" in cap.stdout
+
+
+def test_state_lists_holders_largest_first_shared_once(ip):
+    run(ip, "model = torch.nn.Linear(256, 512)\nopt = torch.optim.Adam(model.parameters())\n"
+            "model(torch.randn(4, 256)).sum().backward(); opt.step()\nsmall = torch.ones(10)\nalias = model.weight")
+    res, cap = run(ip, "%vram -d cpu")
+    rep = res.result
+    names = [h.name for h in rep.holders]
+    pbytes = (256 * 512 + 512) * 4
+    by = {h.name: h for h in rep.holders}
+    # model: params + grads; the optimizer holds those too, plus 2 Adam states
+    # (+ a 4-byte float32 step counter per parameter on CPU)
+    assert by["model"].nbytes == by["model"].unique == 2 * pbytes
+    assert by["opt"].nbytes == 4 * pbytes + 2 * 4
+    assert by["opt"].unique == 2 * pbytes + 2 * 4
+    assert names.index("opt") < names.index("model") < names.index("small")
+    assert by["alias"].unique == 0  # shared with model
+    assert rep.total == 4 * pbytes + 2 * 4 + 40  # params, grads, exp_avg, exp_avg_sq, steps, small
+    assert "what holds the memory" in cap.outputs[-1].data["text/plain"] if cap.outputs else True
+
+
+def test_free_releases_output_history_and_exception_frames(ip):
+    run(ip, "def f():\n    local_big = torch.ones(2**20)\n    raise ValueError('x')")
+    run(ip, "f()")
+    run(ip, "torch.zeros(2**18)")  # displayed: held by Out and _
+    run(ip, "%reset -f out")
+    res, _ = run(ip, "%vram -d cpu")
+    hidden = {h.name: h.nbytes for h in res.result.holders if h.hidden}
+    assert hidden["(last exception)"] == 4 * 2**20
+    assert hidden["(_ __ ___)"] == 2**20  # the hidden `_` survives %reset -f out
+    res, _ = run(ip, "%vram free -d cpu")
+    freed = dict(res.result.freed)
+    assert freed["last exception (traceback frames)"] == 4 * 2**20
+    assert freed["output history (Out, _, __, ___)"] == 2**20
+    res, _ = run(ip, "%vram -d cpu")
+    assert not any(h.hidden for h in res.result.holders)
+
+
+def test_clearing_only_sys_last_frees_nothing(ip):
+    run(ip, "def g():\n    local_big = torch.ones(2**20)\n    raise ValueError('x')")
+    run(ip, "g()")
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            delattr(sys, name)
+    res, _ = run(ip, "%vram -d cpu")
+    assert {h.name: h.nbytes for h in res.result.holders}["(last exception)"] == 4 * 2**20
+
+
+def test_auto_mode_reports_every_cell(ip):
+    run(ip, "%vram on -d cpu")
+    res, cap = run(ip, "w = torch.ones(100)")
+    assert vramnb.history()[-1].delta_allocated == 400
+    assert cap.outputs and cap.outputs[-1].data["text/plain"].startswith("vram [")
+    res, cap = run(ip, "1/0")
+    assert vramnb.history()[-1].exception == "ZeroDivisionError"
+    run(ip, "%vram off")
+    n = len(vramnb.history())
+    run(ip, "w2 = torch.ones(100)")
+    assert len(vramnb.history()) == n
+
+
+def test_history_table_and_records(ip):
+    run(ip, "%%vram -d cpu\nh = torch.ones(3)")
+    res, cap = run(ip, "%vram history")
+    assert len(res.result) == 1
+    rec = vramnb.history().to_records()[0]
+    assert rec["delta_allocated"] == 12 and rec["device"] == "cpu"
+    pd = pytest.importorskip("pandas")
+    df = vramnb.history().to_dataframe()
+    assert isinstance(df, pd.DataFrame) and int(df["delta_allocated"].iloc[0]) == 12
+
+
+def test_memory_returns_to_baseline_after_user_drops_objects(ip):
+    from vramnb._tracker import cpu_tracker
+
+    tr = cpu_tracker()
+    run(ip, "%vram free -d cpu")
+    tr.scan()
+    base = tr.current
+    run(ip, "%%vram -d cpu\nm = torch.nn.Linear(512, 512); out = m(torch.randn(8, 512)).sum(); out.backward()")
+    run(ip, "%vram -d cpu")
+    run(ip, "del m, out")
+    import gc
+
+    gc.collect()
+    tr.scan()
+    assert tr.current == base
+
+
+def test_unload_removes_magics_and_callbacks(shell):
+    n_pre = len(shell.events.callbacks["pre_run_cell"])
+    n_post = len(shell.events.callbacks["post_run_cell"])
+    shell.extension_manager.load_extension("vramnb")
+    assert "vram" in shell.magics_manager.magics["cell"]
+    assert shell.extension_manager.load_extension("vramnb") == "already loaded"
+    shell.extension_manager.reload_extension("vramnb")
+    assert len(shell.events.callbacks["pre_run_cell"]) == n_pre + 1
+    shell.extension_manager.unload_extension("vramnb")
+    assert "vram" not in shell.magics_manager.magics["cell"]
+    assert "vram" not in shell.magics_manager.magics["line"]
+    assert len(shell.events.callbacks["pre_run_cell"]) == n_pre
+    assert len(shell.events.callbacks["post_run_cell"]) == n_post
+
+
+def test_no_reset_keeps_counter_and_marks_lower_bound(ip):
+    run(ip, "%%vram -d cpu\nbig = torch.ones(2**20); del big")
+    res, cap = run(ip, "%%vram -d cpu --no-reset\nsmall = torch.ones(10)")
+    rep = vramnb.history()[-1]
+    assert rep.peak_is_lower_bound and rep.delta_allocated == 40
+    assert "--no-reset" in " ".join(rep.notes)
+    assert vramnb.session_peak("cpu") >= rep.start_allocated + 4 * 2**20 - 40

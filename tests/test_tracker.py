@@ -1,0 +1,138 @@
+"""The CPU storage tracker must be exact: bytes computed from shapes."""
+
+import gc
+
+import torch
+
+from vramnb._tracker import StorageTracker
+
+MiB = 2**20
+
+
+def fresh():
+    gc.collect()
+    t = StorageTracker("cpu")
+    t.scan()
+    return t
+
+
+def test_new_tensor_counts_its_bytes_exactly():
+    tr = fresh()
+    start = tr.current
+    with tr.tracking():
+        x = torch.empty(3, 5, 7, dtype=torch.float64)
+    assert tr.current - start == 3 * 5 * 7 * 8
+    del x
+    assert tr.current == start
+
+
+def test_views_and_tied_storage_counted_once():
+    tr = fresh()
+    start = tr.current
+    with tr.tracking():
+        x = torch.zeros(1000, dtype=torch.float32)
+        v1, v2 = x[10:], x.view(10, 100)
+        t = x.t() if x.dim() == 2 else x.unsqueeze(0)
+    assert tr.current - start == 4000
+    del x, v1, t
+    assert tr.current - start == 4000  # v2 still holds the storage
+    del v2
+    assert tr.current == start
+
+
+def test_free_of_a_tensor_made_before_tracking():
+    big = torch.empty(64 * MiB, dtype=torch.uint8)
+    tr = fresh()
+    start = tr.current
+    with tr.tracking():
+        del big
+    assert start - tr.current == 64 * MiB
+
+
+def test_peak_of_a_dropped_temporary():
+    tr = fresh()
+    start = tr.current
+    tr.reset_peak()
+    with tr.tracking():
+        tmp = torch.ones(16 * MiB, dtype=torch.uint8)
+        del tmp
+    assert tr.current == start
+    assert tr.peak - start == 16 * MiB
+
+
+def test_resize_updates_size():
+    tr = fresh()
+    start = tr.current
+    with tr.tracking():
+        x = torch.empty(10, dtype=torch.float32)
+        x.resize_(1000)
+    assert tr.current - start == 4000
+    del x
+
+
+def test_training_step_matches_a_fresh_scan_at_every_point():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(32, 64)
+    tr = fresh()
+
+    def check():
+        assert tr.current == fresh().current
+
+    with tr.tracking():
+        loss = model(x).logsumexp(-1).mean()
+    check()
+    with tr.tracking():
+        loss.backward()
+    check()
+    with tr.tracking():
+        opt.step()
+    check()
+    with tr.tracking():
+        opt.zero_grad(set_to_none=True)
+        del loss
+    check()
+
+
+def test_scan_finds_grads_and_saved_tensors():
+    w = torch.randn(256, 256, requires_grad=True)
+    x = torch.randn(8, 256)
+    y = (x @ w).tanh()  # tanh saves its output; mm saves x
+    tr = fresh()
+    expected = {}
+    for t in (w, x, y):
+        expected[t.untyped_storage()._cdata] = t.untyped_storage().nbytes()
+    for k, n in expected.items():
+        assert tr.nbytes_of(k) == n
+    y.sum().backward()
+    tr2 = fresh()
+    assert tr2.nbytes_of(w.grad.untyped_storage()._cdata) == 256 * 256 * 4
+
+
+def test_keeps_no_strong_reference():
+    tr = fresh()
+    start = tr.current
+    with tr.tracking():
+        x = torch.empty(8 * MiB, dtype=torch.uint8)
+    assert len(tr) >= 1
+    del x
+    gc.collect()
+    assert tr.current == start
+
+
+def test_other_devices_ignored():
+    tr = StorageTracker("cuda")
+    with tr.tracking():
+        x = torch.ones(100)
+    assert tr.current == 0
+    del x
+
+
+def test_listener_sees_changes():
+    tr = fresh()
+    seen = []
+    with tr.listening(lambda k, d: seen.append(d)), tr.tracking():
+        x = torch.empty(100, dtype=torch.int8)
+        del x
+    assert seen == [100, -100]

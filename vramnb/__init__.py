@@ -1,0 +1,73 @@
+"""vramnb: where PyTorch memory goes, measured in Jupyter (``%load_ext vramnb``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import VramnbError
+from ._report import CellReport
+from ._units import format_bytes, parse_size
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "vram",
+    "CellReport",
+    "history",
+    "session_peak",
+    "clear_history",
+    "format_bytes",
+    "parse_size",
+    "VramnbError",
+    "__version__",
+]
+
+# torch-dependent names load on first use, so `import vramnb` stays cheap and
+# never touches CUDA, ipywidgets or matplotlib.
+_LAZY = {
+    "vram": "._measure",
+    "history": "._measure",
+    "session_peak": "._measure",
+    "clear_history": "._measure",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'vramnb' has no attribute {name!r}")
+
+
+_loaded: dict[int, Any] = {}
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext vramnb``: register ``%%vram``/``%vram`` and the cell events
+    used by ``%vram on``. Resets no counter and creates no CUDA context."""
+    from ._magics import VramMagics
+
+    if id(ipython) in _loaded:
+        return
+    magics = VramMagics(ipython)
+    ipython.register_magics(magics)
+    ipython.events.register("pre_run_cell", magics.pre_run_cell)
+    ipython.events.register("post_run_cell", magics.post_run_cell)
+    _loaded[id(ipython)] = magics
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext vramnb``: remove the magics and every event callback."""
+    magics = _loaded.pop(id(ipython), None)
+    if magics is None:
+        return
+    if magics._auto_cm is not None:
+        magics._auto_cm.__exit__(None, None, None)
+    ipython.events.unregister("pre_run_cell", magics.pre_run_cell)
+    ipython.events.unregister("post_run_cell", magics.post_run_cell)
+    for kind in ("line", "cell"):
+        table = ipython.magics_manager.magics[kind]
+        if getattr(table.get("vram"), "__self__", None) is magics:
+            del table["vram"]
+    ipython.magics_manager.registry.pop(type(magics).__name__, None)

@@ -1,0 +1,262 @@
+"""Measure a block of code: :func:`vram`, the session history and session peaks.
+
+This is the library form of ``%%vram`` (the magic is a thin layer over it)::
+
+    with vramnb.vram() as m:
+        loss = model(x).sum(); loss.backward()
+    print(m.report)          # Δ allocated +… · peak … on cuda:0
+
+**Peak counters.** The device's peak counter is one global per device
+(PyTorch issue 16266). By default the block's own peak is read by resetting
+that counter at the start (``torch.cuda.reset_peak_memory_stats``); the peak it
+held before is folded into :func:`session_peak` first, so nothing is lost. With
+``reset_peak=False`` the counter is left alone and the block's peak is exact
+only if it rose above the older peak; otherwise it is reported as a lower
+bound. A reset by other code during the block is detected and the peak is
+marked as a lower bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ._oom import is_oom, requested_bytes
+from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
+from ._render import Rendered, Table
+from ._report import CellReport, OOMInfo
+from ._units import format_bytes, format_delta, format_seconds, parse_size
+
+__all__ = ["vram", "Measurement", "history", "History", "session_peak", "clear_history"]
+
+_HISTORY: list[CellReport] = []
+_SESSION_PEAK: dict[str, int] = {}
+
+
+def session_peak(device: str | None = None) -> int:
+    """The highest allocated bytes seen on ``device`` (default: the default
+    device) across every measurement this session, including peaks that were
+    in the device's counter before vramnb reset it."""
+    dev = str(resolve_device(device))
+    return _SESSION_PEAK.get(dev, 0)
+
+
+def _fold_peak(device: str, value: int) -> None:
+    if value > _SESSION_PEAK.get(device, 0):
+        _SESSION_PEAK[device] = value
+
+
+@contextlib.contextmanager
+def _reset_watch() -> Iterator[list[int]]:
+    """Count calls to the C binding behind ``torch.cuda.reset_peak_memory_stats``
+    (and ``reset_max_memory_allocated``, which calls it) while the block runs."""
+    calls = [0]
+    name = "_cuda_resetPeakMemoryStats"
+    original = getattr(torch._C, name, None)
+    if original is None:
+        yield calls
+        return
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    setattr(torch._C, name, counting)
+    try:
+        yield calls
+    finally:
+        setattr(torch._C, name, original)
+
+
+@dataclass
+class Measurement:
+    """A running or finished measurement; ``report`` is set when the block ends."""
+
+    device: torch.device
+    reset_peak: bool = True
+    budget: int | None = None
+    label: str = ""
+    holders: Callable[[], list[tuple[str, int]]] | None = None
+    report: CellReport | None = field(default=None, init=False)
+
+
+@contextlib.contextmanager
+def vram(
+    device: str | int | torch.device | None = None,
+    *,
+    reset_peak: bool = True,
+    budget: str | int | None = None,
+    label: str = "",
+    record: bool = True,
+    holders: Callable[[], list[tuple[str, int]]] | None = None,
+) -> Iterator[Measurement]:
+    """Measure the device memory a block of code uses.
+
+    Args:
+        device: ``None`` (current CUDA device, else CPU), ``"cpu"``,
+            ``"cuda:N"`` or an index.
+        reset_peak: reset the device's peak counter at the start to read the
+            block's own peak (see the module docstring).
+        budget: a card size (``"24GiB"`` or bytes): warn when the block's
+            absolute peak (plus non-PyTorch memory, on CUDA) would not fit.
+        label: a label stored with the report.
+        record: append the report to :func:`history`.
+        holders: called on an out-of-memory error to name the largest holders,
+            as ``(name, bytes)`` pairs.
+
+    Yields:
+        a :class:`Measurement`; its ``report`` (:class:`CellReport`) is set on
+        exit, also when the block raises (the exception propagates unchanged).
+
+    Raises:
+        ValueError: bad ``device`` or ``budget``.
+
+    On CPU the block runs under the storage tracker's dispatch mode (about
+    10 µs per ATen operator; see ``benchmarks/README.md``).
+    """
+    __tracebackhide__ = True
+    dev = resolve_device(device)
+    m = Measurement(dev, reset_peak, parse_size(budget) if budget is not None else None, label, holders)
+    probe = probe_for(dev)
+    name = str(dev)
+    was_active = probe.active()
+    if isinstance(probe, CpuProbe):
+        probe.tracker.scan()
+    start = probe.sample(device_info=False)
+    _fold_peak(name, start.peak)
+    if reset_peak:
+        probe.reset_peak()
+    resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
+    exc: BaseException | None = None
+    track = probe.tracker.tracking() if isinstance(probe, CpuProbe) else contextlib.nullcontext()
+    t0 = time.perf_counter()
+    try:
+        with _reset_watch() as resets, track:
+            yield m
+    except BaseException as e:
+        exc = e
+        raise
+    finally:
+        wall = time.perf_counter() - t0
+        m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
+        if record:
+            _HISTORY.append(m.report)
+
+
+def _finish(
+    m: Measurement,
+    probe: CudaProbe | CpuProbe,
+    start: Any,
+    was_active: bool,
+    cuda_resets: int,
+    resets_before: int,
+    wall: float,
+    exc: BaseException | None,
+) -> CellReport:
+    end = probe.sample(device_info=True)
+    name = str(m.device)
+    _fold_peak(name, end.peak)
+    notes: list[str] = []
+    warnings: list[str] = []
+    start_alloc, start_res = start.allocated, start.reserved
+    if not was_active and probe.active():
+        notes.append("CUDA was initialised in this block; its context is part of non-PyTorch memory")
+    peak = max(end.peak, start_alloc, end.allocated)
+    lower = False
+    other_resets = cuda_resets + (probe.tracker.resets - resets_before if isinstance(probe, CpuProbe) else 0)
+    if other_resets or end.peak < start_alloc:
+        lower = True
+        warnings.append("the device's peak counter was reset during this block: the peak shown is a lower bound")
+    elif not m.reset_peak and end.peak <= start.peak and start.peak > 0:
+        lower = True
+        peak = max(start_alloc, end.allocated)
+        notes.append(
+            f"--no-reset: the peak counter already held {format_bytes(start.peak)} from before; "
+            "this block's peak is somewhere between the value shown and that"
+        )
+    report = CellReport(
+        device=name,
+        method=probe.method,
+        start_allocated=start_alloc,
+        end_allocated=end.allocated,
+        peak_allocated=peak,
+        peak_is_lower_bound=lower,
+        start_reserved=start_res,
+        end_reserved=end.reserved,
+        non_pytorch=end.non_pytorch,
+        total=end.total,
+        wall_time=wall,
+        exception=type(exc).__name__ if exc is not None else None,
+        budget=m.budget,
+        notes=notes,
+        warnings=warnings,
+        label=m.label,
+    )
+    if exc is not None and is_oom(exc):
+        top = m.holders() if m.holders else []
+        report.oom = OOMInfo(requested_bytes(exc), end.allocated, top[:3], str(exc).splitlines()[0][:200])
+    if m.budget is not None:
+        need = peak + (end.non_pytorch or 0)
+        if need > m.budget:
+            extra = f" + {format_bytes(end.non_pytorch)} non-PyTorch" if end.non_pytorch else ""
+            warnings.append(
+                f"over budget: peak {format_bytes(peak)}{extra} = {format_bytes(need)} "
+                f"does not fit {format_bytes(m.budget)} (short by {format_bytes(need - m.budget)})"
+            )
+    return report
+
+
+class History(Rendered, list):  # type: ignore[misc]
+    """The measured cells of this session, oldest first (a list of
+    :class:`CellReport`), with :meth:`to_records` and :meth:`to_dataframe`."""
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One flat dict per report (bytes and seconds)."""
+        return [r.to_record() for r in self]
+
+    def to_dataframe(self) -> Any:
+        """A ``pandas.DataFrame`` of :meth:`to_records`.
+
+        Raises:
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("History.to_dataframe needs pandas: pip install pandas (or use to_records())") from None
+        return pd.DataFrame.from_records(self.to_records())
+
+    def _table(self) -> Table:
+        t = Table("vram · history", ("cell", "device", "Δ allocated", "peak", "Δ peak", "reserved", "time", "label"))
+        for r in self:
+            t.rows.append(
+                (
+                    "" if r.cell is None else str(r.cell),
+                    r.device,
+                    format_delta(r.delta_allocated),
+                    ("≥ " if r.peak_is_lower_bound else "") + format_bytes(r.peak_allocated),
+                    format_delta(r.peak_delta),
+                    "" if r.end_reserved is None else format_bytes(r.end_reserved),
+                    format_seconds(r.wall_time),
+                    (r.label[:40] + (f" ({r.exception})" if r.exception else "")),
+                )
+            )
+        if not self:
+            t.note("no cells measured yet: use %%vram on a cell, or %vram on")
+        return t
+
+
+def history() -> History:
+    """Every measurement recorded this session (``%%vram`` cells, ``%vram on``
+    cells and ``with vram():`` blocks), oldest first."""
+    return History(_HISTORY)
+
+
+def clear_history() -> None:
+    """Forget the recorded measurements (session peaks are kept)."""
+    _HISTORY.clear()

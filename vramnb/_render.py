@@ -1,0 +1,89 @@
+"""Text and HTML from one render: the small table every vramnb report shows.
+
+Pure standard library. A report builds a :class:`Table`; :class:`Rendered`
+turns it into ``text/plain`` and ``text/html`` for Jupyter, a terminal and nbval.
+HTML uses inline styles only (no CSS classes to load) and escapes every string.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Table", "Rendered"]
+
+_RED = "#c62828"
+
+
+@dataclass
+class Table:
+    """A titled table with optional notes (warnings are notes with ``warn=True``)."""
+
+    title: str
+    headers: Sequence[str]
+    rows: list[Sequence[str]] = field(default_factory=list)
+    notes: list[tuple[str, bool]] = field(default_factory=list)
+
+    def note(self, text: str, *, warn: bool = False) -> None:
+        self.notes.append((text, warn))
+
+    def to_text(self) -> str:
+        cols = [list(self.headers)] + [list(r) for r in self.rows]
+        widths = [max(len(str(r[i])) for r in cols) for i in range(len(self.headers))]
+        lines = [self.title]
+        for j, r in enumerate(cols):
+            if j == 0 and not any(self.headers):
+                continue
+            cells = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+            lines.append("  " + "  ".join(cells).rstrip())
+        for text, warn in self.notes:
+            lines.append(("  ⚠ " if warn else "  ") + text)
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        e = html.escape
+        td = "padding:1px 8px;text-align:right;font-variant-numeric:tabular-nums"
+        td0 = "padding:1px 8px;text-align:left"
+        out = [
+            '<div style="font-family:var(--jp-code-font-family,monospace);font-size:12px;margin:2px 0">',
+            f'<div style="font-weight:600">{e(self.title)}</div>',
+            '<table style="border-collapse:collapse;margin:2px 0">',
+        ]
+        if any(self.headers):
+            out.append(
+                "<tr>"
+                + "".join(
+                    f'<th style="{td0 if i == 0 else td};border-bottom:1px solid currentColor">{e(h)}</th>'
+                    for i, h in enumerate(self.headers)
+                )
+                + "</tr>"
+            )
+        for r in self.rows:
+            out.append("<tr>" + "".join(f'<td style="{td0 if i == 0 else td}">{e(str(c))}</td>' for i, c in enumerate(r)) + "</tr>")
+        out.append("</table>")
+        for text, warn in self.notes:
+            style = f"color:{_RED}" if warn else "opacity:0.8"
+            out.append(f'<div style="{style}">{"⚠ " if warn else ""}{e(text)}</div>')
+        out.append("</div>")
+        return "".join(out)
+
+
+class Rendered:
+    """Mixin: a report that renders through :meth:`_table` as text and HTML."""
+
+    def _table(self) -> Table:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kwargs: Any) -> dict[str, str]:
+        table = self._table()
+        data = {"text/plain": table.to_text(), "text/html": table.to_html()}
+        if include:
+            data = {k: v for k, v in data.items() if k in include}
+        if exclude:
+            data = {k: v for k, v in data.items() if k not in exclude}
+        return data
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self._table().to_text())

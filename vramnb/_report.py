@@ -1,0 +1,159 @@
+"""What one measured cell (or ``with vram():`` block) used: :class:`CellReport`.
+
+Pure data plus rendering; no torch import. All sizes are bytes (``int``),
+absolute values on the device, times in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ._render import Rendered, Table
+from ._units import format_bytes, format_delta, format_seconds
+
+__all__ = ["CellReport", "OOMInfo"]
+
+
+@dataclass
+class OOMInfo:
+    """An out-of-memory error seen during a measured block.
+
+    Attributes:
+        requested: bytes the failed allocation asked for (``None`` if the
+            message did not say).
+        live: bytes allocated on the device when the error was caught.
+        holders: ``(variable name, bytes)`` of the variables holding the most.
+        message: the first line of the error message.
+    """
+
+    requested: int | None
+    live: int
+    holders: list[tuple[str, int]] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass
+class CellReport(Rendered):
+    """Memory used by one measured cell or block.
+
+    Attributes:
+        device: ``"cuda:0"``, ``"cpu"``, ...
+        method: how it was measured: ``"CUDA caching allocator"`` or
+            ``"CPU storage tracker"``.
+        start_allocated / end_allocated: bytes allocated to tensors at the
+            start and end (``torch.cuda.memory_allocated`` on CUDA; live storage
+            bytes on CPU).
+        peak_allocated: the highest allocated bytes during the block (absolute).
+        peak_is_lower_bound: True when the true peak may have been higher (the
+            device's peak counter was reset by other code during the block, or
+            ``--no-reset`` left an older, higher peak in the counter).
+        start_reserved / end_reserved: bytes held by the caching allocator
+            (``torch.cuda.memory_reserved``); ``None`` on CPU.
+        non_pytorch: device memory in use that PyTorch's allocator does not hold
+            (``torch.cuda.mem_get_info`` used − reserved: CUDA context, cuBLAS/cuDNN
+            workspaces, other processes); ``None`` where it cannot be read
+            without creating a CUDA context, and on CPU.
+        total: device capacity in bytes (``None`` if unknown).
+        wall_time: seconds the block took.
+        exception: the type name of the exception the block raised, else ``None``.
+        oom: details of an out-of-memory error, else ``None``.
+        budget: the ``--budget`` size in bytes, if one was given.
+        notes: extra remarks (warnings shown in red).
+        cell: the IPython execution count, when run as a magic.
+        label: a short label (first line of the cell).
+    """
+
+    device: str
+    method: str
+    start_allocated: int
+    end_allocated: int
+    peak_allocated: int
+    wall_time: float
+    peak_is_lower_bound: bool = False
+    start_reserved: int | None = None
+    end_reserved: int | None = None
+    non_pytorch: int | None = None
+    total: int | None = None
+    exception: str | None = None
+    oom: OOMInfo | None = None
+    budget: int | None = None
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    cell: int | None = None
+    label: str = ""
+
+    # -- derived ------------------------------------------------------------
+    @property
+    def delta_allocated(self) -> int:
+        """End − start allocated bytes (what the block left behind)."""
+        return self.end_allocated - self.start_allocated
+
+    @property
+    def peak_delta(self) -> int:
+        """The block's own peak above its start, in bytes."""
+        return self.peak_allocated - self.start_allocated
+
+    @property
+    def delta_reserved(self) -> int | None:
+        if self.start_reserved is None or self.end_reserved is None:
+            return None
+        return self.end_reserved - self.start_reserved
+
+    @property
+    def cached(self) -> int | None:
+        """Reserved − allocated at the end: cached by the allocator, unusable
+        by other processes; includes fragmentation."""
+        if self.end_reserved is None:
+            return None
+        return self.end_reserved - self.end_allocated
+
+    def to_record(self) -> dict[str, Any]:
+        """A flat dict of the fields and derived values (bytes, seconds)."""
+        rec = asdict(self)
+        rec.pop("oom")
+        rec["oom_requested"] = self.oom.requested if self.oom else None
+        rec["delta_allocated"] = self.delta_allocated
+        rec["peak_delta"] = self.peak_delta
+        rec["delta_reserved"] = self.delta_reserved
+        rec["cached"] = self.cached
+        rec["notes"] = "; ".join(self.notes + self.warnings)
+        return rec
+
+    # -- display ------------------------------------------------------------
+    def __str__(self) -> str:
+        bound = "≥" if self.peak_is_lower_bound else ""
+        exc = f" · raised {self.exception}" if self.exception else ""
+        return (
+            f"Δ allocated {format_delta(self.delta_allocated)} · peak {bound}{format_bytes(self.peak_allocated)} "
+            f"({bound}{format_delta(self.peak_delta)}) · on {self.device} · {format_seconds(self.wall_time)}{exc}"
+        )
+
+    def _table(self) -> Table:
+        title = f"vram · {self.device} · {format_seconds(self.wall_time)}"
+        if self.cell is not None:
+            title = f"vram [{self.cell}] · {self.device} · {format_seconds(self.wall_time)}"
+        if self.exception:
+            title += f" · raised {self.exception}"
+        t = Table(title, ("", "now", "change"))
+        t.rows.append(("allocated", format_bytes(self.end_allocated), format_delta(self.delta_allocated)))
+        bound = "≥ " if self.peak_is_lower_bound else ""
+        t.rows.append(("peak", bound + format_bytes(self.peak_allocated), bound + format_delta(self.peak_delta)))
+        if self.end_reserved is not None:
+            dr = self.delta_reserved
+            t.rows.append(("reserved", format_bytes(self.end_reserved), format_delta(dr) if dr is not None else ""))
+            t.rows.append(("reserved − allocated", format_bytes(self.cached or 0), ""))
+        if self.non_pytorch is not None:
+            t.rows.append(("non-PyTorch", format_bytes(self.non_pytorch), ""))
+        if self.oom is not None:
+            req = format_bytes(self.oom.requested) if self.oom.requested is not None else "unknown"
+            t.note(f"out of memory: asked for {req} with {format_bytes(self.oom.live)} allocated", warn=True)
+            if self.oom.holders:
+                top = ", ".join(f"{n} {format_bytes(b)}" for n, b in self.oom.holders)
+                t.note(f"largest holders: {top}", warn=True)
+        for w in self.warnings:
+            t.note(w, warn=True)
+        for n in self.notes:
+            t.note(n)
+        t.note(f"measured by the {self.method}")
+        return t
