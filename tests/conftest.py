@@ -28,8 +28,13 @@ def shell():  # type: ignore[no-untyped-def]
 @pytest.fixture
 def ip(shell):  # type: ignore[no-untyped-def]
     """The shell with vramnb loaded, a clean namespace and history; unloaded after."""
+    import builtins
+
     import vramnb
 
+    # sys.displayhook (run by doctests) sets builtins._, after which IPython
+    # stops maintaining _/__/___; a notebook kernel never has it.
+    builtins.__dict__.pop("_", None)
     shell.run_cell("%reset -f", store_history=False)
     shell.run_cell("import torch", store_history=False)
     vramnb.clear_history()
