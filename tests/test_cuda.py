@@ -1,0 +1,126 @@
+"""CUDA counterparts of the CPU tests; run on the GPU machine (skipped without CUDA).
+Results are recorded in benchmarks/results/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import vramnb
+from tests.conftest import run
+
+pytestmark = pytest.mark.cuda
+MiB, GiB = 2**20, 2**30
+
+
+@pytest.fixture
+def cuda_ip(ip):  # type: ignore[no-untyped-def]
+    torch.cuda.init()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    yield ip
+
+
+def test_cell_bytes_on_cuda(cuda_ip):
+    ip = cuda_ip
+    run(ip, "%%vram -d cuda:0\nx = torch.empty(256 * 2**20, dtype=torch.uint8, device='cuda')")
+    rep = vramnb.history()[-1]
+    assert rep.device == "cuda:0" and rep.method == "CUDA caching allocator"
+    assert rep.delta_allocated == 256 * MiB and rep.peak_delta == 256 * MiB
+    assert rep.end_reserved is not None and rep.end_reserved >= rep.end_allocated
+    assert rep.non_pytorch is not None and rep.non_pytorch > 0  # the CUDA context
+    run(ip, "%%vram\ndel x")
+    assert vramnb.history()[-1].delta_allocated == -256 * MiB
+    run(ip, "%%vram\ntmp = torch.ones(2**30, dtype=torch.uint8, device='cuda')\ndel tmp")
+    rep = vramnb.history()[-1]
+    assert rep.delta_allocated == 0 and rep.peak_delta == GiB
+
+
+def test_reset_by_user_code_is_detected(cuda_ip):
+    run(cuda_ip, "%%vram\nt = torch.ones(2**28, dtype=torch.uint8, device='cuda'); del t\ntorch.cuda.reset_peak_memory_stats()")
+    rep = vramnb.history()[-1]
+    assert rep.peak_is_lower_bound and "lower bound" in " ".join(rep.warnings)
+
+
+def test_session_peak_keeps_old_peak(cuda_ip):
+    t = torch.ones(2**29, dtype=torch.uint8, device="cuda")
+    del t
+    high = torch.cuda.max_memory_allocated()
+    run(cuda_ip, "%%vram\ny = 1")
+    assert vramnb.session_peak("cuda:0") >= high
+
+
+def test_cuda_out_of_memory_report(cuda_ip):
+    run(cuda_ip, "hog = torch.ones(2**28, dtype=torch.uint8, device='cuda')")
+    res, cap = run(cuda_ip, "%%vram\ntoo_big = torch.empty(2**45, dtype=torch.uint8, device='cuda')")
+    assert type(res.error_in_exec).__name__ == "OutOfMemoryError"
+    rep = vramnb.history()[-1]
+    assert rep.oom is not None and rep.oom.requested == 32 * 2**40
+    assert rep.oom.holders[0][0] == "hog"
+    run(cuda_ip, "del hog")
+
+
+def test_free_releases_hidden_holders_on_gpu(cuda_ip):
+    ip = cuda_ip
+    run(ip, "def f():\n    local_big = torch.ones(2**26, device='cuda')\n    raise ValueError('x')")
+    run(ip, "f()")
+    run(ip, "torch.zeros(2**24, device='cuda')")  # displayed: Out, _, and the hidden _
+    run(ip, "%reset -f out")
+    before = torch.cuda.memory_allocated()
+    # clearing only sys.last_* frees nothing: IPython keeps InteractiveTB.tb
+    saved = {n: getattr(sys, n) for n in ("last_type", "last_value", "last_traceback", "last_exc") if hasattr(sys, n)}
+    for n in saved:
+        delattr(sys, n)
+    import gc
+
+    gc.collect()
+    assert torch.cuda.memory_allocated() == before
+    for n, v in saved.items():
+        setattr(sys, n, v)
+    res, _ = run(ip, "%vram free")
+    freed = dict(res.result.freed)
+    assert freed["last exception (traceback frames)"] == 4 * 2**26
+    assert freed["output history (Out, _, __, ___)"] == 4 * 2**24
+    assert torch.cuda.memory_allocated() == before - 4 * 2**26 - 4 * 2**24
+    assert res.result.returned is not None
+
+
+def test_state_on_cuda(cuda_ip):
+    run(cuda_ip, "m = torch.nn.Linear(1024, 1024, device='cuda')")
+    res, _ = run(cuda_ip, "%vram")
+    rep = res.result
+    assert rep.device == "cuda:0" and rep.total_memory and rep.non_pytorch is not None
+    assert {h.name: h.nbytes for h in rep.holders}["m"] == (1024 * 1024 + 1024) * 4
+
+
+def test_device_out_of_range(cuda_ip):
+    res, _ = run(cuda_ip, f"%%vram -d cuda:{torch.cuda.device_count()}\n1")
+    assert "out of range" in str(res.error_in_exec)
+
+
+def test_measuring_never_creates_the_cuda_context():
+    code = textwrap.dedent(
+        """
+        import torch
+        from IPython.core.interactiveshell import InteractiveShell
+        ip = InteractiveShell.instance()
+        ip.run_cell("%load_ext vramnb")
+        ip.run_cell("%%vram\\nx = torch.ones(10)")
+        ip.run_cell("%vram")
+        ip.run_cell("%vram free")
+        ip.run_cell("%vram on")
+        ip.run_cell("y = 2")
+        assert torch.cuda.is_available() and not torch.cuda.is_initialized()
+        ip.run_cell("%%vram\\nz = torch.ones(10, device='cuda')")
+        import vramnb
+        r = vramnb.history()[-1]
+        assert r.device == 'cuda:0' and r.delta_allocated == 512, r
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
