@@ -88,6 +88,11 @@ def main() -> None:
         except Exception as e:  # not installed: say so
             res["ipyexperiments"] = f"not installed ({type(e).__name__})"
         else:
+            import types
+
+            # it reads the namespace through ipython.kernel.shell; a plain
+            # InteractiveShell has no kernel, so give it one pointing back.
+            shell.kernel = types.SimpleNamespace(shell=shell)
             exp = IPyExperimentsPytorch(cl_enable=True, cl_compact=True)
             res["ipyexperiments_cell_extra_us"] = cell_cost(shell, "pass", max(50, args.n // 4)) - plain
             del exp

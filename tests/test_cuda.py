@@ -109,6 +109,7 @@ def test_measuring_never_creates_the_cuda_context():
         from IPython.core.interactiveshell import InteractiveShell
         ip = InteractiveShell.instance()
         ip.run_cell("%load_ext vramnb")
+        ip.run_cell("import torch")
         ip.run_cell("%%vram\\nx = torch.ones(10)")
         ip.run_cell("%vram")
         ip.run_cell("%vram free")

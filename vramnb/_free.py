@@ -86,6 +86,16 @@ def _clear_output_history(shell: Any) -> None:
 def _clear_last_exception(shell: Any) -> None:
     for tb in _tracebacks(shell):
         traceback.clear_frames(tb)  # drop the frames' locals; the exception itself stays
+        while tb is not None:
+            # Python < 3.13 keeps a snapshot dict of the locals on the frame (made
+            # when IPython's traceback formatter read f_locals) that clear() leaves
+            # alive; reading f_locals again re-syncs it. Never touch a module-level
+            # frame, whose f_locals is the namespace itself.
+            frame = tb.tb_frame
+            f_locals = frame.f_locals
+            if f_locals is not frame.f_globals:
+                f_locals.clear()
+            tb = tb.tb_next
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, name):
             delattr(sys, name)
