@@ -132,7 +132,8 @@ def test_other_devices_ignored():
 def test_listener_sees_changes():
     tr = fresh()
     seen = []
-    with tr.listening(lambda k, d: seen.append(d)), tr.tracking():
+    with tr.listening(lambda k, old, new: seen.append((old, new))), tr.tracking():
         x = torch.empty(100, dtype=torch.int8)
+        x.resize_(300)
         del x
-    assert seen == [100, -100]
+    assert seen == [(0, 100), (100, 300), (300, 0)]

@@ -83,7 +83,7 @@ class StorageTracker:
         self.peak = 0
         self._entries: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._lock = threading.RLock()
-        self._listeners: list[Callable[[int, int], None]] = []
+        self._listeners: list[Callable[[int, int, int], None]] = []
         self.resets = 0  # times reset_peak was called (lets a measurement notice a reset)
 
     # -- registration -------------------------------------------------------
@@ -110,11 +110,11 @@ class StorageTracker:
                 if entry[1] == nbytes:
                     return
                 self._entries[key] = (entry[0], nbytes)
-                self._change(key, nbytes - entry[1])
+                self._change(key, entry[1], nbytes)
                 return
             ref = weakref.ref(st, self._make_callback(key))
             self._entries[key] = (ref, nbytes)
-            self._change(key, nbytes)
+            self._change(key, 0, nbytes)
 
     def _make_callback(self, key: int) -> Callable[[weakref.ref[Any]], None]:
         def freed(ref: weakref.ref[Any]) -> None:
@@ -122,16 +122,16 @@ class StorageTracker:
                 entry = self._entries.get(key)
                 if entry is not None and entry[0] is ref:
                     del self._entries[key]
-                    self._change(key, -entry[1])
+                    self._change(key, entry[1], 0)
 
         return freed
 
-    def _change(self, key: int, delta: int) -> None:
-        self.current += delta
+    def _change(self, key: int, old: int, new: int) -> None:
+        self.current += new - old
         if self.current > self.peak:
             self.peak = self.current
         for listener in self._listeners:
-            listener(key, delta)
+            listener(key, old, new)
 
     # -- queries ------------------------------------------------------------
     def reset_peak(self) -> None:
@@ -154,8 +154,10 @@ class StorageTracker:
         return len(self._entries)
 
     @contextlib.contextmanager
-    def listening(self, listener: Callable[[int, int], None]) -> Iterator[None]:
-        """Call ``listener(storage_key, delta_bytes)`` on every change while active."""
+    def listening(self, listener: Callable[[int, int, int], None]) -> Iterator[None]:
+        """Call ``listener(storage_key, old_bytes, new_bytes)`` on every change while
+        active: ``old == 0`` for a new storage, ``new == 0`` for a freed one,
+        both non-zero for a resize."""
         self._listeners.append(listener)
         try:
             yield

@@ -1,0 +1,168 @@
+"""Figures: the breakdown at each phase and at the peak, the step's timeline,
+and a side-by-side comparison of several reports.
+
+matplotlib is imported only here, and only when a figure is asked for.
+Figures are ``matplotlib.figure.Figure`` objects (no pyplot), so they never
+display twice; in a notebook they show as PNG. Every source has one fixed
+colour (:mod:`vramnb._sources`), the same in every plot and in the panel.
+The figure background is opaque white, so it reads the same in light and
+dark notebook themes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._breakdown import Breakdown, StepReport, StepResult
+from ._sources import COLORS, SOURCES
+from ._units import UNITS
+
+__all__ = ["plot_breakdown", "plot_timeline", "plot_compare", "unit_for"]
+
+_SHORT = {
+    "start": "start",
+    "after forward": "after\nforward",
+    "after backward": "after\nbackward",
+    "after optimizer step": "after\noptim. step",
+    "after zero_grad": "after\nzero_grad",
+    "at failure": "at\nfailure",
+}
+
+
+def unit_for(max_bytes: float) -> tuple[str, int]:
+    """The binary unit that keeps ``max_bytes`` between 1 and 1024."""
+    name, size = UNITS[0]
+    for n, s in UNITS:
+        if max_bytes >= s:
+            name, size = n, s
+    return name, size
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, facecolor="white", layout="constrained")
+    return fig
+
+
+def _used_sources(breakdowns: Sequence[Breakdown]) -> list[str]:
+    return [s for s in SOURCES if any(b.sources.get(s, 0) for b in breakdowns)]
+
+
+def _stack(ax: Any, labels: Sequence[str], breakdowns: Sequence[Breakdown], scale: int, highlight: int | None = None) -> None:
+    used = _used_sources(breakdowns)
+    bottoms = [0.0] * len(breakdowns)
+    xs = list(range(len(breakdowns)))
+    for src in used:
+        vals = [b.sources.get(src, 0) / scale for b in breakdowns]
+        ax.bar(xs, vals, bottom=bottoms, color=COLORS[src], label=src, width=0.7, edgecolor="white", linewidth=0.5)
+        bottoms = [a + v for a, v in zip(bottoms, vals)]
+    if highlight is not None:
+        ax.bar([highlight], [bottoms[highlight]], width=0.78, fill=False, edgecolor="black", linewidth=1.5)
+    ax.set_xticks(xs, labels)
+    for x, top in zip(xs, bottoms):
+        ax.annotate(f"{top:.1f}", (x, top), ha="center", va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
+    ax.margins(y=0.12)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def plot_breakdown(report: StepReport, step: int | str = -1) -> Any:
+    """Stacked bars: memory by source at each phase mark of one step, and at its
+    peak (outlined).
+
+    Args:
+        report: a :class:`StepReport`.
+        step: index into ``report.steps`` or ``"first"``/``"steady"``.
+
+    Returns:
+        a ``matplotlib.figure.Figure``.
+    """
+    s = _pick(report, step)
+    phase = {"optimizer step": "optim. step"}.get(s.peak_phase, s.peak_phase)
+    items = list(s.marks) + [(f"peak\n({phase})", s.peak)]
+    bds = [b for _, b in items]
+    unit, scale = unit_for(max(b.total for b in bds))
+    fig = _figure(7.5, 4.2)
+    ax = fig.add_subplot()
+    _stack(ax, [_SHORT.get(n, n) for n, _ in items], bds, scale, highlight=len(items) - 1)
+    ax.set_ylabel(f"allocated ({unit})")
+    ax.set_title(f"Where the memory goes · {s.kind} · {report.label} · {report.device}", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False, reverse=True)
+    return fig
+
+
+def _pick(report: StepReport, step: int | str) -> StepResult:
+    if step == "first":
+        return report.first
+    if step == "steady":
+        return report.steady
+    if isinstance(step, int):
+        return report.steps[step]
+    raise ValueError(f"step must be an index, 'first' or 'steady', not {step!r}")
+
+
+def plot_timeline(report: StepReport) -> Any:
+    """Allocated memory after every allocation and free of each profiled step,
+    with the phases shaded and each step's peak marked.
+
+    Returns:
+        a ``matplotlib.figure.Figure``.
+    """
+    n = len(report.steps)
+    top = max(max(s.timeline) if s.timeline else 0 for s in report.steps)
+    unit, scale = unit_for(top)
+    fig = _figure(7.5, 3.2)
+    axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
+    phase_colors = ["#f2f2f2", "#e0e0e0"]
+    for ax, s in zip(axes, report.steps):
+        ys = [v / scale for v in s.timeline]
+        xs = list(range(len(ys)))
+        pts = [s.mark_points.get(m) for m in ("start", "after forward", "after backward", "after optimizer step", "after zero_grad")]
+        names = ["forward", "backward", "optim.", "zero_grad"]
+        for i, (a, b) in enumerate(zip(pts, pts[1:])):
+            if a is None or b is None or b <= a:
+                continue
+            ax.axvspan(a, b, color=phase_colors[i % 2], zorder=0)
+            ax.text((a + b) / 2, 1.0, names[i], transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7)
+        ax.step(xs, ys, where="post", color="#0072B2", linewidth=1.2)
+        p = s.peak_point
+        if 0 <= p < len(ys):
+            ax.plot([p], [ys[p]], "o", color="#D55E00", zorder=3)
+            ax.annotate(f"peak {ys[p]:.1f} {unit}", (p, ys[p]), xytext=(4, -12), textcoords="offset points", fontsize=8, color="#D55E00")
+        ax.set_xlabel("allocation events")
+        ax.set_title(s.kind, fontsize=9, pad=14)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_ylim(bottom=0)
+    axes[0].set_ylabel(f"allocated ({unit})")
+    fig.suptitle(f"Allocated memory over the step · {report.label} · {report.device}", fontsize=10)
+    return fig
+
+
+def plot_compare(reports: Sequence[StepReport], labels: Sequence[str] | None = None) -> Any:
+    """Side by side: each report's breakdown at its (steady-state) peak.
+
+    Args:
+        reports: the reports to compare.
+        labels: one label per report (default: each report's label).
+
+    Returns:
+        a ``matplotlib.figure.Figure``.
+    """
+    if not reports:
+        raise ValueError("plot_compare needs at least one report")
+    labels = list(labels) if labels is not None else [r.label for r in reports]
+    if len(labels) != len(reports):
+        raise ValueError(f"{len(labels)} labels for {len(reports)} reports")
+    bds = [r.peak for r in reports]
+    unit, scale = unit_for(max(b.total for b in bds))
+    fig = _figure(max(5.0, 1.2 * len(reports) + 3.0), 4.2)
+    ax = fig.add_subplot()
+    _stack(ax, labels, bds, scale)
+    ax.set_ylabel(f"peak allocated ({unit})")
+    ax.set_title("Peak memory by source", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False, reverse=True)
+    if len(labels) > 4:
+        ax.tick_params(axis="x", labelrotation=20)
+    return fig

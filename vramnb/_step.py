@@ -1,0 +1,534 @@
+"""Profile one training step of a live model: where its memory goes, phase by phase.
+
+:func:`profile_step` runs a real step (forward, backward, optimizer step,
+``zero_grad``) on the user's own model and optimizer, twice by default (the
+first step, where a lazily-built optimizer state appears, and a steady-state
+step), records every allocation (:mod:`vramnb._timeline`), labels each by
+source (:mod:`vramnb._sources`), and restores the model and optimizer exactly
+(:mod:`vramnb._restore`).
+
+Attribution rules. Each allocation belongs to one source; where several fit,
+the first in ``SOURCES`` wins. Parameters, buffers and the batch are the
+storages alive at the start that back them; gradients and optimizer state are
+those backing ``.grad`` and ``optimizer.state`` at the marks; activations are
+the storages autograd saved for backward (``torch.autograd.graph.saved_tensors_hooks``);
+on CUDA, *workspace* is memory the caching allocator handed out that backs
+no tensor (cuBLAS/cuDNN workspaces); temporaries are everything else the step
+allocated; *other* is memory held before the step by anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+
+from ._breakdown import Breakdown, ModuleMemory, StepReport, StepResult
+from ._probe import CpuProbe, CudaProbe, probe_for
+from ._restore import Snapshot
+from ._sources import SOURCES
+from ._timeline import CpuRecorder, CudaRecorder, Timeline
+from ._tracker import _live_tensors, cpu_tracker, storage_key, storage_of
+
+__all__ = ["profile_step", "MARKS", "PHASES"]
+
+MARKS = ("start", "after forward", "after backward", "after optimizer step", "after zero_grad")
+PHASES = ("forward", "backward", "optimizer step", "zero_grad")
+
+
+# -- input checks -------------------------------------------------------------
+def _batch_tensors(batch: Any, path: str = "batch") -> list[tuple[str, torch.Tensor]]:
+    if isinstance(batch, torch.Tensor):
+        return [(path, batch)]
+    if isinstance(batch, Mapping):
+        out = []
+        for k, v in batch.items():
+            out += _batch_tensors(v, f"{path}[{k!r}]")
+        return out
+    if isinstance(batch, (tuple, list)):
+        out = []
+        for i, v in enumerate(batch):
+            out += _batch_tensors(v, f"{path}[{i}]")
+        return out
+    raise ValueError(
+        f"{path} is a {type(batch).__name__}; a batch must be a tensor, or a tuple, list or dict of tensors"
+    )
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    raise ValueError(f"{type(model).__name__} has no parameters: nothing to train")
+
+
+def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
+    """Validate before anything runs. Returns the model's device.
+
+    Raises:
+        ValueError: not a module; no trainable parameters; parameters on
+            several devices; a batch that is not tensors; a batch on another
+            device than the model; an optimizer that holds parameters the model
+            does not have (or none of the model's).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    device = _model_device(model)
+    devices = {p.device for p in model.parameters()}
+    if len(devices) > 1:
+        raise ValueError(f"the model's parameters are on several devices ({sorted(map(str, devices))}); vramnb profiles one device")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError(f"{type(model).__name__} has no trainable parameters (all have requires_grad=False): nothing to train")
+    for path, t in _batch_tensors(batch):
+        if t.device != device:
+            raise ValueError(f"{path} is on {t.device} but the model is on {device}; move it with .to({str(device)!r})")
+    if optimizer is not None:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise ValueError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+        mine = {id(p) for p in model.parameters()}
+        theirs = [p for g in optimizer.param_groups for p in g["params"]]
+        foreign = [p for p in theirs if id(p) not in mine]
+        if foreign or not theirs:
+            raise ValueError(
+                f"the optimizer holds {len(foreign)} of {len(theirs)} parameters that are not the model's: "
+                "build it over this model, e.g. torch.optim.AdamW(model.parameters())"
+            )
+    return device
+
+
+def default_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+    """``model(batch)``, ``model(*batch)`` or ``model(**batch)``; the loss is the
+    output if it is a scalar tensor, or its ``.loss`` (Hugging Face models)."""
+    if isinstance(batch, Mapping):
+        out = model(**batch)
+    elif isinstance(batch, (tuple, list)):
+        out = model(*batch)
+    else:
+        out = model(batch)
+    loss = out if isinstance(out, torch.Tensor) else getattr(out, "loss", None)
+    if loss is None:
+        raise ValueError(
+            f"the model returned {type(out).__name__} with no .loss; pass loss_fn=lambda model, batch: ... returning a scalar"
+        )
+    return loss
+
+
+def _check_loss(loss: Any) -> torch.Tensor:
+    if not isinstance(loss, torch.Tensor):
+        raise ValueError(f"the loss must be a scalar tensor, got {type(loss).__name__}")
+    if loss.numel() != 1:
+        raise ValueError(f"the loss must be a scalar, got a tensor of shape {tuple(loss.shape)}: reduce it (e.g. .mean())")
+    if not loss.requires_grad:
+        raise ValueError("the loss does not require grad: is the forward under torch.no_grad(), or every parameter frozen?")
+    return loss
+
+
+# -- keys -----------------------------------------------------------------------
+def _key_fn(device: torch.device) -> Callable[[torch.Tensor], int | None]:
+    if device.type == "cuda":
+
+        def key(t: torch.Tensor) -> int | None:
+            st = storage_of(t)
+            if st is None or st.device != device or st.nbytes() == 0:
+                return None
+            return st.data_ptr()
+
+        return key
+
+    def key_cpu(t: torch.Tensor) -> int | None:
+        st = storage_of(t)
+        if st is None or st.device.type != "cpu":
+            return None
+        return storage_key(st)
+
+    return key_cpu
+
+
+def _keys(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor], int | None]) -> set[int]:
+    out = set()
+    for t in tensors:
+        if t is not None:
+            k = key(t)
+            if k is not None:
+                out.add(k)
+    return out
+
+
+def _state_tensors(optimizer: torch.optim.Optimizer | None) -> list[torch.Tensor]:
+    if optimizer is None:
+        return []
+    return [v for st in optimizer.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+
+
+# -- one step ---------------------------------------------------------------------
+class _StepRun:
+    """State of one profiled step: recorder, mark keys, saved activations, modules."""
+
+    def __init__(self, model, batch, loss_fn, optimizer, device, set_to_none, module_depth):  # type: ignore[no-untyped-def]
+        self.model, self.batch, self.loss_fn, self.optimizer = model, batch, loss_fn, optimizer
+        self.device, self.set_to_none, self.module_depth = device, set_to_none, module_depth
+        self.key = _key_fn(device)
+        self.cuda = device.type == "cuda"
+        self.probe = probe_for(device)
+        self.mark_keys: dict[str, dict[str, set[int]]] = {}
+        self.samples: dict[str, Any] = {}
+        self.saved_cpu: set[int] = set()  # interval indices (CPU)
+        self.saved_cuda: list[tuple[int, str]] = []  # (address, phase) (CUDA)
+        self.phase = "forward"
+        self.got_grad: set[int] = set()
+        self.module_events: list[tuple[str, str, Any]] = []  # (name, "enter"/"exit", position)
+
+    def position(self) -> Any:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            s = torch.cuda.memory_stats(self.device)
+            return (s.get("allocation.all.allocated", 0), s.get("allocation.all.freed", 0))
+        return self.recorder.timeline.n_events
+
+    def mark(self, name: str) -> None:
+        self.recorder.mark(name)
+        params = list(self.model.parameters())
+        self.mark_keys[name] = {
+            "gradients": _keys((p.grad for p in params), self.key),
+            "optimizer state": _keys(_state_tensors(self.optimizer), self.key),
+        }
+        self.samples[name] = self.probe.sample(device_info=self.cuda)
+
+    def pack(self, t: torch.Tensor) -> Any:
+        k = self.key(t)
+        if k is not None:
+            if self.cuda:
+                self.saved_cuda.append((k, self.phase))
+            else:
+                idx = self.recorder.interval_of(k)
+                if idx is not None:
+                    self.saved_cpu.add(idx)
+        return t.detach()  # no reference cycle through the graph
+
+    @staticmethod
+    def unpack(t: Any) -> torch.Tensor:
+        return t
+
+    @contextlib.contextmanager
+    def module_tracking(self) -> Any:
+        if self.module_depth is None or self.module_depth < 1:
+            yield
+            return
+        try:
+            from torch.distributed._tools.mod_tracker import ModTracker
+        except Exception:  # torch without distributed, or an older layout
+            yield
+            return
+        chosen = {id(m): n for n, m in self.model.named_modules() if n and n.count(".") == self.module_depth - 1}
+        events = self.module_events
+
+        def enter(kind: str) -> Callable[..., None]:
+            def hook(mod: Any, *args: Any) -> None:
+                name = chosen.get(id(mod))
+                if name is not None:
+                    events.append((name, kind + " enter", self.position()))
+
+            return hook
+
+        def leave(kind: str) -> Callable[..., None]:
+            def hook(mod: Any, *args: Any) -> None:
+                name = chosen.get(id(mod))
+                if name is not None:
+                    events.append((name, kind + " exit", self.position()))
+
+            return hook
+
+        mt = ModTracker()
+        mt.register_user_hooks(enter("fw"), leave("fw"), enter("bw"), leave("bw"))
+        try:
+            with mt:
+                yield
+        finally:
+            mt.clear_user_hooks()
+
+    def run(self) -> tuple[Timeline, float, BaseException | None]:
+        if self.cuda:
+            self.recorder = CudaRecorder(self.device.index or 0)
+            ctx: Any = contextlib.nullcontext()
+        else:
+            tracker = cpu_tracker()
+            tracker.scan()
+            self.recorder = CpuRecorder(tracker)
+            ctx = contextlib.ExitStack()
+            ctx.enter_context(tracker.tracking())
+            ctx.enter_context(tracker.listening(self.recorder))
+        handles = []
+        for p in self.model.parameters():
+            if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
+                handles.append(p.register_post_accumulate_grad_hook(lambda q: self.got_grad.add(id(q))))
+        err: BaseException | None = None
+        t0 = time.perf_counter()
+        try:
+            with ctx:
+                self.mark("start")
+                with self.module_tracking():
+                    self.phase = "forward"
+                    with torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack):
+                        loss = _check_loss((self.loss_fn or default_loss)(self.model, self.batch))
+                    self.mark("after forward")
+                    self.phase = "backward"
+                    with torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack):
+                        loss.backward()
+                    del loss
+                    self.mark("after backward")
+                self.phase = "optimizer step"
+                if self.optimizer is not None:
+                    self.optimizer.step()
+                self.mark("after optimizer step")
+                self.phase = "zero_grad"
+                if self.optimizer is not None:
+                    self.optimizer.zero_grad(set_to_none=self.set_to_none)
+                else:
+                    self.model.zero_grad(set_to_none=self.set_to_none)
+                self.mark("after zero_grad")
+        except BaseException as e:  # noqa: BLE001 - re-raised by the caller after restoring
+            err = e
+            with contextlib.suppress(Exception):
+                self.mark("at failure")
+        finally:
+            if self.cuda:
+                torch.cuda.synchronize(self.device)
+            elapsed = time.perf_counter() - t0
+            for h in handles:
+                h.remove()
+            timeline = self.recorder.finish()
+        return timeline, elapsed, err
+
+
+def _label(run: _StepRun, tl: Timeline, start_keys: dict[str, set[int]], tensor_keys_end: set[int] | None,
+           tensor_keys_start: set[int] | None) -> list[str]:
+    """One source per interval, by the rules in the module docstring."""
+    labels = [""] * len(tl.intervals)
+    by_point: dict[int, dict[int, int]] = {}
+
+    def live_map(point: int) -> dict[int, int]:
+        if point not in by_point:
+            by_point[point] = {tl.intervals[i].key: i for i in tl.live_at(point)}
+        return by_point[point]
+
+    def claim(idx: int | None, source: str) -> None:
+        if idx is not None and not labels[idx]:
+            labels[idx] = source
+
+    start = tl.marks.get("start", 0)
+    for source in ("parameters", "buffers", "input batch"):
+        lm = live_map(start)
+        for k in start_keys[source]:
+            claim(lm.get(k), source)
+    for source in ("gradients", "optimizer state"):
+        for name, keys in run.mark_keys.items():
+            lm = live_map(tl.marks.get(name, start))
+            for k in keys[source]:
+                claim(lm.get(k), source)
+    if run.cuda:
+        after_fw = tl.marks.get("after forward", tl.n_events)
+        lm = live_map(after_fw)
+        for addr, phase in run.saved_cuda:
+            if phase == "forward":
+                claim(lm.get(addr), "activations")
+            else:  # recomputed in backward: the latest interval at that address in the backward window
+                end = tl.marks.get("after backward", tl.n_events)
+                cands = [i for i, iv in enumerate(tl.intervals) if iv.key == addr and after_fw - 1 <= iv.start < end]
+                claim(cands[-1] if cands else None, "activations")
+    else:
+        for idx in run.saved_cpu:
+            claim(idx, "activations")
+    end_point = tl.n_events
+    for i, iv in enumerate(tl.intervals):
+        if labels[i]:
+            continue
+        if run.cuda and tensor_keys_end is not None and iv.end is None and iv.key not in tensor_keys_end:
+            labels[i] = "workspace"  # allocated, alive, and backing no tensor
+        elif run.cuda and tensor_keys_start is not None and iv.start < 0 and iv.key not in tensor_keys_start:
+            labels[i] = "workspace"
+        elif iv.start < 0:
+            labels[i] = "other"
+        else:
+            labels[i] = "temporaries"
+    del end_point
+    return labels
+
+
+def _breakdown(tl: Timeline, labels: list[str], point: int, sample: Any) -> Breakdown:
+    sources = dict.fromkeys(SOURCES, 0)
+    for i in tl.live_at(point):
+        sources[labels[i]] += tl.intervals[i].size
+    if sample is None:
+        allocated = sum(sources.values())
+        return Breakdown(sources, allocated)
+    return Breakdown(sources, sample.allocated, sample.reserved, sample.non_pytorch)
+
+
+def _module_memory(run: _StepRun, tl: Timeline, labels: list[str], positions: Any) -> list[ModuleMemory]:
+    if not run.module_events:
+        return []
+    out: dict[str, ModuleMemory] = {}
+    opened: dict[tuple[str, str], int] = {}
+    windows: list[tuple[str, str, int, int]] = []
+    for name, what, pos in run.module_events:
+        kind, edge = what.split()
+        point = positions(pos)
+        if edge == "enter":
+            opened[(name, kind)] = point
+        elif (name, kind) in opened:
+            windows.append((name, kind, opened.pop((name, kind)), point))
+    for name, kind, a, b in windows:
+        mm = out.setdefault(name, ModuleMemory(name))
+        delta: dict[int, int] = {}
+        for i, iv in enumerate(tl.intervals):
+            if not (a <= iv.start + 1 <= b):
+                continue
+            if kind == "fw" and labels[i] == "activations":
+                mm.activations += iv.size
+            if labels[i] in ("temporaries", "workspace"):
+                delta[iv.start + 1] = delta.get(iv.start + 1, 0) + iv.size
+                if iv.end is not None and iv.end + 1 <= b:
+                    delta[iv.end + 1] = delta.get(iv.end + 1, 0) - iv.size
+        cur = best = 0
+        for p in sorted(delta):
+            cur += delta[p]
+            best = max(best, cur)
+        mm.temporaries = max(mm.temporaries, best)
+    return list(out.values())
+
+
+def _cuda_tensor_keys(device: torch.device) -> set[int]:
+    keys = set()
+    for t in _live_tensors():
+        try:
+            if t.device == device:
+                st = storage_of(t)
+                if st is not None:
+                    keys.add(st.data_ptr())
+        except Exception:
+            continue
+    return keys
+
+
+def _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_depth) -> tuple[StepResult, BaseException | None]:  # type: ignore[no-untyped-def]
+    run = _StepRun(model, batch, loss_fn, optimizer, device, set_to_none, module_depth)
+    kind = "steady state" if optimizer is None or any(len(s) for s in optimizer.state.values()) else "first step"
+    key = run.key
+    start_keys = {
+        "parameters": _keys(model.parameters(), key),
+        "buffers": _keys(model.buffers(), key),
+        "input batch": _keys((t for _, t in _batch_tensors(batch)), key),
+    }
+    keys_start = _cuda_tensor_keys(device) if run.cuda else None
+    tl, elapsed, err = run.run()
+    keys_end = _cuda_tensor_keys(device) if run.cuda else None
+    labels = _label(run, tl, start_keys, keys_end, keys_start)
+    totals = tl.totals()
+    marks = [(m, _breakdown(tl, labels, tl.marks[m], run.samples.get(m))) for m in (*MARKS, "at failure") if m in tl.marks]
+    lo = tl.marks.get("start", 0)
+    peak_point = max(range(lo, len(totals)), key=lambda i: totals[i]) if len(totals) > lo else lo
+    peak_sample = None
+    if run.cuda:
+        peak_sample = type(run.samples["start"])(totals[peak_point], totals[peak_point])
+        last = run.samples[marks[-1][0]]
+        peak_sample.reserved, peak_sample.non_pytorch = last.reserved, last.non_pytorch
+    peak = _breakdown(tl, labels, peak_point, peak_sample)
+    if run.cuda:  # the replayed total *is* the allocator's count at that point; offset by any drift seen at marks
+        peak.allocated = totals[peak_point] + (marks[0][1].allocated - totals[tl.marks["start"]])
+    phase = "forward"
+    for m, ph in zip(MARKS[1:], PHASES):
+        if m in tl.marks and peak_point > tl.marks[m]:
+            phase = {"forward": "backward", "backward": "optimizer step", "optimizer step": "zero_grad"}.get(ph, ph)
+    if "at failure" in tl.marks:
+        phase = run.phase
+    missing = []
+    if err is None and hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
+        missing = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in run.got_grad]
+
+    def positions(pos: Any) -> int:
+        if not run.cuda:
+            return pos
+        # events whose cumulative counts do not exceed the recorded counts
+        n_alloc, n_free = pos
+        a0, f0 = run.recorder.start_counts
+        return min(tl.n_events, (n_alloc - a0) + (n_free - f0))
+
+    modules = _module_memory(run, tl, labels, positions)
+    result = StepResult(kind, marks, peak, phase, totals, dict(tl.marks), peak_point, modules, elapsed, missing)
+    return result, err
+
+
+def profile_step(
+    model: torch.nn.Module,
+    batch: Any,
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    *,
+    steps: int = 2,
+    set_to_none: bool = True,
+    module_depth: int | None = 1,
+    restore: bool = True,
+    label: str = "",
+) -> StepReport:
+    """Profile training steps of a live model and say where the memory goes.
+
+    Args:
+        model: the ``nn.Module`` to train (its parameters on one device).
+        batch: a tensor, or a tuple/list/dict of tensors, on the model's device.
+        loss_fn: ``loss_fn(model, batch) -> scalar loss``. Default: the model's
+            output if it is a scalar, or its ``.loss`` (Hugging Face models).
+        optimizer: the user's optimizer over ``model``'s parameters; ``None``
+            profiles forward and backward only.
+        steps: how many steps to run (2: the first step, where the optimizer's
+            state is created, and a steady-state step).
+        set_to_none: ``zero_grad(set_to_none=...)``.
+        module_depth: attribute activations and temporaries to the modules at
+            this depth (1: the model's children); ``None`` turns it off.
+        restore: put the model, optimizer and RNG state back exactly afterwards.
+        label: a title for the report.
+
+    Returns:
+        a :class:`StepReport`: per step, the breakdown by source at each phase
+        mark and at the peak, the peak's phase, the allocation timeline and the
+        per-module memory. On CPU the sources sum exactly to the storage
+        tracker's total; on CUDA to the allocator's trace (any difference from
+        ``torch.cuda.memory_allocated`` is shown as *unattributed*).
+
+    Raises:
+        ValueError: bad model, batch, optimizer or loss (see :func:`check_inputs`),
+            before anything runs (the loss is checked after the forward; the
+            model is restored).
+        Any exception of the user's step is re-raised after restoring, with the
+        partial report attached as ``exc.vramnb_report``.
+    """
+    device = check_inputs(model, batch, optimizer)
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    snap = Snapshot.take(model, optimizer) if restore else None
+    results: list[StepResult] = []
+    err: BaseException | None = None
+    try:
+        for _ in range(steps):
+            res, err = _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_depth)
+            results.append(res)
+            if err is not None:
+                break
+    finally:
+        if snap is not None:
+            snap.restore()
+    probe = probe_for(device)
+    method = "CUDA caching allocator trace" if isinstance(probe, CudaProbe) else CpuProbe.method
+    name = label or f"{type(model).__name__}" + (f" · {type(optimizer).__name__}" if optimizer is not None else "")
+    report = StepReport(str(device), method, results, name)
+    if restore:
+        report.notes.append("model, optimizer and RNG state restored exactly")
+    if err is not None:
+        report.error = type(err).__name__
+        try:
+            err.vramnb_report = report  # type: ignore[attr-defined]
+        except Exception:
+            pass
+        raise err
+    return report

@@ -1,0 +1,181 @@
+"""A step's memory as allocation intervals, recorded on CPU or CUDA.
+
+An :class:`Interval` is one allocation: a key (the storage's identity on CPU,
+the block address on CUDA), its size in bytes, and the event indices where it
+began and ended (``-1``: it existed before recording; ``None``: still alive).
+:class:`Timeline` replays the intervals to give the total at every event, the
+peak, and the live set at any event, which attribution then labels.
+
+* CPU: :class:`CpuRecorder` listens to the exact storage tracker.
+* CUDA: :class:`CudaRecorder` records the caching allocator's own trace
+  (``torch.cuda.memory._record_memory_history(context=None)``: no stack
+  collection, no Python per allocation) and reads it back with
+  ``torch.cuda.memory._snapshot()``. Phase marks are placed in the trace by the
+  allocator's cumulative allocation/free counters, read at each mark. Sizes are
+  the allocator's rounded block sizes, so totals match
+  ``torch.cuda.memory_allocated``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ._tracker import StorageTracker
+
+__all__ = ["Interval", "Timeline", "CpuRecorder", "CudaRecorder"]
+
+
+@dataclass
+class Interval:
+    key: int
+    size: int
+    start: int  # event index of the allocation; -1 if before recording
+    end: int | None = None  # event index of the free; None if still alive
+
+
+@dataclass
+class Timeline:
+    """Intervals plus named marks (event index at which each mark was taken:
+    the state *before* that event)."""
+
+    intervals: list[Interval] = field(default_factory=list)
+    n_events: int = 0
+    marks: dict[str, int] = field(default_factory=dict)
+
+    def totals(self) -> list[int]:
+        """Allocated bytes after each event; ``totals()[0]`` is the start."""
+        delta = [0] * (self.n_events + 1)
+        base = 0
+        for iv in self.intervals:
+            if iv.start < 0:
+                base += iv.size
+            else:
+                delta[iv.start + 1] += iv.size
+            if iv.end is not None:
+                delta[iv.end + 1] -= iv.size
+        out, cur = [], base
+        for d in delta:
+            cur += d
+            out.append(cur)
+        return out
+
+    def live_at(self, point: int) -> list[int]:
+        """Indices of the intervals alive at ``point`` (an index into
+        :meth:`totals`: 0 is the start, ``i + 1`` is just after event ``i``)."""
+        ev = point - 1
+        return [
+            i for i, iv in enumerate(self.intervals) if iv.start <= ev and (iv.end is None or iv.end > ev)
+        ]
+
+
+class CpuRecorder:
+    """Records a tracker's changes as intervals (exact bytes)."""
+
+    def __init__(self, tracker: StorageTracker) -> None:
+        self.tracker = tracker
+        self.timeline = Timeline()
+        self.open: dict[int, int] = {}  # storage key -> interval index
+        for key, size in tracker.live().items():
+            self.open[key] = len(self.timeline.intervals)
+            self.timeline.intervals.append(Interval(key, size, -1))
+
+    def __call__(self, key: int, old: int, new: int) -> None:
+        tl = self.timeline
+        ev = tl.n_events
+        tl.n_events += 1
+        if old:
+            idx = self.open.pop(key, None)
+            if idx is not None:
+                tl.intervals[idx].end = ev
+        if new:
+            self.open[key] = len(tl.intervals)
+            tl.intervals.append(Interval(key, new, ev))
+
+    def mark(self, name: str) -> None:
+        self.timeline.marks[name] = self.timeline.n_events
+
+    def interval_of(self, key: int) -> int | None:
+        """The open interval of a live storage (used at pack time for activations)."""
+        return self.open.get(key)
+
+    def finish(self) -> Timeline:
+        return self.timeline
+
+
+def _raw_counts(device: int) -> tuple[int, int]:
+    s = torch.cuda.memory_stats(device)
+    return s.get("allocation.all.allocated", 0), s.get("allocation.all.freed", 0)
+
+
+class CudaRecorder:
+    """Records the CUDA caching allocator's trace for one device."""
+
+    def __init__(self, device: int, max_entries: int = 2_000_000) -> None:
+        self.device = device
+        self.marks: dict[str, tuple[int, int]] = {}
+        torch.cuda.synchronize(device)
+        self.start_counts = _raw_counts(device)
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
+
+    def mark(self, name: str) -> None:
+        torch.cuda.synchronize(self.device)
+        self.marks[name] = _raw_counts(self.device)
+
+    def interval_of(self, key: int) -> int | None:
+        return None  # resolved from addresses after the trace is read
+
+    def finish(self) -> Timeline:
+        torch.cuda.synchronize(self.device)
+        snap: dict[str, Any] = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        traces = snap["device_traces"][self.device] if self.device < len(snap["device_traces"]) else []
+        live_end: dict[int, int] = {}
+        for seg in snap["segments"]:
+            if seg.get("device", self.device) != self.device:
+                continue
+            addr = seg["address"]
+            for blk in seg["blocks"]:
+                if blk["state"] == "active_allocated":
+                    live_end[addr] = blk["size"]
+                addr += blk["size"]
+        tl = Timeline()
+        open_: dict[int, int] = {}
+        freed_before: list[tuple[int, int, int]] = []  # (addr, size, event) freed but allocated before recording
+        n_alloc, n_free = self.start_counts
+        counts: list[tuple[int, int]] = []
+        ev = 0
+        for e in traces:
+            action = e["action"]
+            if action == "alloc":
+                open_[e["addr"]] = len(tl.intervals)
+                tl.intervals.append(Interval(e["addr"], e["size"], ev))
+                n_alloc += 1
+            elif action == "free_completed":
+                idx = open_.pop(e["addr"], None)
+                if idx is not None:
+                    tl.intervals[idx].end = ev
+                else:
+                    freed_before.append((e["addr"], e["size"], ev))
+                n_free += 1
+            else:
+                continue
+            counts.append((n_alloc, n_free))
+            ev += 1
+        tl.n_events = ev
+        # blocks alive at the start: alive at the end and not allocated during recording,
+        # plus those freed during recording without an alloc event
+        for addr, size in live_end.items():
+            if addr not in open_:
+                tl.intervals.append(Interval(addr, size, -1))
+        for addr, size, e in freed_before:
+            tl.intervals.append(Interval(addr, size, -1, e))
+        for name, c in self.marks.items():
+            # number of events whose cumulative counts are <= the mark's counts
+            pos = 0
+            while pos < len(counts) and counts[pos][0] <= c[0] and counts[pos][1] <= c[1]:
+                pos += 1
+            tl.marks[name] = pos
+        return tl
