@@ -1,0 +1,272 @@
+"""profile_step on CPU: exact byte counts computed from the models' shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from vramnb._step import profile_step
+
+F32 = 4
+
+
+def sq_loss(model, batch):
+    return model(batch).square().mean()
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def nbytes(*tensors):
+    seen = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        seen[st._cdata] = st.nbytes()
+    return sum(seen.values())
+
+
+def check_sums(report):
+    for s in report.steps:
+        for name, b in s.marks + [("peak", s.peak)]:
+            assert b.total == b.allocated, (s.kind, name, b.sources, b.allocated)
+            assert b.unattributed == 0
+
+
+def test_mlp_adam_exact_sources_at_every_mark():
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), foreach=False)
+    x = torch.randn(32, 64)
+    rep = profile_step(model, x, sq_loss, opt)
+    check_sums(rep)
+    p = sum(q.numel() for q in model.parameters()) * F32
+    first, steady = rep.first, rep.steady
+    assert first.kind == "first step" and steady.kind == "steady state"
+    for s in rep.steps:
+        assert s.mark("start")["parameters"] == p
+        assert s.mark("start")["input batch"] == 32 * 64 * F32
+        # saved for backward: ReLU's output and the model's output (square saves its input)
+        assert s.mark("after forward")["activations"] == (32 * 128 + 32 * 10) * F32
+        assert s.mark("after backward")["activations"] == 0
+        assert s.mark("after backward")["gradients"] == p
+        assert s.mark("after zero_grad")["gradients"] == 0
+    assert first.mark("start")["optimizer state"] == 0
+    # Adam: exp_avg + exp_avg_sq (2 x parameter bytes) + a float32 step per parameter tensor (CPU)
+    state = 2 * p + 4 * F32
+    assert first.mark("after optimizer step")["optimizer state"] == state
+    assert steady.mark("start")["optimizer state"] == state
+    assert first.mark("after zero_grad").allocated - first.mark("start").allocated == state
+
+
+def test_model_is_restored_bitwise_with_optimizer_and_rng():
+    model = mlp()
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(8, 64)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    ids = {k: id(v) for k, v in model.named_parameters()}
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    profile_step(model, x, sq_loss, opt)
+    assert torch.equal(torch.rand(3), expected_next)  # RNG state restored
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    assert {k: id(v) for k, v in model.named_parameters()} == ids
+    assert all(p.grad is None for p in model.parameters())
+    assert len(opt.state) == 0  # lazily-built state removed again
+
+
+def test_existing_grads_and_state_are_restored():
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(8, 64)
+    sq_loss(model, x).backward()
+    opt.step()
+    sq_loss(model, x).backward()
+    grads = {n: (p.grad, p.grad.clone()) for n, p in model.named_parameters()}
+    state = {id(p): {k: (v, v.clone()) for k, v in s.items()} for p, s in opt.state.items()}
+    rep = profile_step(model, x, sq_loss, opt)
+    assert rep.first.kind == "steady state"
+    for n, p in model.named_parameters():
+        assert p.grad is grads[n][0] and torch.equal(p.grad, grads[n][1])
+    for p, s in opt.state.items():
+        for k, v in s.items():
+            assert v is state[id(p)][k][0] and torch.equal(v, state[id(p)][k][1])
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(100, 32)
+        self.head = nn.Linear(32, 100, bias=False)
+        self.head.weight = self.emb.weight  # tied: one storage
+
+    def forward(self, idx):
+        return self.head(self.emb(idx))
+
+
+def test_tied_weights_counted_once():
+    model = Tied()
+    idx = torch.randint(0, 100, (4, 16))
+    rep = profile_step(model, idx, sq_loss, torch.optim.SGD(model.parameters(), lr=0.1))
+    check_sums(rep)
+    assert rep.first.mark("start")["parameters"] == 100 * 32 * F32
+    assert rep.first.mark("after backward")["gradients"] == 100 * 32 * F32
+
+
+class SavesParam(nn.Module):
+    """Saves a view of its own parameter for backward (mm saves w.t())."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(16, 16))
+
+    def forward(self, x):
+        return x @ self.w.t()
+
+
+def test_parameter_saved_for_backward_is_a_parameter_not_an_activation():
+    model = SavesParam()
+    x = torch.randn(4, 16, requires_grad=False)
+    rep = profile_step(model, x, sq_loss, None)
+    check_sums(rep)
+    fw = rep.first.mark("after forward")
+    assert fw["parameters"] == 16 * 16 * F32
+    assert fw["activations"] == 4 * 16 * F32  # only the output, saved by square()
+
+
+def test_frozen_parameters_have_no_gradient_and_param_groups():
+    model = mlp()
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.SGD([{"params": [trainable[0]], "lr": 0.1}, {"params": [trainable[1]], "momentum": 0.9, "lr": 0.01}], lr=0.1)
+    x = torch.randn(8, 64)
+    rep = profile_step(model, x, sq_loss, opt)
+    check_sums(rep)
+    all_p = sum(q.numel() for q in model.parameters()) * F32
+    train_p = sum(q.numel() for q in trainable) * F32
+    s = rep.first
+    assert s.mark("start")["parameters"] == all_p
+    assert s.mark("after backward")["gradients"] == train_p
+    # momentum only in the second group: one buffer of the bias's size
+    assert s.mark("after optimizer step")["optimizer state"] == trainable[1].numel() * F32
+    assert s.missing_grads == []
+    assert all(p.requires_grad is False for p in model[0].parameters())
+
+
+def test_batchnorm_buffers():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 4))
+    x = torch.randn(2, 3, 8, 8)
+    running = model[1].running_mean.clone()
+    rep = profile_step(model, x, sq_loss, torch.optim.SGD(model.parameters(), lr=0.1))
+    check_sums(rep)
+    assert rep.first.mark("start")["buffers"] == 8 * F32 * 2 + 8  # running mean/var + int64 counter
+    assert torch.equal(model[1].running_mean, running)  # restored
+    assert int(model[1].num_batches_tracked) == 0
+
+
+def test_set_to_none_false_keeps_gradients():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rep = profile_step(model, torch.randn(8, 64), sq_loss, opt, set_to_none=False)
+    check_sums(rep)
+    p = sum(q.numel() for q in model.parameters()) * F32
+    assert rep.first.mark("after zero_grad")["gradients"] == p
+    assert rep.steady.mark("start")["gradients"] == p
+    assert all(q.grad is None for q in model.parameters())  # restored
+
+
+def test_gradients_as_views_of_one_flat_buffer():
+    model = mlp()
+    params = list(model.parameters())
+    flat = torch.zeros(sum(p.numel() for p in params))
+    offset = 0
+    for p in params:
+        p.grad = flat[offset : offset + p.numel()].view_as(p)
+        offset += p.numel()
+    rep = profile_step(model, torch.randn(8, 64), sq_loss, torch.optim.SGD(params, lr=0.1), set_to_none=False)
+    check_sums(rep)
+    assert rep.first.mark("after backward")["gradients"] == flat.numel() * F32
+    assert all(p.grad.untyped_storage()._cdata == flat.untyped_storage()._cdata for p in params)
+
+
+def test_unused_parameter_is_reported():
+    model = mlp()
+    model.unused = nn.Linear(3, 3)
+    rep = profile_step(model, torch.randn(8, 64), lambda m, b: m[2](m[1](m[0](b))).square().mean(), None)
+    assert set(rep.first.missing_grads) == {"unused.weight", "unused.bias"}
+    assert "require grad but received none" in rep._table().to_text()
+
+
+def test_per_module_activations():
+    model = mlp()
+    rep = profile_step(model, torch.randn(32, 64), sq_loss, None)
+    mods = {m.name: m for m in rep.first.modules}
+    assert mods["1"].activations == 32 * 128 * F32  # ReLU's saved output
+    assert mods["0"].activations == 0  # Linear saves its input (the batch) and weight (a parameter)
+
+
+def test_hf_style_output_and_dict_batch():
+    class HF(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x, labels):
+            out = self.lin(x)
+            return type("Out", (), {"loss": (out - labels).square().mean()})()
+
+    model = HF()
+    rep = profile_step(model, {"x": torch.randn(2, 4), "labels": torch.randn(2, 4)}, optimizer=None)
+    assert rep.first.mark("start")["input batch"] == 2 * 2 * 4 * F32
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(batch=torch.randn(2, 64, device="meta")), "is on meta but the model is on cpu"),
+        (dict(batch="text"), "a batch must be a tensor, or a tuple, list or dict of tensors"),
+        (dict(loss_fn=lambda m, b: m(b)), "the loss must be a scalar"),
+        (dict(optimizer=torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=1)), "not the model's"),
+        (dict(steps=0), "steps must be at least 1"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_model_untouched(kwargs, fragment):
+    model = mlp()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    args = dict(model=model, batch=torch.randn(4, 64), loss_fn=sq_loss, optimizer=None)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match="") as e:
+        profile_step(**args)
+    assert fragment in str(e.value)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k])
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_frozen_model_is_an_error():
+    model = mlp().requires_grad_(False)
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        profile_step(model, torch.randn(4, 64), sq_loss)
+
+
+def test_error_in_users_step_restores_and_reraises():
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters())
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def bad_loss(m, b):
+        h = m(b)
+        raise RuntimeError("shape mismatch in my loss")
+
+    with pytest.raises(RuntimeError, match="shape mismatch in my loss") as e:
+        profile_step(model, torch.randn(4, 64), bad_loss, opt)
+    rep = e.value.vramnb_report
+    assert rep.error == "RuntimeError" and rep.first.peak_phase == "forward"
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k])
+    assert len(opt.state) == 0
