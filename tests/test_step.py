@@ -240,7 +240,7 @@ def test_bad_input_is_a_clear_error_and_model_untouched(kwargs, fragment):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     args = dict(model=model, batch=torch.randn(4, 64), loss_fn=sq_loss, optimizer=None)
     args.update(kwargs)
-    with pytest.raises(ValueError, match="") as e:
+    with pytest.raises(ValueError) as e:
         profile_step(**args)
     assert fragment in str(e.value)
     for k, v in model.state_dict().items():

@@ -62,8 +62,7 @@ def unload_ipython_extension(ipython: Any) -> None:
     magics = _loaded.pop(id(ipython), None)
     if magics is None:
         return
-    if magics._auto_cm is not None:
-        magics._auto_cm.__exit__(None, None, None)
+    magics.close()
     ipython.events.unregister("pre_run_cell", magics.pre_run_cell)
     ipython.events.unregister("post_run_cell", magics.post_run_cell)
     for kind in ("line", "cell"):

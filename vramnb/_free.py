@@ -13,6 +13,7 @@ released in turn and the memory that came back measured after
 from __future__ import annotations
 
 import gc
+import inspect
 import sys
 import traceback
 from collections.abc import Callable
@@ -41,42 +42,72 @@ def _tracebacks(shell: Any) -> list[Any]:
     return [tb for tb in tbs if tb is not None]
 
 
-def hidden_holders(shell: Any) -> dict[str, Any]:
-    """Out-of-sight holders in an IPython shell, by the name shown to the user."""
-    ns, hidden = shell.user_ns, shell.user_ns_hidden
-    out: dict[str, Any] = {}
-    oh = ns.get("_oh")
-    if oh:
-        out["Out"] = list(oh.values())
-    unders = [hidden.get(u) for u in _UNDERS] + [ns.get(u) for u in _UNDERS if ns.get(u) is hidden.get(u)]
-    unders += [getattr(shell.displayhook, u, None) for u in _UNDERS]
-    res = getattr(shell, "last_execution_result", None)
-    unders.append(getattr(res, "result", None))
-    out["_ __ ___"] = unders
-    frames: list[Any] = []
+def _frame_objects(shell: Any) -> list[Any]:
+    ns = shell.user_ns
+    objs: list[Any] = []
     for tb in _tracebacks(shell):
         while tb is not None:
             f = tb.tb_frame
             module = str(f.f_globals.get("__name__", ""))
-            user_cell = f.f_globals is ns and f.f_code.co_name == "<module>"  # its locals are the namespace
-            if not user_cell and not module.startswith(("IPython", "vramnb", "ipykernel")):
-                frames.extend(f.f_locals.values())
+            if _is_function_frame(f) and not module.startswith(("IPython", "vramnb", "ipykernel")):
+                objs.extend(f.f_locals.values())
+            elif f.f_locals is not ns and f.f_locals is not f.f_globals and not module.startswith(("IPython", "vramnb")):
+                objs.extend(f.f_locals.values())
             tb = tb.tb_next
+    return objs
+
+
+def _is_function_frame(frame: Any) -> bool:
+    """A function's frame (its locals are its own, not a namespace dict)."""
+    return bool(frame.f_code.co_flags & inspect.CO_OPTIMIZED)
+
+
+def _ipython_outputs(shell: Any) -> dict[str, Any]:
+    """Output values IPython keeps in its hidden namespace: ``_N`` and
+    ``_``/``__``/``___`` (IPython pushes them there and into the user namespace)."""
+    return {
+        name: value
+        for name, value in shell.user_ns_hidden.items()
+        if name.startswith("_") and (name[1:].isdigit() or name in _UNDERS)
+    }
+
+
+def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
+    """Out-of-sight holders in an IPython shell: shown name → (kind, objects)."""
+    ns = shell.user_ns
+    out: dict[str, tuple[str, Any]] = {}
+    oh = ns.get("_oh")
+    if oh:
+        out["Out"] = ("output history", list(oh.values()))
+    unders = list(_ipython_outputs(shell).values()) + [getattr(shell.displayhook, u, None) for u in _UNDERS]
+    res = getattr(shell, "last_execution_result", None)
+    unders.append(getattr(res, "result", None))
+    out["_ __ ___"] = ("output history", unders)
+    frames = _frame_objects(shell)
     if frames:
-        out["last exception"] = frames
+        out["last exception"] = ("traceback frames", frames)
     return out
 
 
 def _clear_output_history(shell: Any) -> None:
+    """Like ``%reset -f out``, but never touches a user's own ``_``/``_N``
+    variables, and also clears the hidden namespace's copies, which
+    ``%reset -f out`` leaves holding the last displayed value."""
     ns, hidden, dh = shell.user_ns, shell.user_ns_hidden, shell.displayhook
-    if getattr(dh, "do_full_cache", False):
-        dh.flush()
+    for name, old in _ipython_outputs(shell).items():
+        users = name in ns and ns[name] is not old  # the user assigned this name: leave it
+        if name in _UNDERS:
+            hidden[name] = ""
+            if not users and name in ns:
+                ns[name] = ""
+        else:
+            del hidden[name]
+            if not users:
+                ns.pop(name, None)
+    oh = ns.get("_oh")
+    if oh is not None:
+        oh.clear()
     for u in _UNDERS:
-        old = hidden.get(u)
-        if u in hidden:
-            hidden[u] = ""
-        if u in ns and (ns[u] is old or ns[u] is getattr(dh, u, None)):
-            ns[u] = ""  # only IPython's own value, never a user's variable named _
         setattr(dh, u, "")
     res = getattr(shell, "last_execution_result", None)
     if res is not None:
@@ -87,14 +118,13 @@ def _clear_last_exception(shell: Any) -> None:
     for tb in _tracebacks(shell):
         traceback.clear_frames(tb)  # drop the frames' locals; the exception itself stays
         while tb is not None:
-            # Python < 3.13 keeps a snapshot dict of the locals on the frame (made
-            # when IPython's traceback formatter read f_locals) that clear() leaves
-            # alive; reading f_locals again re-syncs it. Never touch a module-level
-            # frame, whose f_locals is the namespace itself.
+            # Python < 3.13 keeps a snapshot dict of a function's locals on its frame
+            # (made when IPython's traceback formatter read f_locals) that clear()
+            # leaves alive; reading f_locals again re-syncs it. Only function frames:
+            # a module-level or exec() frame's f_locals is a real namespace.
             frame = tb.tb_frame
-            f_locals = frame.f_locals
-            if f_locals is not frame.f_globals:
-                f_locals.clear()
+            if _is_function_frame(frame):
+                frame.f_locals.clear()
             tb = tb.tb_next
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, name):

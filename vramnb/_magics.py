@@ -11,6 +11,7 @@ what IPython alone would have produced.
 from __future__ import annotations
 
 import ast
+import keyword
 from typing import Any
 
 import torch
@@ -21,12 +22,22 @@ from IPython.display import display
 
 from ._free import free_hidden, hidden_holders
 from ._holders import HoldersReport, find_holders
-from ._measure import history, vram
+from ._measure import _HISTORY, history, vram
 from ._probe import CpuProbe, probe_for, resolve_device
+from ._units import parse_size
 
 __all__ = ["VramMagics"]
 
 _COMMANDS = ("free", "on", "off", "history")
+# which options each line command accepts (the cell magic accepts them all)
+_LINE_OPTIONS = {
+    None: {"device", "quiet", "out"},
+    "free": {"device", "quiet", "out"},
+    "history": {"out", "quiet"},
+    "on": {"device", "quiet", "budget", "no_reset"},
+    "off": set(),
+}
+_FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "budget": "--budget", "no_reset": "--no-reset"}
 
 
 def _device(spec: str | None) -> torch.device:
@@ -36,6 +47,15 @@ def _device(spec: str | None) -> torch.device:
         raise UsageError(str(e)) from None
 
 
+def _budget(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise UsageError(f"--budget: {e}") from None
+
+
 @magics_class
 class VramMagics(Magics):
     """``%%vram`` / ``%vram``; one instance per loaded extension."""
@@ -43,27 +63,35 @@ class VramMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self._pending: list[Any] = []
-        self._in_cell = False
+        self._depth = 0
         self._auto: dict[str, Any] | None = None
         self._auto_cm: Any = None
         self._auto_m: Any = None
         self._auto_cell: int | None = None
 
+    def _count(self) -> int:
+        """The number of the cell being run, as IPython shows it (In[n]/Out[n]);
+        IPython 9 increments ``execution_count`` before running a cell, 8 after."""
+        return int(self.shell.displayhook.prompt_count)
+
     # -- events -------------------------------------------------------------
     def pre_run_cell(self, info: Any) -> None:
-        if self._auto_cm is not None:  # a previous cell's measurement never closed
-            self._auto_cm.__exit__(None, None, None)
-            self._auto_cm = None
-        self._in_cell = True
+        self._depth += 1
+        if self._depth > 1:  # a cell run from inside a cell: the outer measurement covers it
+            return
         raw = (getattr(info, "raw_cell", "") or "").lstrip()
-        if self._auto is not None and not raw.startswith("%vram") and not raw.startswith("%%vram"):
+        if self._auto is not None and not raw.startswith(("%vram", "%%vram", "%unload_ext", "%reload_ext")):
             label = raw.splitlines()[0][:80] if raw else ""
-            dev = self._auto["device"]
-            self._auto_cm = vram(dev, label=label, holders=self._holders_fn(dev))
+            a = self._auto
+            self._auto_cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"]),
+                                 budget=a["budget"], reset_peak=a["reset_peak"], warn=False)
             self._auto_m = self._auto_cm.__enter__()
-            self._auto_cell = self.shell.execution_count
+            self._auto_cell = self._count()
 
     def post_run_cell(self, result: Any) -> None:
+        self._depth = max(0, self._depth - 1)
+        if self._depth > 0:
+            return
         cm, self._auto_cm = self._auto_cm, None
         if cm is not None:
             err = getattr(result, "error_in_exec", None)
@@ -73,17 +101,28 @@ class VramMagics(Magics):
                 cm.__exit__(None, None, None)
             report = self._auto_m.report
             report.cell = self._auto_cell
+            before = getattr(result, "error_before_exec", None)
+            if before is not None and report.exception is None:
+                report.exception = type(before).__name__
             self._auto_m = None
             if self._auto is not None and not self._auto["quiet"]:
                 self._pending.append(report)
         pending, self._pending = self._pending, []
-        self._in_cell = False
         for obj in pending:
             display(obj)
 
+    def close(self) -> None:
+        """Stop an open automatic measurement without recording it (unload)."""
+        cm, self._auto_cm = self._auto_cm, None
+        if cm is not None:
+            cm.__exit__(None, None, None)
+            if self._auto_m is not None and _HISTORY and _HISTORY[-1] is self._auto_m.report:
+                _HISTORY.pop()
+        self._auto = None
+
     def _show(self, obj: Any) -> None:
         """Display after the cell's own output (at post_run_cell) when inside a cell."""
-        if self._in_cell:
+        if self._depth > 0:
             self._pending.append(obj)
         else:
             display(obj)
@@ -102,7 +141,7 @@ class VramMagics(Magics):
     @magic_arguments()
     @argument("command", nargs="?", help="line magic only: free | on | off | history (none: what holds the memory now)")
     @argument("-d", "--device", default=None, help="cpu, cuda or cuda:N (default: the current CUDA device, else cpu)")
-    @argument("-q", "--quiet", action="store_true", help="record the report in vramnb.history() but print nothing")
+    @argument("-q", "--quiet", action="store_true", help="record (or return) the report but display nothing")
     @argument("--budget", default=None, metavar="SIZE", help="warn when the peak would not fit a card of SIZE, e.g. 24GiB")
     @argument(
         "--no-reset",
@@ -110,40 +149,50 @@ class VramMagics(Magics):
         help="leave the device's global peak counter alone (by default it is reset at the cell's start "
         "to read the cell's own peak; the older peak is kept in vramnb.session_peak())",
     )
-    @argument("-o", "--out", default=None, metavar="VAR", help="store the report (a CellReport) in variable VAR")
+    @argument("-o", "--out", default=None, metavar="VAR", help="store the report in variable VAR")
     @argument("-h", "--help", action="store_true", help="show this help")
     @output_can_be_silenced
     @line_cell_magic
     def vram(self, line: str = "", cell: str | None = None, local_ns: dict[str, Any] | None = None) -> Any:
         """Measure the device memory a cell uses, or show what holds it.
 
-        Cell magic — run the cell and report, after its output: Δ allocated
+        Cell magic: run the cell and report, after its output, Δ allocated
         (end − start), the cell's peak above its start, reserved memory and
         its change, reserved − allocated, non-PyTorch memory (CUDA context and
-        library workspaces) and wall time. On CPU (no CUDA, or ``-d cpu``) the
+        library workspaces) and wall time. On CPU (no CUDA, or -d cpu) the
         exact storage tracker measures. By default the device's peak counter
-        is reset at the cell's start to read the cell's own peak
-        (``--no-reset`` keeps it; the older peak is kept in
-        ``vramnb.session_peak()``)::
+        is reset at the cell's start to read the cell's own peak (--no-reset
+        keeps it; the older peak is kept in vramnb.session_peak()).
 
             %%vram --budget 24GiB
             loss = model(x).sum(); loss.backward()
 
-        Line magic::
+        Line magic:
 
             %vram            what holds the memory now: device state and the
                              variables, largest first (shared storage counted once)
             %vram free       release output history and the last exception's
                              frames, gc.collect(), empty the CUDA cache; report
                              what came back per source
-            %vram on [-d D]  measure every cell from now on (%vram off stops)
+            %vram on         measure every cell from now on (-d, -q, --budget,
+                             --no-reset apply); %vram off stops
             %vram history    every measured cell as a table (vramnb.history())
         """
         __tracebackhide__ = True
-        args = parse_argstring(self.vram, line)
+        try:
+            args = parse_argstring(self.vram, line)
+        except UsageError as e:
+            if cell is not None and "unrecognized arguments" in str(e):
+                raise UsageError(f"{e}: %%vram takes options only; put statements in the cell body") from None
+            raise
+        except ValueError as e:  # shlex: unbalanced quotes
+            raise UsageError(f"%vram: {e} in {line!r}") from None
         if args.help:
             print(self.vram.__doc__)
             return None
+        if args.out is not None and (not args.out.isidentifier() or keyword.iskeyword(args.out)
+                                     or args.out in self.shell.user_ns_hidden):
+            raise UsageError(f"-o {args.out!r}: give a valid variable name that is not one of IPython's own")
         if cell is None:
             return self._line(args)
         if args.command is not None:
@@ -153,20 +202,14 @@ class VramMagics(Magics):
     def _cell(self, args: Any, cell: str, local_ns: dict[str, Any] | None) -> Any:
         __tracebackhide__ = True
         dev = _device(args.device)
-        try:
-            budget = args.budget
-            if budget is not None:
-                from ._units import parse_size
-
-                budget = parse_size(budget)
-        except ValueError as e:
-            raise UsageError(f"--budget: {e}") from None
+        budget = _budget(args.budget)
         shell = self.shell
+        count = self._count()
         source = shell.transform_cell(cell)
         # Cache the body under the cell's number so tracebacks show "Cell In[n]"
-        # with its lines; the leading newline keeps line numbers those of the
+        # with its lines; the leading newline keeps the line numbers of the
         # whole cell (line 1 is the %%vram line).
-        filename = shell.compile.cache("\n" + source, shell.execution_count, raw_code=cell)
+        filename = shell.compile.cache("\n" + source, count, raw_code=cell)
         tree = shell.compile.ast_parse("\n" + source, filename=filename)
         tree = shell.transform_ast(tree)
         last = None
@@ -177,39 +220,50 @@ class VramMagics(Magics):
         label = next((ln.strip() for ln in cell.splitlines() if ln.strip()), "")[:80]
         glob = shell.user_ns
         out = None
-        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev))
+        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev), warn=False)
+        m = None
         try:
             with cm as m:
                 exec(code, glob, local_ns)
                 if code_last is not None:
                     out = eval(code_last, glob, local_ns)
         finally:
-            report = m.report
-            report.cell = shell.execution_count
-            if args.out:
-                shell.user_ns[args.out] = report
-            if not args.quiet:
-                self._show(report)
+            if m is not None and m.report is not None:
+                m.report.cell = count
+                if args.out:
+                    shell.user_ns[args.out] = m.report
+                if not args.quiet:
+                    self._show(m.report)
         return out
 
     def _line(self, args: Any) -> Any:
         cmd = args.command
         if cmd is not None and cmd not in _COMMANDS:
             raise UsageError(f"unknown %vram command {cmd!r}; valid: {', '.join(_COMMANDS)} (or none)")
+        given = {k for k in _FLAGS if getattr(args, k) not in (None, False)}
+        wrong = given - _LINE_OPTIONS[cmd]
+        if wrong:
+            what = f"%vram {cmd}" if cmd else "%vram"
+            ok = ", ".join(_FLAGS[k] for k in sorted(_LINE_OPTIONS[cmd])) or "no options"
+            raise UsageError(f"{what} does not take {', '.join(_FLAGS[k] for k in sorted(wrong))}; it takes {ok}")
         if cmd == "off":
             self._auto = None
             print("vram: automatic per-cell reports off")
             return None
-        if cmd == "history":
-            return history()
-        dev = _device(args.device)
         if cmd == "on":
-            self._auto = {"device": str(dev), "quiet": args.quiet}
+            dev = _device(args.device)
+            self._auto = {"device": str(dev), "quiet": args.quiet, "budget": _budget(args.budget), "reset_peak": not args.no_reset}
             print(f"vram: reporting every cell on {dev} (%vram off to stop)")
             return None
-        if cmd == "free":
-            return free_hidden(self.shell, dev)
-        return self.state(dev)
+        if cmd == "history":
+            result: Any = history()
+        elif cmd == "free":
+            result = free_hidden(self.shell, _device(args.device))
+        else:
+            result = self.state(_device(args.device))
+        if args.out:
+            self.shell.user_ns[args.out] = result
+        return None if args.quiet else result
 
     def state(self, dev: torch.device) -> HoldersReport:
         """What holds memory on ``dev`` now."""
@@ -230,4 +284,3 @@ class VramMagics(Magics):
             non_pytorch=sample.non_pytorch,
             method=probe.method,
         )
-

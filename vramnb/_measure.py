@@ -19,7 +19,9 @@ marked as a lower bound.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +96,7 @@ def vram(
     label: str = "",
     record: bool = True,
     holders: Callable[[], list[tuple[str, int]]] | None = None,
+    warn: bool = True,
 ) -> Iterator[Measurement]:
     """Measure the device memory a block of code uses.
 
@@ -108,6 +111,8 @@ def vram(
         record: append the report to :func:`history`.
         holders: called on an out-of-memory error to name the largest holders,
             as ``(name, bytes)`` pairs.
+        warn: also issue report warnings (over budget, peak counter reset) as
+            Python ``ResourceWarning``s; the magics show them in the report instead.
 
     Yields:
         a :class:`Measurement`; its ``report`` (:class:`CellReport`) is set on
@@ -126,7 +131,9 @@ def vram(
     name = str(dev)
     was_active = probe.active()
     if isinstance(probe, CpuProbe):
+        probe.tracker.warm_up()
         probe.tracker.scan()
+        compiles = _dynamo_frames()
     start = probe.sample(device_info=False)
     _fold_peak(name, start.peak)
     if reset_peak:
@@ -144,8 +151,28 @@ def vram(
     finally:
         wall = time.perf_counter() - t0
         m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
+        if isinstance(probe, CpuProbe) and _dynamo_frames() != compiles:
+            m.report.peak_is_lower_bound = True
+            m.report.notes.append(
+                "torch.compile ran here: the CPU tracker sees compiled code's outputs, not the "
+                "buffers inside it, so the peak is a lower bound"
+            )
         if record:
             _HISTORY.append(m.report)
+        if warn:
+            for w in m.report.warnings:
+                warnings.warn(f"vramnb: {w}", ResourceWarning, stacklevel=3)
+
+
+def _dynamo_frames() -> int:
+    """How many frames torch.compile has compiled so far (0 if never imported)."""
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    if dynamo is None:
+        return 0
+    try:
+        return int(sum(dynamo.counters["frames"].values()))
+    except Exception:
+        return 0
 
 
 def _finish(
@@ -162,7 +189,7 @@ def _finish(
     name = str(m.device)
     _fold_peak(name, end.peak)
     notes: list[str] = []
-    warnings: list[str] = []
+    warns: list[str] = []
     start_alloc, start_res = start.allocated, start.reserved
     if not was_active and probe.active():
         notes.append("CUDA was initialised in this block; its context is part of non-PyTorch memory")
@@ -171,7 +198,7 @@ def _finish(
     other_resets = cuda_resets + (probe.tracker.resets - resets_before if isinstance(probe, CpuProbe) else 0)
     if other_resets or end.peak < start_alloc:
         lower = True
-        warnings.append("the device's peak counter was reset during this block: the peak shown is a lower bound")
+        warns.append("the device's peak counter was reset during this block: the peak shown is a lower bound")
     elif not m.reset_peak and end.peak <= start.peak and start.peak > 0:
         lower = True
         peak = max(start_alloc, end.allocated)
@@ -194,19 +221,23 @@ def _finish(
         exception=type(exc).__name__ if exc is not None else None,
         budget=m.budget,
         notes=notes,
-        warnings=warnings,
+        warnings=warns,
         label=m.label,
     )
     if exc is not None and is_oom(exc):
-        top = m.holders() if m.holders else []
+        try:
+            top = m.holders() if m.holders else []
+        except Exception:  # naming holders must never replace the user's error
+            top = []
         report.oom = OOMInfo(requested_bytes(exc), end.allocated, top[:3], str(exc).splitlines()[0][:200])
     if m.budget is not None:
         need = peak + (end.non_pytorch or 0)
         if need > m.budget:
-            extra = f" + {format_bytes(end.non_pytorch)} non-PyTorch" if end.non_pytorch else ""
-            warnings.append(
-                f"over budget: peak {format_bytes(peak)}{extra} = {format_bytes(need)} "
-                f"does not fit {format_bytes(m.budget)} (short by {format_bytes(need - m.budget)})"
+            what = f"peak {format_bytes(peak)}"
+            if end.non_pytorch:
+                what += f" + {format_bytes(end.non_pytorch)} non-PyTorch = {format_bytes(need)}"
+            warns.append(
+                f"over budget: {what} does not fit {format_bytes(m.budget)} (short by {format_bytes(need - m.budget)})"
             )
     return report
 
@@ -232,20 +263,22 @@ class History(Rendered, list):  # type: ignore[misc]
         return pd.DataFrame.from_records(self.to_records())
 
     def _table(self) -> Table:
-        t = Table("vram · history", ("cell", "device", "Δ allocated", "peak", "Δ peak", "reserved", "time", "label"))
+        cuda = any(r.end_reserved is not None for r in self)
+        heads = ["cell", "device", "Δ allocated", "peak", "Δ peak"] + (["reserved"] if cuda else []) + ["time", "label"]
+        t = Table("vram · history", heads, align="rlrrr" + ("r" if cuda else "") + "rl")
         for r in self:
-            t.rows.append(
-                (
-                    "" if r.cell is None else str(r.cell),
-                    r.device,
-                    format_delta(r.delta_allocated),
-                    ("≥ " if r.peak_is_lower_bound else "") + format_bytes(r.peak_allocated),
-                    format_delta(r.peak_delta),
-                    "" if r.end_reserved is None else format_bytes(r.end_reserved),
-                    format_seconds(r.wall_time),
-                    (r.label[:40] + (f" ({r.exception})" if r.exception else "")),
-                )
-            )
+            label = r.label if len(r.label) <= 40 else r.label[:39] + "…"
+            row = [
+                "" if r.cell is None else str(r.cell),
+                r.device,
+                format_delta(r.delta_allocated),
+                ("≥ " if r.peak_is_lower_bound else "") + format_bytes(r.peak_allocated),
+                format_delta(r.peak_delta),
+            ]
+            if cuda:
+                row.append("" if r.end_reserved is None else format_bytes(r.end_reserved))
+            row += [format_seconds(r.wall_time), label + (f" ({r.exception})" if r.exception else "")]
+            t.rows.append(row)
         if not self:
             t.note("no cells measured yet: use %%vram on a cell, or %vram on")
         return t

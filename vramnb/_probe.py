@@ -65,6 +65,8 @@ def resolve_device(spec: str | int | torch.device | None = None) -> torch.device
     except (RuntimeError, TypeError):
         raise ValueError(f"unknown device {spec!r}; valid devices here: {valid}") from None
     if dev.type == "cpu":
+        if dev.index not in (None, 0):
+            raise ValueError(f"device {spec!r}: there is one CPU device, 'cpu'; valid devices here: {valid}")
         return torch.device("cpu")
     if dev.type != "cuda":
         raise ValueError(f"vramnb measures CPU and CUDA devices, not {dev.type!r}; valid devices here: {valid}")

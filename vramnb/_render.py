@@ -25,6 +25,10 @@ class Table:
     headers: Sequence[str]
     rows: list[Sequence[str]] = field(default_factory=list)
     notes: list[tuple[str, bool]] = field(default_factory=list)
+    align: str = ""  # one "l"/"r" per column; default: first left, the rest right
+
+    def _left(self, i: int) -> bool:
+        return self.align[i] == "l" if i < len(self.align) else i == 0
 
     def note(self, text: str, *, warn: bool = False) -> None:
         self.notes.append((text, warn))
@@ -36,7 +40,7 @@ class Table:
         for j, r in enumerate(cols):
             if j == 0 and not any(self.headers):
                 continue
-            cells = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+            cells = [str(c).ljust(w) if self._left(i) else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
             lines.append("  " + "  ".join(cells).rstrip())
         for text, warn in self.notes:
             lines.append(("  ⚠ " if warn else "  ") + text)
@@ -55,13 +59,13 @@ class Table:
             out.append(
                 "<tr>"
                 + "".join(
-                    f'<th style="{td0 if i == 0 else td};border-bottom:1px solid currentColor">{e(h)}</th>'
+                    f'<th style="{td0 if self._left(i) else td};border-bottom:1px solid currentColor">{e(h)}</th>'
                     for i, h in enumerate(self.headers)
                 )
                 + "</tr>"
             )
         for r in self.rows:
-            out.append("<tr>" + "".join(f'<td style="{td0 if i == 0 else td}">{e(str(c))}</td>' for i, c in enumerate(r)) + "</tr>")
+            out.append("<tr>" + "".join(f'<td style="{td0 if self._left(i) else td}">{e(str(c))}</td>' for i, c in enumerate(r)) + "</tr>")
         out.append("</table>")
         for text, warn in self.notes:
             style = f"color:{_RED}" if warn else "opacity:0.8"

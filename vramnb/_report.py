@@ -124,6 +124,7 @@ class CellReport(Rendered):
     def __str__(self) -> str:
         bound = "≥" if self.peak_is_lower_bound else ""
         exc = f" · raised {self.exception}" if self.exception else ""
+        exc += "".join(f" · ⚠ {w}" for w in self.warnings)
         return (
             f"Δ allocated {format_delta(self.delta_allocated)} · peak {bound}{format_bytes(self.peak_allocated)} "
             f"({bound}{format_delta(self.peak_delta)}) · on {self.device} · {format_seconds(self.wall_time)}{exc}"

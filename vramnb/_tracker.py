@@ -31,17 +31,49 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["StorageTracker", "storage_key", "storage_of", "cpu_tracker"]
+__all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "cpu_tracker"]
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def storage_of(t: torch.Tensor) -> torch.UntypedStorage | None:
-    """The ``UntypedStorage`` behind ``t``, or ``None`` for tensors that have none
-    (sparse, nested, some wrapper subclasses)."""
+    """The ``UntypedStorage`` behind a strided tensor, or ``None`` for tensors
+    that have none of their own (sparse, nested, wrapper subclasses)."""
     try:
         with torch._C.DisableTorchFunctionSubclass():
-            return t.untyped_storage()
+            st = t.untyped_storage()
     except Exception:
         return None
+    return st if isinstance(st, torch.UntypedStorage) else None
+
+
+def storages_of_tensor(t: torch.Tensor, _depth: int = 0) -> list[tuple[int, torch.UntypedStorage]]:
+    """``(key, storage)`` of every storage that holds ``t``'s data: its own, or
+    for a sparse tensor its indices and values, for a wrapper subclass
+    (``__tensor_flatten__``) those of its inner tensors. Meta and fake tensors
+    have meta storages, which callers filter out by device."""
+    try:
+        if type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__") and _depth < 4:
+            names, _ = t.__tensor_flatten__()
+            out = []
+            for n in names:
+                inner = getattr(t, n)
+                if isinstance(inner, torch.Tensor):
+                    out += storages_of_tensor(inner, _depth + 1)
+            return out
+        layout = t.layout
+        if layout == torch.sparse_coo:
+            return storages_of_tensor(t._indices(), _depth + 1) + storages_of_tensor(t._values(), _depth + 1)
+        if layout in (torch.sparse_csr, torch.sparse_bsr):
+            parts = (t.crow_indices(), t.col_indices(), t.values())
+            return [kv for p in parts for kv in storages_of_tensor(p, _depth + 1)]
+        if layout in (torch.sparse_csc, torch.sparse_bsc):
+            parts = (t.ccol_indices(), t.row_indices(), t.values())
+            return [kv for p in parts for kv in storages_of_tensor(p, _depth + 1)]
+    except Exception:
+        return []
+    st = storage_of(t)
+    return [] if st is None else [(storage_key(st), st)]
 
 
 def storage_key(st: torch.UntypedStorage) -> int:
@@ -54,8 +86,19 @@ class _Mode(TorchDispatchMode):
         super().__init__()
         self.tracker = tracker
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # Let torch.compile compile code run under the tracker (PyTorch >= 2.9
+        # asks; older versions skip compiling frames while any mode is active).
+        return True
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        out = func(*args, **(kwargs or {}))
+        __tracebackhide__ = True
+        try:
+            out = func(*args, **(kwargs or {}))
+        except BaseException:
+            del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
+            raise
         add = self.tracker.add_tensor
         if isinstance(out, torch.Tensor):
             add(out)
@@ -88,14 +131,13 @@ class StorageTracker:
 
     # -- registration -------------------------------------------------------
     def add_tensor(self, t: torch.Tensor) -> None:
-        """Register the storage of ``t`` if it lives on this tracker's device type."""
-        try:
-            if t.device.type != self.device_type:
-                return
-        except Exception:
+        """Register the storage(s) of ``t`` that live on this tracker's device type."""
+        if type(t) in _PLAIN and t.layout == torch.strided:  # the fast path: almost every tensor
+            st = storage_of(t)
+            if st is not None:
+                self.add_storage(st)
             return
-        st = storage_of(t)
-        if st is not None:
+        for _, st in storages_of_tensor(t):
             self.add_storage(st)
 
     def add_storage(self, st: torch.UntypedStorage) -> None:
@@ -167,9 +209,26 @@ class StorageTracker:
     # -- discovery ----------------------------------------------------------
     @contextlib.contextmanager
     def tracking(self) -> Iterator[StorageTracker]:
-        """Register the outputs of every ATen operator run inside the block."""
-        with _Mode(self):
+        """Register the outputs of every ATen operator run inside the block.
+
+        If the block leaves a dispatch mode of its own on the stack, only the
+        tracker's mode is removed; the user's stays where it was."""
+        mode = _Mode(self)
+        mode.__enter__()
+        try:
             yield self
+        finally:
+            _exit_mode(mode)
+
+    def warm_up(self) -> None:
+        """Enter and leave the dispatch mode once: the first time any
+        ``TorchDispatchMode`` is entered PyTorch imports ``torch._dynamo``
+        (about 1 s), which must not be counted as the user's time."""
+        global _WARM
+        if not _WARM:
+            with self.tracking():
+                pass
+            _WARM = True
 
     def scan(self) -> int:
         """Register storages of tensors that exist now: every tensor object the
@@ -220,6 +279,24 @@ class StorageTracker:
                 stack.append(nxt)
 
 
+def _exit_mode(mode: TorchDispatchMode) -> None:
+    """Leave ``mode`` even if the user's code pushed modes above it and left them
+    on: those are lifted off, the tracker's mode exits, and they go back."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode, _push_mode
+
+    stack = _get_current_dispatch_mode_stack()
+    if not stack or stack[-1] is mode or not any(m is mode for m in stack):
+        mode.__exit__(None, None, None)
+        return
+    above = []
+    while _get_current_dispatch_mode_stack()[-1] is not mode:
+        above.append(_pop_mode())
+    mode.__exit__(None, None, None)
+    for m in reversed(above):
+        _push_mode(m)
+
+
+_WARM = False
 _IS_TENSOR_TYPE: dict[type, bool] = {}
 
 

@@ -72,16 +72,20 @@ def format_delta(n: int | float, *, precision: int = 1) -> str:
 
 
 def format_seconds(s: float) -> str:
-    """Format a duration in seconds for display: ``"850 µs"``, ``"12.3 ms"``, ``"4.20 s"``.
+    """Format a duration in seconds with three significant digits:
+    ``"850 µs"``, ``"12.3 ms"``, ``"644 ms"``, ``"4.20 s"``, ``"11.7 s"``.
 
     >>> format_seconds(0.0123)
     '12.3 ms'
+    >>> format_seconds(0.6442)
+    '644 ms'
     """
-    if s < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if s < 1:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s:.2f} s"
+    for scale, unit in ((1e-3, "µs"), (1, "ms"), (float("inf"), "s")):
+        if s < scale or unit == "s":
+            v = s / scale * 1e3 if unit != "s" else s
+            break
+    digits = 2 if v < 10 else 1 if v < 100 else 0
+    return f"{v:.{digits}f} {unit}"
 
 
 def parse_size(text: str | int) -> int:
@@ -114,6 +118,8 @@ def parse_size(text: str | int) -> int:
     if not m:
         raise ValueError(f"invalid size {text!r}: expected a number and a unit, e.g. '24GiB'; units: {valid}")
     number, unit = float(m.group(1)), m.group(2).upper()
+    if not number < 2**70:
+        raise ValueError(f"invalid size {text!r}: too large")
     if unit in _BINARY:
         scale = _BINARY[unit]
     elif unit in _DECIMAL:
