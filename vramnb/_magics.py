@@ -37,7 +37,8 @@ _LINE_OPTIONS = {
     "on": {"device", "quiet", "budget", "no_reset"},
     "off": set(),
 }
-_FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "budget": "--budget", "no_reset": "--no-reset"}
+_FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "budget": "--budget", "no_reset": "--no-reset",
+          "breakdown": "--breakdown"}
 
 
 def _device(spec: str | None) -> torch.device:
@@ -150,6 +151,12 @@ class VramMagics(Magics):
         "to read the cell's own peak; the older peak is kept in vramnb.session_peak())",
     )
     @argument("-o", "--out", default=None, metavar="VAR", help="store the report in variable VAR")
+    @argument(
+        "--breakdown",
+        action="store_true",
+        help="label the cell's memory by source: parameters, buffers and gradients of each nn.Module "
+        "variable, state of each optimizer, activations, temporaries",
+    )
     @argument("-h", "--help", action="store_true", help="show this help")
     @output_can_be_silenced
     @line_cell_magic
@@ -220,7 +227,8 @@ class VramMagics(Magics):
         label = next((ln.strip() for ln in cell.splitlines() if ln.strip()), "")[:80]
         glob = shell.user_ns
         out = None
-        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev), warn=False)
+        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev), warn=False,
+                  breakdown=shell.user_ns if args.breakdown else None)
         m = None
         try:
             with cm as m:

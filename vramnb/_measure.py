@@ -22,12 +22,13 @@ import contextlib
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from ._cell_breakdown import CellAttribution
 from ._oom import is_oom, requested_bytes
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
 from ._render import Rendered, Table
@@ -97,6 +98,7 @@ def vram(
     record: bool = True,
     holders: Callable[[], list[tuple[str, int]]] | None = None,
     warn: bool = True,
+    breakdown: Mapping[str, Any] | None = None,
 ) -> Iterator[Measurement]:
     """Measure the device memory a block of code uses.
 
@@ -113,6 +115,10 @@ def vram(
             as ``(name, bytes)`` pairs.
         warn: also issue report warnings (over budget, peak counter reset) as
             Python ``ResourceWarning``s; the magics show them in the report instead.
+        breakdown: a namespace (e.g. ``globals()``): label the block's memory
+            by its modules, optimizers and tensors (``report.sources``). Records
+            every allocation (CPU tracker, or the CUDA allocator trace) while
+            the block runs.
 
     Yields:
         a :class:`Measurement`; its ``report`` (:class:`CellReport`) is set on
@@ -140,7 +146,13 @@ def vram(
         probe.reset_peak()
     resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
     exc: BaseException | None = None
-    track = probe.tracker.tracking() if isinstance(probe, CpuProbe) else contextlib.nullcontext()
+    track = contextlib.ExitStack()
+    if isinstance(probe, CpuProbe):
+        track.enter_context(probe.tracker.tracking())
+    attribution = None
+    if breakdown is not None:
+        attribution = CellAttribution(breakdown, dev)
+        track.enter_context(attribution.recording(probe.tracker if isinstance(probe, CpuProbe) else None))
     t0 = time.perf_counter()
     try:
         with _reset_watch() as resets, track:
@@ -151,6 +163,8 @@ def vram(
     finally:
         wall = time.perf_counter() - t0
         m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
+        if attribution is not None:
+            m.report.sources = attribution.rows
         if isinstance(probe, CpuProbe) and _dynamo_frames() != compiles:
             m.report.peak_is_lower_bound = True
             m.report.notes.append(

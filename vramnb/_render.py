@@ -26,6 +26,7 @@ class Table:
     rows: list[Sequence[str]] = field(default_factory=list)
     notes: list[tuple[str, bool]] = field(default_factory=list)
     align: str = ""  # one "l"/"r" per column; default: first left, the rest right
+    sections: list[Table] = field(default_factory=list)  # further tables shown below this one
 
     def _left(self, i: int) -> bool:
         return self.align[i] == "l" if i < len(self.align) else i == 0
@@ -44,7 +45,7 @@ class Table:
             lines.append("  " + "  ".join(cells).rstrip())
         for text, warn in self.notes:
             lines.append(("  ⚠ " if warn else "  ") + text)
-        return "\n".join(lines)
+        return "\n".join(lines + [sec.to_text() for sec in self.sections])
 
     def to_html(self) -> str:
         e = html.escape
@@ -70,6 +71,7 @@ class Table:
         for text, warn in self.notes:
             style = f"color:{_RED}" if warn else "opacity:0.8"
             out.append(f'<div style="{style}">{"⚠ " if warn else ""}{e(text)}</div>')
+        out.extend(sec.to_html() for sec in self.sections)
         out.append("</div>")
         return "".join(out)
 

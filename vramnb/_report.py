@@ -62,6 +62,9 @@ class CellReport(Rendered):
         notes: extra remarks (warnings shown in red).
         cell: the IPython execution count, when run as a magic.
         label: a short label (first line of the cell).
+        sources: with ``--breakdown``: ``(source, bytes at start, at end, at
+            the peak)`` per source (``parameters of model``, ``state of opt``,
+            ``activations``, ...).
     """
 
     device: str
@@ -82,6 +85,7 @@ class CellReport(Rendered):
     warnings: list[str] = field(default_factory=list)
     cell: int | None = None
     label: str = ""
+    sources: list[tuple[str, int, int, int]] = field(default_factory=list)
 
     # -- derived ------------------------------------------------------------
     @property
@@ -118,6 +122,10 @@ class CellReport(Rendered):
         rec["delta_reserved"] = self.delta_reserved
         rec["cached"] = self.cached
         rec["notes"] = "; ".join(self.notes + self.warnings)
+        rec.pop("sources")
+        for name, _, end, peak in self.sources:
+            rec[f"{name} (end)"] = end
+            rec[f"{name} (peak)"] = peak
         return rec
 
     # -- display ------------------------------------------------------------
@@ -157,4 +165,9 @@ class CellReport(Rendered):
         for n in self.notes:
             t.note(n)
         t.note(f"measured by the {self.method}")
+        if self.sources:
+            sec = Table("by source", ("", "start", "end", "change", "at peak"))
+            for name, a, b, p in self.sources:
+                sec.rows.append((name, format_bytes(a), format_bytes(b), format_delta(b - a), format_bytes(p)))
+            t.sections.append(sec)
         return t

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -30,8 +30,9 @@ from ._breakdown import Breakdown, ModuleMemory, StepReport, StepResult
 from ._probe import CpuProbe, CudaProbe, probe_for
 from ._restore import Snapshot
 from ._sources import SOURCES
+from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
-from ._tracker import _live_tensors, cpu_tracker, storage_key, storage_of
+from ._tracker import cpu_tracker
 
 __all__ = ["profile_step", "MARKS", "PHASES"]
 
@@ -125,37 +126,6 @@ def _check_loss(loss: Any) -> torch.Tensor:
     return loss
 
 
-# -- keys -----------------------------------------------------------------------
-def _key_fn(device: torch.device) -> Callable[[torch.Tensor], int | None]:
-    if device.type == "cuda":
-
-        def key(t: torch.Tensor) -> int | None:
-            st = storage_of(t)
-            if st is None or st.device != device or st.nbytes() == 0:
-                return None
-            return st.data_ptr()
-
-        return key
-
-    def key_cpu(t: torch.Tensor) -> int | None:
-        st = storage_of(t)
-        if st is None or st.device.type != "cpu":
-            return None
-        return storage_key(st)
-
-    return key_cpu
-
-
-def _keys(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor], int | None]) -> set[int]:
-    out = set()
-    for t in tensors:
-        if t is not None:
-            k = key(t)
-            if k is not None:
-                out.add(k)
-    return out
-
-
 def _state_tensors(optimizer: torch.optim.Optimizer | None) -> list[torch.Tensor]:
     if optimizer is None:
         return []
@@ -169,13 +139,11 @@ class _StepRun:
     def __init__(self, model, batch, loss_fn, optimizer, device, set_to_none, module_depth):  # type: ignore[no-untyped-def]
         self.model, self.batch, self.loss_fn, self.optimizer = model, batch, loss_fn, optimizer
         self.device, self.set_to_none, self.module_depth = device, set_to_none, module_depth
-        self.key = _key_fn(device)
+        self.key = key_fn(device)
         self.cuda = device.type == "cuda"
         self.probe = probe_for(device)
         self.mark_keys: dict[str, dict[str, set[int]]] = {}
         self.samples: dict[str, Any] = {}
-        self.saved_cpu: set[int] = set()  # interval indices (CPU)
-        self.saved_cuda: list[tuple[int, str]] = []  # (address, phase) (CUDA)
         self.phase = "forward"
         self.got_grad: set[int] = set()
         self.module_events: list[tuple[str, str, Any]] = []  # (name, "enter"/"exit", position)
@@ -191,25 +159,10 @@ class _StepRun:
         self.recorder.mark(name)
         params = list(self.model.parameters())
         self.mark_keys[name] = {
-            "gradients": _keys((p.grad for p in params), self.key),
-            "optimizer state": _keys(_state_tensors(self.optimizer), self.key),
+            "gradients": keys_of((p.grad for p in params), self.key),
+            "optimizer state": keys_of(_state_tensors(self.optimizer), self.key),
         }
         self.samples[name] = self.probe.sample(device_info=self.cuda)
-
-    def pack(self, t: torch.Tensor) -> Any:
-        k = self.key(t)
-        if k is not None:
-            if self.cuda:
-                self.saved_cuda.append((k, self.phase))
-            else:
-                idx = self.recorder.interval_of(k)
-                if idx is not None:
-                    self.saved_cpu.add(idx)
-        return t.detach()  # no reference cycle through the graph
-
-    @staticmethod
-    def unpack(t: Any) -> torch.Tensor:
-        return t
 
     @contextlib.contextmanager
     def module_tracking(self) -> Any:
@@ -251,11 +204,13 @@ class _StepRun:
     def run(self) -> tuple[Timeline, float, BaseException | None]:
         if self.cuda:
             self.recorder = CudaRecorder(self.device.index or 0)
+            self.saved = SavedTensors(self.key, None)
             ctx: Any = contextlib.nullcontext()
         else:
             tracker = cpu_tracker()
             tracker.scan()
             self.recorder = CpuRecorder(tracker)
+            self.saved = SavedTensors(self.key, self.recorder.interval_of)
             ctx = contextlib.ExitStack()
             ctx.enter_context(tracker.tracking())
             ctx.enter_context(tracker.listening(self.recorder))
@@ -269,12 +224,12 @@ class _StepRun:
             with ctx:
                 self.mark("start")
                 with self.module_tracking():
-                    self.phase = "forward"
-                    with torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack):
+                    self.phase = self.saved.phase = "forward"
+                    with self.saved.hooks():
                         loss = _check_loss((self.loss_fn or default_loss)(self.model, self.batch))
                     self.mark("after forward")
-                    self.phase = "backward"
-                    with torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack):
+                    self.phase = self.saved.phase = "backward"
+                    with self.saved.hooks():
                         loss.backward()
                     del loss
                     self.mark("after backward")
@@ -302,67 +257,10 @@ class _StepRun:
         return timeline, elapsed, err
 
 
-def _label(run: _StepRun, tl: Timeline, start_keys: dict[str, set[int]], tensor_keys_end: set[int] | None,
-           tensor_keys_start: set[int] | None) -> list[str]:
-    """One source per interval, by the rules in the module docstring."""
-    labels = [""] * len(tl.intervals)
-    by_point: dict[int, dict[int, int]] = {}
-
-    def live_map(point: int) -> dict[int, int]:
-        if point not in by_point:
-            by_point[point] = {tl.intervals[i].key: i for i in tl.live_at(point)}
-        return by_point[point]
-
-    def claim(idx: int | None, source: str) -> None:
-        if idx is not None and not labels[idx]:
-            labels[idx] = source
-
-    start = tl.marks.get("start", 0)
-    for source in ("parameters", "buffers", "input batch"):
-        lm = live_map(start)
-        for k in start_keys[source]:
-            claim(lm.get(k), source)
-    for source in ("gradients", "optimizer state"):
-        for name, keys in run.mark_keys.items():
-            lm = live_map(tl.marks.get(name, start))
-            for k in keys[source]:
-                claim(lm.get(k), source)
-    if run.cuda:
-        after_fw = tl.marks.get("after forward", tl.n_events)
-        lm = live_map(after_fw)
-        for addr, phase in run.saved_cuda:
-            if phase == "forward":
-                claim(lm.get(addr), "activations")
-            else:  # recomputed in backward: the latest interval at that address in the backward window
-                end = tl.marks.get("after backward", tl.n_events)
-                cands = [i for i, iv in enumerate(tl.intervals) if iv.key == addr and after_fw - 1 <= iv.start < end]
-                claim(cands[-1] if cands else None, "activations")
-    else:
-        for idx in run.saved_cpu:
-            claim(idx, "activations")
-    end_point = tl.n_events
-    for i, iv in enumerate(tl.intervals):
-        if labels[i]:
-            continue
-        if run.cuda and tensor_keys_end is not None and iv.end is None and iv.key not in tensor_keys_end:
-            labels[i] = "workspace"  # allocated, alive, and backing no tensor
-        elif run.cuda and tensor_keys_start is not None and iv.start < 0 and iv.key not in tensor_keys_start:
-            labels[i] = "workspace"
-        elif iv.start < 0:
-            labels[i] = "other"
-        else:
-            labels[i] = "temporaries"
-    del end_point
-    return labels
-
-
 def _breakdown(tl: Timeline, labels: list[str], point: int, sample: Any) -> Breakdown:
-    sources = dict.fromkeys(SOURCES, 0)
-    for i in tl.live_at(point):
-        sources[labels[i]] += tl.intervals[i].size
+    sources = sum_by_label(tl, labels, point, SOURCES)
     if sample is None:
-        allocated = sum(sources.values())
-        return Breakdown(sources, allocated)
+        return Breakdown(sources, sum(sources.values()))
     return Breakdown(sources, sample.allocated, sample.reserved, sample.non_pytorch)
 
 
@@ -399,32 +297,25 @@ def _module_memory(run: _StepRun, tl: Timeline, labels: list[str], positions: An
     return list(out.values())
 
 
-def _cuda_tensor_keys(device: torch.device) -> set[int]:
-    keys = set()
-    for t in _live_tensors():
-        try:
-            if t.device == device:
-                st = storage_of(t)
-                if st is not None:
-                    keys.add(st.data_ptr())
-        except Exception:
-            continue
-    return keys
-
-
 def _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_depth) -> tuple[StepResult, BaseException | None]:  # type: ignore[no-untyped-def]
     run = _StepRun(model, batch, loss_fn, optimizer, device, set_to_none, module_depth)
     kind = "steady state" if optimizer is None or any(len(s) for s in optimizer.state.values()) else "first step"
     key = run.key
-    start_keys = {
-        "parameters": _keys(model.parameters(), key),
-        "buffers": _keys(model.buffers(), key),
-        "input batch": _keys((t for _, t in _batch_tensors(batch)), key),
-    }
-    keys_start = _cuda_tensor_keys(device) if run.cuda else None
+    start_claims = [
+        ("parameters", keys_of(model.parameters(), key)),
+        ("buffers", keys_of(model.buffers(), key)),
+        ("input batch", keys_of((t for _, t in _batch_tensors(batch)), key)),
+    ]
+    keys_start = tensor_keys(device) if run.cuda else None
     tl, elapsed, err = run.run()
-    keys_end = _cuda_tensor_keys(device) if run.cuda else None
-    labels = _label(run, tl, start_keys, keys_end, keys_start)
+    keys_end = tensor_keys(device) if run.cuda else None
+    start = tl.marks.get("start", 0)
+    claims = [(src, [(start, ks)]) for src, ks in start_claims]
+    for src in ("gradients", "optimizer state"):
+        claims.append((src, [(tl.marks[m], ks[src]) for m, ks in run.mark_keys.items() if m in tl.marks]))
+    claims.append(("activations", run.saved.claim(tl)))
+    labels = label_intervals(tl, claims, cuda=run.cuda,
+                             tensor_keys_start=keys_start, tensor_keys_end=keys_end)
     totals = tl.totals()
     marks = [(m, _breakdown(tl, labels, tl.marks[m], run.samples.get(m))) for m in (*MARKS, "at failure") if m in tl.marks]
     lo = tl.marks.get("start", 0)

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "cpu_tracker"]
+__all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
@@ -253,30 +253,36 @@ class StorageTracker:
         return len(self._entries) - before
 
     def _scan_graph(self, root: Any, seen: set[int]) -> None:
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            if node is None or id(node) in seen:
+        for t in graph_tensors(root, seen):
+            self.add_tensor(t)
+
+
+def graph_tensors(root: Any, seen: set[int]) -> Iterator[torch.Tensor]:
+    """Tensors a live autograd graph keeps: those saved for backward
+    (``_saved_*`` attributes of its nodes) and the ``.grad`` of its leaves.
+    ``seen`` (node ids) is shared across calls so each node is walked once."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for name in dir(node):
+            if not name.startswith("_saved_"):
                 continue
-            seen.add(id(node))
-            for name in dir(node):
-                if not name.startswith("_saved_"):
-                    continue
-                try:
-                    val = getattr(node, name)
-                except Exception:  # graph already freed by backward
-                    continue
-                if isinstance(val, torch.Tensor):
-                    self.add_tensor(val)
-                elif isinstance(val, (tuple, list)):
-                    for v in val:
-                        if isinstance(v, torch.Tensor):
-                            self.add_tensor(v)
-            var = getattr(node, "variable", None)  # AccumulateGrad's leaf
-            if isinstance(var, torch.Tensor) and var.grad is not None:
-                self.add_tensor(var.grad)
-            for nxt, _ in getattr(node, "next_functions", ()):
-                stack.append(nxt)
+            try:
+                val = getattr(node, name)
+            except Exception:  # graph already freed by backward
+                continue
+            if isinstance(val, torch.Tensor):
+                yield val
+            elif isinstance(val, (tuple, list)):
+                yield from (v for v in val if isinstance(v, torch.Tensor))
+        var = getattr(node, "variable", None)  # AccumulateGrad's leaf
+        if isinstance(var, torch.Tensor) and var.grad is not None:
+            yield var.grad
+        for nxt, _ in getattr(node, "next_functions", ()):
+            stack.append(nxt)
 
 
 def _exit_mode(mode: TorchDispatchMode) -> None:

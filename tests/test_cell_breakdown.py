@@ -1,0 +1,37 @@
+"""%%vram --breakdown: the cell's memory by notebook object, exact on CPU."""
+
+import vramnb
+from tests.conftest import run
+
+F32 = 4
+
+
+def rows(rep):
+    return {name: (a, b, p) for name, a, b, p in rep.sources}
+
+
+def test_breakdown_of_forward_backward_step(ip):
+    run(ip, "torch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
+            "opt = torch.optim.Adam(model.parameters(), foreach=False)\nx = torch.randn(32, 64)")
+    p = (64 * 128 + 128 + 128 * 10 + 10) * F32
+    res, cap = run(ip, "%%vram -d cpu --breakdown\nloss = model(x).square().mean()")
+    r = rows(vramnb.history()[-1])
+    assert r["parameters of model"] == (p, p, p)
+    assert r["tensor x"][1] == 32 * 64 * F32
+    assert r["activations"][1] == (32 * 128 + 32 * 10) * F32  # ReLU output + model output (saved by square)
+    assert "by source" in cap.outputs[-1].data["text/plain"]
+    res, cap = run(ip, "%%vram -d cpu --breakdown\nloss.backward(); opt.step()")
+    rep = vramnb.history()[-1]
+    r = rows(rep)
+    assert r["gradients of model"][:2] == (0, p)
+    assert r["state of opt"][:2] == (0, 2 * p + 4 * F32)
+    assert r["activations"][:2] == ((32 * 128 + 32 * 10) * F32, 0)  # graph freed by backward
+    # sources at the end add up to everything allocated
+    assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated
+
+
+def test_new_module_in_cell_and_tied_weights(ip):
+    res, _ = run(ip, "%%vram -d cpu --breakdown\nemb = torch.nn.Embedding(100, 16)\nhead = torch.nn.Linear(16, 100, bias=False)\nhead.weight = emb.weight")
+    r = rows(vramnb.history()[-1])
+    assert r["parameters of emb"][1] == 100 * 16 * F32
+    assert "parameters of head" not in r or r["parameters of head"][1] == 0  # the same storage, counted once

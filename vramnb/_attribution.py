@@ -1,0 +1,200 @@
+"""Attribution: give every allocation interval of a timeline one source.
+
+A *claim* says "the storages with these keys, alive at this point, are
+<source>". Claims are applied in order; the first claim on an interval wins,
+so the order of claims is the priority (parameters before activations, so a
+parameter saved for backward stays a parameter). What no claim covers is
+*workspace* on CUDA when it backs no tensor (library workspaces), otherwise
+*temporaries* if it began inside the timeline and *other* if it was there
+before. Activations are recorded by :class:`SavedTensors`, the pack hook of
+``torch.autograd.graph.saved_tensors_hooks``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from ._timeline import Timeline
+from ._tracker import _live_tensors, graph_tensors, storage_key, storage_of
+
+__all__ = ["key_fn", "keys_of", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
+
+
+def key_fn(device: torch.device) -> Callable[[torch.Tensor], int | None]:
+    """How a tensor's storage is named in a timeline: its ``StorageImpl`` on CPU
+    (as the tracker does), its block address on CUDA (as the allocator trace does)."""
+    if device.type == "cuda":
+
+        def key(t: torch.Tensor) -> int | None:
+            st = storage_of(t)
+            if st is None or st.device != device or st.nbytes() == 0:
+                return None
+            return st.data_ptr()
+
+        return key
+
+    def key_cpu(t: torch.Tensor) -> int | None:
+        st = storage_of(t)
+        if st is None or st.device.type != "cpu":
+            return None
+        return storage_key(st)
+
+    return key_cpu
+
+
+def keys_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor], int | None]) -> set[int]:
+    out = set()
+    for t in tensors:
+        if t is not None:
+            k = key(t)
+            if k is not None:
+                out.add(k)
+    return out
+
+
+def tensor_keys(device: torch.device) -> set[int]:
+    """Keys of every live tensor on ``device`` (a scan of the garbage collector's objects)."""
+    key = key_fn(device)
+    out = set()
+    for t in _live_tensors():
+        try:
+            k = key(t)
+        except Exception:
+            continue
+        if k is not None:
+            out.add(k)
+    return out
+
+
+def saved_in_live_graphs(key: Callable[[torch.Tensor], int | None]) -> set[int]:
+    """Keys of the tensors saved for backward by every live autograd graph
+    (graphs of tensors made before recording began)."""
+    seen: set[int] = set()
+    out: set[int] = set()
+    for t in _live_tensors():
+        try:
+            fn = t.grad_fn
+        except Exception:
+            continue
+        if fn is None:
+            continue
+        for s in graph_tensors(fn, seen):
+            if s.grad_fn is None and s.is_leaf and s.requires_grad:
+                continue  # a parameter or input the graph saved: claimed by its owner
+            k = key(s)
+            if k is not None:
+                out.add(k)
+    return out
+
+
+class SavedTensors:
+    """Pack/unpack hooks recording the storages autograd saves for backward.
+
+    On CPU the interval is resolved at pack time through ``interval_of``; on
+    CUDA the address and the phase are kept and resolved after the trace is read.
+    The pack hook returns a detached alias (same storage, no reference cycle
+    through the graph), so memory behaves exactly as without the hooks.
+    """
+
+    def __init__(self, key: Callable[[torch.Tensor], int | None], interval_of: Callable[[int], int | None] | None) -> None:
+        self.key = key
+        self.interval_of = interval_of
+        self.intervals: set[int] = set()
+        self.addresses: list[tuple[int, str]] = []
+        self.phase = "forward"
+
+    def pack(self, t: torch.Tensor) -> Any:
+        k = self.key(t)
+        if k is not None:
+            if self.interval_of is None:
+                self.addresses.append((k, self.phase))
+            else:
+                idx = self.interval_of(k)
+                if idx is not None:
+                    self.intervals.add(idx)
+        return t.detach()
+
+    @staticmethod
+    def unpack(t: Any) -> torch.Tensor:
+        return t
+
+    def hooks(self) -> Any:
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+    def claim(self, tl: Timeline, after_forward: str = "after forward", window_end: str = "after backward") -> set[int]:
+        """Interval indices of the saved tensors."""
+        if self.interval_of is not None:
+            return set(self.intervals)
+        out: set[int] = set()
+        fw = tl.marks.get(after_forward, tl.n_events)
+        end = tl.marks.get(window_end, tl.n_events)
+        live = {tl.intervals[i].key: i for i in tl.live_at(fw)}
+        for addr, phase in self.addresses:
+            if phase == "forward" and addr in live:
+                out.add(live[addr])
+            else:  # saved again while recomputing in backward: the latest such interval
+                cands = [i for i, iv in enumerate(tl.intervals) if iv.key == addr and fw - 1 <= iv.start < end]
+                if cands:
+                    out.add(cands[-1])
+        return out
+
+
+def label_intervals(
+    tl: Timeline,
+    claims: list[tuple[str, list[tuple[int, set[int]]] | set[int]]],
+    *,
+    cuda: bool = False,
+    tensor_keys_start: set[int] | None = None,
+    tensor_keys_end: set[int] | None = None,
+) -> list[str]:
+    """One source per interval.
+
+    Args:
+        tl: the timeline.
+        claims: in priority order, ``(source, [(point, keys), ...])`` (the
+            intervals alive at ``point`` whose key is in ``keys``) or
+            ``(source, {interval indices})`` (activations recorded at pack time).
+        cuda: apply the CUDA workspace rule (allocated, but backing no tensor:
+            alive at the end and not in ``tensor_keys_end``, or alive at the
+            start and not in ``tensor_keys_start``).
+    """
+    labels = [""] * len(tl.intervals)
+    cache: dict[int, dict[int, int]] = {}
+    for source, what in claims:
+        if isinstance(what, (set, frozenset)):
+            for i in what:
+                if not labels[i]:
+                    labels[i] = source
+            continue
+        for point, keys in what:
+            if point not in cache:
+                cache[point] = {tl.intervals[i].key: i for i in tl.live_at(point)}
+            live = cache[point]
+            for k in keys:
+                i = live.get(k)
+                if i is not None and not labels[i]:
+                    labels[i] = source
+    for i, iv in enumerate(tl.intervals):
+        if labels[i]:
+            continue
+        if cuda and tensor_keys_end is not None and iv.end is None and iv.key not in tensor_keys_end:
+            labels[i] = "workspace"
+        elif cuda and tensor_keys_start is not None and iv.start < 0 and iv.key not in tensor_keys_start:
+            labels[i] = "workspace"
+        elif iv.start < 0:
+            labels[i] = "other"
+        else:
+            labels[i] = "temporaries"
+    return labels
+
+
+def sum_by_label(tl: Timeline, labels: list[str], point: int, names: Iterable[str] = ()) -> dict[str, int]:
+    """Bytes per label of the intervals alive at ``point`` (every name in
+    ``names`` present, with 0 if none)."""
+    out = dict.fromkeys(names, 0)
+    for i in tl.live_at(point):
+        out[labels[i]] = out.get(labels[i], 0) + tl.intervals[i].size
+    return out

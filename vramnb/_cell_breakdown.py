@@ -1,0 +1,126 @@
+"""``%%vram --breakdown``: label a cell's memory by the notebook objects it belongs to.
+
+While the cell runs, every allocation is recorded (the CPU tracker, or the
+CUDA allocator's trace) and the tensors autograd saves are noted. Afterwards
+each allocation is claimed, in this order, by: the parameters, buffers and
+gradients of each ``nn.Module`` variable, the state of each
+``torch.optim.Optimizer`` variable, activations saved for backward, and the
+other tensor variables; the rest is workspace (CUDA, backing no tensor),
+temporaries (allocated in the cell) or other (there before). The counting
+rules are those of :func:`vramnb.profile_step`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+
+from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
+from ._timeline import CpuRecorder, CudaRecorder, Timeline
+
+__all__ = ["CellAttribution"]
+
+
+def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[str, torch.optim.Optimizer], dict[str, torch.Tensor]]:
+    mods, opts, tens = {}, {}, {}
+    for name, obj in list(ns.items()):
+        if name.startswith("_"):
+            continue
+        try:
+            if isinstance(obj, torch.nn.Module):
+                mods[name] = obj
+            elif isinstance(obj, torch.optim.Optimizer):
+                opts[name] = obj
+            elif isinstance(obj, torch.Tensor):
+                tens[name] = obj
+        except Exception:
+            continue
+    return mods, opts, tens
+
+
+class CellAttribution:
+    """Records one cell and labels its memory; ``rows`` is set by :meth:`finish`:
+    ``(label, bytes at start, bytes at end, bytes at the peak)``."""
+
+    def __init__(self, namespace: Mapping[str, Any], device: torch.device) -> None:
+        self.ns = namespace
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.key = key_fn(device)
+        self.rows: list[tuple[str, int, int, int]] = []
+        self.recorder: Any = None
+
+    def _claims_now(self, graphs: bool = False) -> list[tuple[str, set[int]]]:
+        mods, opts, tens = _objects(self.ns)
+        key = self.key
+        out: list[tuple[str, set[int]]] = []
+        for name, m in mods.items():
+            try:
+                params = list(m.parameters())
+                out.append((f"parameters of {name}", keys_of(params, key)))
+                out.append((f"buffers of {name}", keys_of(m.buffers(), key)))
+                out.append((f"gradients of {name}", keys_of((p.grad for p in params), key)))
+            except Exception:
+                continue
+        for name, o in opts.items():
+            try:
+                state = [v for s in o.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+                out.append((f"state of {name}", keys_of(state, key)))
+            except Exception:
+                continue
+        if graphs:  # activations of graphs built before the cell (a forward run in an earlier cell)
+            out.append(("activations", saved_in_live_graphs(key)))
+        for name, t in tens.items():
+            out.append((f"tensor {name}", keys_of([t], key)))
+        return out
+
+    @contextlib.contextmanager
+    def recording(self, tracker: Any = None) -> Iterator[None]:
+        """Record while the cell runs (``tracker``: the CPU tracker, on CPU)."""
+        start_claims = self._claims_now(graphs=True)
+        keys_start = tensor_keys(self.device) if self.cuda else None
+        stack = contextlib.ExitStack()
+        if self.cuda:
+            self.recorder = CudaRecorder(self.device.index or 0)
+            saved = SavedTensors(self.key, None)
+        else:
+            self.recorder = CpuRecorder(tracker)
+            stack.enter_context(tracker.listening(self.recorder))
+            saved = SavedTensors(self.key, self.recorder.interval_of)
+        self.recorder.mark("start")
+        try:
+            with stack, saved.hooks():
+                yield
+        finally:
+            self.recorder.mark("end")
+            tl = self.recorder.finish()
+            end_claims = self._claims_now()
+            keys_end = tensor_keys(self.device) if self.cuda else None
+            self._finish(tl, start_claims, end_claims, saved, keys_start, keys_end)
+
+    def _finish(self, tl: Timeline, start_claims: list[tuple[str, set[int]]], end_claims: list[tuple[str, set[int]]],
+                saved: SavedTensors, keys_start: set[int] | None, keys_end: set[int] | None) -> None:
+        start, end = tl.marks["start"], tl.marks["end"]
+        merged: dict[str, list[tuple[int, set[int]]]] = {}
+        for name, ks in start_claims:
+            merged.setdefault(name, []).append((start, ks))
+        for name, ks in end_claims:
+            merged.setdefault(name, []).append((end, ks))
+        # modules and optimizers, then named tensors (an input saved for backward is
+        # still the variable's), then activations of earlier graphs and of this cell
+        claims: list[tuple[str, Any]] = [(n, p) for n, p in merged.items() if n != "activations" and not n.startswith("tensor ")]
+        claims += [(n, p) for n, p in merged.items() if n.startswith("tensor ")]
+        claims.append(("activations", merged.get("activations", [])))
+        claims.append(("activations", saved.claim(tl, after_forward="end", window_end="end")))
+        labels = label_intervals(tl, claims, cuda=self.cuda,
+                                 tensor_keys_start=keys_start, tensor_keys_end=keys_end)
+        totals = tl.totals()
+        peak = max(range(start, end + 1), key=lambda i: totals[i]) if end >= start else start
+        order = list(dict.fromkeys([n for n, _ in claims] + ["workspace", "temporaries", "other"]))
+        at = {p: sum_by_label(tl, labels, p) for p in (start, end, peak)}
+        self.rows = [(n, at[start].get(n, 0), at[end].get(n, 0), at[peak].get(n, 0)) for n in order]
+        self.rows = [r for r in self.rows if any(r[1:])]
+
