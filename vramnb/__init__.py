@@ -12,6 +12,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "vram",
+    "profile_step",
+    "StepReport",
+    "plot_breakdown",
+    "plot_timeline",
+    "plot_compare",
+    "SOURCES",
     "CellReport",
     "history",
     "session_peak",
@@ -25,6 +31,12 @@ __all__ = [
 # torch-dependent names load on first use, so `import vramnb` stays cheap and
 # never touches CUDA, ipywidgets or matplotlib.
 _LAZY = {
+    "profile_step": "._step",
+    "StepReport": "._breakdown",
+    "plot_breakdown": "._plot",
+    "plot_timeline": "._plot",
+    "plot_compare": "._plot",
+    "SOURCES": "._sources",
     "vram": "._measure",
     "history": "._measure",
     "session_peak": "._measure",
