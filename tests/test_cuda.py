@@ -125,3 +125,57 @@ def test_measuring_never_creates_the_cuda_context():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _mlp_cuda():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+
+
+def test_profile_step_on_cuda_sums_and_peak():
+    from vramnb import profile_step
+
+    model = _mlp_cuda()
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(256, 1024, device="cuda")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rep = profile_step(model, x, lambda m, b: m(b).square().mean(), opt)
+    p = sum(q.numel() for q in model.parameters()) * 4
+    for s in rep.steps:
+        for name, b in s.marks:
+            assert abs(b.unattributed) <= 0.01 * b.allocated, (s.kind, name, b.unattributed)
+        assert s.mark("start")["parameters"] == p  # 512-byte multiples already
+        assert s.mark("after backward")["gradients"] == p
+    assert rep.first.mark("after optimizer step")["optimizer state"] >= 2 * p
+    # the replayed peak is the allocator's own peak for that step
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    loss = model(x).square().mean()
+    loss.backward()
+    del loss
+    opt.step()
+    opt.zero_grad()
+    torch.cuda.synchronize()
+    plain_peak = torch.cuda.max_memory_allocated()
+    assert abs(rep.steady.peak.allocated - plain_peak) <= 0.01 * plain_peak
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k])
+
+
+def test_cublas_workspace_is_its_own_row():
+    from vramnb import profile_step
+
+    model = _mlp_cuda()
+    rep = profile_step(model, torch.randn(64, 1024, device="cuda"), lambda m, b: m(b).square().mean(), None)
+    assert rep.steady.peak["workspace"] > 0
+    assert rep.steady.peak["activations"] > 0
+
+
+def test_breakdown_magic_on_cuda(cuda_ip):
+    ip = cuda_ip
+    run(ip, "m = torch.nn.Linear(1024, 1024).cuda()\nx = torch.randn(64, 1024, device='cuda')")
+    run(ip, "%%vram --breakdown\nloss = m(x).square().mean()\nloss.backward()")
+    rep = vramnb.history()[-1]
+    rows = {n: (a, b, p) for n, a, b, p in rep.sources}
+    assert rows["parameters of m"][1] == (1024 * 1024 + 1024) * 4
+    assert rows["gradients of m"][1] == (1024 * 1024 + 1024) * 4
