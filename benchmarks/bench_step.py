@@ -171,8 +171,10 @@ def main() -> int:
                 mt = under_memtracker()
                 snap = next(v for d, v in mt.get_tracker_snapshot("peak").items() if d.type == "cuda")
                 rec["memtracker_peak_total"] = snap["Total"]
+                del mt, under_memtracker
             except Exception as e:  # noqa: BLE001
                 rec["memtracker_error"] = f"{type(e).__name__}: {e}"
+            del rep_mod, under_empty
         out["archs"][name] = rec
         print(name, json.dumps({k: v for k, v in rec.items() if k not in ("sources_at_peak", "modules")}), flush=True)
         del model, opt, batch, rep

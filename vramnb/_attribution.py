@@ -107,6 +107,9 @@ class SavedTensors:
         self.phase = "forward"
 
     def pack(self, t: torch.Tensor) -> Any:
+        if self.interval_of is None and type(t) is torch.Tensor:  # the CUDA fast path: host-side only
+            self.addresses.append((t.untyped_storage().data_ptr(), self.phase))
+            return t.detach()
         k = self.key(t)
         if k is not None:
             if self.interval_of is None:

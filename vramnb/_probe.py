@@ -112,12 +112,15 @@ class CudaProbe:
         """Whether the CUDA context exists (reading counters is free of side effects)."""
         return torch.cuda.is_initialized()
 
-    def sample(self, *, device_info: bool = True) -> Sample:
-        """Synchronise and read allocated, peak, reserved; with ``device_info``,
+    def sample(self, *, device_info: bool = True, sync: bool = True) -> Sample:
+        """Read allocated, peak, reserved (after ``torch.cuda.synchronize``
+        unless ``sync=False``: the allocator's counters are kept on the host
+        in launch order, so they are right without it); with ``device_info``,
         also the device's total and free memory (``cudaMemGetInfo``)."""
         if not self.active():
             return Sample(0, 0, 0)
-        torch.cuda.synchronize(self.index)
+        if sync:
+            torch.cuda.synchronize(self.index)
         try:
             alloc, peak, reserved = self._read(self.index)
         except (KeyError, TypeError, AttributeError):  # the private binding changed shape
@@ -166,7 +169,7 @@ class CpuProbe:
     def active() -> bool:
         return True
 
-    def sample(self, *, device_info: bool = True) -> Sample:
+    def sample(self, *, device_info: bool = True, sync: bool = True) -> Sample:
         t = self.tracker
         sample = Sample(t.current, t.peak)
         if device_info:

@@ -150,9 +150,7 @@ class _StepRun:
 
     def position(self) -> Any:
         if self.cuda:
-            torch.cuda.synchronize(self.device)
-            s = torch.cuda.memory_stats(self.device)
-            return (s.get("allocation.all.allocated", 0), s.get("allocation.all.freed", 0))
+            return self.recorder.position()
         return self.recorder.timeline.n_events
 
     def mark(self, name: str) -> None:
@@ -162,7 +160,9 @@ class _StepRun:
             "gradients": keys_of((p.grad for p in params), self.key),
             "optimizer state": keys_of(_state_tensors(self.optimizer), self.key),
         }
-        self.samples[name] = self.probe.sample(device_info=self.cuda)
+        # no synchronisation inside the step: the allocator's counters are host-side;
+        # device-wide figures (cudaMemGetInfo) only at the end
+        self.samples[name] = self.probe.sample(device_info=self.cuda and name in ("after zero_grad", "at failure"), sync=False)
 
     @contextlib.contextmanager
     def module_tracking(self) -> Any:
@@ -324,7 +324,10 @@ def _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_dept
     if run.cuda:
         peak_sample = type(run.samples["start"])(totals[peak_point], totals[peak_point])
         last = run.samples[marks[-1][0]]
-        peak_sample.reserved, peak_sample.non_pytorch = last.reserved, last.non_pytorch
+        peak_sample.non_pytorch = last.non_pytorch
+        first = run.samples["start"]
+        if tl.reserved_delta is not None and first.reserved is not None:
+            peak_sample.reserved = first.reserved + tl.reserved_delta[min(peak_point, len(tl.reserved_delta) - 1)]
     peak = _breakdown(tl, labels, peak_point, peak_sample)
     if run.cuda:  # the replayed total *is* the allocator's count at that point; offset by any drift seen at marks
         peak.allocated = totals[peak_point] + (marks[0][1].allocated - totals[tl.marks["start"]])

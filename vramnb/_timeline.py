@@ -25,7 +25,7 @@ import torch
 
 from ._tracker import StorageTracker
 
-__all__ = ["Interval", "Timeline", "CpuRecorder", "CudaRecorder"]
+__all__ = ["Interval", "Timeline", "CpuRecorder", "CudaRecorder", "raw_counts"]
 
 
 @dataclass
@@ -44,6 +44,9 @@ class Timeline:
     intervals: list[Interval] = field(default_factory=list)
     n_events: int = 0
     marks: dict[str, int] = field(default_factory=dict)
+    # CUDA: reserved bytes after each event, relative to the start (segment
+    # allocations and frees in the allocator's trace); None on CPU
+    reserved_delta: list[int] | None = None
 
     def totals(self) -> list[int]:
         """Allocated bytes after each event; ``totals()[0]`` is the start."""
@@ -105,7 +108,17 @@ class CpuRecorder:
         return self.timeline
 
 
-def _raw_counts(device: int) -> tuple[int, int]:
+def raw_counts(device: int) -> tuple[int, int]:
+    """Cumulative allocation and free counts of the caching allocator. These are
+    host-side counters, updated when an operator is launched, so reading them
+    needs no synchronisation to be in program order."""
+    raw = getattr(torch._C, "_cuda_memoryStats", None)
+    if raw is not None:
+        try:
+            a = raw(device)["allocation"]["all"]
+            return a["allocated"], a["freed"]
+        except (KeyError, TypeError):
+            pass
     s = torch.cuda.memory_stats(device)
     return s.get("allocation.all.allocated", 0), s.get("allocation.all.freed", 0)
 
@@ -117,12 +130,14 @@ class CudaRecorder:
         self.device = device
         self.marks: dict[str, tuple[int, int]] = {}
         torch.cuda.synchronize(device)
-        self.start_counts = _raw_counts(device)
+        self.start_counts = raw_counts(device)
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
 
     def mark(self, name: str) -> None:
-        torch.cuda.synchronize(self.device)
-        self.marks[name] = _raw_counts(self.device)
+        self.marks[name] = raw_counts(self.device)
+
+    def position(self) -> tuple[int, int]:
+        return raw_counts(self.device)
 
     def interval_of(self, key: int) -> int | None:
         return None  # resolved from addresses after the trace is read
@@ -146,9 +161,17 @@ class CudaRecorder:
         freed_before: list[tuple[int, int, int]] = []  # (addr, size, event) freed but allocated before recording
         n_alloc, n_free = self.start_counts
         counts: list[tuple[int, int]] = []
+        reserved = [0]
+        seg = 0
         ev = 0
         for e in traces:
             action = e["action"]
+            if action in ("segment_alloc", "segment_map"):
+                seg += e["size"]
+                continue
+            if action in ("segment_free", "segment_unmap"):
+                seg -= e["size"]
+                continue
             if action == "alloc":
                 open_[e["addr"]] = len(tl.intervals)
                 tl.intervals.append(Interval(e["addr"], e["size"], ev))
@@ -163,8 +186,10 @@ class CudaRecorder:
             else:
                 continue
             counts.append((n_alloc, n_free))
+            reserved.append(seg)
             ev += 1
         tl.n_events = ev
+        tl.reserved_delta = reserved
         # blocks alive at the start: alive at the end and not allocated during recording,
         # plus those freed during recording without an alloc event
         for addr, size in live_end.items():
