@@ -181,3 +181,18 @@ def test_breakdown_magic_on_cuda(cuda_ip):
     rows = {n: (a, b, p) for n, a, b, p in rep.sources}
     assert rows["parameters of m"][1] == (1024 * 1024 + 1024) * 4
     assert rows["gradients of m"][1] == (1024 * 1024 + 1024) * 4
+
+
+def test_trace_file_opens_like_pytorchs_snapshot(tmp_path):
+    import pickle
+
+    from vramnb import profile_step
+
+    model = _mlp_cuda()
+    path = tmp_path / "step.pickle"
+    rep = profile_step(model, torch.randn(64, 1024, device="cuda"), lambda m, b: m(b).square().mean(), None, trace=str(path))
+    snap = pickle.loads(path.read_bytes())
+    assert "segments" in snap and "device_traces" in snap
+    assert any(e["action"] == "alloc" for e in snap["device_traces"][0])
+    fig = rep.plot("sources")
+    assert fig._repr_png_()[:4] == b"\x89PNG"

@@ -87,6 +87,8 @@ class StepResult:
         modules: per-module activations and temporaries.
         step_time: wall seconds of the step (synchronised on CUDA).
         missing_grads: parameters that require grad but got no gradient.
+        timeline_by_source: allocated bytes of each source after each event
+            (same length as ``timeline``).
     """
 
     kind: str
@@ -99,6 +101,7 @@ class StepResult:
     modules: list[ModuleMemory] = field(default_factory=list)
     step_time: float = 0.0
     missing_grads: list[str] = field(default_factory=list)
+    timeline_by_source: dict[str, list[int]] = field(default_factory=dict)
 
     def mark(self, name: str) -> Breakdown:
         return dict(self.marks)[name]
@@ -151,14 +154,14 @@ class StepReport(Rendered):
 
     def plot(self, kind: str = "breakdown") -> Any:
         """A figure: ``"breakdown"`` (stacked bars by phase and peak),
-        ``"timeline"`` (allocated over the step). Needs matplotlib."""
+        ``"timeline"`` (allocated over the steps, phases and peak marked),
+        ``"sources"`` (the steady step's timeline stacked by source). Needs matplotlib."""
         from . import _plot
 
-        if kind == "breakdown":
-            return _plot.plot_breakdown(self)
-        if kind == "timeline":
-            return _plot.plot_timeline(self)
-        raise ValueError(f"unknown plot kind {kind!r}; valid: 'breakdown', 'timeline'")
+        kinds = {"breakdown": _plot.plot_breakdown, "timeline": _plot.plot_timeline, "sources": _plot.plot_sources}
+        if kind not in kinds:
+            raise ValueError(f"unknown plot kind {kind!r}; valid: {', '.join(repr(k) for k in kinds)}")
+        return kinds[kind](self)
 
     def _table(self) -> Table:
         steady = self.steady

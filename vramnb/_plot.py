@@ -18,7 +18,7 @@ from ._breakdown import Breakdown, StepReport, StepResult
 from ._sources import COLORS, SOURCES
 from ._units import UNITS
 
-__all__ = ["plot_breakdown", "plot_timeline", "plot_compare", "unit_for"]
+__all__ = ["plot_breakdown", "plot_timeline", "plot_sources", "plot_compare", "unit_for"]
 
 _SHORT = {
     "start": "start",
@@ -39,11 +39,26 @@ def unit_for(max_bytes: float) -> tuple[str, int]:
     return name, size
 
 
-def _figure(width: float, height: float) -> Any:
-    from matplotlib.figure import Figure
+_FIGURE_CLASS: Any = None
 
-    fig = Figure(figsize=(width, height), dpi=100, facecolor="white", layout="constrained")
-    return fig
+
+def _figure(width: float, height: float) -> Any:
+    """A ``matplotlib.figure.Figure`` that shows itself as PNG in a notebook
+    (no pyplot, so no inline backend is needed and nothing displays twice)."""
+    global _FIGURE_CLASS
+    if _FIGURE_CLASS is None:
+        import io
+
+        from matplotlib.figure import Figure
+
+        class VramFigure(Figure):
+            def _repr_png_(self) -> bytes:
+                buf = io.BytesIO()
+                self.savefig(buf, format="png", dpi=100, facecolor="white")
+                return buf.getvalue()
+
+        _FIGURE_CLASS = VramFigure
+    return _FIGURE_CLASS(figsize=(width, height), dpi=100, facecolor="white", layout="constrained")
 
 
 def _used_sources(breakdowns: Sequence[Breakdown]) -> list[str]:
@@ -125,18 +140,56 @@ def plot_timeline(report: StepReport) -> Any:
             if a is None or b is None or b <= a:
                 continue
             ax.axvspan(a, b, color=phase_colors[i % 2], zorder=0)
-            ax.text((a + b) / 2, 1.0, names[i], transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7)
+            # labels inside the plot, staggered so narrow phases do not collide
+            ax.text((a + b) / 2, 0.97 if i % 2 == 0 else 0.90, names[i], transform=ax.get_xaxis_transform(),
+                    ha="center", va="top", fontsize=7, color="#555555", clip_on=True)
         ax.step(xs, ys, where="post", color="#0072B2", linewidth=1.2)
         p = s.peak_point
         if 0 <= p < len(ys):
             ax.plot([p], [ys[p]], "o", color="#D55E00", zorder=3)
-            ax.annotate(f"peak {ys[p]:.1f} {unit}", (p, ys[p]), xytext=(4, -12), textcoords="offset points", fontsize=8, color="#D55E00")
+            ax.annotate(f"peak {ys[p]:.1f} {unit}", (p, ys[p]), xytext=(6, -4), textcoords="offset points",
+                        fontsize=8, color="#D55E00", va="top", bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
         ax.set_xlabel("allocation events")
-        ax.set_title(s.kind, fontsize=9, pad=14)
+        ax.set_title(s.kind, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, top / scale * 1.15)
     axes[0].set_ylabel(f"allocated ({unit})")
     fig.suptitle(f"Allocated memory over the step · {report.label} · {report.device}", fontsize=10)
+    return fig
+
+
+def plot_sources(report: StepReport, step: int | str = -1) -> Any:
+    """The allocation timeline of one step, stacked by source: which source
+    grows and shrinks in each phase (drawn offline from the recorded trace).
+
+    Returns:
+        a ``matplotlib.figure.Figure``.
+    """
+    s = _pick(report, step)
+    series = s.timeline_by_source
+    if not series:
+        raise ValueError("this report has no per-source timeline")
+    used = [src for src in SOURCES if any(series.get(src, ()))]
+    top = max(s.timeline) if s.timeline else 1
+    unit, scale = unit_for(top)
+    fig = _figure(7.5, 3.6)
+    ax = fig.add_subplot()
+    xs = list(range(len(s.timeline)))
+    ax.stackplot(xs, *[[v / scale for v in series[src]] for src in used], labels=used, colors=[COLORS[u] for u in used],
+                 step="post", linewidth=0)
+    pts = [s.mark_points.get(m) for m in ("start", "after forward", "after backward", "after optimizer step", "after zero_grad")]
+    for i, (a, b) in enumerate(zip(pts, pts[1:])):
+        if a is None or b is None or b <= a:
+            continue
+        if i:
+            ax.axvline(a, color="#333333", linewidth=0.8, linestyle="--")
+        ax.text((a + b) / 2, 1.0, ["forward", "backward", "optim.", "zero_grad"][i], transform=ax.get_xaxis_transform(),
+                fontsize=7, ha="center", va="bottom", color="#555555")
+    ax.set_xlabel("allocation events")
+    ax.set_ylabel(f"allocated ({unit})")
+    ax.set_ylim(0, top / scale * 1.1)
+    ax.set_title(f"Allocated memory by source · {s.kind} · {report.label} · {report.device}", fontsize=10, pad=14)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False, reverse=True)
     return fig
 
 

@@ -20,6 +20,7 @@ allocated; *other* is memory held before the step by anything else.
 from __future__ import annotations
 
 import contextlib
+import pickle
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -297,7 +298,7 @@ def _module_memory(run: _StepRun, tl: Timeline, labels: list[str], positions: An
     return list(out.values())
 
 
-def _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_depth) -> tuple[StepResult, BaseException | None]:  # type: ignore[no-untyped-def]
+def _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_depth, trace=None) -> tuple[StepResult, BaseException | None]:  # type: ignore[no-untyped-def]
     run = _StepRun(model, batch, loss_fn, optimizer, device, set_to_none, module_depth)
     kind = "steady state" if optimizer is None or any(len(s) for s in optimizer.state.values()) else "first step"
     key = run.key
@@ -350,8 +351,30 @@ def _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_dept
         return min(tl.n_events, (n_alloc - a0) + (n_free - f0))
 
     modules = _module_memory(run, tl, labels, positions)
-    result = StepResult(kind, marks, peak, phase, totals, dict(tl.marks), peak_point, modules, elapsed, missing)
+    result = StepResult(kind, marks, peak, phase, totals, dict(tl.marks), peak_point, modules, elapsed, missing,
+                        _by_source(tl, labels))
+    if trace is not None and run.cuda and run.recorder.snapshot is not None:
+        with open(trace, "wb") as f:
+            pickle.dump(run.recorder.snapshot, f)
     return result, err
+
+
+def _by_source(tl: Timeline, labels: list[str]) -> dict[str, list[int]]:
+    """Allocated bytes of each source after each event."""
+    deltas = {src: [0] * (tl.n_events + 1) for src in SOURCES}
+    for iv, label in zip(tl.intervals, labels):
+        d = deltas[label]
+        d[max(0, iv.start + 1)] += iv.size
+        if iv.end is not None:
+            d[iv.end + 1] -= iv.size
+    out = {}
+    for src, d in deltas.items():
+        cur, series = 0, []
+        for v in d:
+            cur += v
+            series.append(cur)
+        out[src] = series
+    return out
 
 
 def profile_step(
@@ -365,6 +388,7 @@ def profile_step(
     module_depth: int | None = 1,
     restore: bool = True,
     label: str = "",
+    trace: str | None = None,
 ) -> StepReport:
     """Profile training steps of a live model and say where the memory goes.
 
@@ -382,6 +406,9 @@ def profile_step(
             this depth (1: the model's children); ``None`` turns it off.
         restore: put the model, optimizer and RNG state back exactly afterwards.
         label: a title for the report.
+        trace: CUDA only: write the last step's allocation trace to this file
+            (a pickle of ``torch.cuda.memory._snapshot()``, which PyTorch's
+            memory viewer opens); ``report.plot("sources")`` draws it offline.
 
     Returns:
         a :class:`StepReport`: per step, the breakdown by source at each phase
@@ -398,6 +425,11 @@ def profile_step(
         partial report attached as ``exc.vramnb_report``.
     """
     device = check_inputs(model, batch, optimizer)
+    if trace is not None and device.type != "cuda":
+        raise ValueError(
+            f"trace= needs a CUDA model (it saves the CUDA caching allocator's trace); this model is on {device}. "
+            "On CPU, report.plot('sources') draws the recorded timeline by source."
+        )
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     snap = Snapshot.take(model, optimizer) if restore else None
@@ -405,7 +437,7 @@ def profile_step(
     err: BaseException | None = None
     try:
         for _ in range(steps):
-            res, err = _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_depth)
+            res, err = _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_depth, trace)
             results.append(res)
             if err is not None:
                 break

@@ -129,6 +129,7 @@ class CudaRecorder:
     def __init__(self, device: int, max_entries: int = 2_000_000) -> None:
         self.device = device
         self.marks: dict[str, tuple[int, int]] = {}
+        self.snapshot: dict[str, Any] | None = None
         torch.cuda.synchronize(device)
         self.start_counts = raw_counts(device)
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
@@ -146,6 +147,7 @@ class CudaRecorder:
         torch.cuda.synchronize(self.device)
         snap: dict[str, Any] = torch.cuda.memory._snapshot()
         torch.cuda.memory._record_memory_history(enabled=None)
+        self.snapshot = snap
         traces = snap["device_traces"][self.device] if self.device < len(snap["device_traces"]) else []
         live_end: dict[int, int] = {}
         for seg in snap["segments"]:

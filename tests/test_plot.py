@@ -1,0 +1,50 @@
+"""Plots render to PNG with titles, unit labels and the fixed colour of each source."""
+
+import pytest
+import torch
+
+import vramnb
+from vramnb._sources import COLORS, SOURCES
+
+pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(scope="module")
+def report():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    return vramnb.profile_step(model, torch.randn(16, 32), lambda m, b: m(b).square().mean(), torch.optim.Adam(model.parameters()))
+
+
+@pytest.mark.parametrize("kind", ["breakdown", "timeline", "sources"])
+def test_figures_render_with_titles_and_units(report, kind):
+    fig = report.plot(kind)
+    png = fig._repr_png_()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    ax = fig.axes[0]
+    assert ax.get_title() or fig._suptitle is not None
+    assert "(KiB)" in ax.get_ylabel() or "(MiB)" in ax.get_ylabel()
+    assert "pyplot" not in type(fig).__module__
+
+
+def test_colours_are_fixed_per_source(report):
+    import matplotlib.colors as mcolors
+
+    fig = report.plot("breakdown")
+    handles, labels = fig.axes[0].get_legend_handles_labels()
+    assert labels and set(labels) <= set(SOURCES)
+    for h, lab in zip(handles, labels):
+        assert mcolors.to_hex(h.patches[0].get_facecolor()) == COLORS[lab].lower()
+    fig2 = vramnb.plot_compare([report, report], ["a", "b"])
+    h2, l2 = fig2.axes[0].get_legend_handles_labels()
+    for h, lab in zip(h2, l2):
+        assert mcolors.to_hex(h.patches[0].get_facecolor()) == COLORS[lab].lower()
+
+
+def test_bad_plot_arguments(report):
+    with pytest.raises(ValueError, match="valid: 'breakdown', 'timeline', 'sources'"):
+        report.plot("pie")
+    with pytest.raises(ValueError, match="2 labels for 1 reports"):
+        vramnb.plot_compare([report], ["a", "b"])
+    with pytest.raises(ValueError, match="at least one report"):
+        vramnb.plot_compare([])
