@@ -178,7 +178,9 @@ class CudaRecorder:
                 open_[e["addr"]] = len(tl.intervals)
                 tl.intervals.append(Interval(e["addr"], e["size"], ev))
                 n_alloc += 1
-            elif action == "free_completed":
+            elif action == "free_requested":
+                # allocated_bytes and the free counter drop here; a block still in
+                # use by another stream is handed back later (free_completed)
                 idx = open_.pop(e["addr"], None)
                 if idx is not None:
                     tl.intervals[idx].end = ev
