@@ -81,6 +81,8 @@ def main() -> None:
 
             res[f"{key}_vram_measure_us"] = median_us(measure, args.n)
             res[f"{key}_vram_cell_extra_us"] = cell_cost(shell, f"%%vram -q -d {dev}\npass", args.n) - plain
+            if dev != "cpu":  # the default device: no options at all, report displayed (and captured)
+                res[f"{key}_vram_default_cell_extra_us"] = cell_cost(shell, "%%vram\npass", args.n) - plain
         vramnb.clear_history()
 
         try:
