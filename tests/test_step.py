@@ -270,3 +270,18 @@ def test_error_in_users_step_restores_and_reraises():
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k])
     assert len(opt.state) == 0
+
+
+def test_optimizer_phase_shows_its_own_temporaries():
+    model = mlp()
+    p = sum(q.numel() for q in model.parameters()) * F32
+    x = torch.randn(8, 64)
+    loop = profile_step(model, x, sq_loss, torch.optim.Adam(model.parameters(), foreach=False)).steady
+    foreach = profile_step(model, x, sq_loss, torch.optim.Adam(model.parameters(), foreach=True)).steady
+    t_loop = loop.phase_peaks["optimizer step"]["temporaries"]
+    t_foreach = foreach.phase_peaks["optimizer step"]["temporaries"]
+    # foreach works on all parameters at once: one temporary copy the size of all of them
+    # (sqrt of exp_avg_sq); the per-parameter loop needs two temporaries of the parameter at hand
+    assert t_foreach == p
+    assert t_loop == 2 * max(q.numel() for q in model.parameters()) * F32
+    assert set(foreach.phase_peaks) == {"forward", "backward", "optimizer step", "zero_grad"}

@@ -89,6 +89,9 @@ class StepResult:
         missing_grads: parameters that require grad but got no gradient.
         timeline_by_source: allocated bytes of each source after each event
             (same length as ``timeline``).
+        phase_peaks: the breakdown at the highest point of each phase
+            (forward, backward, optimizer step, zero_grad): e.g. the
+            temporaries the optimizer needs for its own update.
     """
 
     kind: str
@@ -102,6 +105,7 @@ class StepResult:
     step_time: float = 0.0
     missing_grads: list[str] = field(default_factory=list)
     timeline_by_source: dict[str, list[int]] = field(default_factory=dict)
+    phase_peaks: dict[str, Breakdown] = field(default_factory=dict)
 
     def mark(self, name: str) -> Breakdown:
         return dict(self.marks)[name]
@@ -181,6 +185,10 @@ class StepReport(Rendered):
         t.note("columns after the peaks: " + steady.kind + ", at each phase mark")
         for s in self.steps:
             t.note(f"{s.kind}: peak in {s.peak_phase} · step time {format_seconds(s.step_time)}")
+            if s.phase_peaks:
+                t.note("  phase peaks: " + " · ".join(
+                    f"{ph} {format_bytes(b.allocated)} (temporaries {format_bytes(b.sources.get('temporaries', 0))})"
+                    for ph, b in s.phase_peaks.items()))
             if s.missing_grads:
                 shown = ", ".join(s.missing_grads[:5]) + (" …" if len(s.missing_grads) > 5 else "")
                 t.note(f"{len(s.missing_grads)} parameter(s) require grad but received none: {shown}", warn=True)

@@ -351,8 +351,17 @@ def _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_dept
         return min(tl.n_events, (n_alloc - a0) + (n_free - f0))
 
     modules = _module_memory(run, tl, labels, positions)
+    phase_peaks = {}
+    for (m0, m1), ph in zip(zip(MARKS, MARKS[1:]), PHASES):
+        if m0 in tl.marks and m1 in tl.marks and tl.marks[m1] >= tl.marks[m0]:
+            a, b = tl.marks[m0], tl.marks[m1]
+            point = max(range(a, b + 1), key=lambda i: totals[i])
+            bd = _breakdown(tl, labels, point, None)
+            if run.cuda:
+                bd.allocated = totals[point] + (marks[0][1].allocated - totals[tl.marks["start"]])
+            phase_peaks[ph] = bd
     result = StepResult(kind, marks, peak, phase, totals, dict(tl.marks), peak_point, modules, elapsed, missing,
-                        _by_source(tl, labels))
+                        _by_source(tl, labels), phase_peaks)
     if trace is not None and run.cuda and run.recorder.snapshot is not None:
         with open(trace, "wb") as f:
             pickle.dump(run.recorder.snapshot, f)
