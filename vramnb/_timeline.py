@@ -25,7 +25,7 @@ import torch
 
 from ._tracker import StorageTracker
 
-__all__ = ["Interval", "Timeline", "CpuRecorder", "CudaRecorder", "raw_counts"]
+__all__ = ["Interval", "Timeline", "CpuRecorder", "CudaRecorder", "raw_counts", "block_size"]
 
 
 @dataclass
@@ -108,6 +108,15 @@ class CpuRecorder:
         return self.timeline
 
 
+def block_size(requested: int) -> int:
+    """The block the caching allocator hands out for a request: rounded up to a
+    multiple of 512 bytes (``kMinBlockSize`` in c10/cuda/CUDACachingAllocator.cpp).
+    The trace records the requested size, ``allocated_bytes`` the block size. (A
+    large block is left unsplit when less than 1 MiB would remain; that
+    remainder is invisible in the trace and shows as *unattributed*.)"""
+    return max(512, -(-requested // 512) * 512)
+
+
 def raw_counts(device: int) -> tuple[int, int]:
     """Cumulative allocation and free counts of the caching allocator. These are
     host-side counters, updated when an operator is launched, so reading them
@@ -176,7 +185,7 @@ class CudaRecorder:
                 continue
             if action == "alloc":
                 open_[e["addr"]] = len(tl.intervals)
-                tl.intervals.append(Interval(e["addr"], e["size"], ev))
+                tl.intervals.append(Interval(e["addr"], block_size(e["size"]), ev))
                 n_alloc += 1
             elif action == "free_requested":
                 # allocated_bytes and the free counter drop here; a block still in
@@ -185,7 +194,7 @@ class CudaRecorder:
                 if idx is not None:
                     tl.intervals[idx].end = ev
                 else:
-                    freed_before.append((e["addr"], e["size"], ev))
+                    freed_before.append((e["addr"], block_size(e["size"]), ev))
                 n_free += 1
             else:
                 continue
