@@ -178,6 +178,9 @@ class StepReport(Rendered):
                 t.rows.append((src, *[format_bytes(v) for v in vals]))
         if any(b.unattributed for b in bds):
             t.rows.append(("unattributed", *[format_delta(b.unattributed) for b in bds]))
+            if self.device.startswith("cuda") and all(b.unattributed >= 0 for b in bds):
+                t.note("unattributed on CUDA: blocks the caching allocator handed out larger than requested "
+                       "(a large block is not split when less than 1 MiB would remain); its trace records requested sizes")
         t.rows.append(("allocated", *[format_bytes(b.allocated) for b in bds]))
         if steady.peak.reserved is not None:
             t.rows.append(("reserved", *[format_bytes(b.reserved or 0) for b in bds]))
