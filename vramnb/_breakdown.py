@@ -129,6 +129,7 @@ class StepReport(Rendered):
     label: str = ""
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    recipe: Any = None
 
     @property
     def first(self) -> StepResult:

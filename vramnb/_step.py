@@ -28,6 +28,8 @@ from typing import Any
 import torch
 
 from ._breakdown import Breakdown, ModuleMemory, StepReport, StepResult
+from ._plan import StepPlan
+from .techniques import Recipe
 from ._probe import CpuProbe, CudaProbe, probe_for
 from ._restore import Snapshot
 from ._sources import SOURCES
@@ -117,12 +119,12 @@ def default_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
     return loss
 
 
-def _check_loss(loss: Any) -> torch.Tensor:
+def _check_loss(loss: Any, needs_grad: bool = True) -> torch.Tensor:
     if not isinstance(loss, torch.Tensor):
         raise ValueError(f"the loss must be a scalar tensor, got {type(loss).__name__}")
     if loss.numel() != 1:
         raise ValueError(f"the loss must be a scalar, got a tensor of shape {tuple(loss.shape)}: reduce it (e.g. .mean())")
-    if not loss.requires_grad:
+    if needs_grad and not loss.requires_grad:
         raise ValueError("the loss does not require grad: is the forward under torch.no_grad(), or every parameter frozen?")
     return loss
 
@@ -137,16 +139,18 @@ def _state_tensors(optimizer: torch.optim.Optimizer | None) -> list[torch.Tensor
 class _StepRun:
     """State of one profiled step: recorder, mark keys, saved activations, modules."""
 
-    def __init__(self, model, batch, loss_fn, optimizer, device, set_to_none, module_depth):  # type: ignore[no-untyped-def]
-        self.model, self.batch, self.loss_fn, self.optimizer = model, batch, loss_fn, optimizer
-        self.device, self.set_to_none, self.module_depth = device, set_to_none, module_depth
-        self.key = key_fn(device)
-        self.cuda = device.type == "cuda"
-        self.probe = probe_for(device)
+    def __init__(self, plan: StepPlan, module_depth: int | None) -> None:
+        self.plan = plan
+        self.model, self.optimizer, self.device = plan.model, plan.optimizer, plan.device
+        self.module_depth = module_depth
+        self.key = key_fn(plan.device)
+        self.cuda = plan.device.type == "cuda"
+        self.probe = probe_for(plan.device)
         self.mark_keys: dict[str, dict[str, set[int]]] = {}
         self.samples: dict[str, Any] = {}
         self.phase = "forward"
         self.got_grad: set[int] = set()
+        self.loss_keys: set[int] = set()
         self.module_events: list[tuple[str, str, Any]] = []  # (name, "enter"/"exit", position)
 
     def position(self) -> Any:
@@ -221,28 +225,50 @@ class _StepRun:
                 handles.append(p.register_post_accumulate_grad_hook(lambda q: self.got_grad.add(id(q))))
         err: BaseException | None = None
         t0 = time.perf_counter()
+        plan = self.plan
         try:
             with ctx:
                 self.mark("start")
                 with self.module_tracking():
-                    self.phase = self.saved.phase = "forward"
-                    with self.saved.hooks():
-                        loss = _check_loss((self.loss_fn or default_loss)(self.model, self.batch))
-                    self.mark("after forward")
-                    self.phase = self.saved.phase = "backward"
-                    with self.saved.hooks():
-                        loss.backward()
-                    del loss
+                    n = len(plan.batches)
+                    for i, micro in enumerate(plan.batches):
+                        self.phase = self.saved.phase = "forward" if i == 0 else "backward"
+                        with contextlib.ExitStack() as fw:
+                            fw.enter_context(self.saved.hooks())  # outermost: a technique's own hooks take precedence
+                            if plan.mode == "no_grad":
+                                fw.enter_context(torch.no_grad())
+                            elif plan.mode == "inference_mode":
+                                fw.enter_context(torch.inference_mode())
+                            for make in plan.forward_contexts:
+                                fw.enter_context(make())
+                            loss = _check_loss(plan.loss_fn(self.model, micro), needs_grad=plan.mode == "train")
+                            if n > 1:
+                                loss = loss / n
+                            k = self.key(loss)
+                            if k is not None:
+                                self.loss_keys.add(k)
+                        if i == 0:
+                            self.mark("after forward")
+                        self.phase = self.saved.phase = "backward"
+                        if plan.mode == "train":
+                            with self.saved.hooks():
+                                (plan.scaler.scale(loss) if plan.scaler is not None else loss).backward()
+                        del loss
                     self.mark("after backward")
                 self.phase = "optimizer step"
-                if self.optimizer is not None:
-                    self.optimizer.step()
+                if plan.mode == "train" and self.optimizer is not None:
+                    if plan.scaler is not None:
+                        plan.scaler.step(self.optimizer)
+                        plan.scaler.update()
+                    else:
+                        self.optimizer.step()
                 self.mark("after optimizer step")
                 self.phase = "zero_grad"
-                if self.optimizer is not None:
-                    self.optimizer.zero_grad(set_to_none=self.set_to_none)
-                else:
-                    self.model.zero_grad(set_to_none=self.set_to_none)
+                if plan.mode == "train":
+                    if self.optimizer is not None:
+                        self.optimizer.zero_grad(set_to_none=plan.set_to_none)
+                    else:
+                        self.model.zero_grad(set_to_none=plan.set_to_none)
                 self.mark("after zero_grad")
         except BaseException as e:  # noqa: BLE001 - re-raised by the caller after restoring
             err = e
@@ -298,14 +324,15 @@ def _module_memory(run: _StepRun, tl: Timeline, labels: list[str], positions: An
     return list(out.values())
 
 
-def _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_depth, trace=None) -> tuple[StepResult, BaseException | None]:  # type: ignore[no-untyped-def]
-    run = _StepRun(model, batch, loss_fn, optimizer, device, set_to_none, module_depth)
+def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None) -> tuple[StepResult, BaseException | None]:
+    model, optimizer, device = plan.model, plan.optimizer, plan.device
+    run = _StepRun(plan, module_depth)
     kind = "steady state" if optimizer is None or any(len(s) for s in optimizer.state.values()) else "first step"
     key = run.key
     start_claims = [
         ("parameters", keys_of(model.parameters(), key)),
         ("buffers", keys_of(model.buffers(), key)),
-        ("input batch", keys_of((t for _, t in _batch_tensors(batch)), key)),
+        ("input batch", keys_of((t for b in plan.batches for _, t in _batch_tensors(b)), key)),
     ]
     keys_start = tensor_keys(device) if run.cuda else None
     tl, elapsed, err = run.run()
@@ -315,6 +342,12 @@ def _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_dept
     for src in ("gradients", "optimizer state"):
         claims.append((src, [(tl.marks[m], ks[src]) for m, ks in run.mark_keys.items() if m in tl.marks]))
     claims.append(("activations", run.saved.claim(tl)))
+    if plan.mode == "train" and "after forward" in tl.marks:
+        # what the forward made and still holds at its end is kept for backward, also
+        # when a technique's own saved-tensor hooks (activation checkpointing) hid it from ours
+        fw = tl.marks["after forward"]
+        claims.append(("temporaries", [(fw, run.loss_keys)]))  # the loss is the forward's result, not saved for backward
+        claims.append(("activations", {i for i in tl.live_at(fw) if tl.intervals[i].start >= start}))
     labels = label_intervals(tl, claims, cuda=run.cuda,
                              tensor_keys_start=keys_start, tensor_keys_end=keys_end)
     totals = tl.totals()
@@ -398,6 +431,7 @@ def profile_step(
     restore: bool = True,
     label: str = "",
     trace: str | None = None,
+    recipe: Any = None,
 ) -> StepReport:
     """Profile training steps of a live model and say where the memory goes.
 
@@ -415,6 +449,10 @@ def profile_step(
             this depth (1: the model's children); ``None`` turns it off.
         restore: put the model, optimizer and RNG state back exactly afterwards.
         label: a title for the report.
+        recipe: a :class:`vramnb.Recipe` (or a dict of its settings): the
+            techniques to apply for the profiled steps (mixed precision,
+            activation checkpointing, another optimizer, micro-batches, ...);
+            all undone afterwards.
         trace: CUDA only: write the last step's allocation trace to this file
             (a pickle of ``torch.cuda.memory._snapshot()``, which PyTorch's
             memory viewer opens); ``report.plot("sources")`` draws it offline.
@@ -441,22 +479,36 @@ def profile_step(
         )
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
+    if recipe is not None and not isinstance(recipe, Recipe):
+        recipe = Recipe(**recipe) if isinstance(recipe, Mapping) else recipe
+        if not isinstance(recipe, Recipe):
+            raise ValueError(f"recipe must be a vramnb.Recipe or a dict of technique settings, not {type(recipe).__name__}")
     snap = Snapshot.take(model, optimizer) if restore else None
     results: list[StepResult] = []
     err: BaseException | None = None
+    plan = StepPlan(model, [batch], loss_fn or default_loss, optimizer, device, set_to_none=set_to_none,
+                    user_optimizer=optimizer)
     try:
+        if recipe is not None:
+            recipe.apply(plan)  # may raise ValueError (not available here); restored below
         for _ in range(steps):
-            res, err = _one_step(model, batch, loss_fn, optimizer, device, set_to_none, module_depth, trace)
+            res, err = _one_step(plan, module_depth, trace)
             results.append(res)
             if err is not None:
                 break
     finally:
+        plan.run_undo()
         if snap is not None:
             snap.restore()
     probe = probe_for(device)
     method = "CUDA caching allocator trace" if isinstance(probe, CudaProbe) else CpuProbe.method
     name = label or f"{type(model).__name__}" + (f" · {type(optimizer).__name__}" if optimizer is not None else "")
+    if recipe is not None:
+        name = f"{name} · {recipe.describe()}" if not label else name
     report = StepReport(str(device), method, results, name)
+    report.notes.extend(plan.notes)
+    if recipe is not None:
+        report.recipe = recipe
     if restore:
         report.notes.append("model, optimizer and RNG state restored exactly")
     if err is not None:

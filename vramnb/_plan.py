@@ -1,0 +1,56 @@
+"""How one profiled training step runs: the :class:`StepPlan` techniques edit.
+
+A plan starts as a plain step (one forward over the whole batch, backward,
+``optimizer.step()``, ``zero_grad``). Each technique of a recipe changes it:
+adds a context around the forward (autocast, activation offload), swaps the
+optimizer, splits the batch into micro-batches, adds a gradient scaler, or
+changes the model for the step (activation checkpointing, freezing) and
+registers how to undo that. The runner in :mod:`vramnb._step` follows the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["StepPlan"]
+
+
+@dataclass
+class StepPlan:
+    """One step, as the runner will execute it.
+
+    Attributes:
+        model: the user's model (changed only through ``undo``-registered edits).
+        batches: the micro-batches, run one after another before one optimizer step.
+        loss_fn: ``loss_fn(model, batch) -> scalar loss``.
+        optimizer: the optimizer that steps (the user's, or one a technique built).
+        forward_contexts: context-manager factories entered around each forward.
+        scaler: a ``torch.amp.GradScaler`` (fp16) or ``None``.
+        mode: ``"train"``, or ``"no_grad"``/``"inference_mode"`` (forward only).
+        set_to_none: ``zero_grad(set_to_none=...)``.
+        undo: callables that reverse the technique's edits, run last-first.
+        notes: what the techniques did, in words (shown in the report).
+        device: the model's device.
+    """
+
+    model: torch.nn.Module
+    batches: list[Any]
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor]
+    optimizer: torch.optim.Optimizer | None
+    device: torch.device
+    forward_contexts: list[Callable[[], Any]] = field(default_factory=list)
+    scaler: Any = None
+    mode: str = "train"
+    set_to_none: bool = True
+    undo: list[Callable[[], None]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    user_optimizer: torch.optim.Optimizer | None = None
+
+    def run_undo(self) -> None:
+        while self.undo:
+            fn = self.undo.pop()
+            fn()

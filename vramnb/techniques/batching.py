@@ -1,0 +1,115 @@
+"""Batch size and gradient accumulation.
+
+``batch_size`` resizes the given batch along its first dimension (a slice, or
+the batch repeated). ``micro_batches`` splits it into k micro-batches run one
+after another (each loss divided by k) before one optimizer step: the same
+effective batch with about 1/k of the activations (Goyal et al. 2017 use the same
+arithmetic for large-batch SGD).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from .._plan import StepPlan
+from .registry import Technique, register
+
+
+def _map(batch: Any, fn: Any) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return fn(batch)
+    if isinstance(batch, Mapping):
+        return type(batch)({k: _map(v, fn) for k, v in batch.items()}) if type(batch) is dict else {k: _map(v, fn) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_map(v, fn) for v in batch)
+    return batch
+
+
+def batch_len(batch: Any) -> int:
+    """The first dimension shared by the batch's tensors.
+
+    Raises:
+        ValueError: the tensors disagree on it, or there is none.
+    """
+    sizes: set[int] = set()
+    _map(batch, lambda t: sizes.add(t.shape[0]) if t.dim() else None)
+    if len(sizes) != 1:
+        raise ValueError(f"the batch's tensors have first dimensions {sorted(sizes)}; batch_size and micro_batches need one")
+    return sizes.pop()
+
+
+def resize(batch: Any, n: int) -> Any:
+    """The batch with ``n`` rows: its first ``n``, or repeated to ``n``."""
+    def one(t: torch.Tensor) -> torch.Tensor:
+        if not t.dim():
+            return t
+        if n <= t.shape[0]:
+            return t[:n].clone()
+        reps = -(-n // t.shape[0])
+        return t.repeat(reps, *([1] * (t.dim() - 1)))[:n].clone()
+    return _map(batch, one)
+
+
+class _PositiveInt(Technique):
+    @classmethod
+    def validate(cls, value: Any) -> Any:
+        if value is None and cls.choices[0] is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{cls.name}={value!r}: give a positive integer, e.g. {', '.join(str(c) for c in cls.choices[1:])}")
+        return value
+
+
+@register
+class BatchSize(_PositiveInt):
+    name = "batch_size"
+    label = "batch size"
+    choices = (None, 1, 2, 4, 8, 16, 32, 64, 128, 256)
+    description = "resize the batch along its first dimension (None: as given)"
+
+    @classmethod
+    def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        try:
+            batch_len(plan.batches[0])
+        except ValueError as e:
+            return str(e)
+        return None
+
+    @classmethod
+    def apply(cls, plan: StepPlan, value: Any) -> None:
+        plan.batches = [resize(b, value) for b in plan.batches]
+
+    @classmethod
+    def describe(cls, value: Any) -> str:
+        return f"batch {value}"
+
+
+@register
+class MicroBatches(_PositiveInt):
+    name = "micro_batches"
+    label = "gradient accumulation (micro-batches)"
+    choices = (1, 2, 4, 8, 16)
+    description = "split the batch into k micro-batches, accumulate gradients, one optimizer step"
+
+    @classmethod
+    def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        try:
+            n = batch_len(plan.batches[0])
+        except ValueError as e:
+            return str(e)
+        if n % value:
+            return f"a batch of {n} does not split into {value} equal micro-batches"
+        return None
+
+    @classmethod
+    def apply(cls, plan: StepPlan, value: Any) -> None:
+        (batch,) = plan.batches
+        n = batch_len(batch) // value
+        plan.batches = [_map(batch, lambda t, i=i: t[i * n : (i + 1) * n] if t.dim() else t) for i in range(value)]
+
+    @classmethod
+    def describe(cls, value: Any) -> str:
+        return f"{value} micro-batches"

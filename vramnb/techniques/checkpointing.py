@@ -1,0 +1,139 @@
+"""Activation checkpointing with ``torch.utils.checkpoint`` (non-reentrant).
+
+Chen et al., "Training Deep Nets with Sublinear Memory Cost" (2016): keep only
+block inputs, recompute the rest in backward; checkpointing every sqrt(N)-th of N
+layers gives O(sqrt(N)) activation memory for about one extra forward.
+Selective checkpointing (save matmul outputs, recompute the cheap rest) follows
+Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
+(2022), with ``torch.utils.checkpoint.create_selective_checkpoint_contexts``.
+
+The blocks are found automatically: the longest ``nn.ModuleList`` in the model
+(transformer layers), else the children of an ``nn.Sequential`` model, else
+the model's children; or named with ``Recipe(..., blocks="transformer.h")``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch.utils import checkpoint as ckpt
+
+from .._plan import StepPlan
+from .registry import Technique, register
+
+_MATMULS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+            "_scaled_dot_product_flash_attention_for_cpu", "linear", "matmul")
+
+
+def find_blocks(model: torch.nn.Module, path: str = "auto") -> list[torch.nn.Module]:
+    """The repeated blocks of ``model``: see the module docstring.
+
+    Raises:
+        ValueError: ``path`` names no submodule, or no blocks are found.
+    """
+    if path != "auto":
+        try:
+            target = model.get_submodule(path)
+        except AttributeError:
+            names = [n for n, m in model.named_modules() if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) and n]
+            raise ValueError(f"blocks={path!r} names no submodule of {type(model).__name__}; "
+                             f"module lists here: {', '.join(names) or 'none'}") from None
+        return list(target.children())
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) > 1]
+    if lists:
+        return list(max(lists, key=len).children())
+    if isinstance(model, torch.nn.Sequential):
+        return list(model.children())
+    return list(model.children())
+
+
+def _policy() -> Any:
+    names = set(_MATMULS)
+
+    def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+        base = getattr(getattr(op, "overloadpacket", op), "__name__", str(op)).split(".")[-1]
+        return ckpt.CheckpointPolicy.MUST_SAVE if base in names else ckpt.CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def _wrap(block: torch.nn.Module, selective: bool) -> Any:
+    had = "forward" in block.__dict__
+    previous = block.__dict__.get("forward")
+    original = block.forward
+    extra: dict[str, Any] = {}
+    if selective:
+        extra["context_fn"] = functools.partial(ckpt.create_selective_checkpoint_contexts, _policy())
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        return ckpt.checkpoint(original, *args, use_reentrant=False, **extra, **kwargs)
+
+    block.forward = forward
+
+    def undo() -> None:
+        if had:
+            block.forward = previous
+        else:
+            del block.__dict__["forward"]
+
+    return undo
+
+
+@register
+class Blocks(Technique):
+    """Which blocks checkpointing wraps: ``"auto"`` or a submodule path."""
+
+    name = "blocks"
+    label = "checkpointed blocks"
+    choices = ("auto",)
+    description = "the submodule whose children are checkpointed ('auto': the longest nn.ModuleList)"
+
+    @classmethod
+    def validate(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"blocks={value!r}: give 'auto' or the dotted path of a submodule, e.g. 'transformer.h'")
+        return value
+
+    @classmethod
+    def apply(cls, plan: StepPlan, value: Any) -> None:
+        plan.blocks = value  # type: ignore[attr-defined]
+
+    @classmethod
+    def describe(cls, value: Any) -> str:
+        return f"blocks {value}"
+
+
+@register
+class Checkpointing(Technique):
+    name = "checkpointing"
+    label = "activation checkpointing"
+    choices = ("off", "every block", "every 2nd block", "every 4th block", "selective")
+    description = ("torch.utils.checkpoint (use_reentrant=False) around blocks; 'selective' saves matmul and "
+                   "attention outputs and recomputes the rest (Chen et al. 2016; Korthikanti et al. 2022)")
+
+    @classmethod
+    def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        if value == "selective" and not hasattr(ckpt, "create_selective_checkpoint_contexts"):
+            return f"selective checkpointing needs torch >= 2.4 (this is {torch.__version__})"
+        try:
+            blocks = find_blocks(plan.model, getattr(plan, "blocks", "auto"))
+        except ValueError as e:
+            return str(e)
+        if not blocks:
+            return f"{type(plan.model).__name__} has no submodules to checkpoint; name them with blocks='...'"
+        return None
+
+    @classmethod
+    def apply(cls, plan: StepPlan, value: Any) -> None:
+        blocks = find_blocks(plan.model, getattr(plan, "blocks", "auto"))
+        every = {"every block": 1, "every 2nd block": 2, "every 4th block": 4, "selective": 1}[value]
+        for i, block in enumerate(blocks):
+            if i % every == 0:
+                plan.undo.append(_wrap(block, selective=value == "selective"))
+
+    @classmethod
+    def describe(cls, value: Any) -> str:
+        return f"checkpointing {value}" if value != "selective" else "selective checkpointing"

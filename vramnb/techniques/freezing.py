@@ -1,0 +1,94 @@
+"""Freezing parameters, and LoRA adapters (peft).
+
+Frozen parameters (``requires_grad=False``) get no gradient and no optimizer
+state. LoRA (Hu et al. 2021) freezes the model and trains low-rank adapters,
+with ``peft`` (``target_modules="all-linear"``); both undone after the step.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import torch
+
+from .._plan import StepPlan
+from .checkpointing import find_blocks
+from .registry import Technique, register
+
+
+def _frozen_params(model: torch.nn.Module, value: str) -> list[torch.nn.Parameter]:
+    if value == "embeddings":
+        mods = [m for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+        return [p for m in mods for p in m.parameters()]
+    if value == "all but the last block":
+        blocks = find_blocks(model)
+        keep = {id(p) for p in blocks[-1].parameters()} if blocks else set()
+        return [p for p in model.parameters() if id(p) not in keep]
+    if value == "first half of blocks":
+        blocks = find_blocks(model)
+        return [p for b in blocks[: len(blocks) // 2] for p in b.parameters()]
+    return []
+
+
+@register
+class Freeze(Technique):
+    name = "freeze"
+    label = "freeze"
+    choices = ("none", "embeddings", "first half of blocks", "all but the last block")
+    description = "requires_grad=False on part of the model: no gradients, no optimizer state there"
+
+    @classmethod
+    def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        frozen = _frozen_params(plan.model, value)
+        if not frozen:
+            return f"found nothing to freeze for {value!r} in {type(plan.model).__name__}"
+        if len({id(p) for p in frozen}) >= len({id(p) for p in plan.model.parameters()}):
+            return f"{value!r} would freeze every parameter of {type(plan.model).__name__}: nothing left to train"
+        return None
+
+    @classmethod
+    def apply(cls, plan: StepPlan, value: Any) -> None:
+        for p in _frozen_params(plan.model, value):
+            p.requires_grad_(False)  # the snapshot restores every flag
+
+    @classmethod
+    def describe(cls, value: Any) -> str:
+        return f"frozen: {value}"
+
+
+@register
+class LoRA(Technique):
+    name = "lora"
+    label = "LoRA adapters"
+    choices = ("off", "r=8", "r=16", "r=64")
+    description = "peft LoRA on every linear layer (Hu et al. 2021); the model is frozen, adapters train"
+
+    @classmethod
+    def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        if importlib.util.find_spec("peft") is None:
+            return "LoRA uses peft: pip install peft"
+        return None
+
+    @classmethod
+    def apply(cls, plan: StepPlan, value: Any) -> None:
+        from peft import LoraConfig, get_peft_model  # type: ignore[import-not-found]
+
+        r = int(value.split("=")[1])
+        peft_model = get_peft_model(plan.model, LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear"))
+        inner = plan.model
+
+        def undo() -> None:
+            peft_model.unload()  # removes the injected adapter layers from `inner`
+
+        plan.undo.append(undo)
+        del inner
+        params = [p for p in plan.model.parameters() if p.requires_grad]
+        user = plan.optimizer
+        kind = type(user) if user is not None else torch.optim.AdamW
+        defaults = dict(user.defaults) if user is not None else {}
+        plan.optimizer = kind(params, **{k: v for k, v in defaults.items() if k not in ("params",)})
+
+    @classmethod
+    def describe(cls, value: Any) -> str:
+        return f"LoRA {value}"

@@ -1,0 +1,33 @@
+"""Activation offload: ``torch.autograd.graph.save_on_cpu`` keeps the tensors saved
+for backward in (pinned) host memory and copies them back when backward needs them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .._plan import StepPlan
+from .registry import Technique, register
+
+
+@register
+class ActivationOffload(Technique):
+    name = "activation_offload"
+    label = "activation offload"
+    choices = ("off", "CPU")
+    description = "torch.autograd.graph.save_on_cpu(pin_memory=True) around the forward"
+
+    @classmethod
+    def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        if plan.device.type == "cpu":
+            return "the model is on the CPU: its activations are already in host memory"
+        return None
+
+    @classmethod
+    def apply(cls, plan: StepPlan, value: Any) -> None:
+        plan.forward_contexts.append(lambda: torch.autograd.graph.save_on_cpu(pin_memory=True))
+
+    @classmethod
+    def describe(cls, value: Any) -> str:
+        return "activations offloaded to CPU"

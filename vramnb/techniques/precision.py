@@ -1,0 +1,79 @@
+"""Mixed precision: ``torch.autocast`` (bf16, fp16 with ``torch.amp.GradScaler``), fp8 via torchao.
+
+Literature: Micikevicius et al., "Mixed Precision Training" (ICLR 2018): activations
+and most math in 16 bits, fp32 master weights and optimizer state; about half the
+activation memory. PyTorch: https://pytorch.org/docs/stable/amp.html
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import torch
+
+from .._plan import StepPlan
+from .registry import Technique, register
+
+
+def _grad_scaler(device_type: str) -> Any:
+    amp = getattr(torch, "amp", None)
+    if amp is not None and hasattr(amp, "GradScaler"):
+        return amp.GradScaler(device_type)
+    return torch.cuda.amp.GradScaler()  # torch < 2.3
+
+
+@register
+class MixedPrecision(Technique):
+    name = "precision"
+    label = "mixed precision"
+    choices = ("fp32", "bf16", "fp16", "fp8")
+    description = ("torch.autocast around the forward; fp16 adds torch.amp.GradScaler; fp8 converts nn.Linear "
+                   "layers with torchao.float8 (Micikevicius et al. 2018)")
+
+    @classmethod
+    def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        dev = plan.device
+        if value == "fp16" and dev.type != "cuda":
+            return "fp16 training with a GradScaler needs a CUDA GPU; on CPU use precision='bf16'"
+        if value == "bf16" and dev.type == "cuda" and not torch.cuda.is_bf16_supported():
+            return f"{torch.cuda.get_device_name(dev)} has no bf16 support; use precision='fp16'"
+        if value == "fp8":
+            if dev.type != "cuda":
+                return "fp8 training needs an NVIDIA GPU of compute capability 8.9 or newer (Ada, Hopper)"
+            if torch.cuda.get_device_capability(dev) < (8, 9):
+                return f"{torch.cuda.get_device_name(dev)} (compute capability {torch.cuda.get_device_capability(dev)}) has no fp8 tensor cores; 8.9 or newer is needed"
+            if importlib.util.find_spec("torchao") is None:
+                return "fp8 training needs torchao: pip install torchao"
+        return None
+
+    @classmethod
+    def apply(cls, plan: StepPlan, value: Any) -> None:
+        dev = plan.device.type
+        if value == "bf16":
+            plan.forward_contexts.append(lambda: torch.autocast(dev, dtype=torch.bfloat16))
+        elif value == "fp16":
+            plan.forward_contexts.append(lambda: torch.autocast(dev, dtype=torch.float16))
+            plan.scaler = _grad_scaler(dev)
+        elif value == "fp8":
+            _convert_fp8(plan)
+
+    @classmethod
+    def describe(cls, value: Any) -> str:
+        return {"bf16": "bf16 autocast", "fp16": "fp16 autocast + GradScaler", "fp8": "fp8 (torchao)"}.get(value, value)
+
+
+def _convert_fp8(plan: StepPlan) -> None:
+    """Swap eligible ``nn.Linear`` layers for torchao's Float8Linear (sharing the
+    same parameters) for the step, and swap the originals back afterwards."""
+    from torchao.float8 import convert_to_float8_training
+
+    originals = [(parent, name, child) for parent in plan.model.modules() for name, child in parent.named_children()
+                 if isinstance(child, torch.nn.Linear)]
+    convert_to_float8_training(plan.model, module_filter_fn=lambda m, fqn: m.in_features % 16 == 0 and m.out_features % 16 == 0)
+
+    def undo() -> None:
+        for parent, name, child in originals:
+            setattr(parent, name, child)
+
+    plan.undo.append(undo)
