@@ -36,6 +36,7 @@ def test_colours_are_fixed_per_source(report):
     for h, lab in zip(handles, labels):
         assert mcolors.to_hex(h.patches[0].get_facecolor()) == COLORS[lab].lower()
     fig2 = vramnb.plot_compare([report, report], ["a", "b"])
+    assert "(KiB)" in fig2.axes[0].get_xlabel()
     h2, l2 = fig2.axes[0].get_legend_handles_labels()
     for h, lab in zip(h2, l2):
         assert mcolors.to_hex(h.patches[0].get_facecolor()) == COLORS[lab].lower()

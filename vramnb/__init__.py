@@ -14,6 +14,9 @@ __all__ = [
     "vram",
     "profile_step",
     "StepReport",
+    "Recipe",
+    "compare",
+    "Comparison",
     "plot_breakdown",
     "plot_timeline",
     "plot_sources",
@@ -32,6 +35,9 @@ __all__ = [
 # torch-dependent names load on first use, so `import vramnb` stays cheap and
 # never touches CUDA, ipywidgets or matplotlib.
 _LAZY = {
+    "Recipe": ".techniques",
+    "compare": "._compare",
+    "Comparison": "._compare",
     "profile_step": "._step",
     "StepReport": "._breakdown",
     "plot_breakdown": "._plot",

@@ -194,7 +194,8 @@ def plot_sources(report: StepReport, step: int | str = -1) -> Any:
 
 
 def plot_compare(reports: Sequence[StepReport], labels: Sequence[str] | None = None) -> Any:
-    """Side by side: each report's breakdown at its (steady-state) peak.
+    """Side by side: each report's breakdown at its (steady-state) peak, as
+    horizontal stacked bars (one row per report, in the order given).
 
     Args:
         reports: the reports to compare.
@@ -210,12 +211,22 @@ def plot_compare(reports: Sequence[StepReport], labels: Sequence[str] | None = N
         raise ValueError(f"{len(labels)} labels for {len(reports)} reports")
     bds = [r.peak for r in reports]
     unit, scale = unit_for(max(b.total for b in bds))
-    fig = _figure(max(5.0, 1.2 * len(reports) + 3.0), 4.2)
+    fig = _figure(8.0, 1.0 + 0.42 * len(reports))
     ax = fig.add_subplot()
-    _stack(ax, labels, bds, scale)
-    ax.set_ylabel(f"peak allocated ({unit})")
+    used = _used_sources(bds)
+    ys = list(range(len(bds)))[::-1]  # first report on top
+    lefts = [0.0] * len(bds)
+    for src in used:
+        vals = [b.sources.get(src, 0) / scale for b in bds]
+        ax.barh(ys, vals, left=lefts, color=COLORS[src], label=src, height=0.7, edgecolor="white", linewidth=0.5)
+        lefts = [a + v for a, v in zip(lefts, vals)]
+    for y, right in zip(ys, lefts):
+        ax.annotate(f"{right:.1f}", (right, y), ha="left", va="center", fontsize=8, xytext=(3, 0), textcoords="offset points")
+    ax.set_yticks(ys, [lab.replace("\n", " · ") for lab in labels], fontsize=8)
+    ax.set_xlabel(f"peak allocated ({unit})")
+    ax.margins(x=0.1)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
     ax.set_title("Peak memory by source", fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False, reverse=True)
-    if len(labels) > 4:
-        ax.tick_params(axis="x", labelrotation=20)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return fig

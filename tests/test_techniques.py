@@ -1,0 +1,263 @@
+"""Each technique on CPU: direction and rough size of its saving, measured;
+clear errors for bad settings; and exact undo (property-based)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import vramnb
+from vramnb.techniques import REGISTRY, Recipe, Unavailable
+
+F32 = 4
+
+
+class Block(nn.Module):
+    def __init__(self, d=32, h=128):
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(d, h), nn.Linear(h, d)
+
+    def forward(self, x):
+        return x + self.l2(torch.relu(self.l1(x)))
+
+
+class Net(nn.Module):
+    def __init__(self, n_blocks=4, vocab=50, d=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(Block(d) for _ in range(n_blocks))
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.norm(x))
+
+
+def lm_loss(model, batch):
+    return nn.functional.cross_entropy(model(batch).flatten(0, 1), batch.flatten())
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.AdamW(model.parameters())
+    batch = torch.randint(0, 50, (16, 24))
+    return model, opt, batch
+
+
+def run(setup, **settings):
+    model, opt, batch = setup
+    return vramnb.profile_step(model, batch, lm_loss, opt, recipe=Recipe(**settings), module_depth=None).steady
+
+
+def param_bytes(model):
+    return sum(p.numel() for p in model.parameters()) * F32
+
+
+def test_optimizer_state_per_parameter(setup):
+    p = param_bytes(setup[0])
+    n_tensors = len(list(setup[0].parameters()))
+    assert run(setup, optimizer="SGD").mark("start")["optimizer state"] == 0
+    assert run(setup, optimizer="SGD momentum").mark("start")["optimizer state"] == p  # one buffer
+    assert run(setup, optimizer="AdamW").mark("start")["optimizer state"] == 2 * p + 4 * n_tensors  # + CPU step counters
+    adafactor = run(setup, optimizer="Adafactor").mark("start")["optimizer state"]
+    assert 0 < adafactor < 0.2 * p  # factored second moments
+    pytest.importorskip("lion_pytorch")
+    assert run(setup, optimizer="Lion").mark("start")["optimizer state"] == p  # one momentum buffer
+
+
+def test_bf16_roughly_halves_activations(setup):
+    base = run(setup).mark("after forward")["activations"]
+    bf16 = run(setup, precision="bf16").mark("after forward")["activations"]
+    assert 0.4 * base < bf16 < 0.8 * base
+
+
+def test_checkpointing_keeps_block_inputs_only(setup):
+    base = run(setup).mark("after forward")["activations"]
+    full = run(setup, checkpointing="every block").mark("after forward")["activations"]
+    half = run(setup, checkpointing="every 2nd block").mark("after forward")["activations"]
+    assert full < half < base
+    # what stays: per block its input (16 x 24 x 32 float32), plus what the layers outside the blocks save
+    assert full < base / 2
+    selective = run(setup, checkpointing="selective").mark("after forward")["activations"]
+    assert selective > full  # it keeps the matmul outputs
+
+
+def test_micro_batches_divide_activations_and_keep_the_step(setup):
+    base = run(setup).mark("after forward")["activations"]
+    four = run(setup, micro_batches=4)
+    assert 0.2 * base < four.mark("after forward")["activations"] < 0.3 * base
+    assert four.mark("after backward")["gradients"] == param_bytes(setup[0])
+
+
+def test_batch_size_scales_activations(setup):
+    base = run(setup).mark("after forward")["activations"]
+    double = run(setup, batch_size=32)
+    assert 1.9 * base < double.mark("after forward")["activations"] < 2.1 * base
+    assert double.mark("start")["input batch"] == 32 * 24 * 8
+
+
+def test_freeze_and_modes(setup):
+    model = setup[0]
+    emb = model.emb.weight.numel() * F32
+    frozen = run(setup, freeze="embeddings")
+    assert frozen.mark("after backward")["gradients"] == param_bytes(model) - emb
+    nograd = run(setup, mode="no_grad")
+    assert nograd.mark("after forward")["activations"] == 0 and nograd.mark("after backward")["gradients"] == 0
+    inference = run(setup, mode="inference_mode")
+    assert inference.peak.allocated <= nograd.peak.allocated
+    zeros = run(setup, zero_grad="zeros")
+    assert zeros.mark("after zero_grad")["gradients"] == param_bytes(model)
+
+
+def test_unavailable_here_says_why(setup):
+    model, opt, batch = setup
+    for settings_, fragment in [
+        (dict(precision="fp16"), "needs a CUDA GPU"),
+        (dict(activation_offload="CPU"), "already in host memory"),
+        (dict(precision="fp8"), "compute capability"),
+        (dict(micro_batches=5), "does not split into 5"),
+        (dict(checkpointing="every block", blocks="nope"), "names no submodule"),
+    ]:
+        with pytest.raises(Unavailable, match=fragment):
+            vramnb.profile_step(model, batch, lm_loss, opt, recipe=Recipe(**settings_))
+
+
+@pytest.mark.parametrize(
+    "settings_, fragment",
+    [
+        (dict(precison="bf16"), "unknown technique 'precison'; valid: precision"),
+        (dict(precision="fp64"), "valid: 'fp32', 'bf16', 'fp16', 'fp8'"),
+        (dict(micro_batches=0), "positive integer"),
+        (dict(batch_size=True), "positive integer"),
+        (dict(optimizer="RMSprop"), "valid: 'yours', 'SGD'"),
+    ],
+)
+def test_bad_settings_are_value_errors(settings_, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        Recipe(**settings_)
+
+
+def test_compare_ranks_and_lists_unavailable(setup):
+    model, opt, batch = setup
+    cmp = vramnb.compare(model, batch, lm_loss, opt, toggles={"precision": ["fp32", "bf16", "fp16"]},
+                         recipes=[{"optimizer": "SGD"}], progress=False)
+    ranked = cmp.ranked()
+    peaks = [v.peak for v in ranked if v.peak is not None]
+    assert peaks == sorted(peaks)
+    fp16 = next(v for v in cmp.variants if v.recipe["precision"] == "fp16")
+    assert fp16.report is None and "CUDA" in fp16.unavailable
+    text = cmp._table().to_text()
+    assert "baseline" in text and "not available" in text
+    recs = cmp.to_records()
+    assert {r["recipe"] for r in recs} >= {"baseline", "bf16 autocast", "optimizer SGD"}
+    assert cmp.plot()._repr_png_()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="unknown technique"):
+        vramnb.compare(model, batch, lm_loss, opt, toggles={"precisoin": ["bf16"]}, progress=False)
+
+
+# -- exact undo, property-based -------------------------------------------------
+
+def _fingerprint(model, opt):
+    return {
+        "params": {n: p.detach().clone() for n, p in model.named_parameters()},
+        "buffers": {n: b.clone() for n, b in model.named_buffers()},
+        "ids": {n: id(p) for n, p in model.named_parameters()},
+        "flags": {n: p.requires_grad for n, p in model.named_parameters()},
+        "dtypes": {n: (p.dtype, p.device) for n, p in model.named_parameters()},
+        "grads": {n: None if p.grad is None else (id(p.grad), p.grad.clone()) for n, p in model.named_parameters()},
+        "forward": {n: "forward" in m.__dict__ for n, m in model.named_modules()},
+        "training": {n: m.training for n, m in model.named_modules()},
+        "hooks": {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in model.named_modules()},
+        "modules": [n for n, _ in model.named_modules()],
+        "state": {id(p): {k: (id(v), v.clone()) if isinstance(v, torch.Tensor) else v for k, v in s.items()}
+                  for p, s in opt.state.items()},
+        "groups": [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups],
+        "rng": torch.random.get_rng_state(),
+    }
+
+
+def _same(a, b):
+    assert a["ids"] == b["ids"] and a["flags"] == b["flags"] and a["dtypes"] == b["dtypes"]
+    assert a["forward"] == b["forward"] and a["training"] == b["training"] and a["modules"] == b["modules"]
+    assert a["hooks"] == b["hooks"] and a["groups"] == b["groups"]
+    assert torch.equal(a["rng"], b["rng"])
+    for n in a["params"]:
+        assert torch.equal(a["params"][n], b["params"][n]), n
+    for n in a["buffers"]:
+        assert torch.equal(a["buffers"][n], b["buffers"][n]), n
+    for n in a["grads"]:
+        ga, gb = a["grads"][n], b["grads"][n]
+        assert (ga is None) == (gb is None), n
+        if ga is not None:
+            assert ga[0] == gb[0] and torch.equal(ga[1], gb[1])
+    assert a["state"].keys() == b["state"].keys()
+    for k in a["state"]:
+        for name, v in a["state"][k].items():
+            w = b["state"][k][name]
+            if isinstance(v, tuple):
+                assert v[0] == w[0] and torch.equal(v[1], w[1])
+            else:
+                assert v == w
+
+
+def _models():
+    torch.manual_seed(1)
+    net = Net(n_blocks=3)
+    net.blocks[0].register_forward_hook(lambda m, i, o: None)
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Dropout(0.2), nn.Flatten(), nn.Linear(8 * 6 * 6, 50))
+    return [
+        (net, torch.randint(0, 50, (8, 12)), lm_loss),
+        (cnn, torch.randn(8, 3, 8, 8), lambda m, b: m(b).square().mean()),
+    ]
+
+
+_MODELS = _models()
+_SETTINGS = {
+    name: st.sampled_from([c for c in REGISTRY[name].choices if c is not None])
+    for name in ("precision", "checkpointing", "freeze", "optimizer", "micro_batches", "zero_grad", "mode")
+}
+recipe_strategy = st.fixed_dictionaries({}, optional=_SETTINGS)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.integers(0, len(_MODELS) - 1), recipes=st.lists(recipe_strategy, min_size=1, max_size=3),
+       with_state=st.booleans(), train_mode=st.booleans())
+def test_any_recipe_sequence_restores_everything(which, recipes, with_state, train_mode):
+    model, batch, loss_fn = _MODELS[which]
+    model.train(train_mode)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if with_state:  # a user mid-training: gradients and optimizer state exist
+        loss_fn(model, batch).backward()
+        opt.step()
+        loss_fn(model, batch).backward()
+    before = _fingerprint(model, opt)
+    for settings_ in recipes:
+        try:
+            vramnb.profile_step(model, batch, loss_fn, opt, recipe=Recipe(**settings_), module_depth=None)
+        except Unavailable:
+            pass
+        _same(before, _fingerprint(model, opt))
+    model.zero_grad(set_to_none=True)
+    model.train(True)
+
+
+def test_a_failing_step_restores_everything():
+    model, batch, loss_fn = _MODELS[0]
+    opt = torch.optim.AdamW(model.parameters())
+    before = _fingerprint(model, opt)
+
+    def boom(m, b):
+        loss_fn(m, b)
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes.")
+
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        vramnb.profile_step(model, batch, boom, opt, recipe=Recipe(checkpointing="every block", freeze="embeddings"))
+    _same(before, _fingerprint(model, opt))

@@ -1,0 +1,228 @@
+"""The what-if matrix: profile one step of a live model under several recipes
+and compare them, ranked by peak memory.
+
+Fairness: each recipe runs two steps and the comparison uses the second, the
+steady-state step. One-time costs (the optimizer state a first ``step()``
+creates, the cuBLAS workspaces of the first matrix multiplication, CUDA's lazy
+module loading) fall in each recipe's first step and are left out of the
+comparison, so the first recipe run pays nothing the others skip. Autocast's
+cache of low-precision weight copies lives only inside the autocast region and
+is part of the mixed-precision step itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ._breakdown import StepReport
+from ._render import Rendered, Table
+from ._sources import SOURCES
+from ._step import profile_step
+from ._units import format_bytes, format_delta, format_seconds
+from .techniques import REGISTRY, Recipe, Unavailable
+
+__all__ = ["compare", "Comparison", "Variant"]
+
+
+@dataclass
+class Variant:
+    """One recipe's outcome: its report, or why it did not run."""
+
+    recipe: Recipe
+    report: StepReport | None = None
+    unavailable: str | None = None
+    error: str | None = None
+
+    @property
+    def peak(self) -> int | None:
+        return self.report.steady.peak.allocated if self.report is not None else None
+
+
+@dataclass
+class Comparison(Rendered):
+    """Recipes compared on one model, ranked by steady-state peak.
+
+    Attributes:
+        variants: one :class:`Variant` per recipe, in the order run (the
+            baseline first).
+        device: the device measured.
+    """
+
+    variants: list[Variant]
+    device: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def baseline(self) -> Variant:
+        return self.variants[0]
+
+    def ranked(self) -> list[Variant]:
+        """Variants that ran, lowest peak first; then those that did not."""
+        ran = sorted((v for v in self.variants if v.peak is not None), key=lambda v: v.peak or 0)
+        return ran + [v for v in self.variants if v.peak is None]
+
+    def _changed_sources(self) -> list[str]:
+        base = self.baseline.report
+        if base is None:
+            return []
+        b = base.steady.peak.sources
+        return [s for s in SOURCES if any(v.report is not None and v.report.steady.peak.sources.get(s, 0) != b.get(s, 0)
+                                          for v in self.variants)]
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One flat dict per variant: recipe, peak, saving, step time, and each
+        source at the peak (bytes, seconds)."""
+        base = self.baseline.peak
+        out = []
+        for v in self.ranked():
+            rec: dict[str, Any] = {"recipe": v.recipe.describe(), **{f"setting:{k}": x for k, x in v.recipe.changed().items()}}
+            rec["peak_allocated"] = v.peak
+            rec["saving"] = (base - v.peak) if (base is not None and v.peak is not None) else None
+            rec["step_time"] = v.report.steady.step_time if v.report is not None else None
+            if v.report is not None:
+                rec.update({f"peak:{s}": n for s, n in v.report.steady.peak.sources.items()})
+                rec["reserved"] = v.report.steady.peak.reserved
+            rec["unavailable"] = v.unavailable
+            rec["error"] = v.error
+            out.append(rec)
+        return out
+
+    def to_dataframe(self) -> Any:
+        """A ``pandas.DataFrame`` of :meth:`to_records`.
+
+        Raises:
+            ImportError: pandas is not installed.
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("Comparison.to_dataframe needs pandas: pip install pandas (or use to_records())") from None
+        return pd.DataFrame.from_records(self.to_records())
+
+    def plot(self) -> Any:
+        """Side-by-side breakdowns at each variant's peak, ranked (matplotlib figure)."""
+        from ._plot import plot_compare
+
+        ran = [v for v in self.ranked() if v.report is not None]
+        return plot_compare([v.report for v in ran], [v.recipe.describe() for v in ran])
+
+    def _table(self) -> Table:
+        changed = self._changed_sources()
+        heads = ["recipe", "peak", "saving", "step time"] + [f"Δ {s}" for s in changed]
+        t = Table(f"what if · {self.device} · steady-state step, ranked by peak", heads, align="l" + "r" * (len(heads) - 1))
+        base = self.baseline
+        base_src = base.report.steady.peak.sources if base.report is not None else {}
+        for v in self.ranked():
+            if v.report is None:
+                t.rows.append([v.recipe.describe(), "—", "not available" if v.unavailable else "failed", ""] + [""] * len(changed))
+                t.note(f"{v.recipe.describe()}: {v.unavailable or v.error}", warn=v.error is not None)
+                continue
+            src = v.report.steady.peak.sources
+            saving = ""
+            if base.peak is not None and v is not base:
+                d = base.peak - (v.peak or 0)
+                saving = f"{format_delta(d)} ({d / base.peak:+.0%})"
+            t.rows.append([v.recipe.describe(), format_bytes(v.peak or 0), saving or "baseline",
+                           format_seconds(v.report.steady.step_time)]
+                          + [format_delta(base_src.get(s, 0) - src.get(s, 0)) for s in changed])
+        t.note("saving and Δ columns: the baseline's bytes minus this recipe's (positive: memory saved)")
+        for n in self.notes:
+            t.note(n)
+        return t
+
+
+def _recipes(recipes: Iterable[Any] | None, toggles: Mapping[str, Sequence[Any]] | None) -> list[Recipe]:
+    out = [Recipe()]
+    if recipes is not None:
+        for r in recipes:
+            rec = r if isinstance(r, Recipe) else Recipe(**r) if isinstance(r, Mapping) else None
+            if rec is None:
+                raise ValueError(f"each recipe must be a vramnb.Recipe or a dict of settings, not {type(r).__name__}")
+            out.append(rec)
+    if toggles:
+        unknown = [k for k in toggles if k not in REGISTRY]
+        if unknown:
+            raise ValueError(f"unknown technique {unknown[0]!r}; valid: {', '.join(REGISTRY)}")
+        names = list(toggles)
+        for values in itertools.product(*(toggles[n] for n in names)):
+            out.append(Recipe(**dict(zip(names, values))))
+    seen, unique = set(), []
+    for r in out:
+        if r not in seen:
+            seen.add(r)
+            unique.append(r)
+    return unique
+
+
+def compare(
+    model: torch.nn.Module,
+    batch: Any,
+    loss_fn: Any = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    *,
+    recipes: Iterable[Any] | None = None,
+    toggles: Mapping[str, Sequence[Any]] | None = None,
+    progress: bool = True,
+    module_depth: int | None = None,
+) -> Comparison:
+    """Profile one training step under each recipe and compare them.
+
+    Args:
+        model, batch, loss_fn, optimizer: as for :func:`vramnb.profile_step`.
+        recipes: :class:`Recipe` objects or dicts of settings.
+        toggles: technique → values; every combination is run (the full product),
+            e.g. ``{"precision": ["fp32", "bf16"], "checkpointing": ["off", "every block"]}``.
+        progress: show a progress bar (``tqdm.auto``) while it runs.
+        module_depth: per-module attribution depth (off by default here).
+
+    The baseline (no technique) always runs first. A recipe this machine
+    cannot run is listed with the reason; a recipe whose step fails (out of
+    memory, say) is listed with the error; the model is restored after each.
+
+    Returns:
+        a :class:`Comparison` (table ranked by peak, ``.plot()``, ``.to_dataframe()``).
+
+    Raises:
+        ValueError: bad recipes or toggles (unknown technique or value), or bad
+            model/batch/optimizer (see :func:`vramnb.profile_step`).
+    """
+    todo = _recipes(recipes, toggles)
+    bar: Any = None
+    if progress:
+        try:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(todo), desc="what-if", leave=False)
+        except ImportError:
+            bar = None
+    variants = []
+    device = "?"
+    try:
+        for r in todo:
+            if bar is not None:
+                bar.set_postfix_str(r.describe()[:40])
+            v = Variant(r)
+            try:
+                v.report = profile_step(model, batch, loss_fn, optimizer, recipe=r, module_depth=module_depth)
+                device = v.report.device
+            except Unavailable as e:
+                v.unavailable = str(e).split(": ", 1)[-1]
+            except ValueError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a failing recipe is a result, not a crash
+                v.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+            variants.append(v)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    cmp = Comparison(variants, device)
+    cmp.notes.append("each recipe runs 2 steps; compared: the steady-state step, so one-time costs "
+                     "(first optimizer step, first-matmul workspaces, lazy CUDA loading) are left out")
+    return cmp
