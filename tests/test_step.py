@@ -285,3 +285,70 @@ def test_optimizer_phase_shows_its_own_temporaries():
     assert t_foreach == p
     assert t_loop == 2 * max(q.numel() for q in model.parameters()) * F32
     assert set(foreach.phase_peaks) == {"forward", "backward", "optimizer step", "zero_grad"}
+
+
+class Stateful(nn.Module):
+    """A forward that rebinds a buffer (EMA), counts calls, caches a tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("ema", torch.zeros(8))
+        self.calls = 0
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.ema = self.ema * 0.9 + y.detach().mean(0)
+        self.calls += 1
+        self.cache = y.detach() * 2
+        return y
+
+
+def test_forward_side_effects_are_undone():
+    import random
+
+    model = Stateful()
+    ema = model.ema
+    x = torch.randn(4, 8, requires_grad=True)
+    lr = torch.tensor(0.01)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+    random.seed(7)
+    expected = random.random()
+    random.seed(7)
+    profile_step(model, x, sq_loss, opt)
+    assert model.ema is ema and torch.equal(ema, torch.zeros(8))
+    assert model.calls == 0 and not hasattr(model, "cache")
+    assert x.grad is None
+    assert opt.param_groups[0]["lr"] is lr and torch.equal(lr, torch.tensor(0.01))
+    assert not getattr(opt, "_opt_called", False)
+    assert random.random() == expected
+    del sched
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(steps=1.5), "steps must be an integer"),
+        (dict(steps=True), "steps must be an integer"),
+        (dict(module_depth=0), "module_depth must be None"),
+        (dict(module_depth="1"), "module_depth must be None"),
+        (dict(set_to_none="no"), "set_to_none must be True or False"),
+    ],
+)
+def test_argument_types(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        profile_step(mlp(), torch.randn(4, 64), sq_loss, **kwargs)
+
+
+def test_lbfgs_is_refused_up_front():
+    model = mlp()
+    with pytest.raises(ValueError, match="needs a closure"):
+        profile_step(model, torch.randn(4, 64), sq_loss, torch.optim.LBFGS(model.parameters()))
+
+
+def test_stateless_optimizer_second_step_is_steady():
+    model = mlp()
+    rep = profile_step(model, torch.randn(4, 64), sq_loss, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert [s.kind for s in rep.steps] == ["first step", "steady state"]
+    assert repr(rep).startswith("vram step")

@@ -131,6 +131,9 @@ class StepReport(Rendered):
     error: str | None = None
     recipe: Any = None
 
+    def __repr__(self) -> str:
+        return self._table().to_text()
+
     @property
     def first(self) -> StepResult:
         return self.steps[0]

@@ -13,6 +13,7 @@ is part of the mixed-precision step itself.
 from __future__ import annotations
 
 import itertools
+import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,9 @@ class Comparison(Rendered):
     variants: list[Variant]
     device: str
     notes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return self._table().to_text()
 
     @property
     def baseline(self) -> Variant:
@@ -216,6 +220,9 @@ def compare(
                 raise
             except Exception as e:  # noqa: BLE001 - a failing recipe is a result, not a crash
                 v.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+                # only the message is kept: drop the frames' locals (the failed step's graph
+                # and activations), which a cycle through autograd's C++ nodes would keep alive
+                traceback.clear_frames(e.__traceback__)
             variants.append(v)
             if bar is not None:
                 bar.update(1)

@@ -20,6 +20,7 @@ allocated; *other* is memory held before the step by anything else.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import pickle
 import time
 from collections.abc import Callable, Mapping
@@ -91,6 +92,10 @@ def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
     if optimizer is not None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+        closure = inspect.signature(optimizer.step).parameters.get("closure")
+        if closure is not None and closure.default is inspect.Parameter.empty:
+            raise ValueError(f"{type(optimizer).__name__}.step() needs a closure (it re-evaluates the loss); "
+                             "profile_step calls optimizer.step() once per step: profile with another optimizer")
         mine = {id(p) for p in model.parameters()}
         theirs = [p for g in optimizer.param_groups for p in g["params"]]
         foreign = [p for p in theirs if id(p) not in mine]
@@ -272,6 +277,7 @@ class _StepRun:
                 self.mark("after zero_grad")
         except BaseException as e:  # noqa: BLE001 - re-raised by the caller after restoring
             err = e
+            loss = None  # our reference to the failed step's graph
             with contextlib.suppress(Exception):
                 self.mark("at failure")
         finally:
@@ -324,10 +330,11 @@ def _module_memory(run: _StepRun, tl: Timeline, labels: list[str], positions: An
     return list(out.values())
 
 
-def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None) -> tuple[StepResult, BaseException | None]:
+def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None, index: int = 0) -> tuple[StepResult, BaseException | None]:
     model, optimizer, device = plan.model, plan.optimizer, plan.device
     run = _StepRun(plan, module_depth)
-    kind = "steady state" if optimizer is None or any(len(s) for s in optimizer.state.values()) else "first step"
+    fresh = optimizer is not None and not any(len(s) for s in optimizer.state.values())
+    kind = "first step" if index == 0 and fresh else "steady state"
     key = run.key
     start_claims = [
         ("parameters", keys_of(model.parameters(), key)),
@@ -472,6 +479,12 @@ def profile_step(
         partial report attached as ``exc.vramnb_report``.
     """
     device = check_inputs(model, batch, optimizer)
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise ValueError(f"steps must be an integer (1: the first step only, 2: also a steady-state step), not {steps!r}")
+    if module_depth is not None and (isinstance(module_depth, bool) or not isinstance(module_depth, int) or module_depth < 1):
+        raise ValueError(f"module_depth must be None (off) or a positive integer (1: the model's children), not {module_depth!r}")
+    if not isinstance(set_to_none, bool):
+        raise ValueError(f"set_to_none must be True or False, not {set_to_none!r}")
     if trace is not None and device.type != "cuda":
         raise ValueError(
             f"trace= needs a CUDA model (it saves the CUDA caching allocator's trace); this model is on {device}. "
@@ -483,7 +496,7 @@ def profile_step(
         recipe = Recipe(**recipe) if isinstance(recipe, Mapping) else recipe
         if not isinstance(recipe, Recipe):
             raise ValueError(f"recipe must be a vramnb.Recipe or a dict of technique settings, not {type(recipe).__name__}")
-    snap = Snapshot.take(model, optimizer) if restore else None
+    snap = Snapshot.take(model, optimizer, [t for _, t in _batch_tensors(batch)]) if restore else None
     results: list[StepResult] = []
     err: BaseException | None = None
     plan = StepPlan(model, [batch], loss_fn or default_loss, optimizer, device, set_to_none=set_to_none,
@@ -491,8 +504,8 @@ def profile_step(
     try:
         if recipe is not None:
             recipe.apply(plan)  # may raise ValueError (not available here); restored below
-        for _ in range(steps):
-            res, err = _one_step(plan, module_depth, trace)
+        for i in range(steps):
+            res, err = _one_step(plan, module_depth, trace, i)
             results.append(res)
             if err is not None:
                 break

@@ -227,7 +227,7 @@ class StorageTracker:
         global _WARM
         if not _WARM:
             with self.tracking():
-                pass
+                torch.zeros(1).add_(1)  # the first operator under a mode imports torch._dynamo
             _WARM = True
 
     def scan(self) -> int:
