@@ -261,3 +261,31 @@ def test_a_failing_step_restores_everything():
     with pytest.raises(RuntimeError, match="can't allocate memory"):
         vramnb.profile_step(model, batch, boom, opt, recipe=Recipe(checkpointing="every block", freeze="embeddings"))
     _same(before, _fingerprint(model, opt))
+
+
+def test_blocks_found_in_a_nested_sequential():
+    from vramnb.techniques.checkpointing import find_blocks
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dropout = nn.Dropout()
+            self.layers = nn.Sequential(*[Layer() for _ in range(6)])
+            self.ln = nn.LayerNorm(4)
+
+    class ViTLike(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv_proj = nn.Conv2d(3, 4, 2)
+            self.encoder = Encoder()
+            self.heads = nn.Sequential(nn.Linear(4, 2))
+
+    blocks = find_blocks(ViTLike())
+    assert len(blocks) == 6 and all(isinstance(b, Layer) for b in blocks)
+    with pytest.raises(ValueError, match="names no submodule"):
+        find_blocks(ViTLike(), "encoder.nope")

@@ -7,9 +7,10 @@ Selective checkpointing (save matmul outputs, recompute the cheap rest) follows
 Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
 (2022), with ``torch.utils.checkpoint.create_selective_checkpoint_contexts``.
 
-The blocks are found automatically: the longest ``nn.ModuleList`` in the model
-(transformer layers), else the children of an ``nn.Sequential`` model, else
-the model's children; or named with ``Recipe(..., blocks="transformer.h")``.
+The blocks are found automatically: the longest ``nn.ModuleList`` or
+``nn.Sequential`` whose children are mostly of one type (transformer layers,
+an encoder's layers), else the model's children; or named with
+``Recipe(..., blocks="transformer.h")``.
 """
 
 from __future__ import annotations
@@ -42,11 +43,19 @@ def find_blocks(model: torch.nn.Module, path: str = "auto") -> list[torch.nn.Mod
             raise ValueError(f"blocks={path!r} names no submodule of {type(model).__name__}; "
                              f"module lists here: {', '.join(names) or 'none'}") from None
         return list(target.children())
-    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) > 1]
-    if lists:
-        return list(max(lists, key=len).children())
-    if isinstance(model, torch.nn.Sequential):
-        return list(model.children())
+    # the longest nn.ModuleList / nn.Sequential whose children are mostly of one type:
+    # transformer layers, residual stages, the layers of an nn.Sequential encoder
+    best: list[torch.nn.Module] = []
+    for m in model.modules():
+        if not isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) or len(m) < 2:
+            continue
+        kids = list(m.children())
+        kinds = [type(k) for k in kids]
+        common = max(kinds.count(k) for k in set(kinds))
+        if common >= 2 and common >= 0.75 * len(kids) and len(kids) > len(best):
+            best = kids
+    if best:
+        return best
     return list(model.children())
 
 
