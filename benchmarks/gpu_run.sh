@@ -14,17 +14,7 @@ python3 -m pytest -q -o addopts="" -p no:cacheprovider -m cuda -rA tests/test_cu
 echo "== all tests (torch on this machine)" | tee -a $LOG
 python3 -m pytest -q -o addopts="" -p no:cacheprovider --doctest-modules vramnb tests 2>&1 | tail -8 | tee -a $LOG
 echo "== notebooks on CUDA (nbclient; outputs saved)" | tee -a $LOG
-python3 - <<'PY' 2>&1 | tee -a $LOG
-import glob, os, time, nbformat, nbclient
-for path in sorted(glob.glob("notebooks/[0-9]*.ipynb")):
-    nb = nbformat.read(path, 4); t = time.time(); err = None
-    try:
-        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()
-    except Exception as e:
-        err = f"{type(e).__name__}: {str(e)[-400:]}"
-    nbformat.write(nb, os.path.join(os.environ["OUT"], os.path.basename(path).replace(".ipynb", ".cuda.ipynb")))
-    print(f"{path}: {'ok' if err is None else 'FAILED ' + err} in {time.time() - t:.1f} s")
-PY
+python3 benchmarks/run_notebooks.py 2>&1 | grep -v WARNING | tee -a $LOG
 echo "== magic overhead" | tee -a $LOG
 python3 benchmarks/bench_magic_overhead.py -n 400 --out $OUT/overhead.json 2>&1 | tail -40 | tee -a $LOG
 echo "== step breakdown and tracking overhead" | tee -a $LOG

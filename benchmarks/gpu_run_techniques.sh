@@ -8,15 +8,5 @@ LOG=$OUT/log.txt
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader;
   python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee $LOG
 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m cuda tests/test_cuda.py 2>&1 | tail -3 | tee -a $LOG
-python3 - <<'PY' 2>&1 | grep -v WARNING | tee -a $LOG
-import os, time, nbformat, nbclient
-for path in ["notebooks/03_techniques.ipynb", "notebooks/01_where_memory_goes.ipynb"]:
-    nb = nbformat.read(path, 4); t = time.time(); err = None
-    try:
-        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()
-    except Exception as e:
-        err = f"{type(e).__name__}: {str(e)[-400:]}"
-    nbformat.write(nb, os.path.join(os.environ["OUT"], os.path.basename(path).replace(".ipynb", ".cuda.ipynb")))
-    print(f"{path}: {'ok' if err is None else 'FAILED ' + err} in {time.time() - t:.1f} s")
-PY
+python3 benchmarks/run_notebooks.py notebooks/03_techniques.ipynb notebooks/01_where_memory_goes.ipynb 2>&1 | grep -v WARNING | tee -a $LOG
 timeout 200 python3 benchmarks/bench_techniques.py --out $OUT/techniques.json 2>&1 | grep -v loss_type | tee -a $LOG | tail -60

@@ -187,24 +187,16 @@ class _StepRun:
         chosen = {id(m): n for n, m in self.model.named_modules() if n and n.count(".") == self.module_depth - 1}
         events = self.module_events
 
-        def enter(kind: str) -> Callable[..., None]:
+        def edge(what: str) -> Callable[..., None]:
             def hook(mod: Any, *args: Any) -> None:
                 name = chosen.get(id(mod))
                 if name is not None:
-                    events.append((name, kind + " enter", self.position()))
-
-            return hook
-
-        def leave(kind: str) -> Callable[..., None]:
-            def hook(mod: Any, *args: Any) -> None:
-                name = chosen.get(id(mod))
-                if name is not None:
-                    events.append((name, kind + " exit", self.position()))
+                    events.append((name, what, self.position()))
 
             return hook
 
         mt = ModTracker()
-        mt.register_user_hooks(enter("fw"), leave("fw"), enter("bw"), leave("bw"))
+        mt.register_user_hooks(edge("fw enter"), edge("fw exit"), edge("bw enter"), edge("bw exit"))
         try:
             with mt:
                 yield
