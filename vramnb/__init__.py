@@ -16,6 +16,7 @@ __all__ = [
     "StepReport",
     "Recipe",
     "compare",
+    "panel",
     "Comparison",
     "plot_breakdown",
     "plot_timeline",
@@ -35,6 +36,7 @@ __all__ = [
 # torch-dependent names load on first use, so `import vramnb` stays cheap and
 # never touches CUDA, ipywidgets or matplotlib.
 _LAZY = {
+    "panel": "._panel",
     "Recipe": ".techniques",
     "compare": "._compare",
     "Comparison": "._compare",

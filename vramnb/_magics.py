@@ -29,7 +29,7 @@ from ._units import parse_size
 
 __all__ = ["VramMagics"]
 
-_COMMANDS = ("free", "on", "off", "history")
+_COMMANDS = ("free", "on", "off", "history", "panel")
 # which options each line command accepts (the cell magic accepts them all)
 _LINE_OPTIONS = {
     None: {"device", "quiet", "out"},
@@ -37,6 +37,7 @@ _LINE_OPTIONS = {
     "history": {"out", "quiet"},
     "on": {"device", "quiet", "budget", "no_reset"},
     "off": set(),
+    "panel": {"out"},
 }
 _FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "budget": "--budget", "no_reset": "--no-reset",
           "breakdown": "--breakdown"}
@@ -142,7 +143,8 @@ class VramMagics(Magics):
     @no_var_expand
     @needs_local_scope
     @magic_arguments()
-    @argument("command", nargs="?", help="line magic only: free | on | off | history (none: what holds the memory now)")
+    @argument("command", nargs="?", help="line magic only: free | on | off | history | panel (none: what holds the memory now)")
+    @argument("names", nargs="*", help="%%vram panel MODEL BATCH [LOSS_FN] [OPTIMIZER]: names of notebook variables")
     @argument("-d", "--device", default=None, help="cpu, cuda or cuda:N (default: the current CUDA device, else cpu)")
     @argument("-q", "--quiet", action="store_true", help="record (or return) the report but display nothing")
     @argument("--budget", default=None, metavar="SIZE", help="warn when the peak would not fit a card of SIZE, e.g. 24GiB")
@@ -186,6 +188,8 @@ class VramMagics(Magics):
             %vram on         measure every cell from now on (-d, -q, --budget,
                              --no-reset apply); %vram off stops
             %vram history    every measured cell as a table (vramnb.history())
+            %vram panel model batch [loss_fn] [optimizer]
+                             the widget panel on notebook variables (vramnb.panel)
         """
         __tracebackhide__ = True
         try:
@@ -209,7 +213,7 @@ class VramMagics(Magics):
             raise UsageError(f"-o {args.out!r}: give a valid variable name that is not one of IPython's own")
         if cell is None:
             return self._line(args)
-        if args.command is not None:
+        if args.command is not None or args.names:
             raise UsageError(f"%%vram takes options only, not {args.command!r}: put the statement in the cell body")
         return self._cell(args, cell, local_ns)
 
@@ -270,6 +274,10 @@ class VramMagics(Magics):
             self._auto = {"device": str(dev), "quiet": args.quiet, "budget": _budget(args.budget), "reset_peak": not args.no_reset}
             print(f"vram: reporting every cell on {dev} (%vram off to stop)")
             return None
+        if args.names and cmd != "panel":
+            raise UsageError(f"unexpected {' '.join(args.names)!r} after %vram {cmd or ''}".rstrip())
+        if cmd == "panel":
+            return self._panel(args)
         if cmd == "history":
             result: Any = history()
         elif cmd == "free":
@@ -279,6 +287,33 @@ class VramMagics(Magics):
         if args.out:
             self.shell.user_ns[args.out] = result
         return None if args.quiet else result
+
+    def _panel(self, args: Any) -> Any:
+        if not 2 <= len(args.names) <= 4:
+            raise UsageError("usage: %vram panel MODEL BATCH [LOSS_FN] [OPTIMIZER] (names of notebook variables)")
+        ns = self.shell.user_ns
+        missing = [n for n in args.names if n not in ns]
+        if missing:
+            raise UsageError(f"no variable named {missing[0]!r} in the notebook")
+        objs = [ns[n] for n in args.names]
+        model, batch = objs[0], objs[1]
+        loss_fn = optimizer = None
+        for extra in objs[2:]:
+            if isinstance(extra, torch.optim.Optimizer):
+                optimizer = extra
+            elif callable(extra):
+                loss_fn = extra
+            else:
+                raise UsageError(f"{type(extra).__name__} is neither a loss function nor an optimizer")
+        from ._panel import panel
+
+        try:
+            p = panel(model, batch, loss_fn, optimizer)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if args.out:
+            self.shell.user_ns[args.out] = p
+        return None
 
     def state(self, dev: torch.device) -> HoldersReport:
         """What holds memory on ``dev`` now."""

@@ -1,0 +1,276 @@
+"""The widget panel: toggle techniques on a live model, run a step, see the breakdown.
+
+``vramnb.panel(model, batch, loss_fn, optimizer)`` (or ``%vram panel model batch``)
+shows one control per technique (generated from the technique registry, so a new
+technique appears here without touching this file), a target card for "what
+fits on ...", a *Run step* button, the breakdown of the last run, a comparison
+chart of all runs, and a table of runs, newest first. Every run profiles one
+step with :func:`vramnb.profile_step` and restores the model exactly.
+
+ipywidgets and matplotlib are imported here only.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import time
+from typing import Any
+
+import torch
+
+from ._gpus import GPUS, gpu_memory
+from ._step import check_inputs, profile_step
+from ._units import format_bytes, format_delta, format_seconds
+from .techniques import REGISTRY, Recipe, Unavailable
+
+__all__ = ["Panel", "panel"]
+
+_CONTEXT_ESTIMATE = 512 << 20  # CUDA context + libraries when not measured (bytes)
+
+
+def _label(value: Any) -> str:
+    return "as given" if value is None else str(value)
+
+
+class Panel:
+    """A panel over one live model. See :func:`panel`.
+
+    Attributes:
+        runs: the runs so far, oldest first: dicts with the recipe, its report
+            (or the error), the peak and the step time.
+        widget: the ipywidgets container (display it, or let :func:`panel` do it).
+    """
+
+    def __init__(self, model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: Any = None, *,
+                 target: str | int = "RTX 4090 (24 GB)", steps: int = 2) -> None:
+        self.device = check_inputs(model, batch, optimizer)  # bad input: a ValueError, before any widget exists
+        gpu_memory(target)
+        import ipywidgets as w
+
+        self.model, self.batch, self.loss_fn, self.optimizer, self.steps = model, batch, loss_fn, optimizer, steps
+        self.runs: list[dict[str, Any]] = []
+        self._busy = False
+        self.controls: dict[str, Any] = {}
+        style = {"description_width": "150px"}
+        layout = w.Layout(width="340px")
+        for name, tech in REGISTRY.items():
+            if len(tech.choices) < 2:
+                continue  # nothing to choose (e.g. "blocks": give it in a Recipe)
+            self.controls[name] = w.Dropdown(options=[(_label(c), c) for c in tech.choices], value=tech.default(),
+                                             description=tech.label, style=style, layout=layout,
+                                             tooltip=tech.description)
+        self.target = w.Combobox(options=list(GPUS), value=str(target), description="what fits on",
+                                 placeholder="a card, or a size like 24GiB", ensure_option=False, style=style, layout=layout)
+        self.button = w.Button(description="Run step", button_style="primary", icon="play")
+        self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="120px", visibility="hidden"))
+        self.status = w.HTML(value=self._status_text(f"ready · measured by {self._method()}"))
+        self.breakdown_out = w.Output()
+        self.compare_out = w.Output()
+        self.table = w.HTML()
+        self.button.on_click(lambda _b: self.run())
+        self.target.observe(lambda _c: self._refresh_table(), names="value")
+        controls = w.VBox(list(self.controls.values()) + [self.target, w.HBox([self.button, self.progress])])
+        plots = w.HBox([self.breakdown_out, self.compare_out])
+        self.widget = w.VBox([w.HTML(f"<b>vramnb panel</b> · {html.escape(type(model).__name__)} on {self.device}"),
+                              controls, self.status, plots, self.table])
+
+    # -- state ---------------------------------------------------------------
+    def _method(self) -> str:
+        return "CUDA caching allocator" if self.device.type == "cuda" else "CPU storage tracker"
+
+    @staticmethod
+    def _status_text(text: str, error: bool = False) -> str:
+        color = "#c62828" if error else "inherit"
+        return f'<span style="color:{color}">{html.escape(text)}</span>'
+
+    def recipe(self) -> Recipe:
+        """The recipe the controls describe now."""
+        tech = REGISTRY
+        return Recipe(**{n: c.value for n, c in self.controls.items() if c.value != tech[n].default()})
+
+    def target_bytes(self) -> int | None:
+        try:
+            return gpu_memory(self.target.value)
+        except ValueError:
+            return None
+
+    # -- running ------------------------------------------------------------
+    def run(self) -> dict[str, Any] | None:
+        """Profile one step under the current settings (what *Run step* does).
+        A press while a run is going on is ignored, not queued."""
+        if self._busy:
+            return None
+        self._busy = True
+        self.button.disabled = True
+        self.progress.layout.visibility = "visible"
+        self.progress.bar_style = "info"
+        self.progress.value = 0
+        recipe = self.recipe()
+        self.status.value = self._status_text(f"running: {recipe.describe()} …")
+        record: dict[str, Any] = {"recipe": recipe, "description": recipe.describe(), "report": None, "error": None}
+        t0 = time.perf_counter()
+        try:
+            report = profile_step(self.model, self.batch, self.loss_fn, self.optimizer, recipe=recipe, steps=self.steps)
+            record["report"] = report
+            record["peak"] = report.steady.peak.allocated
+            record["non_pytorch"] = report.steady.marks[-1][1].non_pytorch
+            record["step_time"] = report.steady.step_time
+            self.status.value = self._status_text(f"done: {recipe.describe()} · peak {format_bytes(record['peak'])}")
+        except Unavailable as e:
+            record["error"] = str(e)
+            self.status.value = self._status_text(str(e), error=True)
+        except Exception as e:  # noqa: BLE001 - shown in the panel, which stays usable
+            record["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            record["report"] = getattr(e, "vramnb_report", None)
+            if record["report"] is not None:
+                record["peak"] = record["report"].peak.allocated
+            self.status.value = self._status_text(f"the step failed: {record['error']} (model restored)", error=True)
+        finally:
+            record["wall_time"] = time.perf_counter() - t0
+            self.runs.append(record)
+            self.progress.value = 1
+            self.progress.layout.visibility = "hidden"
+            self.button.disabled = False
+            self._busy = False
+        self._draw(record)
+        self._refresh_table()
+        return record
+
+    def _draw(self, record: dict[str, Any]) -> None:
+        from IPython.display import display
+
+        report = record.get("report")
+        with self.breakdown_out:
+            self.breakdown_out.clear_output(wait=True)
+            if report is not None and report.steps and report.steps[-1].timeline:
+                display(report.plot())
+        done = [r for r in self.runs if r.get("report") is not None and r.get("error") is None]
+        with self.compare_out:
+            self.compare_out.clear_output(wait=True)
+            if len(done) >= 2:
+                from ._plot import plot_compare
+
+                display(plot_compare([r["report"] for r in done], [r["description"] for r in done]))
+
+    # -- the table ------------------------------------------------------------
+    def _fits(self, r: dict[str, Any]) -> tuple[str, int | None]:
+        target = self.target_bytes()
+        if target is None or r.get("peak") is None or r.get("error"):
+            return "", None
+        need = r["peak"] + (r.get("non_pytorch") or _CONTEXT_ESTIMATE)
+        margin = target - need
+        return ("fits" if margin >= 0 else "does not fit"), margin
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        """The runs as flat records, newest first (bytes, seconds): recipe,
+        peak, change against the first run, step time, fits/margin, error."""
+        first = next((r.get("peak") for r in self.runs if r.get("peak") is not None and not r.get("error")), None)
+        out = []
+        for r in reversed(self.runs):
+            fits, margin = self._fits(r)
+            out.append({
+                "recipe": r["description"],
+                "peak_allocated": r.get("peak"),
+                "delta_vs_first": (r["peak"] - first) if (first is not None and r.get("peak") is not None) else None,
+                "step_time": r.get("step_time"),
+                "fits": fits,
+                "margin": margin,
+                "error": r.get("error"),
+                **{f"setting:{k}": v for k, v in r["recipe"].changed().items()},
+            })
+        return out
+
+    def to_dataframe(self) -> Any:
+        """:attr:`results` as a ``pandas.DataFrame``.
+
+        Raises:
+            ImportError: pandas is not installed.
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("Panel.to_dataframe needs pandas: pip install pandas (or use .results)") from None
+        return pd.DataFrame.from_records(self.results)
+
+    def to_csv(self, path: str | None = None) -> str:
+        """Write :attr:`results` as CSV to ``path`` (and return the text)."""
+        rows = self.results
+        keys = list(dict.fromkeys(k for r in rows for k in r)) or ["recipe"]
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        text = buf.getvalue()
+        if path is not None:
+            with open(path, "w", newline="") as f:
+                f.write(text)
+        return text
+
+    def _rows(self) -> list[list[str]]:
+        rows = []
+        for rec in self.results:
+            fits = rec["fits"]
+            margin = "" if rec["margin"] is None else format_delta(rec["margin"])
+            rows.append([
+                rec["recipe"],
+                "—" if rec["peak_allocated"] is None else format_bytes(rec["peak_allocated"]),
+                "" if rec["delta_vs_first"] is None else format_delta(rec["delta_vs_first"]),
+                "" if rec["step_time"] is None else format_seconds(rec["step_time"]),
+                f"{fits} ({margin})" if fits else "",
+                rec["error"] or "",
+            ])
+        return rows
+
+    def _refresh_table(self) -> None:
+        head = ["recipe", "peak", "Δ vs first run", "step time", f"on {self.target.value}", "error"]
+        cells = "".join(f"<th style='text-align:left;padding:2px 8px'>{html.escape(h)}</th>" for h in head)
+        body = []
+        for row in self._rows():
+            color = "#2e7d32" if row[4].startswith("fits") else "#c62828" if row[4] else "inherit"
+            tds = [f"<td style='padding:2px 8px'>{html.escape(c)}</td>" for c in row]
+            tds[4] = f"<td style='padding:2px 8px;color:{color}'>{html.escape(row[4])}</td>"
+            body.append("<tr>" + "".join(tds) + "</tr>")
+        target = self.target_bytes()
+        note = (f"fits: steady-state peak + {'measured non-PyTorch memory' if self.device.type == 'cuda' else 'about 512 MiB of CUDA context'}"
+                f" within {format_bytes(target)}" if target else "type a card name or a size such as 24GiB")
+        self.table.value = (f"<table style='border-collapse:collapse;font-size:12px'><tr>{cells}</tr>{''.join(body)}</table>"
+                            f"<div style='font-size:11px;opacity:0.8'>{html.escape(note)} · measured by the {self._method()}</div>")
+
+    def __repr__(self) -> str:
+        lines = [f"vramnb panel · {type(self.model).__name__} on {self.device} · {len(self.runs)} run(s)"]
+        for row in self._rows():
+            lines.append("  " + " · ".join(c for c in row if c))
+        return "\n".join(lines)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kwargs: Any) -> dict[str, Any]:
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude, **kwargs) or {}
+        bundle["text/plain"] = repr(self)
+        return bundle
+
+
+def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: Any = None, *,
+          target: str | int = "RTX 4090 (24 GB)", display: bool = True, steps: int = 2) -> Panel:
+    """Open a panel on a live model: choose techniques, press *Run step*, compare.
+
+    Args:
+        model, batch, loss_fn, optimizer: as for :func:`vramnb.profile_step`.
+        target: the card for "what fits on ...": a name from
+            ``vramnb._gpus.GPUS`` or a size (``"24GiB"``).
+        display: show it now (``False`` to build it, e.g. in tests or scripts).
+        steps: steps per run (2: the first and a steady-state step).
+
+    Returns:
+        the :class:`Panel` (its ``results``, ``to_dataframe()``, ``to_csv()``).
+
+    Raises:
+        ValueError: bad model, batch, optimizer or target, before any widget is built.
+    """
+    p = Panel(model, batch, loss_fn, optimizer, target=target, steps=steps)
+    if display:
+        from IPython.display import display as show
+
+        show(p.widget)
+    return p
