@@ -1,5 +1,7 @@
 """Plots render to PNG with titles, unit labels and the fixed colour of each source."""
 
+import re
+
 import pytest
 import torch
 
@@ -23,7 +25,7 @@ def test_figures_render_with_titles_and_units(report, kind):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     ax = fig.axes[0]
     assert ax.get_title() or fig._suptitle is not None
-    assert "(KiB)" in ax.get_ylabel() or "(MiB)" in ax.get_ylabel()
+    assert re.search(r"\((B|KiB|MiB|GiB)\)", ax.get_ylabel())
     assert "pyplot" not in type(fig).__module__
 
 
@@ -36,7 +38,7 @@ def test_colours_are_fixed_per_source(report):
     for h, lab in zip(handles, labels):
         assert mcolors.to_hex(h.patches[0].get_facecolor()) == COLORS[lab].lower()
     fig2 = vramnb.plot_compare([report, report], ["a", "b"])
-    assert "(KiB)" in fig2.axes[0].get_xlabel()
+    assert re.search(r"\((B|KiB|MiB|GiB)\)", fig2.axes[0].get_xlabel())
     h2, l2 = fig2.axes[0].get_legend_handles_labels()
     for h, lab in zip(h2, l2):
         assert mcolors.to_hex(h.patches[0].get_facecolor()) == COLORS[lab].lower()

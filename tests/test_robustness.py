@@ -89,7 +89,7 @@ def test_users_dispatch_mode_left_open_is_kept(ip):
         ("%%vram -o 1bad\nx = 1", "valid variable name"),
         ("%%vram -o Out\nx = 1", "valid variable name"),
         ("%%vram -d cpu:3\nx = 1", "one CPU device"),
-        ("%%vram x = 1\ny = 2", "put statements in the cell body"),
+        ("%%vram x = 1\ny = 2", "put the statement in the cell body"),
         ("%%vram --budget 9999999999999999999999999999TB\nx = 1", "too large"),
     ],
 )

@@ -173,7 +173,9 @@ class StepReport(Rendered):
 
     def _table(self) -> Table:
         steady = self.steady
-        heads = [f"peak ({s.kind})" for s in self.steps] + [_SHORT.get(n, n) for n, _ in steady.marks]
+        kinds = [s.kind for s in self.steps]
+        names = [k if kinds.count(k) == 1 else f"step {i + 1}" for i, k in enumerate(kinds)]
+        heads = [f"peak ({n})" for n in names] + [_SHORT.get(n, n) for n, _ in steady.marks]
         t = Table(f"vram step · {self.device} · {self.label}", ("source", *heads))
         bds = [s.peak for s in self.steps] + [b for _, b in steady.marks]
         for src in SOURCES:
@@ -190,8 +192,8 @@ class StepReport(Rendered):
             t.rows.append(("reserved", *[format_bytes(b.reserved or 0) for b in bds]))
             t.rows.append(("non-PyTorch", *[format_bytes(b.non_pytorch or 0) for b in bds]))
         t.note("columns after the peaks: " + steady.kind + ", at each phase mark")
-        for s in self.steps:
-            t.note(f"{s.kind}: peak in {s.peak_phase} · step time {format_seconds(s.step_time)}")
+        for n, s in zip(names, self.steps):
+            t.note(f"{n}: peak in {s.peak_phase} · step time {format_seconds(s.step_time)}")
             if s.phase_peaks:
                 t.note("  phase peaks: " + " · ".join(
                     f"{ph} {format_bytes(b.allocated)} (temporaries {format_bytes(b.sources.get('temporaries', 0))})"

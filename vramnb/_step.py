@@ -325,7 +325,7 @@ def _module_memory(run: _StepRun, tl: Timeline, labels: list[str], positions: An
 def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None, index: int = 0) -> tuple[StepResult, BaseException | None]:
     model, optimizer, device = plan.model, plan.optimizer, plan.device
     run = _StepRun(plan, module_depth)
-    fresh = optimizer is not None and not any(len(s) for s in optimizer.state.values())
+    fresh = optimizer is None or not any(len(s) for s in optimizer.state.values())
     kind = "first step" if index == 0 and fresh else "steady state"
     key = run.key
     start_claims = [
