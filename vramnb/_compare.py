@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ._breakdown import StepReport
-from ._render import Rendered, Table
+from ._render import Rendered, Table, dataframe
 from ._sources import SOURCES
 from ._step import profile_step
 from ._units import format_bytes, format_delta, format_seconds
@@ -102,11 +102,7 @@ class Comparison(Rendered):
         Raises:
             ImportError: pandas is not installed.
         """
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("Comparison.to_dataframe needs pandas: pip install pandas (or use to_records())") from None
-        return pd.DataFrame.from_records(self.to_records())
+        return dataframe(self.to_records(), "Comparison.to_dataframe")
 
     def plot(self) -> Any:
         """Side-by-side breakdowns at each variant's peak, ranked (matplotlib figure)."""

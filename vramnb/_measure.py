@@ -31,7 +31,7 @@ import torch
 from ._cell_breakdown import CellAttribution
 from ._oom import is_oom, requested_bytes
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
-from ._render import Rendered, Table
+from ._render import Rendered, Table, dataframe
 from ._report import CellReport, OOMInfo
 from ._units import format_bytes, format_delta, format_seconds, parse_size
 
@@ -270,11 +270,7 @@ class History(Rendered, list):  # type: ignore[misc]
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("History.to_dataframe needs pandas: pip install pandas (or use to_records())") from None
-        return pd.DataFrame.from_records(self.to_records())
+        return dataframe(self.to_records(), "History.to_dataframe")
 
     def _table(self) -> Table:
         cuda = any(r.end_reserved is not None for r in self)

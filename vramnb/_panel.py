@@ -22,6 +22,7 @@ import torch
 
 from ._gpus import GPUS, gpu_memory
 from ._step import check_inputs, profile_step
+from ._render import dataframe
 from ._units import format_bytes, format_delta, format_seconds
 from .techniques import REGISTRY, Recipe, Unavailable
 
@@ -189,11 +190,7 @@ class Panel:
         Raises:
             ImportError: pandas is not installed.
         """
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("Panel.to_dataframe needs pandas: pip install pandas (or use .results)") from None
-        return pd.DataFrame.from_records(self.results)
+        return dataframe(self.results, "Panel.to_dataframe")
 
     def to_csv(self, path: str | None = None) -> str:
         """Write :attr:`results` as CSV to ``path`` (and return the text)."""

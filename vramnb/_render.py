@@ -12,7 +12,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Table", "Rendered"]
+__all__ = ["Table", "Rendered", "dataframe"]
+
+
+def dataframe(records: list[dict[str, Any]], what: str) -> Any:
+    """``pandas.DataFrame`` of ``records``.
+
+    Raises:
+        ImportError: pandas is not installed (the message names ``what`` and the
+            ``to_records()``/``results`` fallback).
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError(f"{what} needs pandas: pip install pandas (or use the records directly)") from None
+    return pd.DataFrame.from_records(records)
 
 _RED = "#c62828"
 
