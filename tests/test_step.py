@@ -352,3 +352,13 @@ def test_stateless_optimizer_second_step_is_steady():
     rep = profile_step(model, torch.randn(4, 64), sq_loss, torch.optim.SGD(model.parameters(), lr=0.1))
     assert [s.kind for s in rep.steps] == ["first step", "steady state"]
     assert repr(rep).startswith("vram step")
+
+
+def test_sparse_gradients_are_gradients():
+    model = nn.Sequential(nn.Embedding(100, 8, sparse=True))
+    idx = torch.tensor([[1, 2, 3, 3]])
+    rep = profile_step(model, idx, lambda m, b: m(b).square().mean(), torch.optim.SGD(model.parameters(), lr=0.1))
+    check_sums(rep)
+    g = rep.first.mark("after backward")["gradients"]
+    # a sparse COO gradient: int64 indices (1 x 4) and float32 values (4 x 8)
+    assert g == 1 * 4 * 8 + 4 * 8 * F32

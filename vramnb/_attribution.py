@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ._timeline import Timeline
-from ._tracker import _live_tensors, graph_tensors, storage_key, storage_of
+from ._tracker import _live_tensors, graph_tensors, storage_key, storage_of, storages_of_tensor
 
 __all__ = ["key_fn", "keys_of", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
 
@@ -46,12 +46,21 @@ def key_fn(device: torch.device) -> Callable[[torch.Tensor], int | None]:
 
 
 def keys_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor], int | None]) -> set[int]:
+    """Keys of the storages holding ``tensors``' data (a sparse gradient or a
+    wrapper subclass has several: each is named through a byte view of it)."""
     out = set()
     for t in tensors:
-        if t is not None:
-            k = key(t)
-            if k is not None:
-                out.add(k)
+        if t is None:
+            continue
+        k = key(t)
+        if k is not None:
+            out.add(k)
+        elif t.layout != torch.strided or type(t) not in (torch.Tensor, torch.nn.Parameter):
+            for _, st in storages_of_tensor(t):
+                view = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
+                kv = key(view)
+                if kv is not None:
+                    out.add(kv)
     return out
 
 
