@@ -35,3 +35,11 @@ def test_new_module_in_cell_and_tied_weights(ip):
     r = rows(vramnb.history()[-1])
     assert r["parameters of emb"][1] == 100 * 16 * F32
     assert "parameters of head" not in r or r["parameters of head"][1] == 0  # the same storage, counted once
+
+
+def test_gradients_of_a_kept_graph_are_not_activations(ip):
+    run(ip, "m = torch.nn.Linear(256, 256)\nx = torch.randn(8, 256)\nloss = m(x).square().mean()\nloss.backward()")
+    run(ip, "%%vram -d cpu --breakdown\ny = torch.ones(10)")
+    r = rows(vramnb.history()[-1])
+    assert r["gradients of m"][1] == (256 * 256 + 256) * F32
+    assert r.get("activations", (0, 0, 0))[1] < (256 * 256) * F32

@@ -90,7 +90,7 @@ def saved_in_live_graphs(key: Callable[[torch.Tensor], int | None]) -> set[int]:
             continue
         if fn is None:
             continue
-        for s in graph_tensors(fn, seen):
+        for s in graph_tensors(fn, seen, grads=False):
             if s.grad_fn is None and s.is_leaf and s.requires_grad:
                 continue  # a parameter or input the graph saved: claimed by its owner
             k = key(s)

@@ -257,10 +257,10 @@ class StorageTracker:
             self.add_tensor(t)
 
 
-def graph_tensors(root: Any, seen: set[int]) -> Iterator[torch.Tensor]:
+def graph_tensors(root: Any, seen: set[int], grads: bool = True) -> Iterator[torch.Tensor]:
     """Tensors a live autograd graph keeps: those saved for backward
-    (``_saved_*`` attributes of its nodes) and the ``.grad`` of its leaves.
-    ``seen`` (node ids) is shared across calls so each node is walked once."""
+    (``_saved_*`` attributes of its nodes) and, with ``grads``, the ``.grad`` of
+    its leaves. ``seen`` (node ids) is shared across calls so each node is walked once."""
     stack = [root]
     while stack:
         node = stack.pop()
@@ -278,7 +278,7 @@ def graph_tensors(root: Any, seen: set[int]) -> Iterator[torch.Tensor]:
                 yield val
             elif isinstance(val, (tuple, list)):
                 yield from (v for v in val if isinstance(v, torch.Tensor))
-        var = getattr(node, "variable", None)  # AccumulateGrad's leaf
+        var = getattr(node, "variable", None) if grads else None  # AccumulateGrad's leaf
         if isinstance(var, torch.Tensor) and var.grad is not None:
             yield var.grad
         for nxt, _ in getattr(node, "next_functions", ()):
