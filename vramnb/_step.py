@@ -351,25 +351,25 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
                              tensor_keys_start=keys_start, tensor_keys_end=keys_end)
     totals = tl.totals()
     marks = [(m, _breakdown(tl, labels, tl.marks[m], run.samples.get(m))) for m in (*MARKS, "at failure") if m in tl.marks]
-    lo = tl.marks.get("start", 0)
-    peak_point = max(range(lo, len(totals)), key=lambda i: totals[i]) if len(totals) > lo else lo
-    peak_sample = None
-    if run.cuda:
-        peak_sample = type(run.samples["start"])(totals[peak_point], totals[peak_point])
-        last = run.samples[marks[-1][0]]
-        peak_sample.non_pytorch = last.non_pytorch
+
+    def breakdown_at(point: int) -> Breakdown:
+        """The breakdown at any point; on CUDA its allocated bytes are the replayed
+        total, offset by the drift between the trace and the counter at the start."""
+        if not run.cuda:
+            return _breakdown(tl, labels, point, None)
         first = run.samples["start"]
+        bd = _breakdown(tl, labels, point, None)
+        bd.allocated = totals[point] + (first.allocated - totals[start])
         if tl.reserved_delta is not None and first.reserved is not None:
-            peak_sample.reserved = first.reserved + tl.reserved_delta[min(peak_point, len(tl.reserved_delta) - 1)]
-    peak = _breakdown(tl, labels, peak_point, peak_sample)
-    if run.cuda:  # the replayed total *is* the allocator's count at that point; offset by any drift seen at marks
-        peak.allocated = totals[peak_point] + (marks[0][1].allocated - totals[tl.marks["start"]])
-    phase = "forward"
-    for m, ph in zip(MARKS[1:], PHASES):
-        if m in tl.marks and peak_point > tl.marks[m]:
-            phase = {"forward": "backward", "backward": "optimizer step", "optimizer step": "zero_grad"}.get(ph, ph)
-    if "at failure" in tl.marks:
-        phase = run.phase
+            bd.reserved = first.reserved + tl.reserved_delta[min(point, len(tl.reserved_delta) - 1)]
+        bd.non_pytorch = run.samples[marks[-1][0]].non_pytorch
+        return bd
+
+    peak_point = max(range(start, len(totals)), key=lambda i: totals[i]) if len(totals) > start else start
+    peak = breakdown_at(peak_point)
+    # the phase is the one after the last mark the peak comes after
+    passed = sum(1 for m in MARKS[1:] if m in tl.marks and peak_point > tl.marks[m])
+    phase = run.phase if "at failure" in tl.marks else PHASES[min(passed, len(PHASES) - 1)]
     missing = []
     if err is None and hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
         missing = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in run.got_grad]
@@ -387,11 +387,7 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
     for (m0, m1), ph in zip(zip(MARKS, MARKS[1:]), PHASES):
         if m0 in tl.marks and m1 in tl.marks and tl.marks[m1] >= tl.marks[m0]:
             a, b = tl.marks[m0], tl.marks[m1]
-            point = max(range(a, b + 1), key=lambda i: totals[i])
-            bd = _breakdown(tl, labels, point, None)
-            if run.cuda:
-                bd.allocated = totals[point] + (marks[0][1].allocated - totals[tl.marks["start"]])
-            phase_peaks[ph] = bd
+            phase_peaks[ph] = breakdown_at(max(range(a, b + 1), key=lambda i: totals[i]))
     result = StepResult(kind, marks, peak, phase, totals, dict(tl.marks), peak_point, modules, elapsed, missing,
                         _by_source(tl, labels), phase_peaks)
     if trace is not None and run.cuda and run.recorder.snapshot is not None:
