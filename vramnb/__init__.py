@@ -13,6 +13,11 @@ __version__ = "0.1.0"
 __all__ = [
     "vram",
     "profile_step",
+    "estimate",
+    "Estimate",
+    "max_batch_size",
+    "BatchSearch",
+    "GPUS",
     "StepReport",
     "Recipe",
     "compare",
@@ -37,6 +42,11 @@ __all__ = [
 # never touches CUDA, ipywidgets or matplotlib.
 _LAZY = {
     "panel": "._panel",
+    "estimate": "._estimate",
+    "Estimate": "._estimate",
+    "max_batch_size": "._batch_search",
+    "BatchSearch": "._batch_search",
+    "GPUS": "._gpus",
     "Recipe": ".techniques",
     "compare": "._compare",
     "Comparison": "._compare",

@@ -23,10 +23,12 @@ from ._tracker import _live_tensors, graph_tensors, storage_key, storage_of, sto
 __all__ = ["key_fn", "keys_of", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
 
 
-def key_fn(device: torch.device) -> Callable[[torch.Tensor], int | None]:
+def key_fn(device: torch.device, storages: str | None = None) -> Callable[[torch.Tensor], int | None]:
     """How a tensor's storage is named in a timeline: its ``StorageImpl`` on CPU
-    (as the tracker does), its block address on CUDA (as the allocator trace does)."""
-    if device.type == "cuda":
+    (as the tracker does), its block address on CUDA (as the allocator trace does).
+    ``storages`` names the storage device type a tracker counts (``"meta"`` for
+    the fake tensors of an estimate), overriding ``device``."""
+    if device.type == "cuda" and storages is None:
 
         def key(t: torch.Tensor) -> int | None:
             st = storage_of(t)
@@ -36,9 +38,11 @@ def key_fn(device: torch.device) -> Callable[[torch.Tensor], int | None]:
 
         return key
 
+    kind = storages or "cpu"
+
     def key_cpu(t: torch.Tensor) -> int | None:
         st = storage_of(t)
-        if st is None or st.device.type != "cpu":
+        if st is None or st.device.type != kind:
             return None
         return storage_key(st)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ._units import parse_size
 
-__all__ = ["GPUS", "gpu_memory"]
+__all__ = ["GPUS", "CAPABILITY", "gpu_memory", "gpu_name"]
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -30,6 +30,26 @@ GPUS: dict[str, int] = {
     "H100 (80 GB)": 81559 * MiB,
     "H200 (141 GB)": 143771 * MiB,
 }
+
+
+#: name -> CUDA compute capability (NVIDIA's CUDA GPUs table)
+CAPABILITY: dict[str, tuple[int, int]] = {
+    "T4 (16 GB)": (7, 5), "RTX 3060 (12 GB)": (8, 6), "RTX 3090 (24 GB)": (8, 6), "RTX 4090 (24 GB)": (8, 9),
+    "A10 (24 GB)": (8, 6), "L4 (24 GB)": (8, 9), "V100 (16 GB)": (7, 0), "V100 (32 GB)": (7, 0),
+    "A100 (40 GB)": (8, 0), "A100 (80 GB)": (8, 0), "L40S (48 GB)": (8, 9), "RTX A6000 (48 GB)": (8, 6),
+    "H100 (80 GB)": (9, 0), "H200 (141 GB)": (9, 0),
+}
+
+
+def gpu_name(target: str | int) -> str | None:
+    """The :data:`GPUS` name ``target`` refers to, or ``None`` (a size, or unknown)."""
+    if isinstance(target, int):
+        return None
+    text = str(target).strip().lower()
+    for name in GPUS:
+        if text in (name.lower(), name.split(" (")[0].lower()):
+            return name
+    return None
 
 
 def gpu_memory(target: str | int) -> int:

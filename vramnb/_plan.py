@@ -35,6 +35,15 @@ class StepPlan:
         undo: callables that reverse the technique's edits, run last-first.
         notes: what the techniques did, in words (shown in the report).
         device: the model's device.
+        modelled: ``"cuda"`` when the step runs on fake CPU tensors to estimate a
+            CUDA step (techniques then make CUDA's choices), else ``None``.
+        autocast: ``autocast(dtype)`` -> context manager for mixed precision
+            (default ``torch.autocast`` on the model's device; estimates model CUDA's policy).
+        tracker: a ``StorageTracker`` to record with instead of the process-wide
+            CPU tracker (estimates count fake storages with their own).
+        block_size: maps a storage's bytes to what the device's allocator hands
+            out (estimates of CUDA round to 512-byte blocks), or ``None``.
+        workspace: tensors standing for library workspaces (estimates of CUDA).
     """
 
     model: torch.nn.Module
@@ -49,6 +58,22 @@ class StepPlan:
     undo: list[Callable[[], None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     user_optimizer: torch.optim.Optimizer | None = None
+    modelled: str | None = None
+    autocast: Callable[[torch.dtype], Any] | None = None
+    tracker: Any = None
+    block_size: Callable[[int], int] | None = None
+    workspace: list[torch.Tensor] = field(default_factory=list)
+
+    @property
+    def device_type(self) -> str:
+        """The device type the step is for: ``"cuda"`` in an estimate of a CUDA step."""
+        return self.modelled or self.device.type
+
+    def autocast_context(self, dtype: torch.dtype) -> Any:
+        """A mixed-precision region for ``dtype`` on this plan's device (or its model)."""
+        if self.autocast is not None:
+            return self.autocast(dtype)
+        return torch.autocast(self.device.type, dtype=dtype)
 
     def run_undo(self) -> None:
         while self.undo:

@@ -148,7 +148,7 @@ class _StepRun:
         self.plan = plan
         self.model, self.optimizer, self.device = plan.model, plan.optimizer, plan.device
         self.module_depth = module_depth
-        self.key = key_fn(plan.device)
+        self.key = key_fn(plan.device, plan.tracker.device_type if plan.tracker is not None else None)
         self.cuda = plan.device.type == "cuda"
         self.probe = probe_for(plan.device)
         self.mark_keys: dict[str, dict[str, set[int]]] = {}
@@ -172,6 +172,9 @@ class _StepRun:
         }
         # no synchronisation inside the step: the allocator's counters are host-side;
         # device-wide figures (cudaMemGetInfo) only at the end
+        if self.plan.tracker is not None:  # an estimate: the timeline's own sums are the figures
+            self.samples[name] = None
+            return
         self.samples[name] = self.probe.sample(device_info=self.cuda and name in ("after zero_grad", "at failure"), sync=False)
 
     @contextlib.contextmanager
@@ -209,9 +212,11 @@ class _StepRun:
             self.saved = SavedTensors(self.key, None)
             ctx: Any = contextlib.nullcontext()
         else:
-            tracker = cpu_tracker()
-            tracker.scan()
-            self.recorder = CpuRecorder(tracker)
+            tracker = self.plan.tracker
+            if tracker is None:  # an estimate registers its fake tensors itself
+                tracker = cpu_tracker()
+                tracker.scan()
+            self.recorder = CpuRecorder(tracker, self.plan.block_size)
             self.saved = SavedTensors(self.key, self.recorder.interval_of)
             ctx = contextlib.ExitStack()
             ctx.enter_context(tracker.tracking())
@@ -340,6 +345,9 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
     claims = [(src, [(start, ks)]) for src, ks in start_claims]
     for src in ("gradients", "optimizer state"):
         claims.append((src, [(tl.marks[m], ks[src]) for m, ks in run.mark_keys.items() if m in tl.marks]))
+    if plan.workspace:
+        ws = keys_of(plan.workspace, key)
+        claims.append(("workspace", [(p, ws) for p in tl.marks.values()]))
     claims.append(("activations", run.saved.claim(tl)))
     if plan.mode == "train" and "after forward" in tl.marks:
         # what the forward made and still holds at its end is kept for backward, also

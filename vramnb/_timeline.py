@@ -18,6 +18,7 @@ peak, and the live set at any event, which attribution then labels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,15 +78,18 @@ class Timeline:
 class CpuRecorder:
     """Records a tracker's changes as intervals (exact bytes)."""
 
-    def __init__(self, tracker: StorageTracker) -> None:
+    def __init__(self, tracker: StorageTracker, size: Callable[[int], int] | None = None) -> None:
         self.tracker = tracker
         self.timeline = Timeline()
         self.open: dict[int, int] = {}  # storage key -> interval index
-        for key, size in tracker.live().items():
+        self.size = size  # bytes -> what the allocator hands out (estimates of CUDA), or None
+        for key, nbytes in tracker.live().items():
             self.open[key] = len(self.timeline.intervals)
-            self.timeline.intervals.append(Interval(key, size, -1))
+            self.timeline.intervals.append(Interval(key, size(nbytes) if size and nbytes else nbytes, -1))
 
     def __call__(self, key: int, old: int, new: int) -> None:
+        if self.size is not None and new:
+            new = self.size(new)
         tl = self.timeline
         ev = tl.n_events
         tl.n_events += 1

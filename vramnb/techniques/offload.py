@@ -20,14 +20,30 @@ class ActivationOffload(Technique):
 
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
-        if plan.device.type == "cpu":
+        if plan.device_type == "cpu":
             return "the model is on the CPU: its activations are already in host memory"
         return None
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
-        plan.forward_contexts.append(lambda: torch.autograd.graph.save_on_cpu(pin_memory=True))
+        if plan.modelled:
+            plan.forward_contexts.append(_modelled_offload)
+        else:
+            plan.forward_contexts.append(lambda: torch.autograd.graph.save_on_cpu(pin_memory=True))
 
     @classmethod
     def describe(cls, value: Any) -> str:
         return "activations offloaded to CPU"
+
+
+def _modelled_offload() -> Any:
+    """Offload in an estimate: a saved tensor leaves the device (only its shape is
+    kept) and a new one of its size comes back when backward unpacks it."""
+
+    def pack(t: torch.Tensor) -> Any:
+        return (tuple(t.shape), tuple(t.stride()), t.dtype)
+
+    def unpack(spec: Any) -> torch.Tensor:
+        return torch.empty_strided(spec[0], spec[1], dtype=spec[2])
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, unpack)

@@ -83,6 +83,8 @@ class OptimizerChoice(Technique):
             return f"torch.optim.Adafactor needs torch >= 2.5 (this is {torch.__version__})"
         if value == "Lion" and importlib.util.find_spec("lion_pytorch") is None:
             return "Lion comes from lion-pytorch: pip install lion-pytorch"
+        if value == "AdamW 8-bit" and plan.modelled:
+            return "estimates do not model 8-bit optimizers (their kernels are CUDA-only); measure on the GPU"
         if value == "AdamW 8-bit" and _eight_bit() is None:
             extra = "bitsandbytes (CUDA) or torchao"
             return f"8-bit AdamW needs {extra}: pip install bitsandbytes, or pip install torchao"

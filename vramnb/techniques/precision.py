@@ -34,6 +34,10 @@ class MixedPrecision(Technique):
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
         dev = plan.device
+        if value == "fp8" and plan.modelled:
+            return "estimates do not model fp8 (torchao's Float8Linear); measure it on the GPU"
+        if plan.modelled == "cuda":
+            return None  # an estimate for a CUDA card: bf16 and fp16 are modelled
         if value == "fp16" and dev.type != "cuda":
             return "fp16 training with a GradScaler needs a CUDA GPU; on CPU use precision='bf16'"
         if value == "bf16" and dev.type == "cuda" and not torch.cuda.is_bf16_supported():
@@ -49,12 +53,15 @@ class MixedPrecision(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
-        dev = plan.device.type
         if value == "bf16":
-            plan.forward_contexts.append(lambda: torch.autocast(dev, dtype=torch.bfloat16))
+            plan.forward_contexts.append(lambda: plan.autocast_context(torch.bfloat16))
         elif value == "fp16":
-            plan.forward_contexts.append(lambda: torch.autocast(dev, dtype=torch.float16))
-            plan.scaler = _grad_scaler(dev)
+            plan.forward_contexts.append(lambda: plan.autocast_context(torch.float16))
+            if plan.modelled:
+                # its scale and found-inf flags are a few bytes; its unscale is in place
+                plan.notes.append("fp16: the GradScaler's loss scaling is not modelled (a few bytes, in place)")
+            else:
+                plan.scaler = _grad_scaler(plan.device.type)
         elif value == "fp8":
             _convert_fp8(plan)
 

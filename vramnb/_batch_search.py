@@ -1,0 +1,205 @@
+"""The largest batch that fits a card, found over predictions (no out-of-memory trials).
+
+:func:`max_batch_size` asks :func:`vramnb.estimate` whether a batch size fits
+the target and searches on those answers. Device memory grows with the batch
+size almost linearly (activations and the batch scale with it; parameters,
+gradients and optimizer state do not), so two estimates give a line whose
+crossing with the card's capacity is the first guess; the search then
+brackets the answer (a size that fits, the next that does not) by
+interpolation, falling back to bisection where the caching allocator's
+rounding bends the line. Each estimate runs the step on fake tensors in
+about a second, whatever the card.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ._estimate import Estimate, estimate
+from ._fake import resize_batch
+from ._render import Rendered, Table
+from ._units import format_bytes, format_seconds
+
+__all__ = ["max_batch_size", "BatchSearch"]
+
+
+@dataclass
+class BatchSearch(Rendered):
+    """The result of :func:`max_batch_size`.
+
+    Attributes:
+        batch_size: the largest batch size predicted to fit (0: not even 1 fits).
+        estimate: the :class:`~vramnb.Estimate` at that size (at size 1 if none fits).
+        tried: ``(batch size, fits, predicted device memory in bytes)`` per estimate, in order.
+        seconds: wall time of the search.
+        verified: the real step's :class:`~vramnb.StepReport` at ``batch_size`` when
+            ``verify=True`` ran one, else ``None``.
+    """
+
+    batch_size: int
+    estimate: Estimate
+    tried: list[tuple[int, bool, int]] = field(default_factory=list)
+    seconds: float = 0.0
+    verified: Any = None
+
+    def __repr__(self) -> str:
+        return self._table().to_text()
+
+    def _table(self) -> Table:
+        e = self.estimate
+        card = e.target.name if e.target is not None else "?"
+        t = Table(f"vram max batch size · {card} · {e.label}", ("batch size", "fits", "device memory"))
+        for n, ok, mem in sorted(self.tried):
+            t.rows.append((str(n), "yes" if ok else "no", format_bytes(mem)))
+        t.note(f"largest batch that fits: {self.batch_size} (predicted device memory "
+               f"{format_bytes(e.device_memory or 0)}, margin {e.margin:.0%}); "
+               f"{len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}")
+        if self.verified is not None:
+            v = self.verified.steady.peak
+            t.note(f"verified by one real step: peak allocated {format_bytes(v.allocated)} "
+                   f"(predicted {format_bytes(e.peak_allocated)})")
+        return t
+
+
+def max_batch_size(
+    model: Any,
+    batch: Any,
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
+    optimizer: Any = None,
+    *,
+    target: str | int | None = None,
+    recipe: Any = None,
+    margin: float = 0.0,
+    limit: int = 1 << 20,
+    expandable_segments: bool = False,
+    verify: bool = False,
+    progress: bool = True,
+) -> BatchSearch:
+    """The largest batch size whose predicted memory fits ``target``.
+
+    Args:
+        model, batch, loss_fn, optimizer, recipe, target, expandable_segments:
+            as for :func:`vramnb.estimate`; the batch's tensors share their
+            first dimension, the batch size, which the search changes.
+        margin: fraction of the card to keep free (e.g. 0.05).
+        limit: the largest batch size considered.
+        verify: where a CUDA GPU is present and the model is on it, run one
+            real step (:func:`vramnb.profile_step`) at the size found.
+        progress: show a tqdm progress bar.
+
+    Returns:
+        a :class:`BatchSearch` (``batch_size``, the estimate there, the sizes tried).
+
+    Raises:
+        ValueError: as :func:`vramnb.estimate`; a batch whose tensors do not
+            share a first dimension; a ``limit`` below 1.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a positive integer, not {limit!r}")
+    t0 = time.perf_counter()
+    start = resize_batch(batch)
+    cache: dict[int, Estimate] = {}
+    tried: list[tuple[int, bool, int]] = []
+    bar = _bar(progress)
+
+    def est(n: int) -> Estimate:
+        if n not in cache:
+            e = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, batch_size=n,
+                         margin=margin, expandable_segments=expandable_segments)
+            if e.fits is None:
+                raise ValueError("max_batch_size needs a target with a size (a GPU name or a size such as '24GiB')")
+            cache[n] = e
+            tried.append((n, bool(e.fits), e.device_memory or 0))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"batch {n}: {'fits' if e.fits else 'too big'}")
+        return cache[n]
+
+    try:
+        good, bad = _search(est, min(start, limit), limit)
+    finally:
+        if bar is not None:
+            bar.close()
+    best = est(good) if good else est(1)
+    result = BatchSearch(good, best, tried, time.perf_counter() - t0)
+    if verify and good and torch.cuda.is_available() and isinstance(model, torch.nn.Module):
+        result.verified = _verify(model, batch, loss_fn, optimizer, recipe, good)
+        result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _search(est: Callable[[int], Estimate], n0: int, limit: int) -> tuple[int, int]:
+    """``(largest size that fits or 0, smallest that does not or limit + 1)``."""
+    good, bad = 0, limit + 1
+    n = max(1, n0)
+    pts: list[tuple[int, int]] = []
+    while bad - good > 1:
+        e = est(n)
+        pts.append((n, e.device_memory or 0))
+        if e.fits:
+            good = max(good, n)
+        else:
+            bad = min(bad, n)
+        if bad - good <= 1:
+            break
+        n = _next(pts, e, good, bad, limit)
+    return good, bad
+
+
+def _next(pts: list[tuple[int, int]], e: Estimate, good: int, bad: int, limit: int) -> int:
+    """The next size to try: on the line through the last two estimates, where it
+    meets the usable capacity; else double (no size fits yet known) or bisect."""
+    cap = e.target.memory * (1 - e.margin) if e.target is not None and e.target.memory else 0
+    guess = None
+    if len(pts) >= 2 and pts[-1][1] != pts[-2][1]:
+        (n1, m1), (n2, m2) = pts[-2], pts[-1]
+        if n1 != n2 and m2 != m1:
+            slope = (m2 - m1) / (n2 - n1)
+            if slope > 0:
+                guess = int(n2 + (cap - m2) / slope)
+    elif pts:
+        # one estimate: what grows with the batch (its activations, temporaries and
+        # the batch itself) gives the slope
+        n1, m1 = pts[-1]
+        src = e.steady.peak.sources
+        per = (src.get("activations", 0) + src.get("temporaries", 0) + src.get("input batch", 0)) / n1
+        if per > 0:
+            guess = int(n1 + (cap - m1) / per)
+    if guess is None:
+        guess = good * 2 if bad > limit else (good + bad) // 2
+    if not good < guess < bad:  # keep inside the bracket; nudge towards its edge that is closest
+        guess = (good + bad) // 2 if bad <= limit else min(limit, max(good * 2, good + 1))
+    if guess in (n for n, _ in pts):
+        guess = (good + bad) // 2
+    return max(1, min(guess, limit))
+
+
+def _bar(progress: bool) -> Any:
+    if not progress:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(desc="max batch size (estimates)", unit="estimate", leave=False)
+
+
+def _verify(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: Any, recipe: Any, n: int) -> Any:
+    """One real step at batch size ``n`` (the batch's rows repeated to fill it)."""
+    from ._fake import _map
+    from ._step import profile_step
+
+    def grow(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() == 0:
+            return t
+        reps = -(-n // t.shape[0])
+        return t.repeat(reps, *([1] * (t.dim() - 1)))[:n]
+
+    big = _map(batch, grow)
+    opt = optimizer if isinstance(optimizer, torch.optim.Optimizer) else None
+    return profile_step(model, big, loss_fn, opt, recipe=recipe, module_depth=None)

@@ -1,0 +1,377 @@
+"""Predict a training step's memory on a GPU you do not have, without allocating it.
+
+:func:`estimate` runs the step — the same runner, recipes and attribution as
+:func:`vramnb.profile_step` — on a fake copy of the model, batch and optimizer
+(``FakeTensorMode``: shapes, dtypes and storages, no data), counting the fake
+storages with the exact storage tracker. For a CUDA target it then:
+
+1. makes CUDA's kernel choices on the fake CPU tensors (attention backend,
+   CUDA autocast policy, cuBLAS workspaces, ``foreach`` optimizers:
+   :mod:`vramnb._cuda_model`);
+2. replays every allocation and free through a model of the CUDA caching
+   allocator (:mod:`vramnb._allocator`): block rounding, segments, unsplit
+   blocks, ``expandable_segments``, and the card's capacity (the allocator
+   frees its cache and retries before it gives up);
+3. adds the CUDA context and library memory outside PyTorch
+   (:data:`vramnb._cuda_model.CUDA_CONTEXT`) for what ``nvidia-smi`` shows.
+
+With ``device="cpu"`` it predicts a CPU step, which the CPU tracker measures
+identically (same dispatch, same storages): the test of the machinery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ._allocator import replay, round_size
+from ._breakdown import StepReport
+from ._cuda_model import CUDA_CONTEXT, CudaKernels
+from ._fake import fake_batch, fake_model, fake_optimizer, new_mode, resize_batch
+from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
+from ._plan import StepPlan
+from ._render import Table
+from ._step import _batch_tensors, _one_step, default_loss
+from ._tracker import StorageTracker
+from ._units import format_bytes
+from .techniques import Recipe
+
+__all__ = ["estimate", "Estimate", "Target", "resolve_target"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A card to predict for.
+
+    Attributes:
+        name: a name from :data:`vramnb._gpus.GPUS`, ``"this GPU"``, or a size as typed.
+        memory: total device memory in bytes (what ``nvidia-smi`` shows as total).
+        capability: CUDA compute capability (decides attention kernels, workspaces).
+        context: bytes outside PyTorch's allocator (CUDA context, libraries).
+        assumed: what was assumed rather than known (shown in the report).
+    """
+
+    name: str
+    memory: int | None
+    capability: tuple[int, int]
+    context: int
+    assumed: tuple[str, ...] = ()
+
+
+def resolve_target(target: Any = None) -> Target:
+    """A :class:`Target` from a GPU name, a size (``"24GiB"``, bytes), or ``None``
+    (the GPU present, else an H100 80 GB).
+
+    Raises:
+        ValueError: an unknown GPU name or a size that is not positive (the
+            message lists the known cards).
+    """
+    if target is None:
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            return Target(f"this GPU ({props.name})", props.total_memory, (props.major, props.minor),
+                          _context(props.name))
+        target = "H100"
+    name = gpu_name(target)
+    if name is not None:
+        assumed = () if name.startswith("H200") else ("CUDA context size as measured on an H200",)
+        return Target(name, GPUS[name], CAPABILITY[name], _context(name), assumed)
+    memory = gpu_memory(target)  # raises ValueError listing the cards
+    return Target(str(target), memory, (9, 0), CUDA_CONTEXT["default"],
+                  ("compute capability 9.0 (give a card's name to choose its kernels)",
+                   "CUDA context size as measured on an H200"))
+
+
+def _context(name: str) -> int:
+    for key, val in CUDA_CONTEXT.items():
+        if key.lower() in name.lower():
+            return val
+    return CUDA_CONTEXT["default"]
+
+
+@dataclass(repr=False)
+class Estimate(StepReport):
+    """A predicted :class:`~vramnb.StepReport` plus what the card would hold.
+
+    Attributes (beyond :class:`StepReport`'s):
+        target: the :class:`Target` (``None`` for a CPU estimate).
+        peak_allocated: predicted ``torch.cuda.max_memory_allocated`` over the steps (bytes).
+        peak_reserved: predicted ``torch.cuda.max_memory_reserved`` (bytes).
+        device_memory: peak reserved + CUDA context: the most ``nvidia-smi``
+            would show for the process (bytes).
+        fits: the steps run on the target without running out of memory, with
+            ``margin`` of the card to spare (``None`` without a capacity).
+        margin: the fraction of the card asked to stay free.
+        runtime: seconds the estimate took.
+    """
+
+    target: Target | None = None
+    peak_allocated: int = 0
+    peak_reserved: int | None = None
+    device_memory: int | None = None
+    fits: bool | None = None
+    margin: float = 0.0
+    runtime: float = 0.0
+    backends: dict[str, int] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return self._table().to_text()
+
+    @property
+    def headroom(self) -> int | None:
+        """Card memory left at the predicted peak (bytes; negative: short by that much)."""
+        if self.target is None or self.target.memory is None or self.device_memory is None:
+            return None
+        return self.target.memory - self.device_memory
+
+    def _table(self) -> Table:
+        t = super()._table()
+        t.title = t.title.replace("vram step", "vram estimate", 1)
+        if self.target is not None and self.device_memory is not None:
+            card = self.target
+            verdict = "" if self.fits is None else ("fits" if self.fits else "does NOT fit")
+            line = (f"{card.name}: predicted peak allocated {format_bytes(self.peak_allocated)}, reserved "
+                    f"{format_bytes(self.peak_reserved or 0)}, device memory (nvidia-smi) {format_bytes(self.device_memory)}")
+            if card.memory is not None:
+                line += f" of {format_bytes(card.memory)}: {verdict}"
+                if self.headroom is not None:
+                    line += f" ({format_bytes(abs(self.headroom))} {'free' if self.headroom >= 0 else 'short'})"
+            t.notes.insert(0, (line, self.fits is False))
+            for a in card.assumed:
+                t.note(f"assumed: {a}")
+        return t
+
+    def to_records(self) -> list[dict[str, Any]]:
+        recs = super().to_records()
+        for r in recs:
+            r["estimated"] = True
+        return recs
+
+
+# -- inputs ----------------------------------------------------------------------
+def _build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
+    if isinstance(model, torch.nn.Module):
+        return fake_model(model, mode)
+    if callable(model):
+        with torch.device("meta"):
+            built = model()
+        if not isinstance(built, torch.nn.Module):
+            raise ValueError(f"the model factory returned {type(built).__name__}, not a torch.nn.Module")
+        return fake_model(built, mode)
+    raise ValueError(f"model must be a torch.nn.Module or a function building one, not {type(model).__name__}")
+
+
+def _build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, torch.Tensor], mode: Any) -> Any:
+    if optimizer is None:
+        return None
+    if isinstance(optimizer, torch.optim.Optimizer):
+        theirs = [p for g in optimizer.param_groups for p in g["params"]]
+        foreign = [p for p in theirs if id(p) not in fakes]
+        if foreign or not theirs:
+            raise ValueError(f"the optimizer holds {len(foreign)} of {len(theirs)} parameters that are not the model's: "
+                             "build it over this model, or pass a function: optimizer=lambda params: torch.optim.AdamW(params)")
+        return fake_optimizer(optimizer, fakes, mode)
+    if callable(optimizer):
+        with mode:
+            opt = optimizer([p for p in fmodel.parameters() if p.requires_grad])
+        if not isinstance(opt, torch.optim.Optimizer):
+            raise ValueError(f"the optimizer factory returned {type(opt).__name__}, not a torch.optim.Optimizer")
+        return opt
+    raise ValueError(f"optimizer must be a torch.optim.Optimizer, a function params -> optimizer, or None; "
+                     f"not {type(optimizer).__name__}")
+
+
+def _cuda_defaults(opt: torch.optim.Optimizer | None) -> None:
+    """PyTorch picks ``foreach=True`` for CUDA parameters when left unset
+    (``torch/optim/optimizer.py: _default_to_fused_or_foreach``); fake CPU
+    parameters would get the per-parameter loop and miss foreach's temporaries."""
+    if opt is None:
+        return
+    for g in opt.param_groups:
+        if "foreach" in g and g.get("foreach") is None and not g.get("fused") and not g.get("differentiable"):
+            g["foreach"] = True
+
+
+def _start_tensors(fmodel: torch.nn.Module, fbatch: Any, fopt: Any) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    for p in fmodel.parameters():
+        out.append(p)
+        if p.grad is not None:
+            out.append(p.grad)
+    out += list(fmodel.buffers())
+    out += [t for _, t in _batch_tensors(fbatch)]
+    if fopt is not None:
+        out += [v for st in fopt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+    return out
+
+
+# -- the estimate ----------------------------------------------------------------------
+def estimate(
+    model: torch.nn.Module | Callable[[], torch.nn.Module],
+    batch: Any,
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
+    optimizer: torch.optim.Optimizer | Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer] | None = None,
+    *,
+    recipe: Recipe | Mapping[str, Any] | None = None,
+    target: str | int | None = None,
+    device: str = "cuda",
+    batch_size: int | None = None,
+    expandable_segments: bool = False,
+    margin: float = 0.0,
+    steps: int = 2,
+    set_to_none: bool = True,
+    module_depth: int | None = None,
+    label: str = "",
+) -> Estimate:
+    """Predict the memory of training steps without running them on the device.
+
+    Args:
+        model: an ``nn.Module`` (on any device, or ``meta``), or a function
+            building one (called under ``torch.device("meta")``: no memory).
+        batch: a tensor, or a tuple/list/dict of tensors (real or ``meta``;
+            only shapes and dtypes are used).
+        loss_fn: ``loss_fn(model, batch) -> scalar``; default as in :func:`vramnb.profile_step`.
+        optimizer: the user's optimizer over ``model`` (its settings and
+            state are copied), a function ``params -> optimizer``, or ``None``.
+        recipe: techniques to apply, as in :func:`vramnb.profile_step`.
+        target: a GPU name (``"A100"``, ``"RTX 4090"``; see ``vramnb.GPUS``),
+            a size (``"24GiB"``, bytes), or ``None`` (the GPU present, else an H100).
+        device: ``"cuda"`` (model a CUDA card) or ``"cpu"`` (predict a CPU step).
+        batch_size: resize the first dimension of every batch tensor to this.
+        expandable_segments: model ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``.
+        margin: fraction of the card that must stay free for ``fits`` (0 to <1).
+        steps: 2: the first step and a steady-state step (as profile_step).
+
+    Returns:
+        an :class:`Estimate`: the breakdown by source per phase and at the
+        peak (block-rounded bytes on CUDA), predicted peak allocated, reserved
+        and device memory, whether it fits the target.
+
+    Raises:
+        ValueError: bad model, batch, optimizer, recipe, target, device or
+            margin (the message names the valid choices); or the step needs
+            tensor *values* (data-dependent shapes or ``.item()``), which fake
+            tensors do not have.
+    """
+    t0 = time.perf_counter()
+    if device not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda' (model a CUDA card) or 'cpu', not {device!r}")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
+        raise ValueError(f"margin must be a fraction of the card from 0 to below 1 (e.g. 0.05), not {margin!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, not {steps!r}")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
+    tgt = resolve_target(target) if device == "cuda" else None
+    if tgt is None and target is not None:
+        raise ValueError("target= is for device='cuda'; a CPU estimate has no card")
+    if recipe is not None and not isinstance(recipe, Recipe):
+        if not isinstance(recipe, Mapping):
+            raise ValueError(f"recipe must be a vramnb.Recipe or a dict of technique settings, not {type(recipe).__name__}")
+        recipe = Recipe(**recipe)
+    _batch_tensors(batch)  # raises ValueError on a batch that is not tensors
+    if batch_size is not None:
+        resize_batch(batch)
+
+    mode = new_mode()
+    fmodel, fakes = _build_model(model, mode)
+    if not any(p.requires_grad for p in fmodel.parameters()):
+        raise ValueError(f"{type(fmodel).__name__} has no trainable parameters: nothing to train")
+    fbatch = fake_batch(batch, mode, batch_size)
+    fopt = _build_optimizer(optimizer, fmodel, fakes, mode)
+    tracker = StorageTracker("meta")
+    events: list[tuple[int, int, int]] = []
+    keep: list[torch.Tensor] = []
+    kernels = CudaKernels(tgt.capability, keep) if tgt is not None else None
+    plan = StepPlan(fmodel, [fbatch], loss_fn or default_loss, fopt, torch.device("cpu"), set_to_none=set_to_none,
+                    user_optimizer=fopt, modelled=device if device == "cuda" else None, tracker=tracker,
+                    autocast=kernels.autocast if kernels is not None else None,
+                    block_size=round_size if kernels is not None else None, workspace=keep)
+    results = []
+    offsets = []
+    err: BaseException | None = None
+    with mode, (kernels if kernels is not None else contextlib.nullcontext()), \
+            tracker.listening(lambda k, o, n: events.append((k, o, n))):
+        for t in _start_tensors(fmodel, fbatch, fopt):
+            tracker.add_tensor(t)
+        try:
+            if recipe is not None:
+                recipe.apply(plan)
+            if kernels is not None:
+                _cuda_defaults(plan.optimizer)
+            for i in range(steps):
+                res, err = _one_step(plan, module_depth, None, i)
+                results.append(res)
+                offsets.append(len(events) - (len(res.timeline) - 1))
+                if err is not None:
+                    break
+        finally:
+            plan.run_undo()
+    if err is not None:
+        raise _explain(err) from err
+    name = label or type(fmodel).__name__ + (f" · {type(plan.optimizer).__name__}" if plan.optimizer is not None else "")
+    if recipe is not None and not label:
+        name += f" · {recipe.describe()}"
+    where = "CPU" if tgt is None else tgt.name
+    est = Estimate(f"{device} (estimate)", f"estimate: fake tensors, {'exact storage sizes' if tgt is None else 'CUDA allocator model'}",
+                   results, name, target=tgt, margin=float(margin), recipe=recipe)
+    est.notes.extend(plan.notes)
+    est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
+    if kernels is not None:
+        est.backends = dict(kernels.backends)
+        if kernels.backends:
+            est.notes.append("attention backends (CUDA's choice): " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()))
+        _apply_allocator(est, events, offsets, tgt, expandable_segments, margin)
+    else:
+        est.peak_allocated = max(s.peak.allocated for s in results)
+    est.runtime = time.perf_counter() - t0
+    return est
+
+
+def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets: list[int], tgt: Target,
+                     expandable: bool, margin: float) -> None:
+    """Replace the tracker's sums by what the caching allocator would read."""
+    rp = replay([(k, round_size(o) if o else 0, round_size(n) if n else 0) for k, o, n in events], expandable=expandable)
+
+    def at(i: int, series: list[int]) -> int:
+        return series[i] if i >= 0 else 0
+
+    for res, off in zip(est.steps, offsets):
+        n = len(res.timeline) - 1
+        rng = range(off - 1, off + n)
+        res.peak.allocated = max(at(i, rp.allocated) for i in rng)
+        res.peak.reserved = max(at(i, rp.reserved) for i in rng)
+        res.peak.non_pytorch = tgt.context
+        for mark, bd in res.marks:
+            p = res.mark_points.get(mark, 0)
+            bd.allocated = at(off + p - 1, rp.allocated)
+            bd.reserved = at(off + p - 1, rp.reserved)
+            bd.non_pytorch = tgt.context
+        for bd in res.phase_peaks.values():
+            bd.non_pytorch = tgt.context
+    est.peak_allocated = max(s.peak.allocated for s in est.steps)
+    est.peak_reserved = max(rp.reserved) if rp.reserved else 0
+    est.device_memory = est.peak_reserved + tgt.context
+    if tgt.memory is not None:
+        capacity = int(tgt.memory * (1 - margin)) - tgt.context
+        fitted = replay([(k, round_size(o) if o else 0, round_size(n) if n else 0) for k, o, n in events],
+                        capacity=max(capacity, 0), expandable=expandable)
+        est.fits = fitted.oom_at is None
+        if expandable:
+            est.notes.append("allocator modelled with expandable_segments:True")
+
+
+def _explain(err: BaseException) -> BaseException:
+    """A clear error for what fake tensors cannot do; other errors pass unchanged."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+
+    if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
+        return ValueError(f"the step needs tensor values ({err}): fake tensors have shapes but no data. "
+                          "Make the step not depend on values (e.g. no .item() or boolean indexing in the "
+                          "forward), or measure it with vramnb.profile_step")
+    return err

@@ -1,0 +1,131 @@
+"""Fake copies of a model, its batch and its optimizer: same shapes, dtypes and
+structure, no data (``torch._subclasses.fake_tensor.FakeTensorMode``).
+
+The user's objects are never changed: the copy's parameters, buffers,
+gradients, optimizer state and batch are new fake CPU tensors; everything else
+about the modules (hooks, flags, attributes) is deep-copied. Fake tensors
+carry a ``meta`` storage of the real size, which the storage tracker counts
+(``StorageTracker("meta")``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+__all__ = ["new_mode", "fake_like", "fake_model", "fake_batch", "fake_optimizer", "resize_batch"]
+
+
+def new_mode() -> FakeTensorMode:
+    """A fake mode in which real CPU constants (e.g. a module's cached mask) may mix with fakes."""
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def fake_like(t: torch.Tensor, mode: FakeTensorMode, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+    """A fake CPU tensor of ``t``'s dtype, and its shape and strides (or ``shape``, contiguous)."""
+    with mode:
+        if shape is not None:
+            return torch.empty(shape, dtype=t.dtype, device="cpu")
+        return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
+
+
+def _module_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Tensors held by modules outside parameters and buffers (plain attributes)."""
+    out = []
+    for m in model.modules():
+        for v in vars(m).values():
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
+                out.append(v)
+    return out
+
+
+def fake_model(model: torch.nn.Module, mode: FakeTensorMode) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
+    """A deep copy of ``model`` whose tensors are fake: returns the copy and the
+    map ``id(original tensor) -> fake tensor`` (parameters, buffers, gradients,
+    tensor attributes). No real data is copied."""
+    memo: dict[int, Any] = {}
+    fakes: dict[int, torch.Tensor] = {}
+    for p in model.parameters():
+        if id(p) in memo:
+            continue
+        fp = torch.nn.Parameter(fake_like(p, mode), requires_grad=p.requires_grad)
+        if p.grad is not None:
+            fp.grad = fake_like(p.grad, mode)
+        memo[id(p)] = fakes[id(p)] = fp
+    for b in list(model.buffers()) + _module_tensors(model):
+        if id(b) not in memo:
+            memo[id(b)] = fakes[id(b)] = fake_like(b, mode)
+    return copy.deepcopy(model, memo), fakes
+
+
+def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any:
+    """``batch`` with every tensor replaced by a fake one; with ``size``, the
+    first dimension of every tensor that has one becomes ``size`` (see :func:`resize_batch`).
+    Tensors sharing a storage (``labels`` that are ``input_ids``, views of
+    one buffer) share one fake storage, as they share memory."""
+    bases: dict[tuple[int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def conv(t: torch.Tensor) -> torch.Tensor:
+        if size is not None and t.dim() > 0:
+            shape = (size, *t.shape[1:])
+            if t.shape[0] == 0 or not t.is_contiguous():
+                return fake_like(t, mode, shape)
+            key = (id(t), t.dtype)
+            if key not in bases:
+                bases[key] = (t, fake_like(t, mode, shape))
+            return bases[key][1]
+        st = t.untyped_storage() if t.layout == torch.strided else None
+        if st is None or t.device.type == "meta":
+            return fake_like(t, mode)
+        key = (st._cdata, t.dtype)
+        if key not in bases:
+            with mode:
+                base = torch.empty(st.nbytes() // t.element_size(), dtype=t.dtype, device="cpu")
+            bases[key] = (t, base)
+        return bases[key][1].as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+    return _map(batch, conv)
+
+
+def resize_batch(batch: Any) -> int:
+    """The batch size of ``batch``: the first dimension its tensors share.
+
+    Raises:
+        ValueError: tensors disagree on their first dimension, or none has one.
+    """
+    sizes = set()
+    _map(batch, lambda t: sizes.add(t.shape[0]) if t.dim() else None)
+    if len(sizes) != 1:
+        raise ValueError(f"cannot tell the batch size: the batch's tensors have first dimensions {sorted(sizes) or 'none'}; "
+                         "pass batch_fn=lambda n: ... building a batch of n examples")
+    return sizes.pop()
+
+
+def _map(batch: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return fn(batch)
+    if isinstance(batch, Mapping):
+        return type(batch)({k: _map(v, fn) for k, v in batch.items()}) if type(batch) is dict else {k: _map(v, fn) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_map(v, fn) for v in batch) if type(batch) in (tuple, list) else [_map(v, fn) for v in batch]
+    return batch
+
+
+def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode) -> torch.optim.Optimizer:
+    """A shallow copy of ``optimizer`` over the fake parameters, with its state
+    (exp_avg, momentum buffers, step counters) as fake tensors."""
+    fo = copy.copy(optimizer)
+    fo.param_groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [fakes[id(p)] for p in g["params"]]}
+                       for g in optimizer.param_groups]
+    state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
+    for p, st in optimizer.state.items():
+        if id(p) in fakes:
+            state[fakes[id(p)]] = {k: fake_like(v, mode) if isinstance(v, torch.Tensor) else copy.deepcopy(v)
+                                   for k, v in st.items()}
+    fo.state = state
+    return fo
