@@ -138,23 +138,30 @@ def _search(est: Callable[[int], Estimate], n0: int, limit: int) -> tuple[int, i
     good, bad = 0, limit + 1
     n = max(1, n0)
     pts: list[tuple[int, int]] = []
+    width = None
     while bad - good > 1:
         e = est(n)
-        pts.append((n, e.device_memory or 0))
+        pts.append((n, e.peak_allocated))
         if e.fits:
             good = max(good, n)
         else:
             bad = min(bad, n)
         if bad - good <= 1:
             break
-        n = _next(pts, e, good, bad, limit)
+        if width is not None and bad <= limit and bad - good > width // 2:
+            n = (good + bad) // 2  # the line did not halve the bracket (the allocator's steps): bisect
+        else:
+            n = _next(pts, e, good, bad, limit)
+        width = bad - good if bad <= limit else None
     return good, bad
 
 
 def _next(pts: list[tuple[int, int]], e: Estimate, good: int, bad: int, limit: int) -> int:
-    """The next size to try: on the line through the last two estimates, where it
-    meets the usable capacity; else double (no size fits yet known) or bisect."""
+    """The next size to try: where the line through the last two estimates' peak
+    allocated meets the capacity left after the latest estimate's overhead
+    (reserved beyond allocated, CUDA context); else double or bisect."""
     cap = e.target.memory * (1 - e.margin) if e.target is not None and e.target.memory else 0
+    cap -= (e.device_memory or 0) - e.peak_allocated
     guess = None
     if len(pts) >= 2 and pts[-1][1] != pts[-2][1]:
         (n1, m1), (n2, m2) = pts[-2], pts[-1]

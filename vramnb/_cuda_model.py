@@ -2,7 +2,7 @@
 
 An estimate runs the step on fake *CPU* tensors: fake ``cuda`` tensors abort
 the process in backward on a PyTorch built without CUDA, and CPU kernels make
-other choices than CUDA ones. :class:`CudaKernels` (a ``TorchFunctionMode``)
+other choices than CUDA ones. :class:`CudaPolicy` (kernels registered at the dispatcher while it runs)
 makes the CUDA choices that change memory:
 
 * **attention**: ``F.scaled_dot_product_attention`` runs the backend CUDA
@@ -25,15 +25,15 @@ The optimizer's CUDA default (``foreach=True``) is set by the estimator.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["CudaKernels", "CUDA_CONTEXT", "workspace_bytes", "sdpa_backend"]
+__all__ = ["CudaPolicy", "Workspaces", "CUDA_CONTEXT", "workspace_bytes", "sdpa_backend"]
 
 MiB = 1 << 20
 
@@ -58,31 +58,31 @@ def workspace_bytes(capability: tuple[int, int]) -> int:
 
 LT_WORKSPACE = 1 * MiB
 
-_LOW = {
-    F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.__rmatmul__,
-    torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm, torch.baddbmm, torch.Tensor.baddbmm,
-    torch.addmm, torch.Tensor.addmm, torch.addbmm, torch.Tensor.addbmm, torch.mv, torch.Tensor.mv,
-    torch.addmv, torch.addr, torch.einsum, torch.chain_matmul,
-    F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d, F.prelu,
-    torch.conv1d, torch.conv2d, torch.conv3d, torch.lstm, torch.gru, torch.rnn_tanh, torch.rnn_relu,
-    torch.lstm_cell, torch.gru_cell, torch.rnn_tanh_cell, torch.rnn_relu_cell,
-    F.scaled_dot_product_attention,
-}
-_FP32 = {
-    F.layer_norm, F.group_norm, torch.layer_norm, torch.group_norm, torch.exp, torch.Tensor.exp, torch.log,
-    torch.Tensor.log, torch.log1p, torch.expm1, torch.rsqrt, torch.Tensor.rsqrt, torch.reciprocal, torch.pow,
-    torch.Tensor.pow, torch.Tensor.__pow__, F.softplus, F.cosine_similarity, F.nll_loss, F.cross_entropy,
-    F.kl_div, F.l1_loss, F.smooth_l1_loss, F.huber_loss, F.mse_loss, F.binary_cross_entropy_with_logits,
-    F.margin_ranking_loss, F.soft_margin_loss, F.multi_margin_loss, F.cosine_embedding_loss,
-    F.hinge_embedding_loss, F.poisson_nll_loss, F.triplet_margin_loss, torch.cdist, torch.dist,
-    torch.logsumexp, torch.Tensor.logsumexp, F.interpolate,
-}
-_FP32_OPT_DTYPE = {
-    F.softmax, F.log_softmax, torch.softmax, torch.log_softmax, torch.Tensor.softmax, torch.Tensor.log_softmax,
-    torch.sum, torch.Tensor.sum, torch.prod, torch.Tensor.prod, torch.cumsum, torch.Tensor.cumsum,
-    torch.cumprod, torch.Tensor.cumprod,
-}
+# CUDA autocast policy, aten/src/ATen/autocast_mode.cpp (PyTorch 2.4-2.11), by op name
+_LOWER = (
+    "_convolution", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "convolution", "prelu", "addmm", "addmv", "addr", "matmul", "einsum", "mm", "mv",
+    "linalg_vecdot", "linear", "addbmm", "baddbmm", "bmm", "chain_matmul", "linalg_multi_dot",
+    "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
+    "_scaled_dot_product_flash_attention", "scaled_dot_product_attention",
+)
+_FP32 = (
+    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt",
+    "sinh", "tan", "pow", "softplus", "layer_norm", "native_layer_norm", "group_norm", "frobenius_norm",
+    "nuclear_norm", "cosine_similarity", "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "nll_loss2d",
+    "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss",
+    "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss",
+    "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm", "logsumexp", "upsample_nearest1d",
+    "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+    "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d", "_upsample_bilinear2d_aa",
+    "upsample_trilinear3d", "upsample_bicubic2d", "_upsample_bicubic2d_aa",
+)
+_FP32_SET_OPT_DTYPE = ("prod", "softmax", "log_softmax", "cumprod", "cumsum", "linalg_vector_norm",
+                       "linalg_matrix_norm", "sum")
+_PROMOTE = ("addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler", "index_put",
+            "scatter_add", "tensordot", "cat", "stack", "index_copy")
 _LOW_DTYPES = (torch.float16, torch.bfloat16)
+_SDPA_CODES = {"math": 0, "flash": 1, "efficient": 2}
 
 
 def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any, dropout_p: float,
@@ -109,76 +109,127 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     return "math"
 
 
-class CudaKernels(TorchFunctionMode):
+class CudaPolicy:
     """Make CUDA's memory-relevant choices while a step runs on fake CPU tensors.
+
+    A context manager. While it is active it registers, with
+    ``torch.library``, kernels of its own at two dispatcher keys, and removes
+    them on exit (the previous kernels come back):
+
+    * ``AutocastCPU`` for every op of CPU's or CUDA's autocast lists: CPU
+      autocast then follows CUDA's policy, including inside modules
+      implemented in C++ or Python and in activation checkpointing's
+      recomputation (which re-enters autocast);
+    * ``CompositeImplicitAutograd`` of ``scaled_dot_product_attention``: the
+      backend CUDA would pick runs (:func:`sdpa_backend`), through its ATen
+      operator, whose fake kernel allocates what the CUDA kernel returns.
+
+    Process-wide while active: CPU autocast elsewhere in the process follows
+    CUDA's policy meanwhile.
 
     Args:
         capability: the target's compute capability, e.g. ``(9, 0)``.
-        autocast: the dtype of an autocast region to model (``torch.bfloat16``
-            or ``torch.float16``), or ``None``; switched on by :meth:`autocast`.
-        keep: a list the cuBLAS workspaces are appended to (they live as long
-            as the list: the allocator keeps them for the process).
     """
 
-    def __init__(self, capability: tuple[int, int], keep: list[torch.Tensor]) -> None:
-        super().__init__()
+    def __init__(self, capability: tuple[int, int]) -> None:
         self.capability = capability
-        self.keep = keep
-        self.dtype: torch.dtype | None = None
-        self._cache: dict[int, torch.Tensor] = {}
-        self._handles: set[str] = set()
         self.backends: dict[str, int] = {}  # backend -> calls (shown in the estimate's notes)
+        self._cache: dict[int, torch.Tensor] = {}
+        self._lib: Any = None
+
+    # -- registration ---------------------------------------------------------------
+    def __enter__(self) -> CudaPolicy:
+        import warnings
+
+        lib = torch.library.Library("aten", "IMPL")
+        policies = {n: self._lower for n in _LOWER}
+        policies.update({n: self._fp32 for n in _FP32})
+        policies.update({n: self._fp32_opt for n in _FP32_SET_OPT_DTYPE})
+        policies.update({n: self._promote for n in _PROMOTE})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+            for name in _cpu_autocast_ops():
+                base, _, overload = name.partition(".")
+                if base not in policies:  # on CPU's list, not on CUDA's: runs as is
+                    lib.impl(name, _passthrough(_op(base, overload)), "AutocastCPU")
+            for base, policy in policies.items():
+                packet = getattr(torch.ops.aten, base, None)
+                if packet is None:
+                    continue
+                for overload in packet.overloads():
+                    op = getattr(packet, overload)
+                    lib.impl(f"{base}.{overload}" if overload != "default" else base, policy(op), "AutocastCPU")
+            lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
+        self._lib = lib
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._cache.clear()
+        if self._lib is not None:
+            self._lib._destroy()
+            self._lib = None
 
     @contextlib.contextmanager
     def autocast(self, dtype: torch.dtype) -> Iterator[None]:
-        """CUDA autocast for the forward (nesting restores the outer setting)."""
-        outer, self.dtype = self.dtype, dtype
+        """A CUDA autocast region on the fake CPU tensors; weight casts cached
+        within it, as ``torch.autocast`` caches them."""
         try:
-            yield
+            with torch.autocast("cpu", dtype=dtype):
+                yield
         finally:
-            self.dtype = outer
-            if outer is None:
-                self._cache.clear()  # autocast's weight-cast cache ends with the region
+            self._cache.clear()
 
-    def _workspace(self) -> None:
-        thread = "backward" if torch._C._current_autograd_node() is not None else "forward"
-        if thread in self._handles:
-            return
-        self._handles.add(thread)
-        n = workspace_bytes(self.capability) + (LT_WORKSPACE if not self.keep else 0)
-        self.keep.append(torch.empty(n, dtype=torch.uint8))
-
+    # -- policies (autocast_mode.h) ---------------------------------------------------
     def _cast(self, x: Any, dtype: torch.dtype) -> Any:
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dtype == dtype or x.dtype == torch.float64:
+        if isinstance(x, (list, tuple)):
+            return type(x)(self._cast(v, dtype) for v in x)
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dtype in (dtype, torch.float64):
             return x
-        if x.is_leaf and x.requires_grad:  # autocast's cached_cast: a weight is cast once per region
-            hit = self._cache.get(id(x))
+        if x.is_leaf and x.requires_grad and torch._C._current_autograd_node() is None:
+            hit = self._cache.get(id(x))  # cached_cast: a weight is cast once per region
             if hit is None or hit.dtype != dtype:
                 hit = self._cache[id(x)] = x.to(dtype)
             return hit
         return x.to(dtype)
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = dict(kwargs or {})
-        low = self.dtype
-        if low is not None:
-            if func in _LOW:
-                args = tuple(self._cast(a, low) if not isinstance(a, (list, tuple)) else type(a)(self._cast(x, low) for x in a)
-                             for a in args)
-                kwargs = {k: self._cast(v, low) for k, v in kwargs.items()}
-            elif func in _FP32:
-                args = tuple(a.float() if isinstance(a, torch.Tensor) and a.dtype in _LOW_DTYPES else a for a in args)
-                kwargs = {k: v.float() if isinstance(v, torch.Tensor) and v.dtype in _LOW_DTYPES else v for k, v in kwargs.items()}
-            elif func in _FP32_OPT_DTYPE and args and isinstance(args[0], torch.Tensor) and args[0].dtype in _LOW_DTYPES:
-                if kwargs.get("dtype") is None and not (len(args) > 2 and func in (F.softmax, F.log_softmax)):
-                    kwargs["dtype"] = torch.float32
-        if func is F.scaled_dot_product_attention:
-            return self._sdpa(*args, **kwargs)
-        if func in (F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.bmm,
-                    torch.Tensor.mm, torch.Tensor.bmm, torch.baddbmm, torch.addmm, torch.Tensor.addmm, torch.einsum):
-            self._workspace()
-        return func(*args, **kwargs)
+    def _lower(self, op: Any) -> Any:
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            low = torch.get_autocast_dtype("cpu")
+            with _no_autocast():
+                return op(*self._cast(args, low), **{k: self._cast(v, low) for k, v in kwargs.items()})
+        return kernel
 
+    def _fp32(self, op: Any) -> Any:
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            with _no_autocast():
+                return op(*[_up(a) for a in args], **{k: _up(v) for k, v in kwargs.items()})
+        return kernel
+
+    def _fp32_opt(self, op: Any) -> Any:
+        takes_dtype = any(a.name == "dtype" for a in op._schema.arguments)
+
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            with _no_autocast():
+                first = args[0] if args else None
+                if (takes_dtype and isinstance(first, torch.Tensor) and first.dtype in _LOW_DTYPES
+                        and kwargs.get("dtype") is None):
+                    kwargs["dtype"] = torch.float32
+                return op(*args, **kwargs)
+        return kernel
+
+    def _promote(self, op: Any) -> Any:
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            flat = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else [a])
+                    if isinstance(t, torch.Tensor) and t.is_floating_point()]
+            with _no_autocast():
+                if flat:
+                    wide = functools.reduce(torch.promote_types, [t.dtype for t in flat])
+                    args = tuple(self._cast(a, wide) for a in args)
+                    kwargs = {k: self._cast(v, wide) for k, v in kwargs.items()}
+                return op(*args, **kwargs)
+        return kernel
+
+    # -- attention -------------------------------------------------------------------
     def _sdpa(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any = None,
               dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
               enable_gqa: bool = False) -> torch.Tensor:
@@ -200,6 +251,70 @@ class CudaKernels(TorchFunctionMode):
             return torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, bias, grad, dropout_p,
                                                                           is_causal, scale=scale)[0]
         kw: dict[str, Any] = {"attn_mask": attn_mask, "dropout_p": dropout_p, "is_causal": is_causal, "scale": scale}
-        if enable_gqa:
-            kw["enable_gqa"] = True
+        if enable_gqa and key.shape[1] != query.shape[1]:
+            rep = query.shape[1] // key.shape[1]
+            key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
         return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, **kw)[0]
+
+
+def _no_autocast() -> Any:
+    return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU))
+
+
+def _up(x: Any) -> Any:
+    if isinstance(x, (list, tuple)):
+        return type(x)(_up(v) for v in x)
+    return x.float() if isinstance(x, torch.Tensor) and x.dtype in _LOW_DTYPES else x
+
+
+def _op(base: str, overload: str) -> Any:
+    packet = getattr(torch.ops.aten, base)
+    return getattr(packet, overload or "default")
+
+
+def _passthrough(op: Any) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        with _no_autocast():
+            return op(*args, **kwargs)
+    return kernel
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_autocast_ops() -> tuple[str, ...]:
+    """Ops with a CPU autocast kernel in this PyTorch ("base.overload" names)."""
+    names = torch._C._dispatch_get_all_op_names()
+    return tuple(n.split("::", 1)[1] for n in names
+                 if n.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, "AutocastCPU"))
+
+
+_MATMULS = frozenset(getattr(torch.ops.aten, n) for n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "_addmm_activation"))
+
+
+class Workspaces(TorchDispatchMode):
+    """cuBLAS workspaces: the first matrix multiply on a thread (the forward's,
+    then autograd's backward thread) takes one from the caching allocator,
+    which keeps it for the process (``CublasHandlePool.cpp``). A dispatch mode,
+    so that backward's matmuls are seen too.
+
+    Args:
+        capability: the target's compute capability.
+        keep: the list the workspace tensors live in.
+        register: called with each new workspace tensor (the storage tracker's
+            ``add_tensor``: modes above this one do not see tensors made here).
+    """
+
+    def __init__(self, capability: tuple[int, int], keep: list[torch.Tensor], register: Any) -> None:
+        super().__init__()
+        self.capability, self.keep, self.register = capability, keep, register
+        self._threads: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func.overloadpacket in _MATMULS:
+            thread = "backward" if torch._C._current_autograd_node() is not None else "forward"
+            if thread not in self._threads:
+                self._threads.add(thread)
+                n = workspace_bytes(self.capability) + (LT_WORKSPACE if not self.keep else 0)
+                ws = torch.empty(n, dtype=torch.uint8)
+                self.keep.append(ws)
+                self.register(ws)
+        return func(*args, **(kwargs or {}))

@@ -31,8 +31,8 @@ import torch
 
 from ._allocator import replay, round_size
 from ._breakdown import StepReport
-from ._cuda_model import CUDA_CONTEXT, CudaKernels
-from ._fake import fake_batch, fake_model, fake_optimizer, new_mode, resize_batch
+from ._cuda_model import CUDA_CONTEXT, CudaPolicy, Workspaces
+from ._fake import KernelFixes, fake_batch, fake_model, fake_optimizer, new_mode, resize_batch
 from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
 from ._plan import StepPlan
 from ._render import Table
@@ -287,7 +287,8 @@ def estimate(
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
     keep: list[torch.Tensor] = []
-    kernels = CudaKernels(tgt.capability, keep) if tgt is not None else None
+    kernels = CudaPolicy(tgt.capability) if tgt is not None else None
+    workspaces = Workspaces(tgt.capability, keep, tracker.add_tensor) if tgt is not None else None
     plan = StepPlan(fmodel, [fbatch], loss_fn or default_loss, fopt, torch.device("cpu"), set_to_none=set_to_none,
                     user_optimizer=fopt, modelled=device if device == "cuda" else None, tracker=tracker,
                     autocast=kernels.autocast if kernels is not None else None,
@@ -295,7 +296,8 @@ def estimate(
     results = []
     offsets = []
     err: BaseException | None = None
-    with mode, (kernels if kernels is not None else contextlib.nullcontext()), \
+    with mode, KernelFixes(), (workspaces if workspaces is not None else contextlib.nullcontext()), \
+            (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
         for t in _start_tensors(fmodel, fbatch, fopt):
             tracker.add_tensor(t)

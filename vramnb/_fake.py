@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["new_mode", "fake_like", "fake_model", "fake_batch", "fake_optimizer", "resize_batch"]
+__all__ = ["KernelFixes", "new_mode", "fake_like", "fake_model", "fake_batch", "fake_optimizer", "resize_batch"]
 
 
 def new_mode() -> FakeTensorMode:
@@ -129,3 +130,23 @@ def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tens
                                    for k, v in st.items()}
     fo.state = state
     return fo
+
+
+_BATCH_NORMS = frozenset(getattr(torch.ops.aten, n) for n in ("native_batch_norm", "_native_batch_norm_legit")
+                         if hasattr(torch.ops.aten, n))
+
+
+class KernelFixes(TorchDispatchMode):
+    """Where a fake (meta) kernel allocates other than the real kernels, make it
+    allocate what they do. Known case: batch norm on 16-bit input saves its
+    mean and inverse std in fp32 on CPU and CUDA, the meta kernel in the input's
+    dtype (PyTorch 2.4-2.13)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket in _BATCH_NORMS and isinstance(out, tuple) and len(out) == 3:
+            y, mean, invstd = out
+            if mean.dtype in (torch.float16, torch.bfloat16) and mean.numel():
+                mean, invstd = mean.float(), invstd.float()  # in fp32, as the device kernels return them
+                out = (y, mean, invstd)
+        return out

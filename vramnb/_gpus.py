@@ -69,4 +69,6 @@ def gpu_memory(target: str | int) -> int:
     try:
         return parse_size(text)
     except ValueError:
+        if text[:1].isdigit() or text[:1] in "-+.":
+            raise  # a size, but not a valid one: parse_size says why
         raise ValueError(f"unknown GPU {target!r}; known: {', '.join(GPUS)}; or give a size such as '24GiB'") from None

@@ -54,28 +54,47 @@ class Panel:
         self.runs: list[dict[str, Any]] = []
         self._busy = False
         self.controls: dict[str, Any] = {}
-        style = {"description_width": "150px"}
-        layout = w.Layout(width="340px")
+        # each control: its label above its menu, in a grid that fills the notebook's width
+        style = {"description_width": "initial"}
+        cell = dict(width="auto", flex_flow="column", align_items="stretch")
         for name, tech in REGISTRY.items():
             if len(tech.choices) < 2:
                 continue  # nothing to choose (e.g. "blocks": give it in a Recipe)
-            self.controls[name] = w.Dropdown(options=[(_label(c), c) for c in tech.choices], value=tech.default(),
-                                             description=tech.label, style=style, layout=layout,
-                                             tooltip=tech.description)
+            ctl = w.Dropdown(options=[(_label(c), c) for c in tech.choices], index=tech.choices.index(tech.default()),
+                             description=tech.label, description_allow_html=False, style=style,
+                             layout=w.Layout(**cell), tooltip=tech.description)
+            if None in tech.choices:  # ipywidgets shows value None as an empty menu: show "as given"
+                ctl.observe(lambda c, ctl=ctl, i=tech.choices.index(None): setattr(ctl, "index", i) if c["new"] is None else None,
+                            names="index")
+            ctl.add_class("vramnb-control")
+            ctl.add_class(f"vramnb-control-{name}")
+            self.controls[name] = ctl
         self.target = w.Combobox(options=list(GPUS), value=str(target), description="what fits on",
-                                 placeholder="a card, or a size like 24GiB", ensure_option=False, style=style, layout=layout)
-        self.button = w.Button(description="Run step", button_style="primary", icon="play")
-        self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="120px", visibility="hidden"))
-        self.status = w.HTML(value=self._status_text(f"ready · measured by {self._method()}"))
-        self.breakdown_out = w.Output()
+                                 placeholder="a card, or a size like 24GiB", ensure_option=False, style=style,
+                                 layout=w.Layout(**cell))
+        self.target.add_class("vramnb-control")
+        self.button = w.Button(description="Run step", button_style="primary", icon="play",
+                               tooltip="profile one training step under these settings (the model is restored after)")
+        self.status = w.HTML(value=self._status_text(f"ready · measured by the {self._method()}"),
+                             layout=w.Layout(flex="1 1 auto", margin="0 0 0 12px"))
+        self.status.add_class("vramnb-status")
+        # the two charts side by side where the notebook is wide enough, else one above the other
+        self.breakdown_out = w.Output(layout=w.Layout(margin="0 16px 0 0"))
         self.compare_out = w.Output()
+        for out in (self.breakdown_out, self.compare_out):
+            out.add_class("vramnb-chart")
         self.table = w.HTML()
         self.button.on_click(lambda _b: self.run())
         self.target.observe(lambda _c: self._refresh_table(), names="value")
-        controls = w.VBox(list(self.controls.values()) + [self.target, w.HBox([self.button, self.progress])])
-        plots = w.HBox([self.breakdown_out, self.compare_out])
-        self.widget = w.VBox([w.HTML(f"<b>vramnb panel</b> · {html.escape(type(model).__name__)} on {self.device}"),
-                              controls, self.status, plots, self.table])
+        grid = w.GridBox(list(self.controls.values()) + [self.target],
+                         layout=w.Layout(grid_template_columns="repeat(auto-fill, minmax(230px, 1fr))",
+                                         grid_gap="0 12px", width="100%"))
+        actions = w.HBox([self.button, self.status], layout=w.Layout(align_items="center", margin="6px 0"))
+        plots = w.HBox([self.breakdown_out, self.compare_out], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
+        title = w.HTML(f"<b>vramnb panel</b> · {html.escape(type(model).__name__)} on {self.device}")
+        self.widget = w.VBox([title, grid, actions, plots, self.table])
+        self.widget.add_class("vramnb-panel")
+        self._refresh_table()
 
     # -- state ---------------------------------------------------------------
     def _method(self) -> str:
@@ -105,9 +124,7 @@ class Panel:
             return None
         self._busy = True
         self.button.disabled = True
-        self.progress.layout.visibility = "visible"
-        self.progress.bar_style = "info"
-        self.progress.value = 0
+        self.button.description, self.button.icon = "Running…", "spinner spin"
         recipe = self.recipe()
         self.status.value = self._status_text(f"running: {recipe.describe()} …")
         record: dict[str, Any] = {"recipe": recipe, "description": recipe.describe(), "report": None, "error": None}
@@ -131,8 +148,7 @@ class Panel:
         finally:
             record["wall_time"] = time.perf_counter() - t0
             self.runs.append(record)
-            self.progress.value = 1
-            self.progress.layout.visibility = "hidden"
+            self.button.description, self.button.icon = "Run step", "play"
             self.button.disabled = False
             self._busy = False
         self._draw(record)
