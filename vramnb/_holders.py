@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ._render import Rendered, Table
-from ._tracker import storages_of_tensor
+from ._tracker import graph_tensors, storages_of_tensor
 from ._units import format_bytes
 
 __all__ = ["Holder", "HoldersReport", "storages_held", "find_holders"]
@@ -46,8 +46,9 @@ def _on_device(st: torch.UntypedStorage, device: torch.device) -> bool:
 def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH) -> dict[int, int]:
     """``{storage key: bytes}`` of the storages on ``device`` that ``obj`` keeps alive.
 
-    Follows tensors (a leaf tensor's ``.grad``, the parts of sparse tensors and
-    of wrapper subclasses), ``nn.Module`` parameters, buffers and gradients,
+    Follows tensors (a leaf tensor's ``.grad``, the tensors saved for backward
+    in the autograd graph of a result that requires grad, the parts of sparse
+    tensors and of wrapper subclasses), ``nn.Module`` parameters, buffers and gradients,
     ``torch.optim.Optimizer`` state and parameters, dicts, lists, tuples and
     sets, and the ``__dict__`` of plain objects, up to ``depth`` levels of
     nesting. Fake and meta tensors hold no device memory and are skipped.
@@ -70,6 +71,8 @@ def _tensors(obj: Any, depth: int, seen: set[int]) -> Iterator[torch.Tensor]:
             g = obj.grad if obj.is_leaf else None
             if g is not None:
                 yield g
+            if obj.grad_fn is not None:  # a result that requires grad keeps its graph's saved tensors alive
+                yield from graph_tensors(obj.grad_fn, seen, grads=False)
             return
         if isinstance(obj, torch.nn.Module):
             for p in obj.parameters():

@@ -1,0 +1,44 @@
+"""What a name holds: a result that requires grad keeps its autograd graph alive."""
+
+from __future__ import annotations
+
+import torch
+
+from vramnb._holders import find_holders, storages_held
+
+CPU = torch.device("cpu")
+
+
+def _key(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+def test_a_result_holds_the_tensors_saved_in_its_graph() -> None:
+    lin = torch.nn.Linear(256, 256)
+    x = torch.randn(64, 256)
+    hidden = torch.tanh(lin(x))  # tanh saves its output for backward; the matmul saves x (for the weight's gradient)
+    loss = hidden.sum()
+    key = _key(hidden)
+    del hidden  # now only the graph of `loss` keeps it alive
+    held = storages_held(loss, CPU)
+    assert held[key] == 64 * 256 * 4
+    assert _key(x) in held
+    loss.backward()  # frees the saved tensors
+    assert key not in storages_held(loss, CPU)
+
+
+def test_a_list_of_losses_is_named_as_the_holder_of_their_graphs() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 1))
+    losses = [model(torch.randn(256, 128)).mean() for _ in range(3)]  # no backward, no no_grad: three graphs
+    rows = {h.name: h for h in find_holders({"model": model, "losses": losses}, CPU)}
+    saved_per_graph = 256 * 512 * 4  # at least the ReLU output of each forward
+    assert rows["losses"].unique >= 3 * saved_per_graph
+    assert rows["model"].unique == sum(p.numel() * 4 for p in model.parameters())  # parameters claimed by the model
+
+
+def test_no_grad_results_and_leaves_hold_only_themselves() -> None:
+    lin = torch.nn.Linear(64, 64)
+    with torch.no_grad():
+        out = lin(torch.randn(8, 64))
+    assert storages_held(out, CPU) == {_key(out): 8 * 64 * 4}
+    assert set(storages_held(lin.weight, CPU)) == {_key(lin.weight)}
