@@ -61,6 +61,20 @@ def _figure(width: float, height: float) -> Any:
     return _FIGURE_CLASS(figsize=(width, height), dpi=100, facecolor="white", layout="constrained")
 
 
+def _title(*parts: object, width: float, fontsize: float = 10) -> str:
+    """Join ``parts`` with " · ", breaking the line between parts where the text
+    would be wider than a figure ``width`` inches wide (a title wider than its
+    figure is cut off at both ends; long recipe labels made such titles)."""
+    per_line = max(20, int(width * 72 / (fontsize * 0.62)))  # average character about 0.62 em
+    lines: list[str] = []
+    for part in map(str, parts):
+        if lines and len(lines[-1]) + 3 + len(part) <= per_line:
+            lines[-1] += " · " + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
 def _used_sources(breakdowns: Sequence[Breakdown]) -> list[str]:
     return [s for s in SOURCES if any(b.sources.get(s, 0) for b in breakdowns)]
 
@@ -103,7 +117,7 @@ def plot_breakdown(report: StepReport, step: int | str = -1) -> Any:
     ax = fig.add_subplot()
     _stack(ax, [_SHORT.get(n, n) for n, _ in items], bds, scale, highlight=len(items) - 1)
     ax.set_ylabel(f"allocated ({unit})")
-    ax.set_title(f"Where the memory goes · {s.kind} · {report.label} · {report.device}", fontsize=10)
+    ax.set_title(_title("Where the memory goes", s.kind, *report.label.split(" · "), report.device, width=5.8), fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False, reverse=True)
     return fig
 
@@ -154,7 +168,7 @@ def plot_timeline(report: StepReport) -> Any:
         ax.grid(axis="y", alpha=0.3)
         ax.set_ylim(0, top / scale * 1.15)
     axes[0].set_ylabel(f"allocated ({unit})")
-    fig.suptitle(f"Allocated memory over the step · {report.label} · {report.device}", fontsize=10)
+    fig.suptitle(_title("Allocated memory over the step", *report.label.split(" · "), report.device, width=7.5), fontsize=10)
     return fig
 
 
@@ -188,7 +202,8 @@ def plot_sources(report: StepReport, step: int | str = -1) -> Any:
     ax.set_xlabel("allocation events")
     ax.set_ylabel(f"allocated ({unit})")
     ax.set_ylim(0, top / scale * 1.1)
-    ax.set_title(f"Allocated memory by source · {s.kind} · {report.label} · {report.device}", fontsize=10, pad=14)
+    ax.set_title(_title("Allocated memory by source", s.kind, *report.label.split(" · "), report.device, width=5.8),
+                 fontsize=10, pad=14)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False, reverse=True)
     return fig
 
