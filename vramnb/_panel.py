@@ -29,6 +29,8 @@ from .techniques import REGISTRY, Recipe, Unavailable
 __all__ = ["Panel", "panel"]
 
 _CONTEXT_ESTIMATE = 512 << 20  # CUDA context + libraries when not measured (bytes)
+# fits / does not fit and failures: the theme's own colours in JupyterLab (legible in light and dark), else fixed ones
+_GREEN, _RED = "var(--jp-success-color1, #2e7d32)", "var(--jp-error-color1, #c62828)"
 
 
 def _label(value: Any) -> str:
@@ -55,24 +57,21 @@ class Panel:
         self._busy = False
         self.controls: dict[str, Any] = {}
         # each control: its label above its menu, in a grid that fills the notebook's width
-        style = {"description_width": "initial"}
-        cell = dict(width="auto", flex_flow="column", align_items="stretch")
+        cells = []
         for name, tech in REGISTRY.items():
             if len(tech.choices) < 2:
                 continue  # nothing to choose (e.g. "blocks": give it in a Recipe)
             ctl = w.Dropdown(options=[(_label(c), c) for c in tech.choices], index=tech.choices.index(tech.default()),
-                             description=tech.label, description_allow_html=False, style=style,
-                             layout=w.Layout(**cell), tooltip=tech.description)
+                             tooltip=tech.description, layout=w.Layout(width="auto"))
             if None in tech.choices:  # ipywidgets shows value None as an empty menu: show "as given"
                 ctl.observe(lambda c, ctl=ctl, i=tech.choices.index(None): setattr(ctl, "index", i) if c["new"] is None else None,
                             names="index")
-            ctl.add_class("vramnb-control")
-            ctl.add_class(f"vramnb-control-{name}")
             self.controls[name] = ctl
-        self.target = w.Combobox(options=list(GPUS), value=str(target), description="what fits on",
-                                 placeholder="a card, or a size like 24GiB", ensure_option=False, style=style,
-                                 layout=w.Layout(**cell))
-        self.target.add_class("vramnb-control")
+            cells.append(self._labelled(w, name, tech.label, tech.description, ctl))
+        self.target = w.Combobox(options=list(GPUS), value=str(target), placeholder="a card, or a size like 24GiB",
+                                 ensure_option=False, layout=w.Layout(width="auto"))
+        cells.append(self._labelled(w, "target", "what fits on", "a GPU from the list, or a size such as 24GiB",
+                                    self.target))
         self.button = w.Button(description="Run step", button_style="primary", icon="play",
                                tooltip="profile one training step under these settings (the model is restored after)")
         self.status = w.HTML(value=self._status_text(f"ready · measured by the {self._method()}"),
@@ -83,18 +82,28 @@ class Panel:
         self.compare_out = w.Output()
         for out in (self.breakdown_out, self.compare_out):
             out.add_class("vramnb-chart")
-        self.table = w.HTML()
+        self.table = w.HTML(layout=w.Layout(overflow="auto"))  # a narrow notebook scrolls the table sideways
         self.button.on_click(lambda _b: self.run())
         self.target.observe(lambda _c: self._refresh_table(), names="value")
-        grid = w.GridBox(list(self.controls.values()) + [self.target],
-                         layout=w.Layout(grid_template_columns="repeat(auto-fill, minmax(230px, 1fr))",
-                                         grid_gap="0 12px", width="100%"))
+        grid = w.GridBox(cells,
+                         layout=w.Layout(grid_template_columns="repeat(auto-fill, minmax(180px, 1fr))",
+                                         grid_gap="0 12px", align_items="flex-end", width="100%"))  # menus in line when a label wraps
         actions = w.HBox([self.button, self.status], layout=w.Layout(align_items="center", margin="6px 0"))
         plots = w.HBox([self.breakdown_out, self.compare_out], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
         title = w.HTML(f"<b>vramnb panel</b> · {html.escape(type(model).__name__)} on {self.device}")
-        self.widget = w.VBox([title, grid, actions, plots, self.table])
+        self.widget = w.VBox([title, grid, actions, self.table, plots])
         self.widget.add_class("vramnb-panel")
         self._refresh_table()
+
+    @staticmethod
+    def _labelled(w: Any, name: str, label: str, tooltip: str, control: Any) -> Any:
+        """A control with its label above it (long labels wrap instead of being cut)."""
+        head = w.HTML(f"<div title='{html.escape(tooltip, quote=True)}' style='font-size:12px;line-height:1.3;"
+                      f"opacity:0.85;padding-top:4px'>{html.escape(label)}</div>", layout=w.Layout(height="auto"))
+        box = w.VBox([head, control], layout=w.Layout(min_width="0"))
+        box.add_class("vramnb-control")
+        box.add_class(f"vramnb-control-{name}")
+        return box
 
     # -- state ---------------------------------------------------------------
     def _method(self) -> str:
@@ -102,8 +111,8 @@ class Panel:
 
     @staticmethod
     def _status_text(text: str, error: bool = False) -> str:
-        color = "#c62828" if error else "inherit"
-        return f'<span style="color:{color}">{html.escape(text)}</span>'
+        color = _RED if error else "inherit"
+        return f'<div style="color:{color};line-height:1.4">{html.escape(text)}</div>'
 
     def recipe(self) -> Recipe:
         """The recipe the controls describe now."""
@@ -225,32 +234,60 @@ class Panel:
     def _rows(self) -> list[list[str]]:
         rows = []
         for rec in self.results:
-            fits = rec["fits"]
-            margin = "" if rec["margin"] is None else format_delta(rec["margin"])
+            fits, margin = rec["fits"], rec["margin"]
+            if fits == "fits":
+                fit = f"fits, {format_bytes(margin)} to spare"
+            elif fits:
+                fit = f"does not fit, {format_bytes(-margin)} over"
+            else:
+                fit = ""
             rows.append([
                 rec["recipe"],
                 "—" if rec["peak_allocated"] is None else format_bytes(rec["peak_allocated"]),
                 "" if rec["delta_vs_first"] is None else format_delta(rec["delta_vs_first"]),
                 "" if rec["step_time"] is None else format_seconds(rec["step_time"]),
-                f"{fits} ({margin})" if fits else "",
+                fit,
                 rec["error"] or "",
             ])
         return rows
 
     def _refresh_table(self) -> None:
-        head = ["recipe", "peak", "Δ vs first run", "step time", f"on {self.target.value}", "error"]
-        cells = "".join(f"<th style='text-align:left;padding:2px 8px'>{html.escape(h)}</th>" for h in head)
+        """Redraw the runs table (newest first; a failed run's error on a line of
+        its own under it) and the note under the table."""
+        head = ["recipe", "peak", "Δ vs first run", "step time", f"on {self.target.value}"]
+        numeric = {1, 2, 3}
+
+        def cell(tag: str, i: int, text: str, color: str = "inherit") -> str:
+            align = "right" if i in numeric else "left"
+            wrap = "white-space:normal;min-width:160px" if i == 0 else "white-space:nowrap"
+            return (f"<{tag} style='text-align:{align};padding:3px 10px;{wrap};color:{color}'>"
+                    f"{html.escape(text)}</{tag}>")
+
+        thead = "".join(cell("th", i, h) for i, h in enumerate(head))
         body = []
-        for row in self._rows():
-            color = "#2e7d32" if row[4].startswith("fits") else "#c62828" if row[4] else "inherit"
-            tds = [f"<td style='padding:2px 8px'>{html.escape(c)}</td>" for c in row]
-            tds[4] = f"<td style='padding:2px 8px;color:{color}'>{html.escape(row[4])}</td>"
-            body.append("<tr>" + "".join(tds) + "</tr>")
+        for rec, row in zip(self.results, self._rows()):
+            tds = "".join(cell("td", i, row[i], (_GREEN if row[4].startswith("fits") else _RED) if i == 4 else "inherit")
+                          for i in range(len(head)))
+            body.append(f"<tr class='vramnb-run' style='border-top:1px solid rgba(128,128,128,0.3)'>{tds}</tr>")
+            if rec["error"]:
+                what = "not run" if rec["peak_allocated"] is None else "failed (peak: at the failure)"
+                text = html.escape(f"{what}: {rec['error']}")
+                body.append(f"<tr class='vramnb-run-error'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
+                            f"color:{_RED};white-space:normal'>{text}</td></tr>")
+        if not body:
+            body.append(f"<tr><td colspan='{len(head)}' style='padding:3px 10px;opacity:0.7'>"
+                        "no runs yet: press Run step</td></tr>")
         target = self.target_bytes()
-        note = (f"fits: steady-state peak + {'measured non-PyTorch memory' if self.device.type == 'cuda' else 'about 512 MiB of CUDA context'}"
-                f" within {format_bytes(target)}" if target else "type a card name or a size such as 24GiB")
-        self.table.value = (f"<table style='border-collapse:collapse;font-size:12px'><tr>{cells}</tr>{''.join(body)}</table>"
-                            f"<div style='font-size:11px;opacity:0.8'>{html.escape(note)} · measured by the {self._method()}</div>")
+        context = "measured non-PyTorch memory" if self.device.type == "cuda" else "about 512 MiB of CUDA context"
+        note = (f"fits: steady-state peak + {context} within {format_bytes(target)}" if target
+                else "type a card name or a size such as 24GiB")
+        self.table.value = (
+            "<table class='vramnb-runs' style='border-collapse:collapse;font-size:12px;"
+            "line-height:1.4;font-variant-numeric:tabular-nums;margin:4px 0'>"
+            f"<thead><tr style='border-bottom:1px solid rgba(128,128,128,0.6)'>{thead}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>"
+            f"<div style='font-size:11px;line-height:1.4;opacity:0.75'>{html.escape(note)} · "
+            f"measured by the {self._method()}</div>")
 
     def __repr__(self) -> str:
         lines = [f"vramnb panel · {type(self.model).__name__} on {self.device} · {len(self.runs)} run(s)"]
