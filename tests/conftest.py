@@ -53,3 +53,8 @@ def run(shell, cell):  # type: ignore[no-untyped-def]
     with capture_output() as cap:
         result = shell.run_cell(cell, store_history=True)
     return result, cap
+
+
+# tests/browser/ holds the notebook that tests/test_browser.py opens in JupyterLab;
+# it is not a tutorial for nbval to check.
+collect_ignore_glob = ["browser/*.ipynb"]
