@@ -46,26 +46,30 @@ RECIPES = {
 
 
 def archs(device, small=False):
-    """name -> make() returning (model, batch, loss_fn) on ``device``."""
+    """name -> make() returning (model, batch, loss_fn) on ``device`` (built there,
+    under ``torch.device``: works on ``meta`` and under FakeTensorMode too)."""
     from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     def tiny(n):
         return max(1, n // 8) if small else n
 
     def gpt2():
-        m = GPT2LMHeadModel(GPT2Config(n_layer=tiny(12))).to(device)
+        with torch.device(device):
+            m = GPT2LMHeadModel(GPT2Config(n_layer=tiny(12)))
         ids = torch.randint(0, 50257, (8, tiny(1024)), device=device)
         return m, {"input_ids": ids, "labels": ids}, None
 
     def bert():
-        m = BertForMaskedLM(BertConfig(num_hidden_layers=tiny(12))).to(device)
+        with torch.device(device):
+            m = BertForMaskedLM(BertConfig(num_hidden_layers=tiny(12)))
         ids = torch.randint(0, 30522, (16, tiny(512)), device=device)
         return m, {"input_ids": ids, "labels": ids}, None
 
     def llama():
         cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=tiny(8), num_attention_heads=16,
                           num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
-        m = LlamaForCausalLM(cfg).to(device)
+        with torch.device(device):
+            m = LlamaForCausalLM(cfg)
         ids = torch.randint(0, 32000, (8, tiny(1024)), device=device)
         return m, {"input_ids": ids, "labels": ids}, None
 
@@ -74,7 +78,8 @@ def archs(device, small=False):
 
     def vision(ctor, batch=32):
         def make():
-            m = ctor(num_classes=1000).to(device)
+            with torch.device(device):
+                m = ctor(num_classes=1000)
             x = torch.randn(tiny(batch), 3, 224, 224, device=device)
             y = torch.randint(0, 1000, (tiny(batch),), device=device)
             return m, (x, y), ce
@@ -91,12 +96,14 @@ def archs(device, small=False):
             return self.head(self.rnn(self.emb(ids))[0])
 
     def lstm():
-        m = LSTMLM().to(device)
+        with torch.device(device):
+            m = LSTMLM()
         ids = torch.randint(0, 32000, (tiny(32), 256), device=device)
         return m, ids, lambda mm, b: nn.functional.cross_entropy(mm(b).flatten(0, 1), b.flatten())
 
     def mlp():
-        m = nn.Sequential(nn.Linear(4096, 8192), nn.GELU(), nn.Linear(8192, 8192), nn.GELU(), nn.Linear(8192, 1000)).to(device)
+        with torch.device(device):
+            m = nn.Sequential(nn.Linear(4096, 8192), nn.GELU(), nn.Linear(8192, 8192), nn.GELU(), nn.Linear(8192, 1000))
         x = torch.randn(tiny(512), 4096, device=device)
         y = torch.randint(0, 1000, (tiny(512),), device=device)
         return m, (x, y), ce
@@ -155,6 +162,7 @@ def real_run(make, recipe):
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     torch.manual_seed(0)
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=4_000_000)
     model, batch, loss_fn = make()
     plan = make_plan(model, batch, loss_fn, recipe)
     peaks = []
@@ -175,12 +183,33 @@ def real_run(make, recipe):
     elapsed = time.perf_counter() - t0
     free, total = torch.cuda.mem_get_info()
     non_pytorch = (total - free) - torch.cuda.memory_reserved()
+    replayed = _replay_trace()
     plan.run_undo()
     del model, batch, plan
     gc.collect()
     torch.cuda.empty_cache()
     return {"first_peak": peaks[0], "steady_peak": peaks[1], "max_reserved": max_reserved[0],
-            "non_pytorch": non_pytorch, "device_memory": max_reserved[0] + non_pytorch, "step_seconds": elapsed / 2}
+            "non_pytorch": non_pytorch, "device_memory": max_reserved[0] + non_pytorch, "step_seconds": elapsed / 2,
+            "replayed_max_reserved": replayed}
+
+
+def _replay_trace():
+    """The real run's own allocations and frees (the allocator's trace) replayed
+    through vramnb's allocator model: the model's error alone, apart from the
+    estimate's event sequence."""
+    from vramnb._allocator import replay
+
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    events, sizes = [], {}
+    for e in snap["device_traces"][0]:
+        if e["action"] == "alloc":
+            sizes[e["addr"]] = e["size"]
+            events.append((e["addr"], 0, e["size"]))
+        elif e["action"] == "free_completed" and e["addr"] in sizes:
+            events.append((e["addr"], sizes.pop(e["addr"]), 0))
+    r = replay(events)
+    return max(r.reserved) if r.reserved else None
 
 
 def our_estimate(name, small, recipe, target="H200"):
@@ -209,7 +238,7 @@ def memtracker_fake(make_for, device, recipe):
         mt = MemTracker()
         mt.track_external(model, plan.optimizer)
         with mt:
-            run_plan_steps(plan, 2)
+            run_plan_steps(plan, 2, lambda i, when: mt.reset_mod_stats() if when == "after" else None)
         snap = mt.get_tracker_snapshot("peak")
         plan.run_undo()
     dev = [d for d in snap if getattr(d, "type", str(d)) == device or str(d).startswith(device)]
@@ -365,9 +394,13 @@ def bench_batch_search(args, out):
     s = vramnb.max_batch_size(model, {"input_ids": ids, "labels": ids}, None, lambda p: torch.optim.AdamW(p),
                               target=card + CUDA_CONTEXT["H200"], recipe=recipe, progress=False)
     t_search = time.perf_counter() - t0
+    t1 = time.perf_counter()
     ok = trial(s.batch_size, model, None)
+    t_verify = time.perf_counter() - t1
+    above = trial(s.batch_size + 1, model, None)  # is one more really out of reach? (not part of the search)
     ours = {"batch_size": s.batch_size, "estimates": len(s.tried), "ooms": 0, "seconds_search": t_search,
-            "verification_fits": ok, "seconds_with_verification": time.perf_counter() - t0,
+            "verification_fits": ok, "one_more_fits": above, "tried": s.tried,
+            "seconds_with_verification": t_search + t_verify,
             "error_vs_truth": rel(s.batch_size, truth["batch_size"])}
     print("vramnb.max_batch_size:", ours, flush=True)
     res = {"card_bytes": card, "seq": seq, "truth": truth, "vramnb": ours}
@@ -381,7 +414,7 @@ def bench_batch_search(args, out):
             counts["trials"] += 1
             if not trial(batch_size, model, None):
                 counts["ooms"] += 1
-                raise torch.OutOfMemoryError("CUDA out of memory (trial)")
+                raise torch.OutOfMemoryError("CUDA out of memory. (a trial of this benchmark)")
             return batch_size
 
         t0 = time.perf_counter()
@@ -408,10 +441,12 @@ def main() -> int:
         estimates_only(args)
         return 0
     out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d")}
-    if "archs" not in args.skip:
-        bench_archs(args, out)
     if "batch" not in args.skip:
         bench_batch_search(args, out)
+        if args.out:
+            json.dump(out, open(args.out, "w"), indent=1, default=str)
+    if "archs" not in args.skip:
+        bench_archs(args, out)
     if args.out:
         json.dump(out, open(args.out, "w"), indent=1, default=str)
     return 0

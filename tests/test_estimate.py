@@ -203,3 +203,30 @@ def test_capacity_releases_cache_then_reports_oom():
     b = m.malloc(100)
     m.free(b)
     assert m.allocated == 0 and m.reserved == SMALL_BUFFER
+
+
+def test_warm_optimizer_makes_one_step_steady():
+    model, batch, loss_fn = _mlp()
+    e = vramnb.estimate(model, batch, loss_fn, lambda p: torch.optim.Adam(p), device="cpu", steps=1, warm_optimizer=True)
+    n_param = sum(p.numel() * 4 for p in model.parameters())
+    assert e.steps[0].kind == "steady state"
+    assert e.steps[0].mark("start").sources["optimizer state"] == 2 * n_param + 4 * len(list(model.parameters()))
+
+
+@pytest.mark.cuda
+def test_estimate_matches_a_real_cuda_step():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    for recipe in ({}, {"precision": "bf16"}):
+        torch.cuda.empty_cache()
+        model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_positions=512)).cuda()
+        ids = torch.randint(0, 50257, (4, 512), device="cuda")
+        batch = {"input_ids": ids, "labels": ids}
+        opt = torch.optim.AdamW(model.parameters())
+        est = vramnb.estimate(model, batch, None, opt, recipe=recipe or None)
+        real = vramnb.profile_step(model, batch, None, opt, recipe=recipe or None, module_depth=None)
+        err = (est.steady.peak.allocated - real.steady.peak.allocated) / real.steady.peak.allocated
+        assert abs(err) < 0.03, (recipe, err)
+        del model, opt, batch, ids

@@ -108,24 +108,25 @@ def max_batch_size(
     bar = _bar(progress)
 
     def est(n: int) -> Estimate:
-        if n not in cache:
+        key = n
+        if key not in cache:
             e = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, batch_size=n,
                          margin=margin, expandable_segments=expandable_segments)
             if e.fits is None:
                 raise ValueError("max_batch_size needs a target with a size (a GPU name or a size such as '24GiB')")
-            cache[n] = e
+            cache[key] = e
             tried.append((n, bool(e.fits), e.device_memory or 0))
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(f"batch {n}: {'fits' if e.fits else 'too big'}")
-        return cache[n]
+        return cache[key]
 
     try:
         good, bad = _search(est, min(start, limit), limit)
+        best = est(max(good, 1))
     finally:
         if bar is not None:
             bar.close()
-    best = est(good) if good else est(1)
     result = BatchSearch(good, best, tried, time.perf_counter() - t0)
     if verify and good and torch.cuda.is_available() and isinstance(model, torch.nn.Module):
         result.verified = _verify(model, batch, loss_fn, optimizer, recipe, good)
@@ -134,56 +135,60 @@ def max_batch_size(
 
 
 def _search(est: Callable[[int], Estimate], n0: int, limit: int) -> tuple[int, int]:
-    """``(largest size that fits or 0, smallest that does not or limit + 1)``."""
+    """``(largest size that fits or 0, smallest that does not or limit + 1)``.
+
+    Peak allocated memory is close to affine in the batch size, so the first
+    estimate's per-example memory (its activations, temporaries and batch)
+    and then the line through two estimates predict where the card is full;
+    the search then steps by one across the boundary, or bisects a wide
+    bracket."""
     good, bad = 0, limit + 1
-    n = max(1, n0)
     pts: list[tuple[int, int]] = []
-    width = None
+    n = max(1, min(n0, limit))
+    stride = 1  # galloping up while no size is known not to fit
     while bad - good > 1:
         e = est(n)
-        pts.append((n, e.peak_allocated))
         if e.fits:
             good = max(good, n)
         else:
             bad = min(bad, n)
         if bad - good <= 1:
             break
-        if width is not None and bad <= limit and bad - good > width // 2:
-            n = (good + bad) // 2  # the line did not halve the bracket (the allocator's steps): bisect
-        else:
-            n = _next(pts, e, good, bad, limit)
-        width = bad - good if bad <= limit else None
+        pts.append((n, e.demand or 0))
+        guess = _model_guess(pts, e)
+        tried = {m for m, _ in pts}
+        if guess is None or guess in tried or not good < guess < bad:
+            # the line is spent (or bent by the allocator's steps): walk across the
+            # boundary when it is near, else double or bisect
+            if bad - good <= 4:
+                guess = good + 1 if e.fits else bad - 1
+            elif bad > limit:
+                guess = good + stride if len(pts) >= 2 else good * 2
+                stride *= 2
+            else:
+                guess = (good + bad) // 2
+        n = max(good + 1, min(guess, bad - 1, limit))
     return good, bad
 
 
-def _next(pts: list[tuple[int, int]], e: Estimate, good: int, bad: int, limit: int) -> int:
-    """The next size to try: where the line through the last two estimates' peak
-    allocated meets the capacity left after the latest estimate's overhead
-    (reserved beyond allocated, CUDA context); else double or bisect."""
-    cap = e.target.memory * (1 - e.margin) if e.target is not None and e.target.memory else 0
-    cap -= (e.device_memory or 0) - e.peak_allocated
-    guess = None
-    if len(pts) >= 2 and pts[-1][1] != pts[-2][1]:
+def _model_guess(pts: list[tuple[int, int]], e: Estimate) -> int | None:
+    """Where the device memory the steps demand reaches the card (less margin):
+    on the line through the last two estimates, or, after one, from the
+    memory per example (activations, temporaries and batch at the fullest phase)."""
+    if e.target is None or not e.target.memory:
+        return None
+    room = e.target.memory * (1 - e.margin)
+    if len(pts) >= 2 and pts[-1][0] != pts[-2][0] and pts[-1][1] != pts[-2][1]:
         (n1, m1), (n2, m2) = pts[-2], pts[-1]
-        if n1 != n2 and m2 != m1:
-            slope = (m2 - m1) / (n2 - n1)
-            if slope > 0:
-                guess = int(n2 + (cap - m2) / slope)
-    elif pts:
-        # one estimate: what grows with the batch (its activations, temporaries and
-        # the batch itself) gives the slope
-        n1, m1 = pts[-1]
-        src = e.steady.peak.sources
-        per = (src.get("activations", 0) + src.get("temporaries", 0) + src.get("input batch", 0)) / n1
-        if per > 0:
-            guess = int(n1 + (cap - m1) / per)
-    if guess is None:
-        guess = good * 2 if bad > limit else (good + bad) // 2
-    if not good < guess < bad:  # keep inside the bracket; nudge towards its edge that is closest
-        guess = (good + bad) // 2 if bad <= limit else min(limit, max(good * 2, good + 1))
-    if guess in (n for n, _ in pts):
-        guess = (good + bad) // 2
-    return max(1, min(guess, limit))
+        slope = (m2 - m1) / (n2 - n1)
+    else:
+        n2, m2 = pts[-1]
+        per = [b.sources.get("activations", 0) + b.sources.get("temporaries", 0) + b.sources.get("input batch", 0)
+               for b in e.steady.phase_peaks.values()] or [0]
+        slope = max(per) / n2
+    if slope <= 0:
+        return None
+    return int(n2 + (room - m2) // slope)
 
 
 def _bar(progress: bool) -> Any:

@@ -14,6 +14,8 @@ makes the CUDA choices that change memory:
   (matmuls and convolutions in 16 bits; softmax, log-softmax, layer and group
   norm, losses, sums in fp32), which differs from CPU autocast's lists; a
   weight's 16-bit copy is cached for the forward as autocast does;
+* **dropout**: CUDA's fused kernel, which keeps a 1-byte mask for backward
+  (CPU's keeps a noise tensor of the input's size and dtype);
 * **cuBLAS workspace**: the first matrix multiply on a thread takes a
   workspace from the caching allocator and keeps it
   (``CublasHandlePool.cpp``); the forward and autograd's backward thread each
@@ -160,6 +162,7 @@ class CudaPolicy:
                     op = getattr(packet, overload)
                     lib.impl(f"{base}.{overload}" if overload != "default" else base, policy(op), "AutocastCPU")
             lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
+            lib.impl("dropout", _fused_dropout, "CompositeImplicitAutograd")
         self._lib = lib
         return self
 
@@ -255,6 +258,17 @@ class CudaPolicy:
             rep = query.shape[1] // key.shape[1]
             key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
         return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, **kw)[0]
+
+
+def _fused_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
+    """``aten::dropout`` as on CUDA (``Dropout.cpp: is_fused_kernel_acceptable``):
+    the fused ``native_dropout``, which saves a 1-byte mask for backward, where
+    the CPU path multiplies by a noise tensor of the input's dtype and saves it."""
+    if train and 0 < p < 1 and input.numel() > 0:
+        return torch.ops.aten.native_dropout(input, p, train)[0]
+    if not train or p == 0:
+        return input
+    return input * 0 if p == 1 else input
 
 
 def _no_autocast() -> Any:

@@ -103,11 +103,15 @@ class Estimate(StepReport):
         peak_allocated: predicted ``torch.cuda.max_memory_allocated`` over the steps (bytes).
         peak_reserved: predicted ``torch.cuda.max_memory_reserved`` (bytes).
         device_memory: peak reserved + CUDA context: the most ``nvidia-smi``
-            would show for the process (bytes).
+            would show for the process (bytes). On a card near full, the
+            allocator releases cached segments before it gives up; the
+            figures are then those under that pressure.
         fits: the steps run on the target without running out of memory, with
             ``margin`` of the card to spare (``None`` without a capacity).
         margin: the fraction of the card asked to stay free.
         runtime: seconds the estimate took.
+        demand: device memory the steps would take on a card without limit
+            (bytes): the caching allocator keeps what it has cached.
     """
 
     target: Target | None = None
@@ -117,6 +121,7 @@ class Estimate(StepReport):
     fits: bool | None = None
     margin: float = 0.0
     runtime: float = 0.0
+    demand: int | None = None
     backends: dict[str, int] = field(default_factory=dict)
 
     def __repr__(self) -> str:
@@ -197,6 +202,16 @@ def _cuda_defaults(opt: torch.optim.Optimizer | None) -> None:
             g["foreach"] = True
 
 
+def _create_state(opt: torch.optim.Optimizer) -> None:
+    """Let the optimizer build its state: a step on zero gradients (fake tensors)."""
+    params = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    for p in params:
+        p.grad = None
+
+
 def _start_tensors(fmodel: torch.nn.Module, fbatch: Any, fopt: Any) -> list[torch.Tensor]:
     out: list[torch.Tensor] = []
     for p in fmodel.parameters():
@@ -224,6 +239,7 @@ def estimate(
     expandable_segments: bool = False,
     margin: float = 0.0,
     steps: int = 2,
+    warm_optimizer: bool = False,
     set_to_none: bool = True,
     module_depth: int | None = None,
     label: str = "",
@@ -246,6 +262,10 @@ def estimate(
         expandable_segments: model ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``.
         margin: fraction of the card that must stay free for ``fits`` (0 to <1).
         steps: 2: the first step and a steady-state step (as profile_step).
+        warm_optimizer: create the optimizer's state before the profiled
+            steps (one ``optimizer.step()`` on zero gradients), so that even
+            ``steps=1`` predicts a steady-state step (faster; used by
+            :func:`vramnb.max_batch_size` while it searches).
 
     Returns:
         an :class:`Estimate`: the breakdown by source per phase and at the
@@ -306,6 +326,8 @@ def estimate(
                 recipe.apply(plan)
             if kernels is not None:
                 _cuda_defaults(plan.optimizer)
+            if warm_optimizer and plan.optimizer is not None:
+                _create_state(plan.optimizer)
             for i in range(steps):
                 res, err = _one_step(plan, module_depth, None, i)
                 results.append(res)
@@ -358,12 +380,15 @@ def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets:
             bd.non_pytorch = tgt.context
     est.peak_allocated = max(s.peak.allocated for s in est.steps)
     est.peak_reserved = max(rp.reserved) if rp.reserved else 0
-    est.device_memory = est.peak_reserved + tgt.context
+    est.device_memory = est.demand = est.peak_reserved + tgt.context
     if tgt.memory is not None:
         capacity = int(tgt.memory * (1 - margin)) - tgt.context
         fitted = replay([(k, round_size(o) if o else 0, round_size(n) if n else 0) for k, o, n in events],
                         capacity=max(capacity, 0), expandable=expandable)
         est.fits = fitted.oom_at is None
+        if est.fits:  # what the card holds: the allocator gives back cached segments under pressure
+            est.peak_reserved = max(fitted.reserved) if fitted.reserved else 0
+            est.device_memory = est.peak_reserved + tgt.context
         if expandable:
             est.notes.append("allocator modelled with expandable_segments:True")
 
