@@ -327,7 +327,8 @@ def estimate(
             if kernels is not None:
                 _cuda_defaults(plan.optimizer)
             if warm_optimizer and plan.optimizer is not None:
-                _create_state(plan.optimizer)
+                with tracker.tracking():  # its allocations are events the allocator replays
+                    _create_state(plan.optimizer)
             for i in range(steps):
                 res, err = _one_step(plan, module_depth, None, i)
                 results.append(res)
