@@ -230,3 +230,28 @@ def test_estimate_matches_a_real_cuda_step():
         err = (est.steady.peak.allocated - real.steady.peak.allocated) / real.steady.peak.allocated
         assert abs(err) < 0.03, (recipe, err)
         del model, opt, batch, ids
+
+
+def test_vram_estimate_magic(ip):
+    ip.run_cell("from torch import nn\nm = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))\n"
+                "x = (torch.randn(16, 64), torch.randint(0, 4, (16,)))\n"
+                "lf = lambda mm, b: nn.functional.cross_entropy(mm(b[0]), b[1])\n"
+                "opt = torch.optim.AdamW(m.parameters())")
+    r = ip.run_cell("%vram estimate m x lf opt --target A100 --recipe precision=bf16 -q -o e")
+    r.raise_error()
+    e = ip.user_ns["e"]
+    assert isinstance(e, vramnb.Estimate) and e.target.name == "A100 (40 GB)" and e.fits
+    assert e.steady.peak.sources["parameters"] == sum(round_size(p.numel() * 4) for p in ip.user_ns["m"].parameters())
+    r = ip.run_cell("%vram estimate m x lf opt --target 900MiB --max-batch -q -o s")
+    r.raise_error()
+    assert isinstance(ip.user_ns["s"], vramnb.BatchSearch) and ip.user_ns["s"].batch_size > 16
+    from IPython.core.error import UsageError
+
+    for line, msg in (("%vram estimate m x lf opt --target H900", "unknown GPU"),
+                      ("%vram estimate m x --recipe precision", "not name=value"),
+                      ("%vram estimate m x --recipe precision=fp64", "precision"),
+                      ("%vram estimate m", "usage: %vram estimate MODEL BATCH"),
+                      ("%vram estimate m nope", "no variable named 'nope'"),
+                      ("%vram --target A100", "does not take --target")):
+        r = ip.run_cell(line)
+        assert isinstance(r.error_in_exec, UsageError) and msg in str(r.error_in_exec), (line, r.error_in_exec)

@@ -29,7 +29,7 @@ from ._units import parse_size
 
 __all__ = ["VramMagics"]
 
-_COMMANDS = ("free", "on", "off", "history", "panel")
+_COMMANDS = ("free", "on", "off", "history", "panel", "estimate")
 # which options each line command accepts (the cell magic accepts them all)
 _LINE_OPTIONS = {
     None: {"device", "quiet", "out"},
@@ -38,9 +38,27 @@ _LINE_OPTIONS = {
     "on": {"device", "quiet", "budget", "no_reset"},
     "off": set(),
     "panel": {"out"},
+    "estimate": {"out", "quiet", "target", "recipe", "max_batch", "margin", "batch_size"},
 }
 _FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "budget": "--budget", "no_reset": "--no-reset",
-          "breakdown": "--breakdown"}
+          "breakdown": "--breakdown", "target": "--target", "recipe": "--recipe", "max_batch": "--max-batch",
+          "margin": "--margin", "batch_size": "--batch-size"}
+
+
+def _recipe(text: str | None) -> dict[str, Any] | None:
+    """``"precision=bf16, checkpointing=every block"`` -> settings (numbers as ints)."""
+    if not text:
+        return None
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        key, eq, val = part.partition("=")
+        if not eq:
+            raise UsageError(f"--recipe: {part.strip()!r} is not name=value, e.g. --recipe 'precision=bf16,checkpointing=every block'")
+        val = val.strip()
+        out[key.strip()] = int(val) if val.isdigit() else val
+    return out
 
 
 def _device(spec: str | None) -> torch.device:
@@ -143,8 +161,15 @@ class VramMagics(Magics):
     @no_var_expand
     @needs_local_scope
     @magic_arguments()
-    @argument("command", nargs="?", help="line magic only: free | on | off | history | panel (none: what holds the memory now)")
-    @argument("names", nargs="*", help="%%vram panel MODEL BATCH [LOSS_FN] [OPTIMIZER]: names of notebook variables")
+    @argument("command", nargs="?", help="line magic only: free | on | off | history | panel | estimate "
+              "(none: what holds the memory now)")
+    @argument("names", nargs="*", help="%%vram panel|estimate MODEL BATCH [LOSS_FN] [OPTIMIZER]: names of notebook variables")
+    @argument("--target", default=None, metavar="GPU", help="estimate: a card (H100, 'RTX 4090') or a size (24GiB); "
+              "default: the GPU present, else H100")
+    @argument("--recipe", default=None, metavar="SETTINGS", help="estimate: techniques, e.g. 'precision=bf16,checkpointing=every block'")
+    @argument("--batch-size", default=None, type=int, metavar="N", help="estimate: predict for batch size N")
+    @argument("--max-batch", action="store_true", help="estimate: the largest batch size that fits the target")
+    @argument("--margin", default=None, type=float, metavar="FRACTION", help="estimate: fraction of the card to keep free")
     @argument("-d", "--device", default=None, help="cpu, cuda or cuda:N (default: the current CUDA device, else cpu)")
     @argument("-q", "--quiet", action="store_true", help="record (or return) the report but display nothing")
     @argument("--budget", default=None, metavar="SIZE", help="warn when the peak would not fit a card of SIZE, e.g. 24GiB")
@@ -190,6 +215,9 @@ class VramMagics(Magics):
             %vram history    every measured cell as a table (vramnb.history())
             %vram panel model batch [loss_fn] [optimizer]
                              the widget panel on notebook variables (vramnb.panel)
+            %vram estimate model batch [loss_fn] [optimizer] --target A100 --recipe precision=bf16
+                             predict the step on a card you do not have
+                             (vramnb.estimate; --max-batch: vramnb.max_batch_size)
         """
         __tracebackhide__ = True
         try:
@@ -274,10 +302,12 @@ class VramMagics(Magics):
             self._auto = {"device": str(dev), "quiet": args.quiet, "budget": _budget(args.budget), "reset_peak": not args.no_reset}
             print(f"vram: reporting every cell on {dev} (%vram off to stop)")
             return None
-        if args.names and cmd != "panel":
+        if args.names and cmd not in ("panel", "estimate"):
             raise UsageError(f"unexpected {' '.join(args.names)!r} after %vram {cmd or ''}".rstrip())
         if cmd == "panel":
             return self._panel(args)
+        if cmd == "estimate":
+            return self._estimate(args)
         if cmd == "history":
             result: Any = history()
         elif cmd == "free":
@@ -288,9 +318,10 @@ class VramMagics(Magics):
             self.shell.user_ns[args.out] = result
         return None if args.quiet else result
 
-    def _panel(self, args: Any) -> Any:
+    def _step_args(self, args: Any) -> tuple[Any, Any, Any, Any]:
+        """MODEL BATCH [LOSS_FN] [OPTIMIZER] from notebook variable names."""
         if not 2 <= len(args.names) <= 4:
-            raise UsageError("usage: %vram panel MODEL BATCH [LOSS_FN] [OPTIMIZER] (names of notebook variables)")
+            raise UsageError(f"usage: %vram {args.command} MODEL BATCH [LOSS_FN] [OPTIMIZER] (names of notebook variables)")
         ns = self.shell.user_ns
         missing = [n for n in args.names if n not in ns]
         if missing:
@@ -305,6 +336,29 @@ class VramMagics(Magics):
                 loss_fn = extra
             else:
                 raise UsageError(f"{type(extra).__name__} is neither a loss function nor an optimizer")
+        return model, batch, loss_fn, optimizer
+
+    def _estimate(self, args: Any) -> Any:
+        model, batch, loss_fn, optimizer = self._step_args(args)
+        from ._batch_search import max_batch_size
+        from ._estimate import estimate
+
+        kw: dict[str, Any] = {"recipe": _recipe(args.recipe), "target": args.target}
+        if args.margin is not None:
+            kw["margin"] = args.margin
+        try:
+            if args.max_batch:
+                result: Any = max_batch_size(model, batch, loss_fn, optimizer, **kw)
+            else:
+                result = estimate(model, batch, loss_fn, optimizer, batch_size=args.batch_size, **kw)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if args.out:
+            self.shell.user_ns[args.out] = result
+        return None if args.quiet else result
+
+    def _panel(self, args: Any) -> Any:
+        model, batch, loss_fn, optimizer = self._step_args(args)
         from ._panel import panel
 
         try:
