@@ -255,3 +255,26 @@ def test_vram_estimate_magic(ip):
                       ("%vram --target A100", "does not take --target")):
         r = ip.run_cell(line)
         assert isinstance(r.error_in_exec, UsageError) and msg in str(r.error_in_exec), (line, r.error_in_exec)
+
+
+def test_multi_gpu_sharding_divides_parameters_and_state():
+    pytest.importorskip("torch.distributed.fsdp")
+    model = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(4)])
+    x = torch.randn(32, 1024)
+    total = sum(p.numel() * 4 for p in model.parameters())
+    one = vramnb.estimate(model, x, lambda m, b: m(b).sum(), lambda p: torch.optim.AdamW(p), device="cpu")
+    for parallel in ("fsdp", "zero2"):
+        e = vramnb.estimate(model, x, lambda m, b: m(b).sum(), lambda p: torch.optim.AdamW(p), device="cpu",
+                            world_size=4, parallel=parallel)
+        start = e.steady.mark("start").sources
+        assert start["parameters"] == total // 4  # 1024 rows split evenly over 4 ranks
+        assert start["optimizer state"] == 2 * total // 4 + 4 * 8  # exp_avg, exp_avg_sq shards + 8 step counters
+        assert e.peak_allocated < one.peak_allocated
+    ddp = vramnb.estimate(model, x, lambda m, b: m(b).sum(), lambda p: torch.optim.AdamW(p), device="cpu",
+                          world_size=4, parallel="ddp")
+    assert ddp.steady.mark("start").sources["workspace"] == total  # the gradient buckets
+    assert ddp.steady.mark("start").sources["parameters"] == total
+    with pytest.raises(ValueError, match="valid: ddp, fsdp, zero2, zero3"):
+        vramnb.estimate(model, x, lambda m, b: m(b).sum(), world_size=2, parallel="zero4")
+    with pytest.raises(ValueError, match="needs parallel="):
+        vramnb.estimate(model, x, lambda m, b: m(b).sum(), world_size=2)

@@ -243,6 +243,8 @@ def estimate(
     set_to_none: bool = True,
     module_depth: int | None = None,
     label: str = "",
+    world_size: int = 1,
+    parallel: str | None = None,
 ) -> Estimate:
     """Predict the memory of training steps without running them on the device.
 
@@ -262,6 +264,11 @@ def estimate(
         expandable_segments: model ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``.
         margin: fraction of the card that must stay free for ``fits`` (0 to <1).
         steps: 2: the first step and a steady-state step (as profile_step).
+        world_size, parallel: predict one GPU of ``world_size`` under
+            ``parallel``: ``"ddp"``, ``"fsdp"``/``"zero3"`` (everything sharded)
+            or ``"zero2"`` (gradients and optimizer state sharded); PyTorch's
+            FSDP2 runs against a fake process group (:mod:`vramnb._parallel`).
+            The batch is the per-GPU batch.
         warm_optimizer: create the optimizer's state before the profiled
             steps (one ``optimizer.step()`` on zero gradients), so that even
             ``steps=1`` predicts a steady-state step (faster; used by
@@ -287,6 +294,14 @@ def estimate(
         raise ValueError(f"steps must be a positive integer, not {steps!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
+    from ._parallel import PARALLEL, fake_world, rebuild_optimizer, shard
+
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive integer (the number of GPUs), not {world_size!r}")
+    if parallel is not None and parallel not in PARALLEL:
+        raise ValueError(f"unknown parallel={parallel!r}; valid: {', '.join(PARALLEL)} (or None for one GPU)")
+    if world_size > 1 and parallel is None:
+        raise ValueError(f"world_size={world_size} needs parallel=: one of {', '.join(PARALLEL)}")
     tgt = resolve_target(target) if device == "cuda" else None
     if tgt is None and target is not None:
         raise ValueError("target= is for device='cuda'; a CPU estimate has no card")
@@ -316,10 +331,29 @@ def estimate(
     results = []
     offsets = []
     err: BaseException | None = None
-    with mode, KernelFixes(), (workspaces if workspaces is not None else contextlib.nullcontext()), \
+    sharded = parallel is not None and parallel != "ddp"
+    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, KernelFixes(), \
+            (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
-        for t in _start_tensors(fmodel, fbatch, fopt):
+        if parallel is not None:
+            from .techniques.checkpointing import find_blocks
+
+            try:
+                blocks = find_blocks(fmodel)
+            except ValueError:
+                blocks = []
+            keep.extend(shard(fmodel, parallel, world_size, blocks))
+            if sharded:
+                fopt = optimizer([p for p in fmodel.parameters() if p.requires_grad]) if (
+                    callable(optimizer) and not isinstance(optimizer, torch.optim.Optimizer)) else rebuild_optimizer(fopt, fmodel)
+                plan.optimizer = plan.user_optimizer = fopt
+                plan.notes.append(f"rank 0 of {world_size} GPUs, {parallel} (PyTorch's FSDP2 against a fake process group; "
+                                  f"{len(blocks)} blocks sharded one by one)")
+            else:
+                plan.notes.append(f"one of {world_size} GPUs under DDP: the whole model plus its gradient buckets "
+                                  "(counted as workspace); NCCL's own buffers are not modelled")
+        for t in _start_tensors(fmodel, fbatch, fopt) + list(keep):
             tracker.add_tensor(t)
         try:
             if recipe is not None:

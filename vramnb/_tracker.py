@@ -215,9 +215,20 @@ class StorageTracker:
         tracker's mode is removed; the user's stays where it was."""
         mode = _Mode(self)
         mode.__enter__()
+        original = torch.UntypedStorage.resize_
+
+        def resize_(st: torch.UntypedStorage, size: int) -> Any:
+            # storage.resize_ (FSDP frees and re-allocates its unsharded parameters
+            # this way) changes memory without an ATen operator the mode would see
+            out = original(st, size)
+            self.add_storage(st)
+            return out
+
+        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
         try:
             yield self
         finally:
+            torch.UntypedStorage.resize_ = original  # type: ignore[method-assign]
             _exit_mode(mode)
 
     def warm_up(self) -> None:

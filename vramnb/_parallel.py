@@ -1,0 +1,92 @@
+"""Several GPUs in one process: PyTorch's own sharding run against a fake process group.
+
+For :func:`vramnb.estimate` with ``world_size=N``: a process group of the
+``"fake"`` backend (``torch.testing._internal.distributed.fake_pg``: every
+collective returns at once, no other rank exists) lets PyTorch's FSDP2
+(``fully_shard``) shard the fake model as it would for rank 0 of N GPUs; the
+step then runs on fake tensors and what rank 0 holds is measured.
+
+* ``"fsdp"`` / ``"zero3"``: parameters, gradients and optimizer state sharded;
+  a block's parameters are all-gathered for its forward and backward and freed
+  after (``reshard_after_forward=True``);
+* ``"zero2"``: gradients and optimizer state sharded, the parameters gathered
+  once and kept from the forward through the backward (``reshard_after_forward=False``);
+* ``"ddp"``: every rank holds the whole model; DDP's reducer needs real data,
+  so it cannot run on fake tensors: its gradient buckets (a flat copy of the
+  gradients, ``gradient_as_bucket_view=False`` by default) are added to the
+  one-GPU step.
+
+Collective libraries' own buffers (NCCL) are outside PyTorch's allocator and
+not modelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["PARALLEL", "fake_world", "shard"]
+
+PARALLEL = ("ddp", "fsdp", "zero2", "zero3")
+
+
+@contextlib.contextmanager
+def fake_world(world_size: int) -> Iterator[None]:
+    """A fake process group of ``world_size`` ranks (this process is rank 0).
+
+    Raises:
+        ValueError: a real process group is already initialised (the estimate
+            must not touch it), or torch has no distributed support.
+    """
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise ValueError("this PyTorch has no torch.distributed: multi-GPU estimates need it")
+    if dist.is_initialized():
+        raise ValueError("a process group is already initialised in this process; estimate world_size>1 "
+                         "from a process without one (e.g. a notebook that has not called init_process_group)")
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def shard(model: torch.nn.Module, parallel: str, world_size: int, blocks: list[torch.nn.Module]) -> list[torch.Tensor]:
+    """Apply ``parallel`` to the fake ``model`` for rank 0 of ``world_size``.
+
+    Returns the extra tensors the strategy keeps (DDP's gradient buckets).
+    """
+    if parallel == "ddp":
+        buckets: dict[torch.dtype, int] = {}
+        for p in model.parameters():
+            if p.requires_grad:
+                buckets[p.dtype] = buckets.get(p.dtype, 0) + p.numel()
+        return [torch.empty(n, dtype=dt) for dt, n in buckets.items()]
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:  # torch < 2.6
+        from torch.distributed._composable.fsdp import fully_shard
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.distributed.device_mesh import init_device_mesh
+
+    with unset_fake_temporarily():  # the mesh holds a real tensor of rank numbers
+        mesh = init_device_mesh("cpu", (world_size,))
+    keep = parallel == "zero2"
+    for b in blocks:
+        fully_shard(b, mesh=mesh, reshard_after_forward=not keep)
+    fully_shard(model, mesh=mesh, reshard_after_forward=not keep)
+    return []
+
+
+def rebuild_optimizer(opt: Any, model: torch.nn.Module) -> Any:
+    """The same optimizer class and settings over the sharded parameters."""
+    if opt is None:
+        return None
+    defaults = {k: v for k, v in opt.defaults.items() if k not in ("params",)}
+    return type(opt)([p for p in model.parameters() if p.requires_grad], **defaults)
