@@ -95,6 +95,13 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     Flash: compute capability ≥ 8.0, fp16/bf16, no ``attn_mask``, head size ≤ 256
     and a multiple of 8, 4-D inputs. Memory-efficient: compute capability ≥ 5.0,
     fp32/fp16/bf16, head size a multiple of 8 (4 for fp32), masks allowed.
+
+    On an H200 with torch 2.11, 16-bit inputs take cuDNN's attention
+    (``benchmarks/sdpa_choices.py``, results/2026-11-29-h200-run9-sdpa); it is
+    modelled as flash, whose memory it matched for causal attention with
+    dropout (GPT-2 small: −0.02 %) and without (ViT-B/16: −1.7 %); non-causal
+    attention with dropout held more on the GPU (BERT-base: −13 %, not modelled).
+    fp32 with grouped-query heads takes the math path, as here.
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "math"
