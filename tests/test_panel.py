@@ -118,3 +118,18 @@ def test_line_magic_opens_a_panel(ip):
     assert "no variable named 'nope'" in str(res.error_in_exec)
     res, _ = run(ip, "%vram free extra")
     assert "unexpected 'extra'" in str(res.error_in_exec)
+
+
+def test_prediction_beside_the_measurement(setup):
+    model, batch, opt = setup
+    p = vramnb.panel(model, batch, sq, opt, display=False, target="A100 (40 GB)", predict=True)
+    rec = p.run()
+    assert rec["error"] is None and rec["estimate"].target.name == "A100 (40 GB)"
+    row = p.results[0]
+    # the prediction for the card is the same step's breakdown, modelled for CUDA: whole 512-byte blocks
+    assert row["predicted_peak_allocated"] >= row["peak_allocated"] * 0.5 and row["predicted_fits"] is True
+    assert row["predicted_device_memory"] > row["predicted_peak_allocated"]
+    assert "predicted on A100 (40 GB)" in p.table.value and "on the card · fits" in p.table.value
+    p.predict.value = False
+    p.run()
+    assert p.results[0]["predicted_peak_allocated"] is None

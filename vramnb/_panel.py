@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from ._cuda_model import CUDA_CONTEXT
 from ._gpus import GPUS, gpu_memory
 from ._step import check_inputs, profile_step
 from ._render import dataframe
@@ -28,7 +29,7 @@ from .techniques import REGISTRY, Recipe, Unavailable
 
 __all__ = ["Panel", "panel"]
 
-_CONTEXT_ESTIMATE = 512 << 20  # CUDA context + libraries when not measured (bytes)
+_CONTEXT_ESTIMATE = CUDA_CONTEXT["default"]  # CUDA context + libraries when not measured (bytes; measured on an H200)
 # fits / does not fit and failures: the theme's own colours in JupyterLab (legible in light and dark), else fixed ones
 _GREEN, _RED = "var(--jp-success-color1, #2e7d32)", "var(--jp-error-color1, #c62828)"
 
@@ -47,7 +48,7 @@ class Panel:
     """
 
     def __init__(self, model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: Any = None, *,
-                 target: str | int = "RTX 4090 (24 GB)", steps: int = 2) -> None:
+                 target: str | int = "RTX 4090 (24 GB)", steps: int = 2, predict: bool = False) -> None:
         self.device = check_inputs(model, batch, optimizer)  # bad input: a ValueError, before any widget exists
         gpu_memory(target)
         import ipywidgets as w
@@ -72,6 +73,11 @@ class Panel:
                                  ensure_option=False, layout=w.Layout(width="auto"))
         cells.append(self._labelled(w, "target", "what fits on", "a GPU from the list, or a size such as 24GiB",
                                     self.target))
+        self.predict = w.Checkbox(value=bool(predict), description="predict it on the card too", indent=False,
+                                  tooltip="also estimate the step on the card above (vramnb.estimate: fake tensors, "
+                                          "CUDA's kernels and allocator modelled), shown beside the measurement",
+                                  layout=w.Layout(width="auto"))
+        self.predict.add_class("vramnb-predict")
         self.button = w.Button(description="Run step", button_style="primary", icon="play",
                                tooltip="profile one training step under these settings (the model is restored after)")
         self.status = w.HTML(value=self._status_text(f"ready · measured by the {self._method()}"),
@@ -88,7 +94,7 @@ class Panel:
         grid = w.GridBox(cells,
                          layout=w.Layout(grid_template_columns="repeat(auto-fill, minmax(180px, 1fr))",
                                          grid_gap="0 12px", align_items="flex-end", width="100%"))  # menus in line when a label wraps
-        actions = w.HBox([self.button, self.status], layout=w.Layout(align_items="center", margin="6px 0"))
+        actions = w.HBox([self.button, self.predict, self.status], layout=w.Layout(align_items="center", margin="6px 0"))
         plots = w.HBox([self.breakdown_out, self.compare_out], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
         title = w.HTML(f"<b>vramnb panel</b> · {html.escape(type(model).__name__)} on {self.device}")
         self.widget = w.VBox([title, grid, actions, self.table, plots])
@@ -144,6 +150,8 @@ class Panel:
             record["peak"] = report.steady.peak.allocated
             record["non_pytorch"] = report.steady.marks[-1][1].non_pytorch
             record["step_time"] = report.steady.step_time
+            if self.predict.value:
+                self._predict(record, recipe)
             self.status.value = self._status_text(f"done: {recipe.describe()} · peak {format_bytes(record['peak'])}")
         except Unavailable as e:
             record["error"] = str(e)
@@ -163,6 +171,22 @@ class Panel:
         self._draw(record)
         self._refresh_table()
         return record
+
+    def _predict(self, record: dict[str, Any], recipe: Recipe) -> None:
+        """The same step estimated on the target card, beside the measurement."""
+        from ._estimate import estimate
+
+        target = self.target.value if self.target_bytes() is not None else None
+        try:
+            est = estimate(self.model, self.batch, self.loss_fn, self.optimizer, recipe=recipe, target=target,
+                           steps=self.steps)
+        except Exception as e:  # noqa: BLE001 - the measurement stands; say why there is no prediction
+            record["estimate_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            return
+        record["estimate"] = est
+        record["predicted_peak"] = est.steady.peak.allocated
+        record["predicted_device_memory"] = est.device_memory
+        record["predicted_fits"] = est.fits
 
     def _draw(self, record: dict[str, Any]) -> None:
         from IPython.display import display
@@ -205,6 +229,10 @@ class Panel:
                 "fits": fits,
                 "margin": margin,
                 "error": r.get("error"),
+                "predicted_peak_allocated": r.get("predicted_peak"),
+                "predicted_device_memory": r.get("predicted_device_memory"),
+                "predicted_fits": r.get("predicted_fits"),
+                "estimate_error": r.get("estimate_error"),
                 **{f"setting:{k}": v for k, v in r["recipe"].changed().items()},
             })
         return out
@@ -231,6 +259,14 @@ class Panel:
                 f.write(text)
         return text
 
+    @staticmethod
+    def _predicted_text(rec: dict[str, Any]) -> str:
+        if rec.get("predicted_peak_allocated") is None:
+            return ""
+        verdict = {True: "fits", False: "does not fit"}.get(rec.get("predicted_fits"), "")
+        text = f"{format_bytes(rec['predicted_peak_allocated'])} · {format_bytes(rec['predicted_device_memory'] or 0)} on the card"
+        return f"{text} · {verdict}" if verdict else text
+
     def _rows(self) -> list[list[str]]:
         rows = []
         for rec in self.results:
@@ -247,6 +283,7 @@ class Panel:
                 "" if rec["delta_vs_first"] is None else format_delta(rec["delta_vs_first"]),
                 "" if rec["step_time"] is None else format_seconds(rec["step_time"]),
                 fit,
+                self._predicted_text(rec),
                 rec["error"] or "",
             ])
         return rows
@@ -255,6 +292,8 @@ class Panel:
         """Redraw the runs table (newest first; a failed run's error on a line of
         its own under it) and the note under the table."""
         head = ["recipe", "peak", "Δ vs first run", "step time", f"on {self.target.value}"]
+        if any(r.get("predicted_peak") is not None for r in self.runs):
+            head.append(f"predicted on {self.target.value}: peak · device memory")
         numeric = {1, 2, 3}
 
         def cell(tag: str, i: int, text: str, color: str = "inherit") -> str:
@@ -269,6 +308,9 @@ class Panel:
             tds = "".join(cell("td", i, row[i], (_GREEN if row[4].startswith("fits") else _RED) if i == 4 else "inherit")
                           for i in range(len(head)))
             body.append(f"<tr class='vramnb-run' style='border-top:1px solid rgba(128,128,128,0.3)'>{tds}</tr>")
+            if rec["estimate_error"]:
+                body.append(f"<tr class='vramnb-run-error'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
+                            f"opacity:0.8;white-space:normal'>{html.escape('no prediction: ' + rec['estimate_error'])}</td></tr>")
             if rec["error"]:
                 what = "not run" if rec["peak_allocated"] is None else "failed (peak: at the failure)"
                 text = html.escape(f"{what}: {rec['error']}")
@@ -278,7 +320,7 @@ class Panel:
             body.append(f"<tr><td colspan='{len(head)}' style='padding:3px 10px;opacity:0.7'>"
                         "no runs yet: press Run step</td></tr>")
         target = self.target_bytes()
-        context = "measured non-PyTorch memory" if self.device.type == "cuda" else "about 512 MiB of CUDA context"
+        context = "measured non-PyTorch memory" if self.device.type == "cuda" else f"about {format_bytes(_CONTEXT_ESTIMATE)} of CUDA context"
         note = (f"fits: steady-state peak + {context} within {format_bytes(target)}" if target
                 else "type a card name or a size such as 24GiB")
         self.table.value = (
@@ -302,7 +344,8 @@ class Panel:
 
 
 def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: Any = None, *,
-          target: str | int = "RTX 4090 (24 GB)", display: bool = True, steps: int = 2) -> Panel:
+          target: str | int = "RTX 4090 (24 GB)", display: bool = True, steps: int = 2,
+          predict: bool = False) -> Panel:
     """Open a panel on a live model: choose techniques, press *Run step*, compare.
 
     Args:
@@ -311,6 +354,9 @@ def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: An
             ``vramnb._gpus.GPUS`` or a size (``"24GiB"``).
         display: show it now (``False`` to build it, e.g. in tests or scripts).
         steps: steps per run (2: the first and a steady-state step).
+        predict: start with "predict it on the card too" ticked: each run is
+            also estimated on the target card (:func:`vramnb.estimate`) and the
+            prediction shown beside the measurement.
 
     Returns:
         the :class:`Panel` (its ``results``, ``to_dataframe()``, ``to_csv()``).
@@ -318,7 +364,7 @@ def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: An
     Raises:
         ValueError: bad model, batch, optimizer or target, before any widget is built.
     """
-    p = Panel(model, batch, loss_fn, optimizer, target=target, steps=steps)
+    p = Panel(model, batch, loss_fn, optimizer, target=target, steps=steps, predict=predict)
     if display:
         from IPython.display import display as show
 
