@@ -1,6 +1,8 @@
-"""nbval checks each tutorial cell's outputs against the stored ones, but a
-magic's ``UsageError`` reaches it as plain stderr text, which nbval does not
-compare: fail the cell here when its fresh stderr carries one."""
+"""Root conftest, for the tutorials under notebooks/ (a conftest there would clash
+with tests/conftest.py under ``--doctest-modules``). nbval checks each cell's
+outputs against the stored ones, but a magic's ``UsageError`` reaches it as
+plain stderr text, which nbval does not compare: fail the cell here when its
+fresh stderr carries one."""
 
 from __future__ import annotations
 

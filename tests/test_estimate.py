@@ -278,3 +278,28 @@ def test_multi_gpu_sharding_divides_parameters_and_state():
         vramnb.estimate(model, x, lambda m, b: m(b).sum(), world_size=2, parallel="zero4")
     with pytest.raises(ValueError, match="needs parallel="):
         vramnb.estimate(model, x, lambda m, b: m(b).sum(), world_size=2)
+
+
+def test_magic_values_with_spaces_and_repeated_recipes(ip):
+    ip.run_cell("from torch import nn\nm = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))\n"
+                "x = torch.randn(16, 64)\nlf = lambda mm, b: mm(b).sum()")
+    r = ip.run_cell("%vram estimate m x lf --target \"A100 (80 GB)\" --recipe 'precision=bf16' "
+                    "--recipe \"checkpointing=every block\" -q -o e")
+    r.raise_error()
+    e = ip.user_ns["e"]
+    assert e.target.name == "A100 (80 GB)"
+    assert e.recipe.changed() == {"precision": "bf16", "checkpointing": "every block"}
+    r = ip.run_cell("%vram estimate m x lf --target 4090 -q -o e2")
+    r.raise_error()
+    assert ip.user_ns["e2"].target.name == "RTX 4090 (24 GB)"
+
+
+def test_sharded_estimate_with_an_adamw_instance():
+    pytest.importorskip("torch.distributed.fsdp")
+    model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(2)])
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    e = vramnb.estimate(model, torch.randn(8, 256), lambda m, b: m(b).sum(), opt, device="cpu", world_size=2,
+                        parallel="fsdp")
+    total = sum(p.numel() * 4 for p in model.parameters())
+    assert e.steady.mark("start").sources["optimizer state"] == 2 * total // 2 + 4 * 4
+    assert not opt.state  # the user's optimizer untouched

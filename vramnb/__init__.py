@@ -64,6 +64,10 @@ _LAZY = {
 }
 
 
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | set(_LAZY))
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib

@@ -143,6 +143,11 @@ class StepReport(Rendered):
         return self.steps[-1]
 
     @property
+    def peak_allocated(self) -> int:
+        """The highest allocated bytes over the profiled steps."""
+        return self.peak.allocated
+
+    @property
     def peak(self) -> Breakdown:
         """The breakdown at the highest peak over the profiled steps."""
         return max((s.peak for s in self.steps), key=lambda b: b.allocated)

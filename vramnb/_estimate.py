@@ -149,6 +149,8 @@ class Estimate(StepReport):
             t.notes.insert(0, (line, self.fits is False))
             for a in card.assumed:
                 t.note(f"assumed: {a}")
+        t.notes = [(n.replace("step time", "time to trace on this machine") if n.startswith(("first step:", "steady state:", "step ")) else n, w)
+                   for n, w in t.notes]
         return t
 
     def to_records(self) -> list[dict[str, Any]]:

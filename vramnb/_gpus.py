@@ -49,12 +49,17 @@ def gpu_name(target: str | int) -> str | None:
     for name in GPUS:
         if text in (name.lower(), name.split(" (")[0].lower()):
             return name
+    for name in GPUS:  # "4090" for "RTX 4090 (24 GB)": a word of the card's name
+        if text in name.split(" (")[0].lower().split():
+            return name
     return None
 
 
 def gpu_memory(target: str | int) -> int:
     """Bytes of a target card: a name from :data:`GPUS` (case-insensitive,
-    "H100" matches "H100 (80 GB)"), or a size (``"24GiB"``, bytes).
+    "H100" matches "H100 (80 GB)", "4090" matches "RTX 4090 (24 GB)"; "A100"
+    and "V100" are their first, smaller, entries), or a size (``"24GiB"``;
+    an ``int`` is bytes).
 
     Raises:
         ValueError: an unknown name (the message lists the known cards) or a
@@ -63,9 +68,9 @@ def gpu_memory(target: str | int) -> int:
     if isinstance(target, int) and not isinstance(target, bool):
         return parse_size(target)
     text = str(target).strip()
-    for name, size in GPUS.items():
-        if text.lower() in (name.lower(), name.split(" (")[0].lower()):
-            return size
+    name = gpu_name(text)
+    if name is not None:
+        return GPUS[name]
     try:
         return parse_size(text)
     except ValueError:

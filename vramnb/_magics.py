@@ -45,10 +45,18 @@ _FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "bu
           "margin": "--margin", "batch_size": "--batch-size"}
 
 
-def _recipe(text: str | None) -> dict[str, Any] | None:
-    """``"precision=bf16, checkpointing=every block"`` -> settings (numbers as ints)."""
-    if not text:
+def _unquote(text: str | None) -> str | None:
+    """IPython's argument splitting keeps the quotes around a value with spaces."""
+    if text and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _recipe(texts: list[str] | str | None) -> dict[str, Any] | None:
+    """``"precision=bf16, checkpointing=every block"`` (repeatable) -> settings (numbers as ints)."""
+    if not texts:
         return None
+    text = ",".join(_unquote(t) or "" for t in ([texts] if isinstance(texts, str) else texts))
     out: dict[str, Any] = {}
     for part in text.split(","):
         if not part.strip():
@@ -166,7 +174,8 @@ class VramMagics(Magics):
     @argument("names", nargs="*", help="%%vram panel|estimate MODEL BATCH [LOSS_FN] [OPTIMIZER]: names of notebook variables")
     @argument("--target", default=None, metavar="GPU", help="estimate: a card (H100, 'RTX 4090') or a size (24GiB); "
               "default: the GPU present, else H100")
-    @argument("--recipe", default=None, metavar="SETTINGS", help="estimate: techniques, e.g. 'precision=bf16,checkpointing=every block'")
+    @argument("--recipe", default=None, action="append", metavar="SETTINGS",
+              help="estimate: techniques, e.g. --recipe \"precision=bf16,checkpointing=every block\" (repeatable)")
     @argument("--batch-size", default=None, type=int, metavar="N", help="estimate: predict for batch size N")
     @argument("--max-batch", action="store_true", help="estimate: the largest batch size that fits the target")
     @argument("--margin", default=None, type=float, metavar="FRACTION", help="estimate: fraction of the card to keep free")
@@ -343,7 +352,7 @@ class VramMagics(Magics):
         from ._batch_search import max_batch_size
         from ._estimate import estimate
 
-        kw: dict[str, Any] = {"recipe": _recipe(args.recipe), "target": args.target}
+        kw: dict[str, Any] = {"recipe": _recipe(args.recipe), "target": _unquote(args.target)}
         if args.margin is not None:
             kw["margin"] = args.margin
         try:

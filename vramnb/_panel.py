@@ -189,7 +189,11 @@ class Panel:
         record["predicted_fits"] = est.fits
 
     def _draw(self, record: dict[str, Any]) -> None:
+        from IPython import get_ipython
         from IPython.display import display
+
+        if getattr(get_ipython(), "kernel", None) is None:
+            return  # no notebook front end to show the charts in (a script, a test): keep stdout clean
 
         report = record.get("report")
         with self.breakdown_out:
