@@ -303,3 +303,38 @@ def test_sharded_estimate_with_an_adamw_instance():
     total = sum(p.numel() * 4 for p in model.parameters())
     assert e.steady.mark("start").sources["optimizer state"] == 2 * total // 2 + 4 * 4
     assert not opt.state  # the user's optimizer untouched
+
+
+@pytest.mark.parametrize("make_opt", [lambda p: torch.optim.AdamW(p), lambda p: torch.optim.Adafactor(p),
+                                      lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)], ids=["adamw", "adafactor", "momentum"])
+def test_optimizer_that_has_stepped_is_estimated_exactly(make_opt):
+    if not hasattr(torch.optim, "Adafactor"):
+        pytest.skip("torch.optim.Adafactor needs torch >= 2.5")
+    model, batch, loss_fn = _mlp()
+    opt = make_opt(model.parameters())
+    loss_fn(model, batch).backward()
+    opt.step()
+    opt.zero_grad()
+    state = {id(p): {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in st.items()} for p, st in opt.state.items()}
+    est = vramnb.estimate(model, batch, loss_fn, opt, device="cpu")
+    real = vramnb.profile_step(model, batch, loss_fn, opt, module_depth=None)
+    assert all(s.kind == "steady state" for s in est.steps)
+    for e, r in zip(est.steps, real.steps):
+        assert _mine(e.peak) == _mine(r.peak)
+    for p, st in opt.state.items():  # the user's state untouched
+        for k, v in st.items():
+            assert torch.equal(v, state[id(p)][k]) if isinstance(v, torch.Tensor) else v == state[id(p)][k]
+
+
+def test_batch_containers_and_micro_batch_search():
+    from collections import namedtuple
+
+    Batch = namedtuple("Batch", "x y")
+    model, (x, y), _ = _mlp()
+    e = vramnb.estimate(model, Batch(x, y), lambda m, b: nn.functional.cross_entropy(m(b.x), b.y), device="cpu")
+    assert e.steady.peak.sources["input batch"] == x.numel() * 4 + y.numel() * 8
+    s = vramnb.max_batch_size(model, (x, y), lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
+                              target="900MiB", recipe={"micro_batches": 4}, progress=False)
+    assert s.batch_size % 4 == 0 and all(n % 4 == 0 for n, _, _ in s.tried)
+    with pytest.raises(ValueError, match="leave batch_size out"):
+        vramnb.max_batch_size(model, (x, y), lambda m, b: m(b[0]).sum(), target="900MiB", recipe={"batch_size": 4})

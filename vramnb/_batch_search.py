@@ -101,13 +101,18 @@ def max_batch_size(
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"limit must be a positive integer, not {limit!r}")
+    settings = dict(recipe.changed() if hasattr(recipe, "changed") else (recipe or {}))
+    if settings.get("batch_size") not in (None, "as given"):
+        raise ValueError("max_batch_size searches the batch size itself: leave batch_size out of the recipe")
+    step = int(settings.get("micro_batches") or 1)  # sizes must split into that many equal micro-batches
     t0 = time.perf_counter()
     start = resize_batch(batch)
     cache: dict[int, Estimate] = {}
     tried: list[tuple[int, bool, int]] = []
     bar = _bar(progress)
 
-    def est(n: int) -> Estimate:
+    def est(k: int) -> Estimate:
+        n = k * step  # the search runs over k; the batch has k × micro-batches examples
         key = n
         if key not in cache:
             e = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, batch_size=n,
@@ -122,8 +127,9 @@ def max_batch_size(
         return cache[key]
 
     try:
-        good, bad = _search(est, min(start, limit), limit)
+        good, bad = _search(est, max(1, min(start, limit) // step), limit // step)
         best = est(max(good, 1))
+        good *= step
     finally:
         if bar is not None:
             bar.close()
@@ -162,6 +168,8 @@ def _search(est: Callable[[int], Estimate], n0: int, limit: int) -> tuple[int, i
             # boundary when it is near, else double or bisect
             if bad - good <= 4:
                 guess = good + 1 if e.fits else bad - 1
+            elif bad > limit and guess is not None and guess >= limit:
+                guess = limit  # the line says the card holds more than the limit: try the limit itself
             elif bad > limit:
                 guess = good + stride if len(pts) >= 2 else good * 2
                 stride *= 2
@@ -213,5 +221,8 @@ def _verify(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: Any, re
         return t.repeat(reps, *([1] * (t.dim() - 1)))[:n]
 
     big = _map(batch, grow)
-    opt = optimizer if isinstance(optimizer, torch.optim.Optimizer) else None
+    if isinstance(optimizer, torch.optim.Optimizer) or optimizer is None:
+        opt = optimizer
+    else:  # a factory: build it over the real model for the one verification step
+        opt = optimizer([p for p in model.parameters() if p.requires_grad])
     return profile_step(model, big, loss_fn, opt, recipe=recipe, module_depth=None)

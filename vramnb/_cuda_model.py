@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,8 +134,9 @@ class CudaPolicy:
       backend CUDA would pick runs (:func:`sdpa_backend`), through its ATen
       operator, whose fake kernel allocates what the CUDA kernel returns.
 
-    Process-wide while active: CPU autocast elsewhere in the process follows
-    CUDA's policy meanwhile.
+    The kernels act for the thread that entered the policy; in other threads
+    of the process they run the operator plainly (no autocast casts, the math
+    attention path, CPU's dropout) for the second or so an estimate takes.
 
     Args:
         capability: the target's compute capability, e.g. ``(9, 0)``.
@@ -145,6 +147,10 @@ class CudaPolicy:
         self.backends: dict[str, int] = {}  # backend -> calls (shown in the estimate's notes)
         self._cache: dict[int, torch.Tensor] = {}
         self._lib: Any = None
+        self._owner: int | None = None
+
+    def _mine(self) -> bool:
+        return threading.get_ident() == self._owner
 
     # -- registration ---------------------------------------------------------------
     def __enter__(self) -> CudaPolicy:
@@ -169,8 +175,9 @@ class CudaPolicy:
                     op = getattr(packet, overload)
                     lib.impl(f"{base}.{overload}" if overload != "default" else base, policy(op), "AutocastCPU")
             lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
-            lib.impl("dropout", _fused_dropout, "CompositeImplicitAutograd")
+            lib.impl("dropout", self._dropout, "CompositeImplicitAutograd")
         self._lib = lib
+        self._owner = threading.get_ident()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -206,12 +213,16 @@ class CudaPolicy:
         def kernel(*args: Any, **kwargs: Any) -> Any:
             low = torch.get_autocast_dtype("cpu")
             with _no_autocast():
+                if not self._mine():
+                    return op(*args, **kwargs)
                 return op(*self._cast(args, low), **{k: self._cast(v, low) for k, v in kwargs.items()})
         return kernel
 
     def _fp32(self, op: Any) -> Any:
         def kernel(*args: Any, **kwargs: Any) -> Any:
             with _no_autocast():
+                if not self._mine():
+                    return op(*args, **kwargs)
                 return op(*[_up(a) for a in args], **{k: _up(v) for k, v in kwargs.items()})
         return kernel
 
@@ -221,7 +232,7 @@ class CudaPolicy:
         def kernel(*args: Any, **kwargs: Any) -> Any:
             with _no_autocast():
                 first = args[0] if args else None
-                if (takes_dtype and isinstance(first, torch.Tensor) and first.dtype in _LOW_DTYPES
+                if (takes_dtype and self._mine() and isinstance(first, torch.Tensor) and first.dtype in _LOW_DTYPES
                         and kwargs.get("dtype") is None):
                     kwargs["dtype"] = torch.float32
                 return op(*args, **kwargs)
@@ -232,17 +243,34 @@ class CudaPolicy:
             flat = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else [a])
                     if isinstance(t, torch.Tensor) and t.is_floating_point()]
             with _no_autocast():
-                if flat:
+                if flat and self._mine():
                     wide = functools.reduce(torch.promote_types, [t.dtype for t in flat])
                     args = tuple(self._cast(a, wide) for a in args)
                     kwargs = {k: self._cast(v, wide) for k, v in kwargs.items()}
                 return op(*args, **kwargs)
         return kernel
 
+    def _dropout(self, input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
+        """``aten::dropout`` as on CUDA (``Dropout.cpp: is_fused_kernel_acceptable``):
+        the fused ``native_dropout``, which saves a 1-byte mask for backward, where
+        the CPU path multiplies by a noise tensor of the input's dtype and saves it."""
+        if not train or p == 0 or input.numel() == 0:
+            return input
+        if p == 1:
+            return input * 0
+        if not self._mine():  # another thread: CPU's own path
+            noise = torch.empty_like(input).bernoulli_(1 - p).div_(1 - p)
+            return input * noise
+        return torch.ops.aten.native_dropout(input, p, train)[0]
+
     # -- attention -------------------------------------------------------------------
     def _sdpa(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any = None,
               dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
               enable_gqa: bool = False) -> torch.Tensor:
+        if not self._mine():  # another thread of the process: the plain (math) path
+            return torch.ops.aten._scaled_dot_product_attention_math(
+                query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                **({"enable_gqa": True} if enable_gqa else {}))[0]
         backend = sdpa_backend(query, key, value, attn_mask, dropout_p, self.capability, enable_gqa)
         self.backends[backend] = self.backends.get(backend, 0) + 1
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
@@ -265,17 +293,6 @@ class CudaPolicy:
             rep = query.shape[1] // key.shape[1]
             key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
         return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, **kw)[0]
-
-
-def _fused_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
-    """``aten::dropout`` as on CUDA (``Dropout.cpp: is_fused_kernel_acceptable``):
-    the fused ``native_dropout``, which saves a 1-byte mask for backward, where
-    the CPU path multiplies by a noise tensor of the input's dtype and saves it."""
-    if train and 0 < p < 1 and input.numel() > 0:
-        return torch.ops.aten.native_dropout(input, p, train)[0]
-    if not train or p == 0:
-        return input
-    return input * 0 if p == 1 else input
 
 
 def _no_autocast() -> Any:

@@ -22,6 +22,7 @@ identically (same dispatch, same storages): the test of the machinery.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,9 @@ def resolve_target(target: Any = None) -> Target:
     name = gpu_name(target)
     if name is not None:
         assumed = () if name.startswith("H200") else ("CUDA context size as measured on an H200",)
+        same = [n for n in GPUS if n.split(" (")[0] == name.split(" (")[0]]
+        if len(same) > 1 and str(target).strip().lower() != name.lower():
+            assumed += (f"{target!r} taken as the {name}; also: {', '.join(n for n in same if n != name)}",)
         return Target(name, GPUS[name], CAPABILITY[name], _context(name), assumed)
     memory = gpu_memory(target)  # raises ValueError listing the cards
     return Target(str(target), memory, (9, 0), CUDA_CONTEXT["default"],
@@ -177,6 +181,12 @@ def _build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, t
     if optimizer is None:
         return None
     if isinstance(optimizer, torch.optim.Optimizer):
+        import inspect
+
+        closure = inspect.signature(optimizer.step).parameters.get("closure")
+        if closure is not None and closure.default is inspect.Parameter.empty:
+            raise ValueError(f"{type(optimizer).__name__}.step() needs a closure (it re-evaluates the loss); "
+                             "estimate with another optimizer")
         theirs = [p for g in optimizer.param_groups for p in g["params"]]
         foreign = [p for p in theirs if id(p) not in fakes]
         if foreign or not theirs:
@@ -200,8 +210,23 @@ def _cuda_defaults(opt: torch.optim.Optimizer | None) -> None:
     if opt is None:
         return
     for g in opt.param_groups:
-        if "foreach" in g and g.get("foreach") is None and not g.get("fused") and not g.get("differentiable"):
-            g["foreach"] = True
+        if ("foreach" in g and g.get("foreach") is None and not g.get("fused") and not g.get("differentiable")
+                and not (isinstance(g.get("lr"), torch.Tensor) and not g.get("capturable"))):
+            g["foreach"] = True  # (PyTorch falls back to the loop for a tensor lr without capturable)
+
+
+def _scalar_reads_in_step(opt: torch.optim.Optimizer, fixes: KernelFixes) -> None:
+    """Let the (fake) optimizer's step read scalars of fake tensors (see KernelFixes)."""
+    step = opt.step
+
+    def stepped(*args: Any, **kwargs: Any) -> Any:
+        fixes.scalar_reads = True
+        try:
+            return step(*args, **kwargs)
+        finally:
+            fixes.scalar_reads = False
+
+    opt.step = stepped  # type: ignore[method-assign]
 
 
 def _create_state(opt: torch.optim.Optimizer) -> None:
@@ -287,6 +312,37 @@ def estimate(
             tensor *values* (data-dependent shapes or ``.item()``), which fake
             tensors do not have.
     """
+    with _ONE_AT_A_TIME, torch.enable_grad(), _autocast_off():
+        # one estimate at a time (its dispatcher kernels are process-wide); the
+        # caller's grad mode and autocast regions do not leak into the predicted step
+        return _estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, device=device,
+                         batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
+                         warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
+                         label=label, world_size=world_size, parallel=parallel)
+
+
+_ONE_AT_A_TIME = threading.RLock()
+
+
+@contextlib.contextmanager
+def _autocast_off() -> Any:
+    """Switch off the caller's autocast regions for the estimate, without opening
+    one of ours (an enclosing region, even a disabled one, would keep the
+    estimate's own autocast from clearing its weight-cast cache at its end)."""
+    devices = [d for d in ("cpu", "cuda") if d == "cpu" or torch.cuda.is_available()]
+    was = {d: torch.is_autocast_enabled(d) for d in devices}
+    for d in devices:
+        torch.set_autocast_enabled(d, False)
+    try:
+        yield
+    finally:
+        for d, on in was.items():
+            torch.set_autocast_enabled(d, on)
+
+
+def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: Any, target: Any, device: str,
+              batch_size: int | None, expandable_segments: bool, margin: float, steps: int, warm_optimizer: bool,
+              set_to_none: bool, module_depth: int | None, label: str, world_size: int, parallel: str | None) -> Estimate:
     t0 = time.perf_counter()
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' (model a CUDA card) or 'cpu', not {device!r}")
@@ -294,6 +350,12 @@ def estimate(
         raise ValueError(f"margin must be a fraction of the card from 0 to below 1 (e.g. 0.05), not {margin!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive integer, not {steps!r}")
+    if not isinstance(set_to_none, bool):
+        raise ValueError(f"set_to_none must be True or False, not {set_to_none!r}")
+    if module_depth is not None and (isinstance(module_depth, bool) or not isinstance(module_depth, int) or module_depth < 1):
+        raise ValueError(f"module_depth must be None (off) or a positive integer, not {module_depth!r}")
+    if loss_fn is not None and not callable(loss_fn):
+        raise ValueError(f"loss_fn must be a function (model, batch) -> scalar loss, not {type(loss_fn).__name__}")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
     from ._parallel import PARALLEL, fake_world, rebuild_optimizer, shard
@@ -334,7 +396,8 @@ def estimate(
     offsets = []
     err: BaseException | None = None
     sharded = parallel is not None and parallel != "ddp"
-    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, KernelFixes(), \
+    fixes = KernelFixes()
+    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
@@ -362,6 +425,8 @@ def estimate(
                 recipe.apply(plan)
             if kernels is not None:
                 _cuda_defaults(plan.optimizer)
+            if plan.optimizer is not None:
+                _scalar_reads_in_step(plan.optimizer, fixes)
             if warm_optimizer and plan.optimizer is not None:
                 with tracker.tracking():  # its allocations are events the allocator replays
                     _create_state(plan.optimizer)
@@ -434,6 +499,11 @@ def _explain(err: BaseException) -> BaseException:
     """A clear error for what fake tensors cannot do; other errors pass unchanged."""
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
+    if isinstance(err, RuntimeError) and ("cuda" in str(err).lower()) and ("device" in str(err).lower()
+                                                                          or "linked" in str(err).lower()):
+        return ValueError(f"the step puts tensors on a CUDA device itself ({str(err).splitlines()[0]}); an estimate "
+                          "runs it on fake CPU tensors: create tensors on the device of the model or batch "
+                          "(e.g. torch.zeros(..., device=x.device)) instead of 'cuda'")
     if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
         return ValueError(f"the step needs tensor values ({err}): fake tensors have shapes but no data. "
                           "Make the step not depend on values (e.g. no .item() or boolean indexing in the "

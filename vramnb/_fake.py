@@ -103,31 +103,58 @@ def resize_batch(batch: Any) -> int:
     _map(batch, lambda t: sizes.add(t.shape[0]) if t.dim() else None)
     if len(sizes) != 1:
         raise ValueError(f"cannot tell the batch size: the batch's tensors have first dimensions {sorted(sizes) or 'none'}; "
-                         "pass batch_fn=lambda n: ... building a batch of n examples")
+                         "changing the batch size needs tensors that share their first dimension")
     return sizes.pop()
 
 
 def _map(batch: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """``batch`` with ``fn`` applied to every tensor, keeping container types
+    (namedtuples, dict subclasses such as Hugging Face's ``BatchEncoding``)."""
     if isinstance(batch, torch.Tensor):
         return fn(batch)
     if isinstance(batch, Mapping):
-        return type(batch)({k: _map(v, fn) for k, v in batch.items()}) if type(batch) is dict else {k: _map(v, fn) for k, v in batch.items()}
+        items = {k: _map(v, fn) for k, v in batch.items()}
+        try:
+            return type(batch)(items)
+        except Exception:  # a mapping type that cannot be built from a dict
+            return items
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*(_map(v, fn) for v in batch))
     if isinstance(batch, (tuple, list)):
-        return type(batch)(_map(v, fn) for v in batch) if type(batch) in (tuple, list) else [_map(v, fn) for v in batch]
+        items_ = [_map(v, fn) for v in batch]
+        try:
+            return type(batch)(items_)
+        except Exception:
+            return items_
     return batch
+
+
+def _fake_state(v: Any, mode: FakeTensorMode) -> Any:
+    """One optimizer state entry as a fake tensor. A scalar (Adam's ``step``) keeps
+    its value: made from a Python number inside the fake mode it is a constant
+    the optimizer can read (``.item()`` in its bias correction)."""
+    if not isinstance(v, torch.Tensor):
+        return copy.deepcopy(v)
+    if v.numel() == 1 and v.device.type != "meta":
+        value = v.item()  # outside the fake mode, which would make it a fake read
+        with mode:
+            return torch.tensor(value, dtype=v.dtype, device="cpu").reshape(v.shape)
+    return fake_like(v, mode)
 
 
 def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode) -> torch.optim.Optimizer:
     """A shallow copy of ``optimizer`` over the fake parameters, with its state
     (exp_avg, momentum buffers, step counters) as fake tensors."""
     fo = copy.copy(optimizer)
+    for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks"):  # the copy's own, not the user's dicts
+        if isinstance(getattr(optimizer, name, None), dict):
+            setattr(fo, name, type(getattr(optimizer, name))(getattr(optimizer, name)))
     fo.param_groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [fakes[id(p)] for p in g["params"]]}
                        for g in optimizer.param_groups]
     state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
     for p, st in optimizer.state.items():
         if id(p) in fakes:
-            state[fakes[id(p)]] = {k: fake_like(v, mode) if isinstance(v, torch.Tensor) else copy.deepcopy(v)
-                                   for k, v in st.items()}
+            state[fakes[id(p)]] = {k: _fake_state(v, mode) for k, v in st.items()}
     fo.state = state
     return fo
 
@@ -140,9 +167,18 @@ class KernelFixes(TorchDispatchMode):
     """Where a fake (meta) kernel allocates other than the real kernels, make it
     allocate what they do. Known case: batch norm on 16-bit input saves its
     mean and inverse std in fp32 on CPU and CUDA, the meta kernel in the input's
-    dtype (PyTorch 2.4-2.13)."""
+    dtype (PyTorch 2.4-2.13).
+
+    While :attr:`scalar_reads` is on (the optimizer's step), reading a fake
+    scalar (``.item()``: Adafactor's parameter norm) gives 1: such values set
+    step sizes, not what is allocated."""
+
+    scalar_reads = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if self.scalar_reads and func is torch.ops.aten._local_scalar_dense.default:
+            t = args[0]
+            return True if t.dtype == torch.bool else (1.0 if t.is_floating_point() else 1)
         out = func(*args, **(kwargs or {}))
         if func.overloadpacket in _BATCH_NORMS and isinstance(out, tuple) and len(out) == 3:
             y, mean, invstd = out

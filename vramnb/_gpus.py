@@ -49,10 +49,18 @@ def gpu_name(target: str | int) -> str | None:
     for name in GPUS:
         if text in (name.lower(), name.split(" (")[0].lower()):
             return name
-    for name in GPUS:  # "4090" for "RTX 4090 (24 GB)": a word of the card's name
-        if text in name.split(" (")[0].lower().split():
-            return name
+    if any(c.isdigit() for c in text):
+        for name in GPUS:  # "4090" for "RTX 4090 (24 GB)": a word of the card's name that has a number
+            if text in name.split(" (")[0].lower().split():
+                return name
     return None
+
+
+def _plausible(size: int, given: object) -> int:
+    if size < 64 * MiB:
+        raise ValueError(f"{given!r} is {size} bytes, too small for a GPU: give units (e.g. '24GB', '24GiB') "
+                         f"or a card name ({', '.join(dict.fromkeys(n.split(' (')[0] for n in GPUS))})")
+    return size
 
 
 def gpu_memory(target: str | int) -> int:
@@ -65,14 +73,18 @@ def gpu_memory(target: str | int) -> int:
         ValueError: an unknown name (the message lists the known cards) or a
             size that is not positive.
     """
-    if isinstance(target, int) and not isinstance(target, bool):
-        return parse_size(target)
+    if isinstance(target, (int, float)) and not isinstance(target, bool):
+        if target != target or target in (float("inf"), float("-inf")):
+            raise ValueError(f"invalid card size {target!r}")
+        if target <= 0:
+            raise ValueError(f"invalid card size {target!r}: a memory size must be positive")
+        return _plausible(int(target), target)
     text = str(target).strip()
     name = gpu_name(text)
     if name is not None:
         return GPUS[name]
     try:
-        return parse_size(text)
+        return _plausible(parse_size(text), target)
     except ValueError:
         if text[:1].isdigit() or text[:1] in "-+.":
             raise  # a size, but not a valid one: parse_size says why

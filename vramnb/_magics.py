@@ -52,6 +52,17 @@ def _unquote(text: str | None) -> str | None:
     return text
 
 
+def _positional(fn: Any) -> int | None:
+    """How many positional parameters ``fn`` requires (None: cannot tell)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
+
+
 def _recipe(texts: list[str] | str | None) -> dict[str, Any] | None:
     """``"precision=bf16, checkpointing=every block"`` (repeatable) -> settings (numbers as ints)."""
     if not texts:
@@ -64,7 +75,7 @@ def _recipe(texts: list[str] | str | None) -> dict[str, Any] | None:
         key, eq, val = part.partition("=")
         if not eq:
             raise UsageError(f"--recipe: {part.strip()!r} is not name=value, e.g. --recipe 'precision=bf16,checkpointing=every block'")
-        val = val.strip()
+        val = _unquote(val.strip()) or ""
         out[key.strip()] = int(val) if val.isdigit() else val
     return out
 
@@ -338,13 +349,19 @@ class VramMagics(Magics):
         objs = [ns[n] for n in args.names]
         model, batch = objs[0], objs[1]
         loss_fn = optimizer = None
-        for extra in objs[2:]:
-            if isinstance(extra, torch.optim.Optimizer):
-                optimizer = extra
+        for name, extra in zip(args.names[2:], objs[2:]):
+            if isinstance(extra, torch.optim.Optimizer) or (callable(extra) and _positional(extra) == 1):
+                kind = "optimizer"  # an optimizer, or a function params -> optimizer
             elif callable(extra):
-                loss_fn = extra
+                kind = "loss function"
             else:
-                raise UsageError(f"{type(extra).__name__} is neither a loss function nor an optimizer")
+                raise UsageError(f"{name} ({type(extra).__name__}) is neither a loss function nor an optimizer")
+            if (optimizer if kind == "optimizer" else loss_fn) is not None:
+                raise UsageError(f"two {kind}s given ({name} is the second): pass one")
+            if kind == "optimizer":
+                optimizer = extra
+            else:
+                loss_fn = extra
         return model, batch, loss_fn, optimizer
 
     def _estimate(self, args: Any) -> Any:
@@ -352,6 +369,8 @@ class VramMagics(Magics):
         from ._batch_search import max_batch_size
         from ._estimate import estimate
 
+        if args.max_batch and args.batch_size is not None:
+            raise UsageError("--max-batch searches the batch size: leave out --batch-size")
         kw: dict[str, Any] = {"recipe": _recipe(args.recipe), "target": _unquote(args.target)}
         if args.margin is not None:
             kw["margin"] = args.margin

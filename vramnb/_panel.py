@@ -51,6 +51,8 @@ class Panel:
                  target: str | int = "RTX 4090 (24 GB)", steps: int = 2, predict: bool = False) -> None:
         self.device = check_inputs(model, batch, optimizer)  # bad input: a ValueError, before any widget exists
         gpu_memory(target)
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be a positive integer (2: the first and a steady-state step), not {steps!r}")
         import ipywidgets as w
 
         self.model, self.batch, self.loss_fn, self.optimizer, self.steps = model, batch, loss_fn, optimizer, steps
@@ -176,7 +178,11 @@ class Panel:
         """The same step estimated on the target card, beside the measurement."""
         from ._estimate import estimate
 
-        target = self.target.value if self.target_bytes() is not None else None
+        if self.target_bytes() is None:
+            record["estimate_error"] = f"{self.target.value!r} is not a card or a size: type a name from the list or e.g. 24GiB"
+            return
+        target = self.target.value
+        record["predicted_on"] = target
         try:
             est = estimate(self.model, self.batch, self.loss_fn, self.optimizer, recipe=recipe, target=target,
                            steps=self.steps)
@@ -237,6 +243,7 @@ class Panel:
                 "predicted_device_memory": r.get("predicted_device_memory"),
                 "predicted_fits": r.get("predicted_fits"),
                 "estimate_error": r.get("estimate_error"),
+                "predicted_on": r.get("predicted_on"),
                 **{f"setting:{k}": v for k, v in r["recipe"].changed().items()},
             })
         return out
@@ -268,7 +275,8 @@ class Panel:
         if rec.get("predicted_peak_allocated") is None:
             return ""
         verdict = {True: "fits", False: "does not fit"}.get(rec.get("predicted_fits"), "")
-        text = f"{format_bytes(rec['predicted_peak_allocated'])} · {format_bytes(rec['predicted_device_memory'] or 0)} on the card"
+        text = (f"{format_bytes(rec['predicted_peak_allocated'])} · {format_bytes(rec['predicted_device_memory'] or 0)} "
+                f"on {rec.get('predicted_on') or 'the card'}")
         return f"{text} · {verdict}" if verdict else text
 
     def _rows(self) -> list[list[str]]:
@@ -297,7 +305,7 @@ class Panel:
         its own under it) and the note under the table."""
         head = ["recipe", "peak", "Δ vs first run", "step time", f"on {self.target.value}"]
         if any(r.get("predicted_peak") is not None for r in self.runs):
-            head.append(f"predicted on {self.target.value}: peak · device memory")
+            head.append("predicted: peak · device memory")
         numeric = {1, 2, 3}
 
         def cell(tag: str, i: int, text: str, color: str = "inherit") -> str:
