@@ -247,7 +247,7 @@ class StorageTracker:
         saved for backward in live autograd graphs. Returns the number of
         storages newly registered."""
         before = len(self._entries)
-        seen_nodes: set[int] = set()
+        seen_nodes: set[Any] = set()  # autograd nodes (kept alive while scanning)
         tensors = _live_tensors()
         for t in tensors:
             self.add_tensor(t)
@@ -263,21 +263,23 @@ class StorageTracker:
                 continue
         return len(self._entries) - before
 
-    def _scan_graph(self, root: Any, seen: set[int]) -> None:
+    def _scan_graph(self, root: Any, seen: set[Any]) -> None:
         for t in graph_tensors(root, seen):
             self.add_tensor(t)
 
 
-def graph_tensors(root: Any, seen: set[int], grads: bool = True) -> Iterator[torch.Tensor]:
+def graph_tensors(root: Any, seen: set[Any], grads: bool = True) -> Iterator[torch.Tensor]:
     """Tensors a live autograd graph keeps: those saved for backward
     (``_saved_*`` attributes of its nodes) and, with ``grads``, the ``.grad`` of
-    its leaves. ``seen`` (node ids) is shared across calls so each node is walked once."""
+    its leaves. ``seen`` is shared across calls so each node is walked once; it
+    holds the node objects themselves: Python wrappers of autograd nodes are
+    made on access and freed after, so an id could be reused by another node."""
     stack = [root]
     while stack:
         node = stack.pop()
-        if node is None or id(node) in seen:
+        if node is None or node in seen:
             continue
-        seen.add(id(node))
+        seen.add(node)
         for name in dir(node):
             if not name.startswith("_saved_"):
                 continue
