@@ -155,8 +155,9 @@ def plot_timeline(report: StepReport) -> Any:
                 continue
             ax.axvspan(a, b, color=phase_colors[i % 2], zorder=0)
             # labels inside the plot, staggered so narrow phases do not collide
-            ax.text((a + b) / 2, 0.97 if i % 2 == 0 else 0.90, names[i], transform=ax.get_xaxis_transform(),
-                    ha="center", va="top", fontsize=7, color="#555555", clip_on=True)
+            last = i == len(names) - 1  # zero_grad: a narrow phase at the right edge, label it from there
+            ax.text(b if last else (a + b) / 2, 0.97 if i % 2 == 0 else 0.90, names[i], transform=ax.get_xaxis_transform(),
+                    ha="right" if last else "center", va="top", fontsize=7, color="#555555", clip_on=True)
         ax.step(xs, ys, where="post", color="#0072B2", linewidth=1.2)
         p = s.peak_point
         if 0 <= p < len(ys):
@@ -197,8 +198,9 @@ def plot_sources(report: StepReport, step: int | str = -1) -> Any:
             continue
         if i:
             ax.axvline(a, color="#333333", linewidth=0.8, linestyle="--")
-        ax.text((a + b) / 2, 1.0, ["forward", "backward", "optim.", "zero_grad"][i], transform=ax.get_xaxis_transform(),
-                fontsize=7, ha="center", va="bottom", color="#555555")
+        last = i == 3
+        ax.text(b if last else (a + b) / 2, 1.0, ["forward", "backward", "optim.", "zero_grad"][i],
+                transform=ax.get_xaxis_transform(), fontsize=7, ha="right" if last else "center", va="bottom", color="#555555")
     ax.set_xlabel("allocation events")
     ax.set_ylabel(f"allocated ({unit})")
     ax.set_ylim(0, top / scale * 1.1)
