@@ -338,3 +338,10 @@ def test_batch_containers_and_micro_batch_search():
     assert s.batch_size % 4 == 0 and all(n % 4 == 0 for n, _, _ in s.tried)
     with pytest.raises(ValueError, match="leave batch_size out"):
         vramnb.max_batch_size(model, (x, y), lambda m, b: m(b[0]).sum(), target="900MiB", recipe={"batch_size": 4})
+
+
+def test_inference_mode_takes_a_cublas_workspace_too():
+    model, batch, _ = _mlp()
+    for mode in ("no_grad", "inference_mode"):
+        e = vramnb.estimate(model, batch[0], lambda m, b: m(b).sum(), target="H100", recipe={"mode": mode})
+        assert e.steady.peak.sources["workspace"] == 32 * MiB + 1 * MiB  # the forward thread's handle only

@@ -325,7 +325,8 @@ def _cpu_autocast_ops() -> tuple[str, ...]:
                  if n.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, "AutocastCPU"))
 
 
-_MATMULS = frozenset(getattr(torch.ops.aten, n) for n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "_addmm_activation"))
+_MATMULS = frozenset(getattr(torch.ops.aten, n) for n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv",
+                                                         "_addmm_activation", "linear", "matmul"))  # the last two reach here undecomposed under inference_mode
 
 
 class Workspaces(TorchDispatchMode):
