@@ -345,3 +345,22 @@ def test_inference_mode_takes_a_cublas_workspace_too():
     for mode in ("no_grad", "inference_mode"):
         e = vramnb.estimate(model, batch[0], lambda m, b: m(b).sum(), target="H100", recipe={"mode": mode})
         assert e.steady.peak.sources["workspace"] == 32 * MiB + 1 * MiB  # the forward thread's handle only
+
+
+def test_notebook_hooks_do_not_see_fake_tensors():
+    model, batch, loss_fn = _mlp()
+    kept = {}
+    ns = {"kept": kept}
+    exec("def hook(mod, inp, out):\n    kept['out'] = out.detach()\n", ns)  # defined in the notebook: __main__-like
+    ns["hook"].__module__ = "__main__"
+    h = model[0].register_forward_hook(ns["hook"])
+    model(batch[0])
+    real = kept["out"]
+    model.table = [torch.zeros(256, 1024)]  # a tensor in a list attribute
+    try:
+        e = vramnb.estimate(model, batch, loss_fn, device="cpu")
+    finally:
+        h.remove()
+        del model.table
+    assert kept["out"] is real  # the user's dict still holds the real tensor
+    assert any("hook(s) of your own were not run" in n for n in e.notes)

@@ -379,6 +379,9 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
 
     mode = new_mode()
     fmodel, fakes = _build_model(model, mode)
+    from ._fake import drop_notebook_hooks
+
+    dropped = drop_notebook_hooks(fmodel)
     if not any(p.requires_grad for p in fmodel.parameters()):
         raise ValueError(f"{type(fmodel).__name__} has no trainable parameters: nothing to train")
     fbatch = fake_batch(batch, mode, batch_size)
@@ -447,6 +450,9 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     est = Estimate(f"{device} (estimate)", f"estimate: fake tensors, {'exact storage sizes' if tgt is None else 'CUDA allocator model'}",
                    results, name, target=tgt, margin=float(margin), recipe=recipe)
     est.notes.extend(plan.notes)
+    if dropped:
+        est.notes.append(f"{dropped} module hook(s) of your own were not run on the fake copy (they would store fake "
+                         "tensors in your variables); memory they keep is not counted")
     est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
     if kernels is not None:
         est.backends = dict(kernels.backends)

@@ -36,13 +36,36 @@ def fake_like(t: torch.Tensor, mode: FakeTensorMode, shape: tuple[int, ...] | No
 
 
 def _module_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
-    """Tensors held by modules outside parameters and buffers (plain attributes)."""
+    """Tensors held by modules outside parameters and buffers: plain attributes,
+    and tensors in list, tuple or dict attributes (one level)."""
     out = []
     for m in model.modules():
         for v in vars(m).values():
-            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
-                out.append(v)
+            vals = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else (v,)
+            for t in vals:
+                if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
+                    out.append(t)
     return out
+
+
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def drop_notebook_hooks(model: torch.nn.Module) -> int:
+    """Remove, from the fake copy, module hooks defined in the notebook or script
+    (``__main__``): run on fake tensors they would store fakes in the user's own
+    variables. Library hooks (PyTorch's, transformers') stay. Returns how many went."""
+    n = 0
+    for m in model.modules():
+        for name in _HOOK_DICTS:
+            hooks = getattr(m, name, None)
+            if not isinstance(hooks, dict):
+                continue
+            mine = [k for k, fn in hooks.items() if getattr(fn, "__module__", None) in ("__main__", None)]
+            if mine:
+                setattr(m, name, type(hooks)((k, fn) for k, fn in hooks.items() if k not in mine))
+                n += len(mine)
+    return n
 
 
 def fake_model(model: torch.nn.Module, mode: FakeTensorMode) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
