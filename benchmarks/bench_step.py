@@ -19,61 +19,14 @@ import sys
 import time
 
 import torch
-from torch import nn
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from archs import archs as _archs  # noqa: E402
 
 
 def archs(device):
-    import torchvision
-    from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
-
-    def gpt2():
-        m = GPT2LMHeadModel(GPT2Config()).to(device)
-        ids = torch.randint(0, 50257, (8, 1024), device=device)
-        return m, {"input_ids": ids, "labels": ids}, None
-
-    def bert():
-        m = BertForMaskedLM(BertConfig()).to(device)
-        ids = torch.randint(0, 30522, (16, 512), device=device)
-        return m, {"input_ids": ids, "labels": ids}, None
-
-    def vision(ctor, batch=32):
-        def make():
-            m = ctor(num_classes=1000).to(device)
-            x = torch.randn(batch, 3, 224, 224, device=device)
-            y = torch.randint(0, 1000, (batch,), device=device)
-            return m, (x, y), lambda mm, b: nn.functional.cross_entropy(mm(b[0]), b[1])
-        return make
-
-    class LSTMLM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = nn.Embedding(32000, 1024)
-            self.rnn = nn.LSTM(1024, 1024, num_layers=2, batch_first=True)
-            self.head = nn.Linear(1024, 32000)
-
-        def forward(self, ids):
-            return self.head(self.rnn(self.emb(ids))[0])
-
-    def lstm():
-        m = LSTMLM().to(device)
-        ids = torch.randint(0, 32000, (32, 256), device=device)
-        return m, ids, lambda mm, b: nn.functional.cross_entropy(mm(b).flatten(0, 1), b.flatten())
-
-    def mlp():
-        m = nn.Sequential(nn.Linear(4096, 8192), nn.GELU(), nn.Linear(8192, 8192), nn.GELU(), nn.Linear(8192, 1000)).to(device)
-        x = torch.randn(512, 4096, device=device)
-        y = torch.randint(0, 1000, (512,), device=device)
-        return m, (x, y), lambda mm, b: nn.functional.cross_entropy(mm(b[0]), b[1])
-
-    return {
-        "gpt2-small": gpt2,
-        "bert-base": bert,
-        "resnet50": vision(torchvision.models.resnet50),
-        "vit-b-16": vision(torchvision.models.vit_b_16),
-        "convnext-tiny": vision(torchvision.models.convnext_tiny),
-        "lstm-lm": lstm,
-        "mlp": mlp,
-    }
+    """The seven architectures of this benchmark's table (benchmarks/archs.py, without the Llama)."""
+    return {k: v for k, v in _archs(device).items() if k != "llama-gqa"}
 
 
 def default_loss(model, batch):
