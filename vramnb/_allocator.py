@@ -197,26 +197,24 @@ class AllocatorModel:
     def free(self, b: _Block) -> None:
         """Return a block; it merges with free neighbours of its segment."""
         self.allocated -= b.size
-        for nb in (b.prev, b.next):
-            if nb is not None and nb.free:
-                self._remove(nb)
-                if nb is b.prev:
-                    nb.size += b.size
-                    nb.next = b.next
-                    if b.next is not None:
-                        b.next.prev = nb
-                    if self.expandable and self._tail[b.small] is b:
-                        self._tail[b.small] = nb
-                    b = nb
-                else:
-                    b.size += nb.size
-                    b.next = nb.next
-                    if nb.next is not None:
-                        nb.next.prev = b
-                    if self.expandable and self._tail[b.small] is nb:
-                        self._tail[b.small] = b
+        if b.prev is not None and b.prev.free:
+            self._remove(b.prev)
+            b = self._absorb(b.prev, b)
+        if b.next is not None and b.next.free:
+            self._remove(b.next)
+            b = self._absorb(b, b.next)
         b.free = True
         self._insert(b)
+
+    def _absorb(self, left: _Block, right: _Block) -> _Block:
+        """Merge ``right`` into its neighbour ``left``; returns ``left``."""
+        left.size += right.size
+        left.next = right.next
+        if right.next is not None:
+            right.next.prev = left
+        if self.expandable and self._tail[left.small] is right:
+            self._tail[left.small] = left
+        return left
 
 
 @dataclass

@@ -113,18 +113,17 @@ def max_batch_size(
 
     def est(k: int) -> Estimate:
         n = k * step  # the search runs over k; the batch has k × micro-batches examples
-        key = n
-        if key not in cache:
+        if n not in cache:
             e = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, batch_size=n,
                          margin=margin, expandable_segments=expandable_segments)
             if e.fits is None:
                 raise ValueError("max_batch_size needs a target with a size (a GPU name or a size such as '24GiB')")
-            cache[key] = e
+            cache[n] = e
             tried.append((n, bool(e.fits), e.device_memory or 0))
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(f"batch {n}: {'fits' if e.fits else 'too big'}")
-        return cache[key]
+        return cache[n]
 
     try:
         good, bad = _search(est, max(1, min(start, limit) // step), limit // step)
