@@ -37,7 +37,7 @@ from ._fake import KernelFixes, fake_batch, fake_model, fake_optimizer, new_mode
 from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
 from ._plan import StepPlan
 from ._render import Table
-from ._step import _batch_tensors, _one_step, default_loss
+from ._step import _batch_tensors, _one_step, check_closure, check_options, default_loss
 from ._tracker import StorageTracker
 from ._units import format_bytes
 from .techniques import Recipe
@@ -181,12 +181,7 @@ def _build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, t
     if optimizer is None:
         return None
     if isinstance(optimizer, torch.optim.Optimizer):
-        import inspect
-
-        closure = inspect.signature(optimizer.step).parameters.get("closure")
-        if closure is not None and closure.default is inspect.Parameter.empty:
-            raise ValueError(f"{type(optimizer).__name__}.step() needs a closure (it re-evaluates the loss); "
-                             "estimate with another optimizer")
+        check_closure(optimizer, "estimate with another optimizer")
         theirs = [p for g in optimizer.param_groups for p in g["params"]]
         foreign = [p for p in theirs if id(p) not in fakes]
         if foreign or not theirs:
@@ -348,12 +343,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
         raise ValueError(f"device must be 'cuda' (model a CUDA card) or 'cpu', not {device!r}")
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
         raise ValueError(f"margin must be a fraction of the card from 0 to below 1 (e.g. 0.05), not {margin!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, not {steps!r}")
-    if not isinstance(set_to_none, bool):
-        raise ValueError(f"set_to_none must be True or False, not {set_to_none!r}")
-    if module_depth is not None and (isinstance(module_depth, bool) or not isinstance(module_depth, int) or module_depth < 1):
-        raise ValueError(f"module_depth must be None (off) or a positive integer, not {module_depth!r}")
+    check_options(steps, module_depth, set_to_none)
     if loss_fn is not None and not callable(loss_fn):
         raise ValueError(f"loss_fn must be a function (model, batch) -> scalar loss, not {type(loss_fn).__name__}")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
@@ -468,7 +458,8 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
 def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets: list[int], tgt: Target,
                      expandable: bool, margin: float) -> None:
     """Replace the tracker's sums by what the caching allocator would read."""
-    rp = replay([(k, round_size(o) if o else 0, round_size(n) if n else 0) for k, o, n in events], expandable=expandable)
+    blocks = [(k, round_size(o) if o else 0, round_size(n) if n else 0) for k, o, n in events]
+    rp = replay(blocks, expandable=expandable)
 
     def at(i: int, series: list[int]) -> int:
         return series[i] if i >= 0 else 0
@@ -491,8 +482,7 @@ def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets:
     est.device_memory = est.demand = est.peak_reserved + tgt.context
     if tgt.memory is not None:
         capacity = int(tgt.memory * (1 - margin)) - tgt.context
-        fitted = replay([(k, round_size(o) if o else 0, round_size(n) if n else 0) for k, o, n in events],
-                        capacity=max(capacity, 0), expandable=expandable)
+        fitted = replay(blocks, capacity=max(capacity, 0), expandable=expandable)
         est.fits = fitted.oom_at is None
         if est.fits:  # what the card holds: the allocator gives back cached segments under pressure
             est.peak_reserved = max(fitted.reserved) if fitted.reserved else 0

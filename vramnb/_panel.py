@@ -22,7 +22,7 @@ import torch
 
 from ._cuda_model import CUDA_CONTEXT
 from ._gpus import GPUS, gpu_memory
-from ._step import check_inputs, profile_step
+from ._step import check_inputs, check_options, profile_step
 from ._render import dataframe
 from ._units import format_bytes, format_delta, format_seconds
 from .techniques import REGISTRY, Recipe, Unavailable
@@ -51,8 +51,7 @@ class Panel:
                  target: str | int = "RTX 4090 (24 GB)", steps: int = 2, predict: bool = False) -> None:
         self.device = check_inputs(model, batch, optimizer)  # bad input: a ValueError, before any widget exists
         gpu_memory(target)
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise ValueError(f"steps must be a positive integer (2: the first and a steady-state step), not {steps!r}")
+        check_options(steps, None, True)
         import ipywidgets as w
 
         self.model, self.batch, self.loss_fn, self.optimizer, self.steps = model, batch, loss_fn, optimizer, steps

@@ -92,10 +92,7 @@ def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
     if optimizer is not None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
-        closure = inspect.signature(optimizer.step).parameters.get("closure")
-        if closure is not None and closure.default is inspect.Parameter.empty:
-            raise ValueError(f"{type(optimizer).__name__}.step() needs a closure (it re-evaluates the loss); "
-                             "profile_step calls optimizer.step() once per step: profile with another optimizer")
+        check_closure(optimizer, "profile_step calls optimizer.step() once per step: profile with another optimizer")
         mine = {id(p) for p in model.parameters()}
         theirs = [p for g in optimizer.param_groups for p in g["params"]]
         foreign = [p for p in theirs if id(p) not in mine]
@@ -105,6 +102,26 @@ def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
                 "build it over this model, e.g. torch.optim.AdamW(model.parameters())"
             )
     return device
+
+
+def check_closure(optimizer: torch.optim.Optimizer, advice: str) -> None:
+    """Raises ValueError for an optimizer whose ``step`` needs a closure (LBFGS), ending with ``advice``."""
+    closure = inspect.signature(optimizer.step).parameters.get("closure")
+    if closure is not None and closure.default is inspect.Parameter.empty:
+        raise ValueError(f"{type(optimizer).__name__}.step() needs a closure (it re-evaluates the loss); {advice}")
+
+
+def check_options(steps: Any, module_depth: Any, set_to_none: Any) -> None:
+    """Raises ValueError for step counts, module depths or ``set_to_none`` values
+    that are not what :func:`profile_step` and :func:`vramnb.estimate` take."""
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise ValueError(f"steps must be an integer (1: the first step only, 2: also a steady-state step), not {steps!r}")
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    if module_depth is not None and (isinstance(module_depth, bool) or not isinstance(module_depth, int) or module_depth < 1):
+        raise ValueError(f"module_depth must be None (off) or a positive integer (1: the model's children), not {module_depth!r}")
+    if not isinstance(set_to_none, bool):
+        raise ValueError(f"set_to_none must be True or False, not {set_to_none!r}")
 
 
 def default_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
@@ -475,19 +492,12 @@ def profile_step(
         partial report attached as ``exc.vramnb_report``.
     """
     device = check_inputs(model, batch, optimizer)
-    if isinstance(steps, bool) or not isinstance(steps, int):
-        raise ValueError(f"steps must be an integer (1: the first step only, 2: also a steady-state step), not {steps!r}")
-    if module_depth is not None and (isinstance(module_depth, bool) or not isinstance(module_depth, int) or module_depth < 1):
-        raise ValueError(f"module_depth must be None (off) or a positive integer (1: the model's children), not {module_depth!r}")
-    if not isinstance(set_to_none, bool):
-        raise ValueError(f"set_to_none must be True or False, not {set_to_none!r}")
+    check_options(steps, module_depth, set_to_none)
     if trace is not None and device.type != "cuda":
         raise ValueError(
             f"trace= needs a CUDA model (it saves the CUDA caching allocator's trace); this model is on {device}. "
             "On CPU, report.plot('sources') draws the recorded timeline by source."
         )
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
     if recipe is not None and not isinstance(recipe, Recipe):
         recipe = Recipe(**recipe) if isinstance(recipe, Mapping) else recipe
         if not isinstance(recipe, Recipe):
