@@ -131,6 +131,8 @@ class StepReport(Rendered):
     error: str | None = None
     recipe: Any = None
 
+    _time_label = "step time"  # what StepResult.step_time is, in the table's notes
+
     def __repr__(self) -> str:
         return self._table().to_text()
 
@@ -198,7 +200,7 @@ class StepReport(Rendered):
             t.rows.append(("non-PyTorch", *[format_bytes(b.non_pytorch or 0) for b in bds]))
         t.note("columns after the peaks: " + steady.kind + ", at each phase mark")
         for n, s in zip(names, self.steps):
-            t.note(f"{n}: peak in {s.peak_phase} · step time {format_seconds(s.step_time)}")
+            t.note(f"{n}: peak in {s.peak_phase} · {self._time_label} {format_seconds(s.step_time)}")
             if s.phase_peaks:
                 t.note("  phase peaks: " + " · ".join(
                     f"{ph} {format_bytes(b.allocated)} (temporaries {format_bytes(b.sources.get('temporaries', 0))})"

@@ -128,6 +128,8 @@ class Estimate(StepReport):
     demand: int | None = None
     backends: dict[str, int] = field(default_factory=dict)
 
+    _time_label = "time to trace on this machine"  # fake tensors on this CPU, not the GPU's step time
+
     def __repr__(self) -> str:
         return self._table().to_text()
 
@@ -153,8 +155,6 @@ class Estimate(StepReport):
             t.notes.insert(0, (line, self.fits is False))
             for a in card.assumed:
                 t.note(f"assumed: {a}")
-        t.notes = [(n.replace("step time", "time to trace on this machine") if n.startswith(("first step:", "steady state:", "step ")) else n, w)
-                   for n, w in t.notes]
         return t
 
     def to_records(self) -> list[dict[str, Any]]:
