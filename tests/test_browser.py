@@ -6,7 +6,9 @@ nothing of the user's is read or written) and a headless Chromium with a new,
 empty profile, driven by Playwright for Python. The test opens the notebook, runs
 it, changes a technique in the panel, presses *Run step*, and checks the page
 itself: the new run heads the runs table and the charts are rendered images. It
-saves a screenshot of the panel to ``docs/panel.png`` (shown in README.md).
+saves a screenshot of the panel in the test's temporary directory; only with
+``VRAMNB_UPDATE_DOCS=1`` does it replace ``docs/panel.png`` (shown in README.md),
+so the test command never rewrites a tracked file.
 
 Playwright's own browser download cannot work on our machines, so the browser is
 Debian's ``chromium`` package (``apt-get install chromium``; ``.ci/run`` installs
@@ -42,7 +44,7 @@ CHROMIUM_ARGS = [
 ]
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "tests" / "browser" / "panel.ipynb"
-SCREENSHOT = ROOT / "docs" / "panel.png"
+DOCS_SCREENSHOT = ROOT / "docs" / "panel.png"
 
 pytestmark = pytest.mark.slow
 
@@ -71,6 +73,25 @@ def browser_ready() -> None:
     if os.environ.get("VRAMNB_REQUIRE_BROWSER") == "1":
         pytest.fail(f"VRAMNB_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def screenshot_path(tmp_path: pathlib.Path) -> pathlib.Path:
+    """Where the panel's screenshot goes: ``docs/panel.png`` (tracked, shown in
+    README.md) only when ``VRAMNB_UPDATE_DOCS=1`` asks to regenerate the docs,
+    else ``tmp_path``, so running the tests leaves the checkout as it was."""
+    if os.environ.get("VRAMNB_UPDATE_DOCS") == "1":
+        return DOCS_SCREENSHOT
+    return tmp_path / "panel.png"
+
+
+def test_screenshot_goes_to_tmp_unless_docs_are_regenerated(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test command must not rewrite tracked files (runs without the browser)."""
+    monkeypatch.delenv("VRAMNB_UPDATE_DOCS", raising=False)
+    assert screenshot_path(tmp_path) == tmp_path / "panel.png"
+    monkeypatch.setenv("VRAMNB_UPDATE_DOCS", "0")
+    assert screenshot_path(tmp_path) == tmp_path / "panel.png"
+    monkeypatch.setenv("VRAMNB_UPDATE_DOCS", "1")
+    assert screenshot_path(tmp_path) == DOCS_SCREENSHOT
 
 
 def _free_port() -> int:
@@ -238,10 +259,11 @@ def open_and_run_all(page: Any, lab: JupyterLab, timeout_s: float = 120) -> None
     assert stderr.count() == 0, f"a cell raised or wrote to stderr:\n{stderr.first.inner_text()}"
 
 
-def test_panel_in_jupyterlab(lab: JupyterLab, page: Any) -> None:
+def test_panel_in_jupyterlab(lab: JupyterLab, page: Any, tmp_path: pathlib.Path) -> None:
     """Run the panel notebook in JupyterLab, switch activation checkpointing to
     every block in the panel, press Run step: the run heads the table, the charts
-    are images, the button is ready again."""
+    are images, the button is ready again. The screenshot goes to ``tmp_path``
+    (``docs/panel.png`` with ``VRAMNB_UPDATE_DOCS=1``)."""
     from playwright.sync_api import expect
 
     open_and_run_all(page, lab)
@@ -267,6 +289,7 @@ def test_panel_in_jupyterlab(lab: JupyterLab, page: Any) -> None:
     sizes = charts.evaluate_all("imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
     assert all(done and w >= 400 and h >= 150 for done, w, h in sizes), f"charts not rendered: {sizes}"
 
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    panel.screenshot(path=str(SCREENSHOT))
-    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shot = screenshot_path(tmp_path)
+    shot.parent.mkdir(exist_ok=True)
+    panel.screenshot(path=str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

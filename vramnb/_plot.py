@@ -2,6 +2,10 @@
 and a side-by-side comparison of several reports.
 
 matplotlib is imported only here, and only when a figure is asked for.
+This module draws what the report objects hold and knows them only as types:
+the reports (:mod:`vramnb._breakdown`, :mod:`vramnb._compare`) call into it
+from their ``plot()`` methods, never the reverse, so the import graph has no
+cycle (``tests/test_layers.py``), as :mod:`vramnb._render` draws their tables.
 Figures are ``matplotlib.figure.Figure`` objects (no pyplot), so they never
 display twice; in a notebook they show as PNG. Every source has one fixed
 colour (:mod:`vramnb._sources`), the same in every plot and in the panel.
@@ -12,11 +16,13 @@ dark notebook themes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._breakdown import Breakdown, StepReport, StepResult
 from ._sources import COLORS, SOURCES
 from ._units import UNITS
+
+if TYPE_CHECKING:  # the report classes, for annotations only: they import this module, not the reverse
+    from ._breakdown import Breakdown, StepReport, StepResult
 
 __all__ = ["plot_breakdown", "plot_timeline", "plot_sources", "plot_compare", "unit_for"]
 
