@@ -22,6 +22,7 @@ identically (same dispatch, same storages): the test of the machinery.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -33,7 +34,7 @@ import torch
 from ._allocator import replay, round_size
 from ._breakdown import StepReport
 from ._cuda_model import CUDA_CONTEXT, CudaPolicy, Workspaces
-from ._fake import KernelFixes, fake_batch, fake_model, fake_optimizer, new_mode, resize_batch
+from ._fake import HostDevicesOnly, KernelFixes, fake_batch, fake_model, fake_optimizer, new_mode, resize_batch
 from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
 from ._plan import StepPlan
 from ._render import Table
@@ -165,12 +166,52 @@ class Estimate(StepReport):
 
 
 # -- inputs ----------------------------------------------------------------------
+def as_recipe(recipe: Any) -> Recipe | None:
+    """``recipe`` as a :class:`Recipe` (``None`` stays ``None``).
+
+    Raises:
+        ValueError: not a Recipe or a dict; an unknown technique or setting.
+    """
+    if recipe is None or isinstance(recipe, Recipe):
+        return recipe
+    if not isinstance(recipe, Mapping):
+        raise ValueError(f"recipe must be a vramnb.Recipe or a dict of technique settings such as "
+                         f"{{'precision': 'bf16'}}, not {type(recipe).__name__}")
+    return Recipe(**recipe)
+
+
+def _check_factory(fn: Any, n_args: int, what: str, example: str) -> None:
+    """A factory the estimate calls with ``n_args`` positional arguments must accept them."""
+    try:
+        inspect.signature(fn).bind(*range(n_args))
+    except TypeError as e:
+        takes = "no arguments" if not n_args else "the list of trainable parameters"
+        raise ValueError(f"{what} is called with {takes} ({e}); e.g. {example}") from None
+    except ValueError:
+        pass  # no signature to read (a builtin): let the call say
+
+
+def _uses_cuda(err: BaseException) -> bool:
+    """``err`` is PyTorch saying CUDA is missing or a device mismatch with CUDA."""
+    text = str(err).lower()
+    return (isinstance(err, (RuntimeError, AssertionError)) and "cuda" in text
+            and any(w in text for w in ("device", "linked", "compiled", "initialize")))
+
+
 def _build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
     if isinstance(model, torch.nn.Module):
         return fake_model(model, mode)
     if callable(model):
-        with torch.device("meta"):
-            built = model()
+        _check_factory(model, 0, "the model factory", "model=lambda: MyModel(config)")
+        try:
+            with torch.device("meta"):
+                built = model()
+        except (RuntimeError, AssertionError) as e:
+            if not _uses_cuda(e):
+                raise
+            raise ValueError(f"the model factory puts tensors on CUDA ({str(e).splitlines()[0]}); it is called under "
+                             "torch.device('meta') to build the model without memory: build it without naming a "
+                             "device") from None
         if not isinstance(built, torch.nn.Module):
             raise ValueError(f"the model factory returned {type(built).__name__}, not a torch.nn.Module")
         return fake_model(built, mode)
@@ -189,7 +230,8 @@ def _build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, t
                              "build it over this model, or pass a function: optimizer=lambda params: torch.optim.AdamW(params)")
         return fake_optimizer(optimizer, fakes, mode)
     if callable(optimizer):
-        with mode:
+        _check_factory(optimizer, 1, "the optimizer factory", "optimizer=lambda params: torch.optim.AdamW(params)")
+        with mode, HostDevicesOnly():
             opt = optimizer([p for p in fmodel.parameters() if p.requires_grad])
         if not isinstance(opt, torch.optim.Optimizer):
             raise ValueError(f"the optimizer factory returned {type(opt).__name__}, not a torch.optim.Optimizer")
@@ -303,13 +345,16 @@ def estimate(
 
     Raises:
         ValueError: bad model, batch, optimizer, recipe, target, device or
-            margin (the message names the valid choices); or the step needs
-            tensor *values* (data-dependent shapes or ``.item()``), which fake
-            tensors do not have.
+            margin, a factory that does not take the arguments it is given
+            (the message names the valid choices); the step makes tensors on
+            a device itself (``device="cuda"``, ``.cuda()``, ``.to("cuda")``:
+            refused before they reach autograd, which would abort a PyTorch
+            built without CUDA); or the step needs tensor *values*
+            (data-dependent shapes or ``.item()``), which fake tensors do not have.
     """
-    with _ONE_AT_A_TIME, torch.enable_grad(), _autocast_off():
+    with _ONE_AT_A_TIME, torch.enable_grad(), _autocast_off(), _host_default_device():
         # one estimate at a time (its dispatcher kernels are process-wide); the
-        # caller's grad mode and autocast regions do not leak into the predicted step
+        # caller's grad mode, autocast regions and default device do not leak into the predicted step
         return _estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, device=device,
                          batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
                          warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
@@ -333,6 +378,23 @@ def _autocast_off() -> Any:
     finally:
         for d, on in was.items():
             torch.set_autocast_enabled(d, on)
+
+
+@contextlib.contextmanager
+def _host_default_device() -> Any:
+    """Tensors made without a device go on the CPU during the estimate, where the caller has set
+    ``torch.set_default_device("cuda")``: the fake CPU tensors stand for the card's (a fake ``cuda``
+    tensor is refused, see :class:`vramnb._fake.HostDevicesOnly`)."""
+    from torch.utils import _device
+
+    # DeviceContext (torch.device(...) / set_default_device) records its device here on entry;
+    # torch.get_default_device() would initialise CUDA to find the index
+    current = getattr(_device, "CURRENT_DEVICE", None)
+    if current is None or torch.device(current).type == "cpu":
+        yield
+        return
+    with torch.device("cpu"):
+        yield
 
 
 def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: Any, target: Any, device: str,
@@ -359,10 +421,11 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     tgt = resolve_target(target) if device == "cuda" else None
     if tgt is None and target is not None:
         raise ValueError("target= is for device='cuda'; a CPU estimate has no card")
-    if recipe is not None and not isinstance(recipe, Recipe):
-        if not isinstance(recipe, Mapping):
-            raise ValueError(f"recipe must be a vramnb.Recipe or a dict of technique settings, not {type(recipe).__name__}")
-        recipe = Recipe(**recipe)
+    recipe = as_recipe(recipe)
+    if not isinstance(expandable_segments, bool):
+        raise ValueError(f"expandable_segments must be True or False, not {expandable_segments!r}")
+    if not isinstance(label, str):
+        raise ValueError(f"label must be a string (the report's title), not {type(label).__name__}")
     _batch_tensors(batch)  # raises ValueError on a batch that is not tensors
     if batch_size is not None:
         resize_batch(batch)
@@ -390,7 +453,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     err: BaseException | None = None
     sharded = parallel is not None and parallel != "ddp"
     fixes = KernelFixes()
-    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, fixes, \
+    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, HostDevicesOnly(), fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
@@ -495,11 +558,12 @@ def _explain(err: BaseException) -> BaseException:
     """A clear error for what fake tensors cannot do; other errors pass unchanged."""
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
-    if isinstance(err, RuntimeError) and ("cuda" in str(err).lower()) and ("device" in str(err).lower()
-                                                                          or "linked" in str(err).lower()):
+    if _uses_cuda(err):
+        # CUDA used by the step outside the dispatcher (.cuda() and legacy torch.cuda types on a build without
+        # CUDA; a device mismatch): the dispatcher's own case is HostDevicesOnly's refusal
         return ValueError(f"the step puts tensors on a CUDA device itself ({str(err).splitlines()[0]}); an estimate "
-                          "runs it on fake CPU tensors: create tensors on the device of the model or batch "
-                          "(e.g. torch.zeros(..., device=x.device)) instead of 'cuda'")
+                          "runs the step on fake CPU tensors and models the card on top. Create tensors on the device "
+                          "of the model or batch instead (e.g. torch.zeros(..., device=x.device))")
     if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
         return ValueError(f"the step needs tensor values ({err}): fake tensors have shapes but no data. "
                           "Make the step not depend on values (e.g. no .item() or boolean indexing in the "
