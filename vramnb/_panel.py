@@ -7,6 +7,11 @@ fits on ...", a *Run step* button, the breakdown of the last run, a comparison
 chart of all runs, and a table of runs, newest first. Every run profiles one
 step with :func:`vramnb.profile_step` and restores the model exactly.
 
+The panel holds the model weakly, and the batch, loss function and optimizer
+only as long as the model lives: ipywidgets keeps every displayed widget (and
+so its callbacks and the panel) alive for the session, which must not keep
+your model alive after you delete it. See :class:`Panel`.
+
 ipywidgets and matplotlib are imported here only.
 """
 
@@ -16,6 +21,7 @@ import csv
 import html
 import io
 import time
+import weakref
 from typing import Any
 
 import torch
@@ -41,6 +47,17 @@ def _label(value: Any) -> str:
 class Panel:
     """A panel over one live model. See :func:`panel`.
 
+    What it keeps of yours: the model through a weak reference; the batch,
+    the loss function and the optimizer for as long as the model lives (a
+    batch or an optimizer is often made in the call, ``panel(model,
+    torch.randn(16, 32))``, with no other owner, so they cannot be weak).
+    ``del model`` (with the optimizer and batch, if variables hold them)
+    frees them all even though the widget stays on the page (ipywidgets
+    keeps it, and the panel, alive for the session); a run afterwards says
+    that the model is gone. A loss function that captures the model itself
+    (a closure over it) keeps it alive until :meth:`close`. :meth:`close`
+    releases everything and closes the widgets.
+
     Attributes:
         runs: the runs so far, oldest first: dicts with the recipe, its report
             (or the error), the peak and the step time.
@@ -54,7 +71,12 @@ class Panel:
         check_options(steps, None, True)
         import ipywidgets as w
 
-        self.model, self.batch, self.loss_fn, self.optimizer, self.steps = model, batch, loss_fn, optimizer, steps
+        self._model = weakref.ref(model)
+        # batch, loss_fn, optimizer: kept while the model lives (WeakKeyDictionary: they go with it)
+        self._inputs: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, Any, Any]] = weakref.WeakKeyDictionary(
+            {model: (batch, loss_fn, optimizer)})
+        self._model_name, self.steps = type(model).__name__, steps
+        self._shown_in: tuple[int, int] | None = None  # (shell, cell) where panel() displayed it
         self.runs: list[dict[str, Any]] = []
         self._busy = False
         self.controls: dict[str, Any] = {}
@@ -97,7 +119,7 @@ class Panel:
                                          grid_gap="0 12px", align_items="flex-end", width="100%"))  # menus in line when a label wraps
         actions = w.HBox([self.button, self.predict, self.status], layout=w.Layout(align_items="center", margin="6px 0"))
         plots = w.HBox([self.breakdown_out, self.compare_out], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
-        title = w.HTML(f"<b>vramnb panel</b> · {html.escape(type(model).__name__)} on {self.device}")
+        title = w.HTML(f"<b>vramnb panel</b> · {html.escape(self._model_name)} on {self.device}")
         self.widget = w.VBox([title, grid, actions, self.table, plots])
         self.widget.add_class("vramnb-panel")
         self._refresh_table()
@@ -111,6 +133,42 @@ class Panel:
         box.add_class("vramnb-control")
         box.add_class(f"vramnb-control-{name}")
         return box
+
+    # -- the user's objects (weak, see the class docstring) -----------------------
+    @property
+    def model(self) -> torch.nn.Module | None:
+        """The model, or ``None`` once it has been deleted (or :meth:`close` was called)."""
+        m = self._model()
+        return m if m is not None and m in self._inputs else None
+
+    def _held(self, i: int) -> Any:
+        m = self.model
+        return None if m is None else self._inputs[m][i]
+
+    @property
+    def batch(self) -> Any:
+        """The batch (``None`` once the model is gone)."""
+        return self._held(0)
+
+    @property
+    def loss_fn(self) -> Any:
+        """The loss function (``None`` once the model is gone, or if none was given)."""
+        return self._held(1)
+
+    @property
+    def optimizer(self) -> Any:
+        """The optimizer (``None`` once the model is gone, or if none was given)."""
+        return self._held(2)
+
+    def close(self) -> None:
+        """Close the widgets and let go of the model, batch, loss function and optimizer."""
+        self._inputs.clear()
+        self._model = lambda: None  # type: ignore[assignment]
+        stack = [self.widget]
+        while stack:
+            wid = stack.pop()
+            stack.extend(getattr(wid, "children", ()))
+            wid.close()
 
     # -- state ---------------------------------------------------------------
     def _method(self) -> str:
@@ -138,6 +196,10 @@ class Panel:
         A press while a run is going on is ignored, not queued."""
         if self._busy:
             return None
+        model = self.model
+        if model is None:
+            return self._gone()
+        batch, loss_fn, optimizer = self._inputs[model]
         self._busy = True
         self.button.disabled = True
         self.button.description, self.button.icon = "Running…", "spinner spin"
@@ -146,14 +208,18 @@ class Panel:
         record: dict[str, Any] = {"recipe": recipe, "description": recipe.describe(), "report": None, "error": None}
         t0 = time.perf_counter()
         try:
-            report = profile_step(self.model, self.batch, self.loss_fn, self.optimizer, recipe=recipe, steps=self.steps)
+            report = profile_step(model, batch, loss_fn, optimizer, recipe=recipe, steps=self.steps)
             record["report"] = report
             record["peak"] = report.steady.peak.allocated
             record["non_pytorch"] = report.steady.marks[-1][1].non_pytorch
             record["step_time"] = report.steady.step_time
             if self.predict.value:
-                self._predict(record, recipe)
+                self._predict(record, recipe, model, batch, loss_fn, optimizer)
             self.status.value = self._status_text(f"done: {recipe.describe()} · peak {format_bytes(record['peak'])}")
+        except KeyboardInterrupt:
+            record["error"] = "interrupted (the model is restored before the interrupt goes on)"
+            self.status.value = self._status_text(f"interrupted: {recipe.describe()} (model restored)", error=True)
+            raise
         except Unavailable as e:
             record["error"] = str(e)
             self.status.value = self._status_text(str(e), error=True)
@@ -169,11 +235,25 @@ class Panel:
             self.button.description, self.button.icon = "Run step", "play"
             self.button.disabled = False
             self._busy = False
+        del model, batch, loss_fn, optimizer  # nothing of the user's stays in this frame
         self._draw(record)
         self._refresh_table()
         return record
 
-    def _predict(self, record: dict[str, Any], recipe: Recipe) -> None:
+    def _gone(self) -> dict[str, Any]:
+        """A run asked for after the model was deleted: said in the panel, nothing run."""
+        text = ("the model is gone: it was deleted (or the panel closed), and the panel holds it only weakly so "
+                "that it does not keep your model, optimizer and batch alive; open a new panel on a live model")
+        recipe = self.recipe()
+        record: dict[str, Any] = {"recipe": recipe, "description": recipe.describe(), "report": None, "error": text,
+                                  "wall_time": 0.0}
+        self.runs.append(record)
+        self.status.value = self._status_text(text, error=True)
+        self._refresh_table()
+        return record
+
+    def _predict(self, record: dict[str, Any], recipe: Recipe, model: Any, batch: Any, loss_fn: Any,
+                 optimizer: Any) -> None:
         """The same step estimated on the target card, beside the measurement."""
         from ._estimate import estimate
 
@@ -183,8 +263,7 @@ class Panel:
         target = self.target.value
         record["predicted_on"] = target
         try:
-            est = estimate(self.model, self.batch, self.loss_fn, self.optimizer, recipe=recipe, target=target,
-                           steps=self.steps)
+            est = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, steps=self.steps)
         except Exception as e:  # noqa: BLE001 - the measurement stands; say why there is no prediction
             record["estimate_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             return
@@ -343,7 +422,8 @@ class Panel:
             f"measured by the {self._method()}</div>")
 
     def __repr__(self) -> str:
-        lines = [f"vramnb panel · {type(self.model).__name__} on {self.device} · {len(self.runs)} run(s)"]
+        gone = "" if self.model is not None else " · the model is gone"
+        lines = [f"vramnb panel · {self._model_name} on {self.device} · {len(self.runs)} run(s){gone}"]
         for row in self._rows():
             lines.append("  " + " · ".join(c for c in row if c))
         return "\n".join(lines)
@@ -352,6 +432,16 @@ class Panel:
         bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude, **kwargs) or {}
         bundle["text/plain"] = repr(self)
         return bundle
+
+    def _ipython_display_(self) -> None:
+        """Show the panel (another view of the same widgets), except as the result of the
+        cell in which :func:`panel` has just shown it: ``vramnb.panel(...)`` as a cell's
+        last line shows it once."""
+        from IPython.display import display
+
+        if self._shown_in is not None and self._shown_in == _cell():
+            return
+        display(self._repr_mimebundle_(), raw=True)
 
 
 def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: Any = None, *,
@@ -379,5 +469,14 @@ def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: An
     if display:
         from IPython.display import display as show
 
-        show(p.widget)
+        show(p._repr_mimebundle_(), raw=True)
+        p._shown_in = _cell()
     return p
+
+
+def _cell() -> tuple[int, int] | None:
+    """The IPython shell and cell running now (``None`` outside IPython)."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return None if shell is None else (id(shell), shell.execution_count)
