@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from ._estimate import Estimate, as_recipe, estimate
+from ._estimate import Estimate, estimate
+from ._estimate_inputs import as_recipe
 from ._fake import resize_batch
 from ._render import Rendered, Table
 from ._units import format_bytes, format_seconds
