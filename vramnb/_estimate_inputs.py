@@ -77,10 +77,11 @@ def _check_factory(fn: Any, n_args: int, what: str, example: str) -> None:
 
 
 def _uses_cuda(err: BaseException) -> bool:
-    """``err`` is PyTorch saying CUDA is missing or a device mismatch with CUDA."""
+    """``err`` is PyTorch saying that CUDA (or another accelerator) is missing, or a device
+    mismatch with it: "not compiled with CUDA", "not linked with support for cuda devices",
+    "Cannot initialize CUDA", "requires CUDA support", "Cannot access accelerator device"."""
     text = str(err).lower()
-    return (isinstance(err, (RuntimeError, AssertionError)) and "cuda" in text
-            and any(w in text for w in ("device", "linked", "compiled", "initialize")))
+    return isinstance(err, (RuntimeError, AssertionError)) and ("cuda" in text or "accelerator" in text)
 
 
 def build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
@@ -135,9 +136,9 @@ def explain(err: BaseException) -> BaseException:
     if _uses_cuda(err):
         # CUDA used by the step outside the dispatcher (.cuda() and legacy torch.cuda types on a build without
         # CUDA; a device mismatch): the dispatcher's own case is HostDevicesOnly's refusal
-        return ValueError(f"the step puts tensors on a CUDA device itself ({str(err).splitlines()[0]}); an estimate "
-                          "runs the step on fake CPU tensors and models the card on top. Create tensors on the device "
-                          "of the model or batch instead (e.g. torch.zeros(..., device=x.device))")
+        return ValueError(f"the step uses CUDA itself ({str(err).splitlines()[0]}); an estimate runs the step on fake "
+                          "CPU tensors and models the card on top. Create tensors on the device of the model or batch "
+                          "instead (e.g. torch.zeros(..., device=x.device)), and leave torch.cuda calls out of the step")
     if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
         return ValueError(f"the step needs tensor values ({err}): fake tensors have shapes but no data. "
                           "Make the step not depend on values (e.g. no .item() or boolean indexing in the "
