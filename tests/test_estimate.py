@@ -512,3 +512,14 @@ def test_bad_input_to_estimate_and_max_batch_size_says_what_to_do():
         with pytest.raises(ValueError, match="the model factory puts tensors on CUDA"):
             vramnb.estimate(lambda: nn.Linear(4, 4, device="cuda"), torch.randn(8, 4), lambda m, b: m(b).sum(),
                             target="A100")
+
+
+def test_lazy_models_and_nested_batches_are_refused_with_what_to_do():
+    with pytest.raises(ValueError, match="LazyLinear has parameters not made yet \\(weight, bias"):
+        vramnb.estimate(nn.LazyLinear(4), torch.randn(8, 16), lambda m, b: m(b).sum(), target="A100")
+    nested = torch.nested.nested_tensor([torch.randn(2, 16), torch.randn(3, 16)])
+    for call in (lambda: vramnb.estimate(nn.Linear(16, 4), nested, lambda m, b: m(b).sum(), target="A100"),
+                 lambda: vramnb.max_batch_size(nn.Linear(16, 4), {"x": nested}, lambda m, b: m(b["x"]).sum(),
+                                               target="A100", progress=False)):
+        with pytest.raises(ValueError, match="is a nested \\(ragged\\) tensor.*pad it"):
+            call()

@@ -34,7 +34,7 @@ from ._allocator import replay, round_size
 from ._breakdown import StepReport
 from ._cuda_model import CUDA_CONTEXT, CudaPolicy, Workspaces
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
-from ._fake import HostDevicesOnly, KernelFixes, fake_batch, new_mode, resize_batch
+from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
 from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
 from ._plan import StepPlan
 from ._render import Table
@@ -335,7 +335,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     if tgt is None and target is not None:
         raise ValueError("target= is for device='cuda'; a CPU estimate has no card")
     recipe = as_recipe(recipe)
-    _batch_tensors(batch)  # raises ValueError on a batch that is not tensors
+    check_batch(batch)  # ValueError on a batch that is not (dense) tensors
     if batch_size is not None:
         resize_batch(batch)
 

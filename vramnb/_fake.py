@@ -19,7 +19,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_model", "fake_batch", "fake_optimizer", "resize_batch"]
+__all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_model", "fake_batch", "fake_optimizer",
+           "check_batch", "resize_batch"]
 
 
 def new_mode() -> FakeTensorMode:
@@ -72,6 +73,13 @@ def fake_model(model: torch.nn.Module, mode: FakeTensorMode) -> tuple[torch.nn.M
     """A deep copy of ``model`` whose tensors are fake: returns the copy and the
     map ``id(original tensor) -> fake tensor`` (parameters, buffers, gradients,
     tensor attributes). No real data is copied."""
+    from torch.nn.parameter import is_lazy
+
+    lazy = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if is_lazy(t)]
+    if lazy:
+        raise ValueError(f"{type(model).__name__} has parameters not made yet ({', '.join(lazy[:4])}: a lazy module, "
+                         "which sizes them at its first forward); run one forward on a real batch first "
+                         "(model(batch)), or pass a function that builds the model with its sizes given")
     memo: dict[int, Any] = {}
     fakes: dict[int, torch.Tensor] = {}
     for p in model.parameters():
@@ -92,6 +100,7 @@ def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any
     first dimension of every tensor that has one becomes ``size`` (see :func:`resize_batch`).
     Tensors sharing a storage (``labels`` that are ``input_ids``, views of
     one buffer) share one fake storage, as they share memory."""
+    check_batch(batch)
     bases: dict[tuple[int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def conv(t: torch.Tensor) -> torch.Tensor:
@@ -116,18 +125,33 @@ def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any
     return _map(batch, conv)
 
 
+def check_batch(batch: Any) -> list[tuple[str, torch.Tensor]]:
+    """The batch's tensors by name (``batch[0]``, ``batch['input_ids']``).
+
+    Raises:
+        ValueError: ``batch`` is not a tensor or a tuple/list/dict of tensors, or
+            holds a nested (ragged) tensor, which has no fake copy (pad it).
+    """
+    from ._step import _batch_tensors
+
+    named = _batch_tensors(batch)  # ValueError naming what is not a tensor
+    for name, t in named:
+        if t.is_nested:
+            raise ValueError(f"{name} is a nested (ragged) tensor, which an estimate cannot copy onto fake tensors: "
+                             "pad it to a dense tensor (e.g. torch.nested.to_padded_tensor(t, 0.0))")
+    return named
+
+
 def resize_batch(batch: Any) -> int:
     """The batch size of ``batch``: the first dimension its tensors share
     (0-dim tensors in it, such as a scalar setting, have none and are left out).
 
     Raises:
-        ValueError: ``batch`` is not a tensor or a tuple/list/dict of tensors; it has
+        ValueError: as :func:`check_batch`; the batch has
             no tensor with a batch dimension (only 0-dim tensors, or none); its
             tensors disagree on their first dimension. The message lists what was found.
     """
-    from ._step import _batch_tensors
-
-    named = _batch_tensors(batch)  # ValueError naming what is not a tensor
+    named = check_batch(batch)
     sizes = sorted({t.shape[0] for _, t in named if t.dim()})
     if len(sizes) == 1:
         return sizes[0]
