@@ -453,7 +453,10 @@ def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: An
         model, batch, loss_fn, optimizer: as for :func:`vramnb.profile_step`.
         target: the card for "what fits on ...": a name from
             ``vramnb._gpus.GPUS`` or a size (``"24GiB"``).
-        display: show it now (``False`` to build it, e.g. in tests or scripts).
+        display: show it now, in IPython or Jupyter (``False`` to build it, e.g. in
+            tests). As a cell's last line it is shown once: the returned panel
+            does not show itself again in the cell that opened it (in a later
+            cell, ``p`` or ``display(p)`` adds another view of the same panel).
         steps: steps per run (2: the first and a steady-state step).
         predict: start with "predict it on the card too" ticked: each run is
             also estimated on the target card (:func:`vramnb.estimate`) and the
@@ -466,7 +469,7 @@ def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: An
         ValueError: bad model, batch, optimizer or target, before any widget is built.
     """
     p = Panel(model, batch, loss_fn, optimizer, target=target, steps=steps, predict=predict)
-    if display:
+    if display and _cell() is not None:  # (a script has nowhere to show widgets)
         from IPython.display import display as show
 
         show(p._repr_mimebundle_(), raw=True)
