@@ -188,14 +188,14 @@ class Panel(RunsTable):
         if model is None:
             return self._gone()
         batch, loss_fn, optimizer = self._inputs[model]
-        self._busy = True
-        self.button.disabled = True
-        self.button.description, self.button.icon = "Running…", "spinner spin"
         recipe = self.recipe()
-        self.status.value = self._status_text(f"running: {recipe.describe()} …")
         record: dict[str, Any] = {"recipe": recipe, "description": recipe.describe(), "report": None, "error": None}
         t0 = time.perf_counter()
-        try:
+        try:  # from the busy flag on: whatever happens (an interrupt too), the finally makes the panel ready again
+            self._busy = True
+            self.button.disabled = True
+            self.button.description, self.button.icon = "Running…", "spinner spin"
+            self.status.value = self._status_text(f"running: {recipe.describe()} …")
             report = profile_step(model, batch, loss_fn, optimizer, recipe=recipe, steps=self.steps)
             record["report"] = report
             record["peak"] = report.steady.peak.allocated
@@ -218,14 +218,14 @@ class Panel(RunsTable):
                 record["peak"] = record["report"].peak.allocated
             self.status.value = self._status_text(f"the step failed: {record['error']} (model restored)", error=True)
         finally:
-            record["wall_time"] = time.perf_counter() - t0
-            self.runs.append(record)
+            self._busy = False
             self.button.description, self.button.icon = "Run step", "play"
             self.button.disabled = False
-            self._busy = False
+            record["wall_time"] = time.perf_counter() - t0
+            self.runs.append(record)
+            self._refresh_table()
         del model, batch, loss_fn, optimizer  # nothing of the user's stays in this frame
         self._draw(record)
-        self._refresh_table()
         return record
 
     def _gone(self) -> dict[str, Any]:
