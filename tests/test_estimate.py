@@ -514,7 +514,9 @@ def test_bad_input_to_estimate_and_max_batch_size_says_what_to_do():
                             target="A100")
 
 
-def test_lazy_models_and_nested_batches_are_refused_with_what_to_do():
+def test_lazy_models_nested_batches_and_torchscript_are_refused_with_what_to_do():
+    with pytest.raises(ValueError, match="is a TorchScript module.*estimate the Python module"):
+        vramnb.estimate(torch.jit.script(nn.Linear(16, 4)), torch.randn(8, 16), lambda m, b: m(b).sum(), target="A100")
     with pytest.raises(ValueError, match="LazyLinear has parameters not made yet \\(weight, bias"):
         vramnb.estimate(nn.LazyLinear(4), torch.randn(8, 16), lambda m, b: m(b).sum(), target="A100")
     nested = torch.nested.nested_tensor([torch.randn(2, 16), torch.randn(3, 16)])

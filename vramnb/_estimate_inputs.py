@@ -87,6 +87,10 @@ def _uses_cuda(err: BaseException) -> bool:
 def build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
     """The fake copy of ``model`` (a module, or a factory called under ``torch.device("meta")``)
     and the map from the original tensors to the fakes (:func:`vramnb._fake.fake_model`)."""
+    if isinstance(model, torch.jit.ScriptModule):
+        raise ValueError(f"{type(model).__name__} is a TorchScript module (torch.jit.script or trace), whose weights "
+                         "live in the compiled graph and cannot be copied onto fake tensors: estimate the Python "
+                         "module it was made from")
     if isinstance(model, torch.nn.Module):
         return fake_model(model, mode)
     if callable(model):
@@ -102,7 +106,7 @@ def build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch
                              "device") from None
         if not isinstance(built, torch.nn.Module):
             raise ValueError(f"the model factory returned {type(built).__name__}, not a torch.nn.Module")
-        return fake_model(built, mode)
+        return build_model(built, mode)
     raise ValueError(f"model must be a torch.nn.Module or a function building one, not {type(model).__name__}")
 
 
