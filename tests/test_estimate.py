@@ -419,10 +419,15 @@ CASES = {
     "in backward": lambda m, b: CudaInBackward.apply(m(b)).sum(),
     "mps": lambda m, b: m(b).sum() + torch.zeros((), device="mps"),
     "device=0": lambda m, b: m(b).sum() + torch.zeros((), device=0),
+    "new_tensor": lambda m, b: m(b).sum() + b.new_tensor(1.0, device="cuda"),
+    "eye": lambda m, b: m(b).sum() + torch.eye(1, device="cuda").sum(),
+    "empty_strided": lambda m, b: m(b).sum() + torch.empty_strided((1,), (1,), device="cuda").sum(),
+    "a real constant .to('cuda')": lambda m, b: m(b).sum() + torch.ones(1, dtype=torch.float64).to("cuda").sum(),
     "a CUDA generator": lambda m, b: m(b).sum() + torch.randn((), generator=torch.Generator(device="cuda")),
 }
 if not torch.cuda.is_available():  # CUDA calls that work where there is a GPU
     CASES["torch.cuda.synchronize()"] = lambda m, b: (torch.cuda.synchronize(), m(b).sum())[1]
+    CASES["torch.cuda.FloatTensor(1)"] = lambda m, b: m(b).sum() + torch.cuda.FloatTensor(1).sum()
     CASES["torch.cuda.Stream()"] = lambda m, b: (torch.cuda.Stream(), m(b).sum())[1]
     CASES["device=torch.cuda.current_device()"] = lambda m, b: m(b).sum() + torch.zeros((), device=torch.cuda.current_device())
 print(len(CASES), flush=True)

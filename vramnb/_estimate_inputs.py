@@ -81,6 +81,8 @@ def _uses_cuda(err: BaseException) -> bool:
     mismatch with it: "not compiled with CUDA", "not linked with support for cuda devices",
     "Cannot initialize CUDA", "requires CUDA support", "Cannot access accelerator device"."""
     text = str(err).lower()
+    if isinstance(err, TypeError):  # legacy types: "type torch.cuda.FloatTensor not available. Torch not compiled ..."
+        return "compiled with cuda" in text
     return isinstance(err, (RuntimeError, AssertionError)) and ("cuda" in text or "accelerator" in text)
 
 
