@@ -511,6 +511,8 @@ def test_bad_input_to_estimate_and_max_batch_size_says_what_to_do():
         vramnb.estimate(lambda n: nn.Linear(4, n), torch.randn(8, 4), lambda m, b: m(b).sum(), target="A100")
     with pytest.raises(ValueError, match="the optimizer factory is called with the list of trainable parameters"):
         vramnb.estimate(model, batch, loss_fn, lambda: None, target="A100")
+    with pytest.raises(ValueError, match="the step pins host memory.*pin the batch before the step"):
+        vramnb.estimate(model, batch, lambda m, b: loss_fn(m, (b[0].pin_memory(), b[1])), target="A100")
     with pytest.raises(ValueError, match="expandable_segments must be True or False"):
         vramnb.estimate(model, batch, loss_fn, target="A100", expandable_segments="yes")
     if not torch.cuda.is_available():

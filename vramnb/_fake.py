@@ -271,8 +271,8 @@ class HostDevicesOnly(TorchDispatchMode):
     process as soon as autograd records it (``InputMetadata`` asks for a CUDA
     device guard: exit 134, the kernel dies), and with CUDA it mixes devices.
     A dispatch mode above the fake mode sees every operator's output before
-    autograd does, so the refusal comes first. Ops that make no tensor
-    (``pin_memory``, which needs CUDA, has no fake kernel) are refused by name.
+    autograd does, so the refusal comes first. ``pin_memory``, which needs
+    CUDA and has no fake kernel, is refused by name.
     """
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
