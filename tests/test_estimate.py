@@ -364,3 +364,171 @@ def test_notebook_hooks_do_not_see_fake_tensors():
         del model.table
     assert kept["out"] is real  # the user's dict still holds the real tensor
     assert any("hook(s) of your own were not run" in n for n in e.notes)
+
+
+_CUDA_IN_THE_STEP = r'''
+import sys, torch, vramnb
+from torch import nn
+
+def ctx(m, b):
+    with torch.device("cuda"):
+        z = torch.zeros(())
+    return m(b).sum() + z
+
+def default_device(m, b):
+    torch.set_default_device("cuda")
+    try:
+        z = torch.zeros(())
+    finally:
+        torch.set_default_device(None)
+    return m(b).sum() + z
+
+class CudaInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g + torch.zeros((), device="cuda")
+
+CASES = {
+    "issue: zeros(1).sum()": lambda m, b: m(b).sum() + torch.zeros(1, device="cuda").sum(),
+    "0-dim zeros": lambda m, b: m(b).sum() + torch.zeros((), device="cuda"),
+    "zeros(3)": lambda m, b: m(b).sum() + torch.zeros(3, device="cuda"),
+    "torch.tensor": lambda m, b: m(b).sum() + torch.tensor(1.0, device="cuda"),
+    "as_tensor": lambda m, b: m(b).sum() + torch.as_tensor([1.0], device="cuda").sum(),
+    "full": lambda m, b: m(b).sum() * torch.full((), 2.0, device="cuda"),
+    "scalar_tensor": lambda m, b: m(b).sum() * torch.scalar_tensor(2.0, device="cuda"),
+    "randn": lambda m, b: m(b).sum() + torch.randn((), device="cuda"),
+    "arange": lambda m, b: m(b).sum() + torch.arange(1, device="cuda").float().sum(),
+    "zeros_like": lambda m, b: m(b).sum() + torch.zeros_like(m(b).sum(), device="cuda"),
+    "new_zeros": lambda m, b: m(b).sum() + b.new_zeros((), device="cuda"),
+    "torch.device kwarg": lambda m, b: m(b).sum() + torch.ones(1, device=torch.device("cuda", 0)).sum(),
+    ".cuda()": lambda m, b: m(b).sum().cuda(),
+    ".cuda() of a constant": lambda m, b: m(b).sum() * torch.ones(()).cuda(),
+    ".to('cuda')": lambda m, b: m(b).sum().to("cuda"),
+    ".to(torch.device)": lambda m, b: m(b).sum().to(torch.device("cuda", 0)),
+    ".to(device=)": lambda m, b: m(b).sum().to(device="cuda:0"),
+    ".type(torch.cuda.FloatTensor)": lambda m, b: m(b).sum().type(torch.cuda.FloatTensor),
+    "copy_ into a CUDA tensor": lambda m, b: torch.empty((), device="cuda").copy_(m(b).sum()),
+    "requires_grad leaf": lambda m, b: m(b).sum() + (torch.ones(3, device="cuda", requires_grad=True) * 2).sum().cpu(),
+    "a module built on cuda": lambda m, b: m(b).sum() + nn.Linear(4, 1, device="cuda")(torch.ones(4, device="cuda")).sum(),
+    "torch.device context": ctx,
+    "set_default_device": default_device,
+    "in backward": lambda m, b: CudaInBackward.apply(m(b)).sum(),
+    "mps": lambda m, b: m(b).sum() + torch.zeros((), device="mps"),
+    "device=0": lambda m, b: m(b).sum() + torch.zeros((), device=0),
+    "new_tensor": lambda m, b: m(b).sum() + b.new_tensor(1.0, device="cuda"),
+    "eye": lambda m, b: m(b).sum() + torch.eye(1, device="cuda").sum(),
+    "empty_strided": lambda m, b: m(b).sum() + torch.empty_strided((1,), (1,), device="cuda").sum(),
+    "a real constant .to('cuda')": lambda m, b: m(b).sum() + torch.ones(1, dtype=torch.float64).to("cuda").sum(),
+    "a CUDA generator": lambda m, b: m(b).sum() + torch.randn((), generator=torch.Generator(device="cuda")),
+}
+if not torch.cuda.is_available():  # CUDA calls that work where there is a GPU
+    CASES["torch.cuda.synchronize()"] = lambda m, b: (torch.cuda.synchronize(), m(b).sum())[1]
+    CASES["torch.cuda.FloatTensor(1)"] = lambda m, b: m(b).sum() + torch.cuda.FloatTensor(1).sum()
+    CASES["torch.cuda.Stream()"] = lambda m, b: (torch.cuda.Stream(), m(b).sum())[1]
+    CASES["device=torch.cuda.current_device()"] = lambda m, b: m(b).sum() + torch.zeros((), device=torch.cuda.current_device())
+print(len(CASES), flush=True)
+for name, fn in CASES.items():
+    for where in ({"target": "A100"}, {"device": "cpu"}):
+        print(name, where, end=": ", flush=True)
+        try:
+            vramnb.estimate(nn.Linear(16, 4), torch.randn(8, 16), fn, **where)
+            print("no error", flush=True)
+        except Exception as e:
+            print(type(e).__name__, str(e).replace("\n", " "), flush=True)
+print("optimizer factory", end=": ", flush=True)
+try:
+    vramnb.estimate(nn.Linear(16, 4), torch.randn(8, 16), lambda m, b: m(b).sum(),
+                    lambda p: torch.optim.Adam(p, lr=torch.tensor(0.01, device="cuda")), target="A100")
+    print("no error", flush=True)
+except Exception as e:
+    print(type(e).__name__, str(e).replace("\n", " "), flush=True)
+'''
+
+
+def test_cuda_tensors_made_in_the_step_are_refused_not_fatal():
+    """A fake ``cuda`` tensor on a PyTorch without CUDA aborts the process in autograd
+    (exit 134): every way of making one in the step is refused with a ValueError first.
+    In a subprocess, since the failure kills the interpreter."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _CUDA_IN_THE_STEP], capture_output=True, text=True, timeout=600)
+    n, *lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 0, (proc.returncode, lines[-1:], proc.stderr[-2000:])
+    assert len(lines) == 2 * int(n) + 1 and int(n) >= 27
+    for line in lines:
+        assert ": ValueError " in line and "device of the model or batch" in line, line
+    assert sum("makes a tensor on cuda:0" in line for line in lines) >= 40
+
+
+def test_a_cuda_default_device_does_not_reach_the_fake_step():
+    """With ``torch.set_default_device("cuda")`` the step's device-less factories make the
+    card's tensors: fake CPU ones in the estimate, not fake CUDA ones (refused, or fatal)."""
+    torch.set_default_device("cuda")
+    try:
+        e = vramnb.estimate(lambda: nn.Linear(16, 4), torch.empty(8, 16, device="meta"),
+                            lambda m, b: m(b).sum() + torch.zeros(()), target="A100")
+    finally:
+        torch.set_default_device(None)
+    assert e.steady.peak.sources["parameters"] == round_size(16 * 4 * 4) + round_size(4 * 4)
+
+
+@pytest.mark.parametrize("batch, found", [
+    (torch.tensor(3.0), "(batch of shape ())"),
+    ({"a": torch.tensor(1.0), "b": torch.tensor(2)}, "(batch['a'] of shape (), batch['b'] of shape ())"),
+    ([torch.tensor(1.0)], "(batch[0] of shape ())"),
+    ([], "(an empty list, no tensors)"),
+], ids=["0-dim", "dict of scalars", "list of a scalar", "empty list"])
+def test_a_batch_without_a_batch_dimension_is_named(batch, found):
+    model = nn.Linear(16, 4)
+    with pytest.raises(ValueError, match="no batch dimension") as e:
+        vramnb.max_batch_size(model, batch, lambda m, b: m(torch.ones(2, 16)).sum(), target="A100", progress=False)
+    assert found in str(e.value) and "first dimension is the batch size" in str(e.value)
+    with pytest.raises(ValueError, match="no batch dimension"):
+        vramnb.estimate(model, batch, lambda m, b: m(torch.ones(2, 16)).sum(), target="A100", batch_size=4)
+
+
+def test_bad_input_to_estimate_and_max_batch_size_says_what_to_do():
+    model, batch, loss_fn = _mlp()
+    with pytest.raises(ValueError, match="batch\\[0\\] is a int; a batch must be a tensor"):
+        vramnb.max_batch_size(model, [1, 2], loss_fn, target="A100", progress=False)
+    with pytest.raises(ValueError, match="first dimensions \\[4, 5\\] \\(batch\\[0\\] of shape \\(4, 256\\), "
+                                         "batch\\[1\\] of shape \\(5,\\)\\)"):
+        vramnb.max_batch_size(model, (torch.randn(4, 256), torch.randint(0, 10, (5,))), loss_fn, progress=False)
+    with pytest.raises(ValueError, match="recipe must be a vramnb.Recipe or a dict.*not str"):
+        vramnb.max_batch_size(model, batch, loss_fn, target="A100", recipe="bf16", progress=False)
+    with pytest.raises(ValueError, match="micro_batches='x': give a positive integer"):
+        vramnb.max_batch_size(model, batch, loss_fn, target="A100", recipe={"micro_batches": "x"}, progress=False)
+    with pytest.raises(ValueError, match="margin must be a fraction.*not -0.1"):
+        vramnb.max_batch_size(model, batch, loss_fn, target="A100", margin=-0.1, progress=False)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, not 0"):
+        vramnb.estimate(model, batch, loss_fn, target="A100", batch_size=0)
+    with pytest.raises(ValueError, match="the model factory is called with no arguments"):
+        vramnb.estimate(lambda n: nn.Linear(4, n), torch.randn(8, 4), lambda m, b: m(b).sum(), target="A100")
+    with pytest.raises(ValueError, match="the optimizer factory is called with the list of trainable parameters"):
+        vramnb.estimate(model, batch, loss_fn, lambda: None, target="A100")
+    with pytest.raises(ValueError, match="the step pins host memory.*pin the batch before the step"):
+        vramnb.estimate(model, batch, lambda m, b: loss_fn(m, (b[0].pin_memory(), b[1])), target="A100")
+    with pytest.raises(ValueError, match="expandable_segments must be True or False"):
+        vramnb.estimate(model, batch, loss_fn, target="A100", expandable_segments="yes")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="the model factory puts tensors on CUDA"):
+            vramnb.estimate(lambda: nn.Linear(4, 4, device="cuda"), torch.randn(8, 4), lambda m, b: m(b).sum(),
+                            target="A100")
+
+
+def test_lazy_models_nested_batches_and_torchscript_are_refused_with_what_to_do():
+    with pytest.raises(ValueError, match="is a TorchScript module.*estimate the Python module"):
+        vramnb.estimate(torch.jit.script(nn.Linear(16, 4)), torch.randn(8, 16), lambda m, b: m(b).sum(), target="A100")
+    with pytest.raises(ValueError, match="LazyLinear has parameters not made yet \\(weight, bias"):
+        vramnb.estimate(nn.LazyLinear(4), torch.randn(8, 16), lambda m, b: m(b).sum(), target="A100")
+    nested = torch.nested.nested_tensor([torch.randn(2, 16), torch.randn(3, 16)])
+    for call in (lambda: vramnb.estimate(nn.Linear(16, 4), nested, lambda m, b: m(b).sum(), target="A100"),
+                 lambda: vramnb.max_batch_size(nn.Linear(16, 4), {"x": nested}, lambda m, b: m(b["x"]).sum(),
+                                               target="A100", progress=False)):
+        with pytest.raises(ValueError, match="is a nested \\(ragged\\) tensor.*pad it"):
+            call()

@@ -133,3 +133,143 @@ def test_prediction_beside_the_measurement(setup):
     p.predict.value = False
     p.run()
     assert p.results[0]["predicted_peak_allocated"] is None
+
+
+# -- issue 11 item 10: the panel does not keep the user's objects alive --------------
+def test_deleted_model_optimizer_and_batch_are_freed_while_the_widget_lives():
+    import gc
+    import weakref
+
+    import ipywidgets
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+    batch, opt = torch.randn(16, 32), None
+    opt = torch.optim.Adam(model.parameters())
+    p = vramnb.panel(model, batch, sq, opt, display=False)
+    rec = p.run()
+    assert rec["error"] is None and rec["peak"] > 0
+    refs = [weakref.ref(o) for o in (model, opt, batch)]
+    del model, opt, batch, rec
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, True]
+    # the widget is still registered with ipywidgets (its comm, its callbacks): only the panel's references went
+    assert p.widget in ipywidgets.widgets.widget._instances.values()
+    assert p.model is None and p.batch is None and p.optimizer is None
+    p.button.click()
+    assert "the model is gone" in p.status.value and "#c62828" in p.status.value
+    assert p.runs[-1]["error"].startswith("the model is gone") and "the model is gone" in p.table.value
+    assert "the model is gone" in repr(p)
+
+
+def test_batch_and_optimizer_made_in_the_call_live_as_long_as_the_model():
+    import gc
+    import weakref
+
+    model = nn.Linear(8, 2)
+    p = vramnb.panel(model, torch.randn(4, 8), sq, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                     display=False)
+    gc.collect()
+    rec = p.run()  # the batch and the optimizer, which nothing else holds, are still there
+    n = sum(q.numel() for q in model.parameters()) * 4
+    assert rec["error"] is None and rec["report"].steady.mark("start")["optimizer state"] == n
+    batch = weakref.ref(p.batch)
+    p.close()  # close() lets go even while the model lives
+    gc.collect()
+    assert batch() is None and p.model is None and p.widget.comm is None
+
+
+# -- item 22: the README's one-liner shows the panel once; vramnb.Panel is public ----
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def test_the_one_liner_as_a_cells_last_line_shows_the_panel_once(ip):
+    run(ip, "import vramnb\nm = torch.nn.Linear(8, 2)\nx = torch.randn(4, 8)\nfn = lambda m, b: m(b).square().mean()")
+    res, cap = run(ip, "vramnb.panel(m, x, fn)")
+    assert res.success
+    assert sum(_WIDGET in o.data for o in cap.outputs) == 1
+    assert "vramnb panel" not in cap.stdout and "VBox" not in cap.stdout  # the cell's result shows nothing more
+    assert ip.display_formatter.format(res.result) == ({}, {})  # what a kernel would publish for Out[n]: nothing
+    assert isinstance(res.result, vramnb.Panel)
+    res, cap = run(ip, "p = vramnb.panel(m, x, fn)")
+    assert sum(_WIDGET in o.data for o in cap.outputs) == 1
+    res, cap = run(ip, "p")  # asked for again in a later cell: shown again (another view of the same panel)
+    assert sum(_WIDGET in o.data for o in cap.outputs) == 1
+    assert cap.outputs[0].data["text/plain"].startswith("vramnb panel · Linear on cpu")
+    res, cap = run(ip, "%vram panel m x fn")
+    assert sum(_WIDGET in o.data for o in cap.outputs) == 1
+
+
+def test_panel_is_exported():
+    from vramnb._panel import Panel
+
+    assert "Panel" in vramnb.__all__ and vramnb.Panel is Panel
+
+
+# -- items 3 and 12, through the panel (the shared restore and set-aside of fix-step) -----
+def test_interrupt_during_the_restore_of_a_panel_run_restores_everything(setup, monkeypatch):
+    """Needs the fix-step branch (vramnb/_restore.py's InterruptGuard)."""
+    import signal
+
+    from vramnb import _restore
+
+    model, batch, opt = setup
+    sq(model, batch).backward()
+    opt.step()
+    before = ({k: v.clone() for k, v in model.state_dict().items()},
+              {id(q): {k: v.clone() for k, v in st.items()} for q, st in opt.state.items()},
+              [q.grad.clone() for q in model.parameters()])
+    calls = {"n": 0, "restoring": False}
+    real_load, real_restore = _restore._load_bytes, _restore.Snapshot.restore
+
+    def restore(self):
+        calls["restoring"] = True
+        try:
+            real_restore(self)
+        finally:
+            calls["restoring"] = False
+
+    def load(t, buf):
+        if calls["restoring"]:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                signal.raise_signal(signal.SIGINT)
+        real_load(t, buf)
+
+    monkeypatch.setattr(_restore, "_load_bytes", load)
+    monkeypatch.setattr(_restore.Snapshot, "restore", restore)
+    p = vramnb.panel(model, batch, sq, opt, display=False)
+    with pytest.raises(KeyboardInterrupt):
+        p.run()
+    assert calls["n"] > 2
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[0][k])
+    for q, st in opt.state.items():
+        for k, v in st.items():
+            assert torch.equal(v, before[1][id(q)][k])
+    assert all(torch.equal(q.grad, g) for q, g in zip(model.parameters(), before[2]))
+    # the panel says so and stays usable
+    assert "interrupted" in p.status.value and p.runs[-1]["error"].startswith("interrupted")
+    assert not p.button.disabled and not p._busy
+    monkeypatch.undo()
+    assert p.run()["error"] is None
+
+
+def test_existing_optimizer_state_is_not_counted_as_other(setup):
+    """After one Adam step, "SGD momentum" keeps one copy of the parameters where
+    Adam keeps two: the user's Adam state must not appear as "other" in its run.
+    Needs the fix-step branch (the user's optimizer state set aside)."""
+    model, batch, opt = setup
+    sq(model, batch).backward()
+    opt.step()
+    opt.zero_grad()
+    n_tensors = len(list(model.parameters()))
+    p_bytes = sum(q.numel() for q in model.parameters()) * 4
+    p = vramnb.panel(model, batch, sq, opt, display=False)
+    p.run()
+    p.controls["optimizer"].value = "SGD momentum"
+    p.run()
+    base, sgd = (r["report"].steady.mark("start") for r in p.runs)
+    assert base["optimizer state"] == 2 * p_bytes + 4 * n_tensors and sgd["optimizer state"] == p_bytes
+    assert sgd["other"] == base["other"]  # not + the user's Adam state
+    assert p.results[0]["delta_vs_first"] < 0

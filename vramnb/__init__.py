@@ -22,6 +22,7 @@ __all__ = [
     "Recipe",
     "compare",
     "panel",
+    "Panel",
     "Comparison",
     "plot_breakdown",
     "plot_timeline",
@@ -42,6 +43,7 @@ __all__ = [
 # never touches CUDA, ipywidgets or matplotlib.
 _LAZY = {
     "panel": "._panel",
+    "Panel": "._panel",
     "estimate": "._estimate",
     "Estimate": "._estimate",
     "max_batch_size": "._batch_search",

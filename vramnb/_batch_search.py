@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ._estimate import Estimate, estimate
+from ._estimate_inputs import as_recipe
 from ._fake import resize_batch
 from ._render import Rendered, Table
 from ._units import format_bytes, format_seconds
@@ -96,12 +97,15 @@ def max_batch_size(
         a :class:`BatchSearch` (``batch_size``, the estimate there, the sizes tried).
 
     Raises:
-        ValueError: as :func:`vramnb.estimate`; a batch whose tensors do not
-            share a first dimension; a ``limit`` below 1.
+        ValueError: as :func:`vramnb.estimate`; a batch without a batch
+            dimension (a 0-dim tensor, a dict of scalars, no tensors) or whose
+            tensors do not share a first dimension; a ``limit`` below 1; a
+            ``batch_size`` in the recipe; a target without a size.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"limit must be a positive integer, not {limit!r}")
-    settings = dict(recipe.changed() if hasattr(recipe, "changed") else (recipe or {}))
+    recipe = as_recipe(recipe)  # ValueError for what is not a recipe, before any estimate
+    settings = recipe.changed() if recipe is not None else {}
     if settings.get("batch_size") not in (None, "as given"):
         raise ValueError("max_batch_size searches the batch size itself: leave batch_size out of the recipe")
     step = int(settings.get("micro_batches") or 1)  # sizes must split into that many equal micro-batches

@@ -33,11 +33,12 @@ import torch
 from ._allocator import replay, round_size
 from ._breakdown import StepReport
 from ._cuda_model import CUDA_CONTEXT, CudaPolicy, Workspaces
-from ._fake import KernelFixes, fake_batch, fake_model, fake_optimizer, new_mode, resize_batch
+from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
+from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
 from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
 from ._plan import StepPlan
 from ._render import Table
-from ._step import _batch_tensors, _one_step, check_closure, check_options, default_loss
+from ._step import _batch_tensors, _one_step, check_options, default_loss
 from ._tracker import StorageTracker
 from ._units import format_bytes
 from .techniques import Recipe
@@ -164,40 +165,6 @@ class Estimate(StepReport):
         return recs
 
 
-# -- inputs ----------------------------------------------------------------------
-def _build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
-    if isinstance(model, torch.nn.Module):
-        return fake_model(model, mode)
-    if callable(model):
-        with torch.device("meta"):
-            built = model()
-        if not isinstance(built, torch.nn.Module):
-            raise ValueError(f"the model factory returned {type(built).__name__}, not a torch.nn.Module")
-        return fake_model(built, mode)
-    raise ValueError(f"model must be a torch.nn.Module or a function building one, not {type(model).__name__}")
-
-
-def _build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, torch.Tensor], mode: Any) -> Any:
-    if optimizer is None:
-        return None
-    if isinstance(optimizer, torch.optim.Optimizer):
-        check_closure(optimizer, "estimate with another optimizer")
-        theirs = [p for g in optimizer.param_groups for p in g["params"]]
-        foreign = [p for p in theirs if id(p) not in fakes]
-        if foreign or not theirs:
-            raise ValueError(f"the optimizer holds {len(foreign)} of {len(theirs)} parameters that are not the model's: "
-                             "build it over this model, or pass a function: optimizer=lambda params: torch.optim.AdamW(params)")
-        return fake_optimizer(optimizer, fakes, mode)
-    if callable(optimizer):
-        with mode:
-            opt = optimizer([p for p in fmodel.parameters() if p.requires_grad])
-        if not isinstance(opt, torch.optim.Optimizer):
-            raise ValueError(f"the optimizer factory returned {type(opt).__name__}, not a torch.optim.Optimizer")
-        return opt
-    raise ValueError(f"optimizer must be a torch.optim.Optimizer, a function params -> optimizer, or None; "
-                     f"not {type(optimizer).__name__}")
-
-
 def _cuda_defaults(opt: torch.optim.Optimizer | None) -> None:
     """PyTorch picks ``foreach=True`` for CUDA parameters when left unset
     (``torch/optim/optimizer.py: _default_to_fused_or_foreach``); fake CPU
@@ -303,13 +270,16 @@ def estimate(
 
     Raises:
         ValueError: bad model, batch, optimizer, recipe, target, device or
-            margin (the message names the valid choices); or the step needs
-            tensor *values* (data-dependent shapes or ``.item()``), which fake
-            tensors do not have.
+            margin, a factory that does not take the arguments it is given
+            (the message names the valid choices); the step makes tensors on
+            a device itself (``device="cuda"``, ``.cuda()``, ``.to("cuda")``:
+            refused before they reach autograd, which would abort a PyTorch
+            built without CUDA); or the step needs tensor *values*
+            (data-dependent shapes or ``.item()``), which fake tensors do not have.
     """
-    with _ONE_AT_A_TIME, torch.enable_grad(), _autocast_off():
+    with _ONE_AT_A_TIME, torch.enable_grad(), _autocast_off(), _host_default_device():
         # one estimate at a time (its dispatcher kernels are process-wide); the
-        # caller's grad mode and autocast regions do not leak into the predicted step
+        # caller's grad mode, autocast regions and default device do not leak into the predicted step
         return _estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, device=device,
                          batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
                          warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
@@ -335,47 +305,49 @@ def _autocast_off() -> Any:
             torch.set_autocast_enabled(d, on)
 
 
+@contextlib.contextmanager
+def _host_default_device() -> Any:
+    """Tensors made without a device go on the CPU during the estimate, where the caller has set
+    ``torch.set_default_device("cuda")``: the fake CPU tensors stand for the card's (a fake ``cuda``
+    tensor is refused, see :class:`vramnb._fake.HostDevicesOnly`)."""
+    from torch.utils import _device
+
+    # DeviceContext (torch.device(...) / set_default_device) records its device here on entry;
+    # torch.get_default_device() would initialise CUDA to find the index
+    current = getattr(_device, "CURRENT_DEVICE", None)
+    if current is None or torch.device(current).type == "cpu":
+        yield
+        return
+    with torch.device("cpu"):
+        yield
+
+
 def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: Any, target: Any, device: str,
               batch_size: int | None, expandable_segments: bool, margin: float, steps: int, warm_optimizer: bool,
               set_to_none: bool, module_depth: int | None, label: str, world_size: int, parallel: str | None) -> Estimate:
     t0 = time.perf_counter()
-    if device not in ("cuda", "cpu"):
-        raise ValueError(f"device must be 'cuda' (model a CUDA card) or 'cpu', not {device!r}")
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
-        raise ValueError(f"margin must be a fraction of the card from 0 to below 1 (e.g. 0.05), not {margin!r}")
+    check_arguments(device=device, margin=margin, loss_fn=loss_fn, batch_size=batch_size, world_size=world_size,
+                    parallel=parallel, expandable_segments=expandable_segments, label=label)
     check_options(steps, module_depth, set_to_none)
-    if loss_fn is not None and not callable(loss_fn):
-        raise ValueError(f"loss_fn must be a function (model, batch) -> scalar loss, not {type(loss_fn).__name__}")
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
-    from ._parallel import PARALLEL, fake_world, rebuild_optimizer, shard
+    from ._parallel import fake_world, rebuild_optimizer, shard
 
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive integer (the number of GPUs), not {world_size!r}")
-    if parallel is not None and parallel not in PARALLEL:
-        raise ValueError(f"unknown parallel={parallel!r}; valid: {', '.join(PARALLEL)} (or None for one GPU)")
-    if world_size > 1 and parallel is None:
-        raise ValueError(f"world_size={world_size} needs parallel=: one of {', '.join(PARALLEL)}")
     tgt = resolve_target(target) if device == "cuda" else None
     if tgt is None and target is not None:
         raise ValueError("target= is for device='cuda'; a CPU estimate has no card")
-    if recipe is not None and not isinstance(recipe, Recipe):
-        if not isinstance(recipe, Mapping):
-            raise ValueError(f"recipe must be a vramnb.Recipe or a dict of technique settings, not {type(recipe).__name__}")
-        recipe = Recipe(**recipe)
-    _batch_tensors(batch)  # raises ValueError on a batch that is not tensors
+    recipe = as_recipe(recipe)
+    check_batch(batch)  # ValueError on a batch that is not (dense) tensors
     if batch_size is not None:
         resize_batch(batch)
 
     mode = new_mode()
-    fmodel, fakes = _build_model(model, mode)
+    fmodel, fakes = build_model(model, mode)
     from ._fake import drop_notebook_hooks
 
     dropped = drop_notebook_hooks(fmodel)
     if not any(p.requires_grad for p in fmodel.parameters()):
         raise ValueError(f"{type(fmodel).__name__} has no trainable parameters: nothing to train")
     fbatch = fake_batch(batch, mode, batch_size)
-    fopt = _build_optimizer(optimizer, fmodel, fakes, mode)
+    fopt = build_optimizer(optimizer, fmodel, fakes, mode)
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
     keep: list[torch.Tensor] = []
@@ -390,7 +362,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     err: BaseException | None = None
     sharded = parallel is not None and parallel != "ddp"
     fixes = KernelFixes()
-    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, fixes, \
+    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, HostDevicesOnly(), fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
@@ -432,7 +404,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
         finally:
             plan.run_undo()
     if err is not None:
-        raise _explain(err) from err
+        raise explain(err) from err
     name = label or type(fmodel).__name__ + (f" · {type(plan.optimizer).__name__}" if plan.optimizer is not None else "")
     if recipe is not None and not label:
         name += f" · {recipe.describe()}"
@@ -489,19 +461,3 @@ def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets:
             est.device_memory = est.peak_reserved + tgt.context
         if expandable:
             est.notes.append("allocator modelled with expandable_segments:True")
-
-
-def _explain(err: BaseException) -> BaseException:
-    """A clear error for what fake tensors cannot do; other errors pass unchanged."""
-    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
-
-    if isinstance(err, RuntimeError) and ("cuda" in str(err).lower()) and ("device" in str(err).lower()
-                                                                          or "linked" in str(err).lower()):
-        return ValueError(f"the step puts tensors on a CUDA device itself ({str(err).splitlines()[0]}); an estimate "
-                          "runs it on fake CPU tensors: create tensors on the device of the model or batch "
-                          "(e.g. torch.zeros(..., device=x.device)) instead of 'cuda'")
-    if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
-        return ValueError(f"the step needs tensor values ({err}): fake tensors have shapes but no data. "
-                          "Make the step not depend on values (e.g. no .item() or boolean indexing in the "
-                          "forward), or measure it with vramnb.profile_step")
-    return err

@@ -19,7 +19,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["KernelFixes", "new_mode", "fake_like", "fake_model", "fake_batch", "fake_optimizer", "resize_batch"]
+__all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_model", "fake_batch", "fake_optimizer",
+           "check_batch", "resize_batch"]
 
 
 def new_mode() -> FakeTensorMode:
@@ -72,6 +73,13 @@ def fake_model(model: torch.nn.Module, mode: FakeTensorMode) -> tuple[torch.nn.M
     """A deep copy of ``model`` whose tensors are fake: returns the copy and the
     map ``id(original tensor) -> fake tensor`` (parameters, buffers, gradients,
     tensor attributes). No real data is copied."""
+    from torch.nn.parameter import is_lazy
+
+    lazy = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if is_lazy(t)]
+    if lazy:
+        raise ValueError(f"{type(model).__name__} has parameters not made yet ({', '.join(lazy[:4])}: a lazy module, "
+                         "which sizes them at its first forward); run one forward on a real batch first "
+                         "(model(batch)), or pass a function that builds the model with its sizes given")
     memo: dict[int, Any] = {}
     fakes: dict[int, torch.Tensor] = {}
     for p in model.parameters():
@@ -92,6 +100,7 @@ def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any
     first dimension of every tensor that has one becomes ``size`` (see :func:`resize_batch`).
     Tensors sharing a storage (``labels`` that are ``input_ids``, views of
     one buffer) share one fake storage, as they share memory."""
+    check_batch(batch)
     bases: dict[tuple[int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def conv(t: torch.Tensor) -> torch.Tensor:
@@ -116,18 +125,45 @@ def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any
     return _map(batch, conv)
 
 
-def resize_batch(batch: Any) -> int:
-    """The batch size of ``batch``: the first dimension its tensors share.
+def check_batch(batch: Any) -> list[tuple[str, torch.Tensor]]:
+    """The batch's tensors by name (``batch[0]``, ``batch['input_ids']``).
 
     Raises:
-        ValueError: tensors disagree on their first dimension, or none has one.
+        ValueError: ``batch`` is not a tensor or a tuple/list/dict of tensors, or
+            holds a nested (ragged) tensor, which has no fake copy (pad it).
     """
-    sizes = set()
-    _map(batch, lambda t: sizes.add(t.shape[0]) if t.dim() else None)
-    if len(sizes) != 1:
-        raise ValueError(f"cannot tell the batch size: the batch's tensors have first dimensions {sorted(sizes) or 'none'}; "
-                         "changing the batch size needs tensors that share their first dimension")
-    return sizes.pop()
+    from ._step import _batch_tensors
+
+    named = _batch_tensors(batch)  # ValueError naming what is not a tensor
+    for name, t in named:
+        if t.is_nested:
+            raise ValueError(f"{name} is a nested (ragged) tensor, which an estimate cannot copy onto fake tensors: "
+                             "pad it to a dense tensor (e.g. torch.nested.to_padded_tensor(t, 0.0))")
+    return named
+
+
+def resize_batch(batch: Any) -> int:
+    """The batch size of ``batch``: the first dimension its tensors share
+    (0-dim tensors in it, such as a scalar setting, have none and are left out).
+
+    Raises:
+        ValueError: as :func:`check_batch`; the batch has
+            no tensor with a batch dimension (only 0-dim tensors, or none); its
+            tensors disagree on their first dimension. The message lists what was found.
+    """
+    named = check_batch(batch)
+    sizes = sorted({t.shape[0] for _, t in named if t.dim()})
+    if len(sizes) == 1:
+        return sizes[0]
+    found = ", ".join(f"{n} of shape {tuple(t.shape)}" for n, t in named[:6])
+    found += f" and {len(named) - 6} more" if len(named) > 6 else ""
+    if not sizes:
+        what = found or f"an empty {type(batch).__name__}, no tensors"
+        raise ValueError(f"cannot tell the batch size: the batch has no batch dimension ({what}); changing the batch "
+                         "size needs tensors whose first dimension is the batch size, e.g. a tensor of shape (8, 512) "
+                         "or a dict of them such as {'input_ids': ids, 'labels': ids}")
+    raise ValueError(f"cannot tell the batch size: the batch's tensors have first dimensions {sizes} ({found}); "
+                     "changing the batch size needs tensors that share their first dimension")
 
 
 def _map(batch: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
@@ -209,3 +245,49 @@ class KernelFixes(TorchDispatchMode):
                 mean, invstd = mean.float(), invstd.float()  # in fp32, as the device kernels return them
                 out = (y, mean, invstd)
         return out
+
+
+_FAKE_DEVICES = ("cpu", "meta")  # the devices an estimate's fake tensors may be on
+
+
+def _devices(out: Any) -> Any:
+    """The devices of the tensors in an operator's output (a tensor, or a tuple or
+    list of tensors or of lists of tensors)."""
+    if isinstance(out, torch.Tensor):
+        yield out.device
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            yield from _devices(o)
+
+
+class HostDevicesOnly(TorchDispatchMode):
+    """Refuse, with a :class:`ValueError`, any tensor the step makes on a device
+    other than the CPU (or ``meta``): ``torch.zeros(..., device="cuda")``,
+    ``.cuda()``, ``.to("cuda")``, a ``torch.device("cuda")`` context or default
+    device, a real CUDA constant mixed in.
+
+    An estimate runs the step on fake *CPU* tensors and models the card on top.
+    A fake ``cuda`` tensor on a PyTorch built without CUDA aborts the whole
+    process as soon as autograd records it (``InputMetadata`` asks for a CUDA
+    device guard: exit 134, the kernel dies), and with CUDA it mixes devices.
+    A dispatch mode above the fake mode sees every operator's output before
+    autograd does, so the refusal comes first. ``pin_memory``, which needs
+    CUDA and has no fake kernel, is refused by name.
+    """
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func.overloadpacket in _PINNING:
+            raise ValueError("the step pins host memory (pin_memory), which needs CUDA and which fake tensors cannot do; "
+                             "pin the batch before the step (e.g. in the DataLoader), or measure it with vramnb.profile_step")
+        out = func(*args, **(kwargs or {}))
+        for device in _devices(out):
+            if device.type not in _FAKE_DEVICES:
+                raise ValueError(
+                    f"the step makes a tensor on {device} ({func.overloadpacket.__name__}: e.g. "
+                    f"torch.zeros(..., device={device.type!r}), .cuda(), .to({device.type!r}) or a torch.device "
+                    f"context); an estimate runs the step on fake CPU tensors and models the card on top. Create "
+                    "tensors on the device of the model or batch instead (e.g. torch.zeros(..., device=x.device))")
+        return out
+
+
+_PINNING = frozenset(getattr(torch.ops.aten, n) for n in ("_pin_memory", "pin_memory") if hasattr(torch.ops.aten, n))

@@ -7,39 +7,50 @@ fits on ...", a *Run step* button, the breakdown of the last run, a comparison
 chart of all runs, and a table of runs, newest first. Every run profiles one
 step with :func:`vramnb.profile_step` and restores the model exactly.
 
+The panel holds the model weakly, and the batch, loss function and optimizer
+only as long as the model lives: ipywidgets keeps every displayed widget (and
+so its callbacks and the panel) alive for the session, which must not keep
+your model alive after you delete it. See :class:`Panel`.
+
 ipywidgets and matplotlib are imported here only.
 """
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import time
+import weakref
 from typing import Any
 
 import torch
 
-from ._cuda_model import CUDA_CONTEXT
 from ._gpus import GPUS, gpu_memory
+from ._panel_table import _RED, RunsTable
 from ._step import check_inputs, check_options, profile_step
-from ._render import dataframe
-from ._units import format_bytes, format_delta, format_seconds
+from ._units import format_bytes
 from .techniques import REGISTRY, Recipe, Unavailable
 
 __all__ = ["Panel", "panel"]
 
-_CONTEXT_ESTIMATE = CUDA_CONTEXT["default"]  # CUDA context + libraries when not measured (bytes; measured on an H200)
-# fits / does not fit and failures: the theme's own colours in JupyterLab (legible in light and dark), else fixed ones
-_GREEN, _RED = "var(--jp-success-color1, #2e7d32)", "var(--jp-error-color1, #c62828)"
 
 
 def _label(value: Any) -> str:
     return "as given" if value is None else str(value)
 
 
-class Panel:
+class Panel(RunsTable):
     """A panel over one live model. See :func:`panel`.
+
+    What it keeps of yours: the model through a weak reference; the batch,
+    the loss function and the optimizer for as long as the model lives (a
+    batch or an optimizer is often made in the call, ``panel(model,
+    torch.randn(16, 32))``, with no other owner, so they cannot be weak).
+    ``del model`` (with the optimizer and batch, if variables hold them)
+    frees them all even though the widget stays on the page (ipywidgets
+    keeps it, and the panel, alive for the session); a run afterwards says
+    that the model is gone. A loss function that captures the model itself
+    (a closure over it) keeps it alive until :meth:`close`. :meth:`close`
+    releases everything and closes the widgets.
 
     Attributes:
         runs: the runs so far, oldest first: dicts with the recipe, its report
@@ -54,7 +65,12 @@ class Panel:
         check_options(steps, None, True)
         import ipywidgets as w
 
-        self.model, self.batch, self.loss_fn, self.optimizer, self.steps = model, batch, loss_fn, optimizer, steps
+        self._model = weakref.ref(model)
+        # batch, loss_fn, optimizer: kept while the model lives (WeakKeyDictionary: they go with it)
+        self._inputs: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, Any, Any]] = weakref.WeakKeyDictionary(
+            {model: (batch, loss_fn, optimizer)})
+        self._model_name, self.steps = type(model).__name__, steps
+        self._shown_in: tuple[int, int] | None = None  # (shell, cell) where panel() displayed it
         self.runs: list[dict[str, Any]] = []
         self._busy = False
         self.controls: dict[str, Any] = {}
@@ -97,7 +113,7 @@ class Panel:
                                          grid_gap="0 12px", align_items="flex-end", width="100%"))  # menus in line when a label wraps
         actions = w.HBox([self.button, self.predict, self.status], layout=w.Layout(align_items="center", margin="6px 0"))
         plots = w.HBox([self.breakdown_out, self.compare_out], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
-        title = w.HTML(f"<b>vramnb panel</b> · {html.escape(type(model).__name__)} on {self.device}")
+        title = w.HTML(f"<b>vramnb panel</b> · {html.escape(self._model_name)} on {self.device}")
         self.widget = w.VBox([title, grid, actions, self.table, plots])
         self.widget.add_class("vramnb-panel")
         self._refresh_table()
@@ -111,6 +127,42 @@ class Panel:
         box.add_class("vramnb-control")
         box.add_class(f"vramnb-control-{name}")
         return box
+
+    # -- the user's objects (weak, see the class docstring) -----------------------
+    @property
+    def model(self) -> torch.nn.Module | None:
+        """The model, or ``None`` once it has been deleted (or :meth:`close` was called)."""
+        m = self._model()
+        return m if m is not None and m in self._inputs else None
+
+    def _held(self, i: int) -> Any:
+        m = self.model
+        return None if m is None else self._inputs[m][i]
+
+    @property
+    def batch(self) -> Any:
+        """The batch (``None`` once the model is gone)."""
+        return self._held(0)
+
+    @property
+    def loss_fn(self) -> Any:
+        """The loss function (``None`` once the model is gone, or if none was given)."""
+        return self._held(1)
+
+    @property
+    def optimizer(self) -> Any:
+        """The optimizer (``None`` once the model is gone, or if none was given)."""
+        return self._held(2)
+
+    def close(self) -> None:
+        """Close the widgets and let go of the model, batch, loss function and optimizer."""
+        self._inputs.clear()
+        self._model = lambda: None  # type: ignore[assignment]
+        stack = [self.widget]
+        while stack:
+            wid = stack.pop()
+            stack.extend(getattr(wid, "children", ()))
+            wid.close()
 
     # -- state ---------------------------------------------------------------
     def _method(self) -> str:
@@ -126,34 +178,36 @@ class Panel:
         tech = REGISTRY
         return Recipe(**{n: c.value for n, c in self.controls.items() if c.value != tech[n].default()})
 
-    def target_bytes(self) -> int | None:
-        try:
-            return gpu_memory(self.target.value)
-        except ValueError:
-            return None
-
     # -- running ------------------------------------------------------------
     def run(self) -> dict[str, Any] | None:
         """Profile one step under the current settings (what *Run step* does).
         A press while a run is going on is ignored, not queued."""
         if self._busy:
             return None
-        self._busy = True
-        self.button.disabled = True
-        self.button.description, self.button.icon = "Running…", "spinner spin"
+        model = self.model
+        if model is None:
+            return self._gone()
+        batch, loss_fn, optimizer = self._inputs[model]
         recipe = self.recipe()
-        self.status.value = self._status_text(f"running: {recipe.describe()} …")
         record: dict[str, Any] = {"recipe": recipe, "description": recipe.describe(), "report": None, "error": None}
         t0 = time.perf_counter()
-        try:
-            report = profile_step(self.model, self.batch, self.loss_fn, self.optimizer, recipe=recipe, steps=self.steps)
+        try:  # from the busy flag on: whatever happens (an interrupt too), the finally makes the panel ready again
+            self._busy = True
+            self.button.disabled = True
+            self.button.description, self.button.icon = "Running…", "spinner spin"
+            self.status.value = self._status_text(f"running: {recipe.describe()} …")
+            report = profile_step(model, batch, loss_fn, optimizer, recipe=recipe, steps=self.steps)
             record["report"] = report
             record["peak"] = report.steady.peak.allocated
             record["non_pytorch"] = report.steady.marks[-1][1].non_pytorch
             record["step_time"] = report.steady.step_time
             if self.predict.value:
-                self._predict(record, recipe)
+                self._predict(record, recipe, model, batch, loss_fn, optimizer)
             self.status.value = self._status_text(f"done: {recipe.describe()} · peak {format_bytes(record['peak'])}")
+        except KeyboardInterrupt:
+            record["error"] = "interrupted (the model is restored before the interrupt goes on)"
+            self.status.value = self._status_text(f"interrupted: {recipe.describe()} (model restored)", error=True)
+            raise
         except Unavailable as e:
             record["error"] = str(e)
             self.status.value = self._status_text(str(e), error=True)
@@ -164,16 +218,30 @@ class Panel:
                 record["peak"] = record["report"].peak.allocated
             self.status.value = self._status_text(f"the step failed: {record['error']} (model restored)", error=True)
         finally:
-            record["wall_time"] = time.perf_counter() - t0
-            self.runs.append(record)
+            self._busy = False
             self.button.description, self.button.icon = "Run step", "play"
             self.button.disabled = False
-            self._busy = False
+            record["wall_time"] = time.perf_counter() - t0
+            self.runs.append(record)
+            self._refresh_table()
+        del model, batch, loss_fn, optimizer  # nothing of the user's stays in this frame
         self._draw(record)
+        return record
+
+    def _gone(self) -> dict[str, Any]:
+        """A run asked for after the model was deleted: said in the panel, nothing run."""
+        text = ("the model is gone: it was deleted (or the panel closed), and the panel holds it only weakly so "
+                "that it does not keep your model, optimizer and batch alive; open a new panel on a live model")
+        recipe = self.recipe()
+        record: dict[str, Any] = {"recipe": recipe, "description": recipe.describe(), "report": None, "error": text,
+                                  "wall_time": 0.0}
+        self.runs.append(record)
+        self.status.value = self._status_text(text, error=True)
         self._refresh_table()
         return record
 
-    def _predict(self, record: dict[str, Any], recipe: Recipe) -> None:
+    def _predict(self, record: dict[str, Any], recipe: Recipe, model: Any, batch: Any, loss_fn: Any,
+                 optimizer: Any) -> None:
         """The same step estimated on the target card, beside the measurement."""
         from ._estimate import estimate
 
@@ -183,8 +251,7 @@ class Panel:
         target = self.target.value
         record["predicted_on"] = target
         try:
-            est = estimate(self.model, self.batch, self.loss_fn, self.optimizer, recipe=recipe, target=target,
-                           steps=self.steps)
+            est = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, steps=self.steps)
         except Exception as e:  # noqa: BLE001 - the measurement stands; say why there is no prediction
             record["estimate_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             return
@@ -213,137 +280,9 @@ class Panel:
 
                 display(plot_compare([r["report"] for r in done], [r["description"] for r in done]))
 
-    # -- the table ------------------------------------------------------------
-    def _fits(self, r: dict[str, Any]) -> tuple[str, int | None]:
-        target = self.target_bytes()
-        if target is None or r.get("peak") is None or r.get("error"):
-            return "", None
-        need = r["peak"] + (r.get("non_pytorch") or _CONTEXT_ESTIMATE)
-        margin = target - need
-        return ("fits" if margin >= 0 else "does not fit"), margin
-
-    @property
-    def results(self) -> list[dict[str, Any]]:
-        """The runs as flat records, newest first (bytes, seconds): recipe,
-        peak, change against the first run, step time, fits/margin, error."""
-        first = next((r.get("peak") for r in self.runs if r.get("peak") is not None and not r.get("error")), None)
-        out = []
-        for r in reversed(self.runs):
-            fits, margin = self._fits(r)
-            out.append({
-                "recipe": r["description"],
-                "peak_allocated": r.get("peak"),
-                "delta_vs_first": (r["peak"] - first) if (first is not None and r.get("peak") is not None) else None,
-                "step_time": r.get("step_time"),
-                "fits": fits,
-                "margin": margin,
-                "error": r.get("error"),
-                "predicted_peak_allocated": r.get("predicted_peak"),
-                "predicted_device_memory": r.get("predicted_device_memory"),
-                "predicted_fits": r.get("predicted_fits"),
-                "estimate_error": r.get("estimate_error"),
-                "predicted_on": r.get("predicted_on"),
-                **{f"setting:{k}": v for k, v in r["recipe"].changed().items()},
-            })
-        return out
-
-    def to_dataframe(self) -> Any:
-        """:attr:`results` as a ``pandas.DataFrame``.
-
-        Raises:
-            ImportError: pandas is not installed.
-        """
-        return dataframe(self.results, "Panel.to_dataframe")
-
-    def to_csv(self, path: str | None = None) -> str:
-        """Write :attr:`results` as CSV to ``path`` (and return the text)."""
-        rows = self.results
-        keys = list(dict.fromkeys(k for r in rows for k in r)) or ["recipe"]
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        text = buf.getvalue()
-        if path is not None:
-            with open(path, "w", newline="") as f:
-                f.write(text)
-        return text
-
-    @staticmethod
-    def _predicted_text(rec: dict[str, Any]) -> str:
-        if rec.get("predicted_peak_allocated") is None:
-            return ""
-        verdict = {True: "fits", False: "does not fit"}.get(rec.get("predicted_fits"), "")
-        text = (f"{format_bytes(rec['predicted_peak_allocated'])} · {format_bytes(rec['predicted_device_memory'] or 0)} "
-                f"on {rec.get('predicted_on') or 'the card'}")
-        return f"{text} · {verdict}" if verdict else text
-
-    def _rows(self) -> list[list[str]]:
-        rows = []
-        for rec in self.results:
-            fits, margin = rec["fits"], rec["margin"]
-            if fits == "fits":
-                fit = f"fits, {format_bytes(margin)} to spare"
-            elif fits:
-                fit = f"does not fit, {format_bytes(-margin)} over"
-            else:
-                fit = ""
-            rows.append([
-                rec["recipe"],
-                "—" if rec["peak_allocated"] is None else format_bytes(rec["peak_allocated"]),
-                "" if rec["delta_vs_first"] is None else format_delta(rec["delta_vs_first"]),
-                "" if rec["step_time"] is None else format_seconds(rec["step_time"]),
-                fit,
-                self._predicted_text(rec),
-                rec["error"] or "",
-            ])
-        return rows
-
-    def _refresh_table(self) -> None:
-        """Redraw the runs table (newest first; a failed run's error on a line of
-        its own under it) and the note under the table."""
-        head = ["recipe", "peak", "Δ vs first run", "step time", f"on {self.target.value}"]
-        if any(r.get("predicted_peak") is not None for r in self.runs):
-            head.append("predicted: peak · device memory")
-        numeric = {1, 2, 3}
-
-        def cell(tag: str, i: int, text: str, color: str = "inherit") -> str:
-            align = "right" if i in numeric else "left"
-            wrap = "white-space:normal;min-width:160px" if i == 0 else "white-space:nowrap"
-            return (f"<{tag} style='text-align:{align};padding:3px 10px;{wrap};color:{color}'>"
-                    f"{html.escape(text)}</{tag}>")
-
-        thead = "".join(cell("th", i, h) for i, h in enumerate(head))
-        body = []
-        for rec, row in zip(self.results, self._rows()):
-            tds = "".join(cell("td", i, row[i], (_GREEN if row[4].startswith("fits") else _RED) if i == 4 else "inherit")
-                          for i in range(len(head)))
-            body.append(f"<tr class='vramnb-run' style='border-top:1px solid rgba(128,128,128,0.3)'>{tds}</tr>")
-            if rec["estimate_error"]:
-                body.append(f"<tr class='vramnb-run-error'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
-                            f"opacity:0.8;white-space:normal'>{html.escape('no prediction: ' + rec['estimate_error'])}</td></tr>")
-            if rec["error"]:
-                what = "not run" if rec["peak_allocated"] is None else "failed (peak: at the failure)"
-                text = html.escape(f"{what}: {rec['error']}")
-                body.append(f"<tr class='vramnb-run-error'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
-                            f"color:{_RED};white-space:normal'>{text}</td></tr>")
-        if not body:
-            body.append(f"<tr><td colspan='{len(head)}' style='padding:3px 10px;opacity:0.7'>"
-                        "no runs yet: press Run step</td></tr>")
-        target = self.target_bytes()
-        context = "measured non-PyTorch memory" if self.device.type == "cuda" else f"about {format_bytes(_CONTEXT_ESTIMATE)} of CUDA context"
-        note = (f"fits: steady-state peak + {context} within {format_bytes(target)}" if target
-                else "type a card name or a size such as 24GiB")
-        self.table.value = (
-            "<table class='vramnb-runs' style='border-collapse:collapse;font-size:12px;"
-            "line-height:1.4;font-variant-numeric:tabular-nums;margin:4px 0'>"
-            f"<thead><tr style='border-bottom:1px solid rgba(128,128,128,0.6)'>{thead}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>"
-            f"<div style='font-size:11px;line-height:1.4;opacity:0.75'>{html.escape(note)} · "
-            f"measured by the {self._method()}</div>")
-
     def __repr__(self) -> str:
-        lines = [f"vramnb panel · {type(self.model).__name__} on {self.device} · {len(self.runs)} run(s)"]
+        gone = "" if self.model is not None else " · the model is gone"
+        lines = [f"vramnb panel · {self._model_name} on {self.device} · {len(self.runs)} run(s){gone}"]
         for row in self._rows():
             lines.append("  " + " · ".join(c for c in row if c))
         return "\n".join(lines)
@@ -352,6 +291,16 @@ class Panel:
         bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude, **kwargs) or {}
         bundle["text/plain"] = repr(self)
         return bundle
+
+    def _ipython_display_(self) -> None:
+        """Show the panel (another view of the same widgets), except as the result of the
+        cell in which :func:`panel` has just shown it: ``vramnb.panel(...)`` as a cell's
+        last line shows it once."""
+        from IPython.display import display
+
+        if self._shown_in is not None and self._shown_in == _cell():
+            return
+        display(self._repr_mimebundle_(), raw=True)
 
 
 def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: Any = None, *,
@@ -363,7 +312,10 @@ def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: An
         model, batch, loss_fn, optimizer: as for :func:`vramnb.profile_step`.
         target: the card for "what fits on ...": a name from
             ``vramnb._gpus.GPUS`` or a size (``"24GiB"``).
-        display: show it now (``False`` to build it, e.g. in tests or scripts).
+        display: show it now, in IPython or Jupyter (``False`` to build it, e.g. in
+            tests). As a cell's last line it is shown once: the returned panel
+            does not show itself again in the cell that opened it (in a later
+            cell, ``p`` or ``display(p)`` adds another view of the same panel).
         steps: steps per run (2: the first and a steady-state step).
         predict: start with "predict it on the card too" ticked: each run is
             also estimated on the target card (:func:`vramnb.estimate`) and the
@@ -376,8 +328,17 @@ def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: An
         ValueError: bad model, batch, optimizer or target, before any widget is built.
     """
     p = Panel(model, batch, loss_fn, optimizer, target=target, steps=steps, predict=predict)
-    if display:
+    if display and _cell() is not None:  # (a script has nowhere to show widgets)
         from IPython.display import display as show
 
-        show(p.widget)
+        show(p._repr_mimebundle_(), raw=True)
+        p._shown_in = _cell()
     return p
+
+
+def _cell() -> tuple[int, int] | None:
+    """The IPython shell and cell running now (``None`` outside IPython)."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return None if shell is None else (id(shell), shell.execution_count)
