@@ -32,11 +32,12 @@ from ._breakdown import Breakdown, ModuleMemory, StepReport, StepResult
 from ._plan import StepPlan
 from .techniques import Recipe
 from ._probe import CpuProbe, CudaProbe, probe_for
-from ._restore import Snapshot
+from ._restore import InterruptGuard, SetAside, Snapshot, interruptible, protected, run_all
 from ._sources import SOURCES
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
 from ._tracker import cpu_tracker
+from ._units import format_bytes
 
 __all__ = ["profile_step", "MARKS", "PHASES"]
 
@@ -82,8 +83,24 @@ def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
         raise ValueError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     device = _model_device(model)
     devices = {p.device for p in model.parameters()}
+    if any(d.type == "meta" for d in devices):
+        raise ValueError(
+            f"{type(model).__name__} has parameters on the meta device (shapes only, no data): nothing can run. "
+            "Materialise it first (model.to_empty(device='cpu'), then load its weights), "
+            "or estimate it without data: vramnb.estimate(model, batch, ...)"
+        )
     if len(devices) > 1:
         raise ValueError(f"the model's parameters are on several devices ({sorted(map(str, devices))}); vramnb profiles one device")
+    lazy = [n for n, p in model.named_parameters() if isinstance(p, torch.nn.parameter.UninitializedParameter)]
+    if lazy:
+        raise ValueError(
+            f"{type(model).__name__} has {len(lazy)} uninitialized parameter(s) of lazy modules ({', '.join(lazy[:3])}): "
+            "a profiled step would measure their materialisation, not training. Run one forward first "
+            "(with torch.no_grad(): model(batch)), then profile"
+        )
+    odd = [n for n, p in model.named_parameters() if p.layout != torch.strided]
+    if odd:
+        raise ValueError(f"parameters {', '.join(odd[:3])} are not dense (strided) tensors; vramnb profiles dense parameters")
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError(f"{type(model).__name__} has no trainable parameters (all have requires_grad=False): nothing to train")
     for path, t in _batch_tensors(batch):
@@ -101,7 +118,77 @@ def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
                 f"the optimizer holds {len(foreign)} of {len(theirs)} parameters that are not the model's: "
                 "build it over this model, e.g. torch.optim.AdamW(model.parameters())"
             )
+    check_hooks(model, optimizer)
     return device
+
+
+def _names(hooks: Any) -> str:
+    return ", ".join(getattr(h, "__qualname__", type(h).__name__) for h in list(hooks.values())[:3])
+
+
+def check_hooks(model: torch.nn.Module, optimizer: Any, any_optimizer: bool = False) -> None:
+    """Refuse hooks that act on objects vramnb cannot restore because it cannot
+    know them: optimizer step hooks (an EMA ``AveragedModel`` updated after each
+    step, a scheduler) and gradient hooks that step something ("optimizer step in
+    backward": ``register_post_accumulate_grad_hook``). Global optimizer hooks are
+    checked when an optimizer steps (``any_optimizer``: a recipe builds one).
+
+    Raises:
+        ValueError: such hooks exist; the message says how to profile instead.
+    """
+    how = ("vramnb restores the model, the optimizer and the batch, not what these hooks change. "
+           "Profile without them: keep their handles, call handle.remove() before profile_step and "
+           "register them again after (the hooks' own memory is then not counted), or profile copies "
+           "(copy.deepcopy of the model, and a new optimizer over the copy)")
+    found = []
+    if optimizer is not None:
+        for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks"):
+            d = getattr(optimizer, name, None) or {}
+            if d:
+                found.append(f"{type(optimizer).__name__} has {len(d)} step {name.split('_')[-2]} hook(s) ({_names(d)})")
+    if optimizer is not None or any_optimizer:
+        import torch.optim.optimizer as om
+
+        for name in ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks"):
+            d = getattr(om, name, None) or {}
+            if d:
+                found.append(f"{len(d)} global optimizer step hook(s) (torch.optim.optimizer.register_optimizer_step_"
+                             f"{name.split('_')[-2]}_hook: {_names(d)})")
+    acc = [n for n, p in model.named_parameters() if getattr(p, "_post_accumulate_grad_hooks", None)]
+    if acc:
+        found.append(f"{len(acc)} parameter(s) have post-accumulate-grad hooks ({', '.join(acc[:3])}), "
+                     "which step optimizers during backward")
+    if found:
+        raise ValueError("; ".join(found) + ": they run in the profiled step and change objects outside the model "
+                         "(an EMA model, a scheduler, per-parameter optimizers). " + how)
+
+
+def check_loss_fn(model: torch.nn.Module, batch: Any, loss_fn: Any) -> None:
+    """Raises ValueError for a ``loss_fn`` that is not callable, or, without one,
+    a batch the model's ``forward`` cannot take the way :func:`default_loss` passes it."""
+    if loss_fn is not None:
+        if not callable(loss_fn):
+            raise ValueError(f"loss_fn must be a function (model, batch) -> scalar loss tensor, or None "
+                             f"(the model's output or its .loss), not {type(loss_fn).__name__}")
+        return
+    try:
+        sig = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        return
+    if isinstance(batch, Mapping):
+        args, kwargs, how = (), dict(batch), "model(**batch)"
+    elif isinstance(batch, (tuple, list)):
+        args, kwargs, how = tuple(batch), {}, "model(*batch)"
+    else:
+        args, kwargs, how = (batch,), {}, "model(batch)"
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise ValueError(
+            f"without a loss_fn vramnb calls {how}, but {type(model).__name__}.forward{sig} cannot take that ({e}): "
+            "pass loss_fn=lambda model, batch: ... returning a scalar, e.g. "
+            "lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1])"
+        ) from None
 
 
 def check_closure(optimizer: torch.optim.Optimizer, advice: str) -> None:
@@ -217,12 +304,29 @@ class _StepRun:
 
         mt = ModTracker()
         mt.register_user_hooks(edge("fw enter"), edge("fw exit"), edge("bw enter"), edge("bw exit"))
+        # ModTracker registers multi-grad hooks on module inputs and outputs and drops their
+        # handles: on leaf inputs (parametrized weights, a batch that requires grad) they would
+        # outlive the step, and their closures hold the graph's nodes in a cycle through C++
+        # that keeps a failed step's activations alive. Collect the handles and remove them.
+        import torch.distributed._tools.mod_tracker as mt_module
+
+        original = getattr(mt_module, "register_multi_grad_hook", None)
+        handles: list[Any] = []
+
+        def collecting(*args: Any, **kwargs: Any) -> Any:
+            h = original(*args, **kwargs)  # type: ignore[misc]
+            handles.append(h)
+            return h
+
+        if original is not None:
+            mt_module.register_multi_grad_hook = collecting
         try:
             with mt:
                 yield
         finally:
-            mt.clear_user_hooks()
+            _remove_tracking(mt, mt_module, original, handles)
 
+    @protected
     def run(self) -> tuple[Timeline, float, BaseException | None]:
         if self.cuda:
             self.recorder = CudaRecorder(self.device.index or 0)
@@ -244,54 +348,12 @@ class _StepRun:
                 handles.append(p.register_post_accumulate_grad_hook(lambda q: self.got_grad.add(id(q))))
         err: BaseException | None = None
         t0 = time.perf_counter()
-        plan = self.plan
         try:
             with ctx:
-                self.mark("start")
-                with self.module_tracking():
-                    n = len(plan.batches)
-                    for i, micro in enumerate(plan.batches):
-                        self.phase = self.saved.phase = "forward" if i == 0 else "backward"
-                        with contextlib.ExitStack() as fw:
-                            fw.enter_context(self.saved.hooks())  # outermost: a technique's own hooks take precedence
-                            if plan.mode == "no_grad":
-                                fw.enter_context(torch.no_grad())
-                            elif plan.mode == "inference_mode":
-                                fw.enter_context(torch.inference_mode())
-                            for make in plan.forward_contexts:
-                                fw.enter_context(make())
-                            loss = _check_loss(plan.loss_fn(self.model, micro), needs_grad=plan.mode == "train")
-                            if n > 1:
-                                loss = loss / n
-                            k = self.key(loss)
-                            if k is not None:
-                                self.loss_keys.add(k)
-                        if i == 0:
-                            self.mark("after forward")
-                        self.phase = self.saved.phase = "backward"
-                        if plan.mode == "train":
-                            with self.saved.hooks():
-                                (plan.scaler.scale(loss) if plan.scaler is not None else loss).backward()
-                        del loss
-                    self.mark("after backward")
-                self.phase = "optimizer step"
-                if plan.mode == "train" and self.optimizer is not None:
-                    if plan.scaler is not None:
-                        plan.scaler.step(self.optimizer)
-                        plan.scaler.update()
-                    else:
-                        self.optimizer.step()
-                self.mark("after optimizer step")
-                self.phase = "zero_grad"
-                if plan.mode == "train":
-                    if self.optimizer is not None:
-                        self.optimizer.zero_grad(set_to_none=plan.set_to_none)
-                    else:
-                        self.model.zero_grad(set_to_none=plan.set_to_none)
-                self.mark("after zero_grad")
+                self._body()
         except BaseException as e:  # noqa: BLE001 - re-raised by the caller after restoring
             err = e
-            loss = None  # our reference to the failed step's graph
+            _clear_own_frames(e.__traceback__)
             with contextlib.suppress(Exception):
                 self.mark("at failure")
         finally:
@@ -302,6 +364,73 @@ class _StepRun:
                 h.remove()
             timeline = self.recorder.finish()
         return timeline, elapsed, err
+
+    @interruptible
+    def _body(self) -> None:
+        """The user's step; an interrupt here is raised at once (and restored after)."""
+        plan = self.plan
+        self.mark("start")
+        with self.module_tracking():
+            n = len(plan.batches)
+            for i, micro in enumerate(plan.batches):
+                self.phase = self.saved.phase = "forward" if i == 0 else "backward"
+                with contextlib.ExitStack() as fw:
+                    fw.enter_context(self.saved.hooks())  # outermost: a technique's own hooks take precedence
+                    if plan.mode == "no_grad":
+                        fw.enter_context(torch.no_grad())
+                    elif plan.mode == "inference_mode":
+                        fw.enter_context(torch.inference_mode())
+                    for make in plan.forward_contexts:
+                        fw.enter_context(make())
+                    loss = _check_loss(plan.loss_fn(self.model, micro), needs_grad=plan.mode == "train")
+                    if n > 1:
+                        loss = loss / n
+                    k = self.key(loss)
+                    if k is not None:
+                        self.loss_keys.add(k)
+                if i == 0:
+                    self.mark("after forward")
+                self.phase = self.saved.phase = "backward"
+                if plan.mode == "train":
+                    with self.saved.hooks():
+                        (plan.scaler.scale(loss) if plan.scaler is not None else loss).backward()
+                del loss
+            self.mark("after backward")
+        self.phase = "optimizer step"
+        if plan.mode == "train" and self.optimizer is not None:
+            if plan.scaler is not None:
+                plan.scaler.step(self.optimizer)
+                plan.scaler.update()
+            else:
+                self.optimizer.step()
+        self.mark("after optimizer step")
+        self.phase = "zero_grad"
+        if plan.mode == "train":
+            if self.optimizer is not None:
+                self.optimizer.zero_grad(set_to_none=plan.set_to_none)
+            else:
+                self.model.zero_grad(set_to_none=plan.set_to_none)
+        self.mark("after zero_grad")
+
+
+def _clear_own_frames(tb: Any) -> None:
+    """Drop the locals of vramnb's own finished frames in a traceback (the failed
+    step's loss and graph); the user's frames keep theirs, as without vramnb."""
+    while tb is not None:
+        f = tb.tb_frame
+        name = f.f_globals.get("__name__", "")
+        if name == "vramnb" or name.startswith("vramnb."):
+            with contextlib.suppress(RuntimeError):  # a frame still running cannot be cleared
+                f.clear()
+        tb = tb.tb_next
+
+
+@protected
+def _remove_tracking(mt: Any, mt_module: Any, original: Any, handles: list[Any]) -> None:
+    if original is not None:
+        mt_module.register_multi_grad_hook = original
+    run_all([mt.clear_user_hooks] + [h.remove for h in handles])
+    handles.clear()
 
 
 def _breakdown(tl: Timeline, labels: list[str], point: int, sample: Any) -> Breakdown:
@@ -421,6 +550,19 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
     return result, err
 
 
+def _set_aside(plan: StepPlan, user: Any, batch: list[torch.Tensor]) -> SetAside | None:
+    """When a technique replaced the user's optimizer, move the user's optimizer
+    state out of device memory for the steps: a run with that optimizer would not
+    hold it (the state of tensors the model or batch shares stays)."""
+    if user is None or plan.optimizer is user or not any(len(s) for s in user.state.values()):
+        return None
+    mine = {t.untyped_storage()._cdata for t in [*plan.model.parameters(), *plan.model.buffers(), *batch]}
+    mine |= {p.grad.untyped_storage()._cdata for p in plan.model.parameters()
+             if p.grad is not None and p.grad.layout == torch.strided}
+    tensors = [t for t in _state_tensors(user) if t.untyped_storage()._cdata not in mine]
+    return SetAside(tensors) if tensors else None
+
+
 def _by_source(tl: Timeline, labels: list[str]) -> dict[str, list[int]]:
     """Allocated bytes of each source after each event."""
     deltas = {src: [0] * (tl.n_events + 1) for src in SOURCES}
@@ -491,8 +633,21 @@ def profile_step(
         Any exception of the user's step is re-raised after restoring, with the
         partial report attached as ``exc.vramnb_report``.
     """
+    with InterruptGuard() as guard:
+        return _profile(guard, model, batch, loss_fn, optimizer, steps, set_to_none, module_depth, restore, label,
+                        trace, recipe)
+
+
+@protected
+def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimizer: Any, steps: Any, set_to_none: Any,
+             module_depth: Any, restore: bool, label: str, trace: str | None, recipe: Any) -> StepReport:
+    """profile_step's work: every check first, then the steps, then undo and restore
+    (which an interrupt does not cut, see :class:`InterruptGuard`)."""
     device = check_inputs(model, batch, optimizer)
     check_options(steps, module_depth, set_to_none)
+    check_loss_fn(model, batch, loss_fn)
+    if not isinstance(restore, bool):
+        raise ValueError(f"restore must be True or False, not {restore!r}")
     if trace is not None and device.type != "cuda":
         raise ValueError(
             f"trace= needs a CUDA model (it saves the CUDA caching allocator's trace); this model is on {device}. "
@@ -502,23 +657,36 @@ def profile_step(
         recipe = Recipe(**recipe) if isinstance(recipe, Mapping) else recipe
         if not isinstance(recipe, Recipe):
             raise ValueError(f"recipe must be a vramnb.Recipe or a dict of technique settings, not {type(recipe).__name__}")
+    if recipe is not None and optimizer is None:
+        check_hooks(model, None, any_optimizer=True)
     snap = Snapshot.take(model, optimizer, [t for _, t in _batch_tensors(batch)]) if restore else None
     results: list[StepResult] = []
     err: BaseException | None = None
     plan = StepPlan(model, [batch], loss_fn or default_loss, optimizer, device, set_to_none=set_to_none,
                     user_optimizer=optimizer)
+    aside: SetAside | None = None
     try:
         if recipe is not None:
             recipe.apply(plan)  # may raise ValueError (not available here); restored below
+        aside = _set_aside(plan, optimizer, [t for _, t in _batch_tensors(batch)])
         for i in range(steps):
+            guard.check()  # an interrupt held back in vramnb's own bookkeeping stops here
             res, err = _one_step(plan, module_depth, trace, i)
             results.append(res)
             if err is not None:
                 break
     finally:
-        plan.run_undo()
-        if snap is not None:
-            snap.restore()
+        # every undo runs, then the optimizer state set aside comes back, then the
+        # snapshot is restored, whatever any of them raises; the first error is raised
+        # after all ran (attached as a note when the step itself failed)
+        try:
+            run_all([plan.run_undo] + ([aside.put_back] if aside is not None else [])
+                    + ([snap.restore] if snap is not None else []))
+        except BaseException as undo_err:
+            if err is None:
+                raise
+            if hasattr(err, "add_note"):
+                err.add_note(f"restoring after the failure also raised {type(undo_err).__name__}: {undo_err}")
     probe = probe_for(device)
     method = "CUDA caching allocator trace" if isinstance(probe, CudaProbe) else CpuProbe.method
     name = label or f"{type(model).__name__}" + (f" · {type(optimizer).__name__}" if optimizer is not None else "")
@@ -526,6 +694,9 @@ def profile_step(
         name = f"{name} · {recipe.describe()}" if not label else name
     report = StepReport(str(device), method, results, name)
     report.notes.extend(plan.notes)
+    if aside is not None:
+        report.notes.append(f"your optimizer's state ({format_bytes(aside.nbytes)}) was moved to host memory for "
+                            "these steps, which train with the recipe's optimizer instead")
     if recipe is not None:
         report.recipe = recipe
     if restore:
