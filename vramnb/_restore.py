@@ -56,17 +56,14 @@ def interruptible(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _is_protected(frame: Any) -> bool:
-    """Walk out from the interrupted frame through vramnb's own frames (and
-    contextlib's): the first marked one decides; any other code (the user's,
-    PyTorch's, a library's) takes the interrupt at once."""
+    """Walk out from the interrupted frame: the innermost :func:`protected` or
+    :func:`interruptible` function decides (code called from a restore, PyTorch's
+    or a hook's, is protected with it; the user's step is not); outside both, not."""
     while frame is not None:
         code = frame.f_code
         if code in _PROTECTED:
             return True
         if code in _OPEN:
-            return False
-        mod = frame.f_globals.get("__name__", "")
-        if not (mod == "vramnb" or mod.startswith("vramnb.") or mod == "contextlib"):
             return False
         frame = frame.f_back
     return False
@@ -96,9 +93,9 @@ class _SparseCopy:
     """A sparse COO tensor's indices, values and size in host memory."""
 
     def __init__(self, t: torch.Tensor) -> None:
-        c = t.coalesce() if not t.is_coalesced() else t
         self.size, self.coalesced = tuple(t.shape), t.is_coalesced()
-        self.parts = [(_save_bytes(x.clone(memory_format=torch.contiguous_format)), tuple(x.shape), x.dtype) for x in (c._indices(), c._values())]
+        self.parts = [(_save_bytes(x.clone(memory_format=torch.contiguous_format)), tuple(x.shape), x.dtype)
+                      for x in (t._indices(), t._values())]
 
     def tensor(self, device: torch.device) -> torch.Tensor:
         ind, val = (torch.frombuffer(bytearray(b), dtype=torch.uint8).view(dt).reshape(sh).to(device) if len(b)
@@ -365,11 +362,12 @@ class SetAside:
 
 class InterruptGuard:
     """Hold back ``KeyboardInterrupt`` (SIGINT, also ``_thread.interrupt_main``)
-    that lands in a :func:`protected` function of vramnb (a restore, an undo, the
-    bookkeeping between the user's step and the restore), and raise it at
-    :meth:`check` or when the guard exits. An interrupt that lands in the user's
-    code, PyTorch's or a library's is raised at once: the step stays
-    interruptible, and the ``finally`` that restores runs protected.
+    that lands inside a :func:`protected` function of vramnb (a restore, an undo,
+    the bookkeeping between the user's step and the restore, and whatever they
+    call), and raise it at :meth:`check` or when the guard exits. An interrupt
+    that lands inside an :func:`interruptible` one (the user's step) is raised at
+    once: the step stays interruptible, and the ``finally`` that restores runs
+    protected.
 
     Protection is a property of the code being run (found by walking the
     interrupted frames, as trio does), not of a flag flipped around a span, so
