@@ -143,10 +143,14 @@ def test_interrupt_during_restore_is_held_back_until_everything_is_back(monkeypa
 
     monkeypatch.setattr(_restore, "_load_bytes", load)
     monkeypatch.setattr(_restore.Snapshot, "restore", restore)
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
     with pytest.raises(KeyboardInterrupt):
         vramnb.profile_step(model, x, sq_loss, opt, module_depth=None)
     assert calls["n"] > 2
     same(before, state_of(model, opt))
+    assert torch.equal(torch.rand(3), expected)  # the RNG, restored last, is back too
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
@@ -305,6 +309,29 @@ def test_a_failed_step_leaks_nothing(recipe, module_depth):
     for _ in range(2):
         with pytest.raises(ValueError, match="the loss must be a scalar"):
             vramnb.profile_step(model, x, lambda m, b: m(b), opt, recipe=recipe, module_depth=module_depth)
+    assert _live_bytes() == before
+
+
+class FailsInside(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(64, 64)
+
+    def forward(self, x):
+        y = torch.relu(self.lin(x)) @ self.lin.weight
+        raise RuntimeError("failed inside the checkpointed block")
+
+
+def test_a_failure_inside_a_selectively_checkpointed_block_leaks_nothing():
+    torch.manual_seed(0)
+    model, x = Encoder(), torch.randn(128, 64)
+    model.layers.append(FailsInside())
+    before = _live_bytes()
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="failed inside the checkpointed block") as e:
+            vramnb.profile_step(model, x, sq_loss, None, recipe=Recipe(checkpointing="selective", blocks="layers"))
+        assert "checkpoint" in str(e.traceback)  # it did fail inside torch.utils.checkpoint
+        del e
     assert _live_bytes() == before
 
 

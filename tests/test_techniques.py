@@ -368,3 +368,14 @@ def test_compare_one_recipe_instead_of_a_list_is_clear(setup):
     model, opt, batch = setup
     with pytest.raises(ValueError, match="recipes must be a list"):
         vramnb.compare(model, batch, lm_loss, opt, recipes=Recipe(precision="bf16"), progress=False)
+
+
+def test_technique_edits_are_undone_also_without_restore():
+    model, x = _mlp(), torch.randn(8, 64)
+    model[0].register_forward_hook(lambda *a: None)
+    flags = [p.requires_grad for p in model.parameters()]
+    fwd = dict(model[0].__dict__).get("forward")
+    vramnb.profile_step(model, x, _sq, None, recipe=Recipe(freeze="first half of blocks", checkpointing="every block"),
+                        restore=False, module_depth=None)
+    assert [p.requires_grad for p in model.parameters()] == flags
+    assert dict(model[0].__dict__).get("forward") is fwd

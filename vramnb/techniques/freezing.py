@@ -50,8 +50,16 @@ class Freeze(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
-        for p in _frozen_params(plan.model, value):
-            p.requires_grad_(False)  # the snapshot restores every flag
+        params = _frozen_params(plan.model, value)
+        flags = [(p, p.requires_grad) for p in params]
+
+        def undo() -> None:  # also with restore=False, where no snapshot puts the flags back
+            for p, flag in flags:
+                p.requires_grad_(flag)
+
+        plan.undo.append(undo)
+        for p in params:
+            p.requires_grad_(False)
 
     @classmethod
     def describe(cls, value: Any) -> str:
