@@ -395,3 +395,25 @@ def test_existing_sparse_gradients_are_restored():
     vramnb.profile_step(model, idx, lambda m, b: m(b).square().mean(), torch.optim.SGD(model.parameters(), lr=0.1))
     assert model[0].weight.grad is g and g.is_coalesced() == saved[2]
     assert torch.equal(g._indices(), saved[0]) and torch.equal(g._values(), saved[1])
+
+
+def test_a_held_exception_keeps_nothing_of_the_step_alive():
+    """IPython keeps the last exception (sys.last_value): holding it must not keep
+    the recipe's optimizer state, resized batches or the snapshot alive."""
+    model, x = mlp(), torch.randn(8, 64)
+    calls = {"n": 0}
+
+    def loss(m, b):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second step, after SGD's momentum was created
+            raise RuntimeError("second step failed")
+        return sq_loss(m, b)
+
+    before = _live_bytes()
+    try:
+        vramnb.profile_step(model, x, loss, torch.optim.AdamW(model.parameters()),
+                            recipe=Recipe(optimizer="SGD momentum", micro_batches=2))
+    except RuntimeError as e:
+        held = e
+    assert str(held) == "second step failed"
+    assert _live_bytes() == before  # the user's frames hold only what they held (m, b: a micro-batch view of x)

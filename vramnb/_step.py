@@ -414,14 +414,20 @@ class _StepRun:
 
 
 def _clear_own_frames(tb: Any) -> None:
-    """Drop the locals of vramnb's own finished frames in a traceback (the failed
-    step's loss and graph); the user's frames keep theirs, as without vramnb."""
+    """Drop the locals of vramnb's own finished frames in a traceback and in the
+    callers (``f_back``) those frames keep alive (the failed step's loss and
+    graph, the plan with its optimizer and batches); the user's frames keep
+    theirs, as without vramnb."""
+    seen: set[int] = set()
     while tb is not None:
         f = tb.tb_frame
-        name = f.f_globals.get("__name__", "")
-        if name == "vramnb" or name.startswith("vramnb."):
-            with contextlib.suppress(RuntimeError):  # a frame still running cannot be cleared
-                f.clear()
+        while f is not None and id(f) not in seen:
+            seen.add(id(f))
+            name = f.f_globals.get("__name__", "")
+            if name == "vramnb" or name.startswith("vramnb."):
+                with contextlib.suppress(RuntimeError):  # a frame still running cannot be cleared
+                    f.clear()
+            f = f.f_back
         tb = tb.tb_next
 
 
@@ -634,8 +640,14 @@ def profile_step(
         partial report attached as ``exc.vramnb_report``.
     """
     with InterruptGuard() as guard:
-        return _profile(guard, model, batch, loss_fn, optimizer, steps, set_to_none, module_depth, restore, label,
-                        trace, recipe)
+        try:
+            return _profile(guard, model, batch, loss_fn, optimizer, steps, set_to_none, module_depth, restore, label,
+                            trace, recipe)
+        except BaseException as e:
+            # the traceback keeps vramnb's frames, whose locals hold the snapshot's host copies,
+            # the recipe's optimizer and resized batches: drop them (the user's frames keep theirs)
+            _clear_own_frames(e.__traceback__)
+            raise
 
 
 @protected
