@@ -417,3 +417,30 @@ def test_a_held_exception_keeps_nothing_of_the_step_alive():
         held = e
     assert str(held) == "second step failed"
     assert _live_bytes() == before  # the user's frames hold only what they held (m, b: a micro-batch view of x)
+
+
+def test_interrupt_during_a_compare_restore_reaches_the_caller_with_everything_back(monkeypatch):
+    model, x = mlp(), torch.randn(8, 64)
+    opt = torch.optim.AdamW(model.parameters())
+    trained(model, opt, x)
+    before = state_of(model, opt)
+    calls = {"restores": 0, "loads": 0}
+    real_load, real_restore = _restore._load_bytes, _restore.Snapshot.restore
+
+    def restore(self):
+        calls["restores"] += 1
+        real_restore(self)
+
+    def load(t, buf):
+        if calls["restores"] == 2:  # the second recipe's restore
+            calls["loads"] += 1
+            if calls["loads"] == 3:
+                signal.raise_signal(signal.SIGINT)
+        real_load(t, buf)
+
+    monkeypatch.setattr(_restore, "_load_bytes", load)
+    monkeypatch.setattr(_restore.Snapshot, "restore", restore)
+    with pytest.raises(KeyboardInterrupt):
+        vramnb.compare(model, x, sq_loss, opt, recipes=[{"optimizer": "SGD"}, {"optimizer": "Adam"}], progress=False)
+    assert calls["restores"] == 2 and calls["loads"] > 3
+    same(before, state_of(model, opt))
