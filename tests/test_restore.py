@@ -444,3 +444,17 @@ def test_interrupt_during_a_compare_restore_reaches_the_caller_with_everything_b
         vramnb.compare(model, x, sq_loss, opt, recipes=[{"optimizer": "SGD"}, {"optimizer": "Adam"}], progress=False)
     assert calls["restores"] == 2 and calls["loads"] > 3
     same(before, state_of(model, opt))
+
+
+def test_hooks_the_step_adds_to_params_and_batch_are_removed():
+    model, x = mlp(), torch.randn(8, 64, requires_grad=True)
+    w = model[0].weight
+
+    def loss(m, b):  # a step that registers hooks on a weight and the batch, every call
+        w.register_hook(lambda g: g)
+        b.register_hook(lambda g: g)
+        return sq_loss(m, b)
+
+    for _ in range(2):
+        vramnb.profile_step(model, x, loss, None, module_depth=None)
+    assert _hook_count(w) == 0 and _hook_count(x) == 0

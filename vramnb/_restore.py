@@ -152,7 +152,7 @@ class Snapshot:
     tensors: list[tuple[torch.Tensor, bytearray, tuple[Any, ...]]] = field(default_factory=list)
     grads: list[tuple[torch.Tensor, torch.Tensor | None, Any]] = field(default_factory=list)
     flags: list[tuple[torch.Tensor, bool]] = field(default_factory=list)
-    tensor_hooks: list[tuple[Any, Any]] = field(default_factory=list)
+    tensor_hooks: list[tuple[torch.Tensor, str, dict[Any, Any]]] = field(default_factory=list)
     modules: list[tuple[torch.nn.Module, type, dict[str, Any], list[tuple[Any, Any]]]] = field(default_factory=list)
     global_hooks: list[tuple[Any, Any]] = field(default_factory=list)
     opt_state: dict[Any, dict[str, Any]] = field(default_factory=dict)
@@ -190,9 +190,8 @@ class Snapshot:
             g = t.grad if t.is_leaf else None
             s.grads.append((t, g, _save_grad(g) if g is not None else None))
             for name in ("_backward_hooks", "_post_accumulate_grad_hooks"):
-                d = getattr(t, name, None)
-                if isinstance(d, dict):
-                    s.tensor_hooks.append((d, d.copy()))
+                d = getattr(t, name, None)  # None until a first hook: then restored to empty
+                s.tensor_hooks.append((t, name, d.copy() if isinstance(d, dict) else {}))
         if optimizer is not None:
             for p, st in optimizer.state.items():
                 s.opt_state[p] = dict(st)
@@ -257,8 +256,10 @@ class Snapshot:
                 if g is not None and buf is not None:
                     _load_grad(g, buf)
                 t.grad = g
-        for live, saved in self.tensor_hooks:
-            _put_back(live, saved)
+        for t, name, saved in self.tensor_hooks:
+            live = getattr(t, name, None)
+            if isinstance(live, dict):
+                _put_back(live, saved)
 
     @protected
     def _optimizer(self) -> None:
