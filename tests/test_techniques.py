@@ -289,3 +289,93 @@ def test_blocks_found_in_a_nested_sequential():
     assert len(blocks) == 6 and all(isinstance(b, Layer) for b in blocks)
     with pytest.raises(ValueError, match="names no submodule"):
         find_blocks(ViTLike(), "encoder.nope")
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+
+
+def _sq(m, b):
+    return m(b).square().mean()
+
+
+def test_a_swapped_optimizer_runs_without_the_users_state():
+    """After one Adam step the user's state (2 copies of the parameters) is moved
+    aside for a recipe that trains with another optimizer: SGD momentum keeps one
+    copy, so it saves one copy plus Adam's step counters, exactly."""
+    model, x = _mlp(), torch.randn(32, 64)
+    opt = torch.optim.Adam(model.parameters())
+    _sq(model, x).backward()
+    opt.step()
+    opt.zero_grad()
+    state = {k: v.clone() for p in opt.state for k, v in opt.state[p].items()}
+    cmp = vramnb.compare(model, x, _sq, opt, recipes=[{"optimizer": "SGD momentum"}], progress=False)
+    base, sgd = cmp.variants
+    P = param_bytes(model)
+    steps = 4 * len(list(model.parameters()))  # Adam's float32 step counters
+    b, s = base.report.steady.peak.sources, sgd.report.steady.peak.sources
+    assert b["optimizer state"] == 2 * P + steps
+    assert s["optimizer state"] == P
+    assert s["other"] == b["other"]  # the user's Adam state is not "other" in SGD's step
+    assert b["optimizer state"] - s["optimizer state"] == P + steps
+    assert any("moved to host memory" in n for n in sgd.report.notes)
+    after = {k: v for p in opt.state for k, v in opt.state[p].items()}
+    assert all(torch.equal(state[k], after[k]) for k in state)  # and it is back, bit for bit
+
+
+def test_lora_with_the_users_adamw_trains_only_adapters():
+    pytest.importorskip("peft")
+    model, x = _mlp(), torch.randn(32, 64)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.05)
+    keys = list(model.state_dict())
+    rep = vramnb.profile_step(model, x, _sq, opt, recipe=Recipe(lora="r=8"), module_depth=None)
+    # adapters on both linears: A (r x in) and B (out x r)
+    adapters = (8 * 64 + 256 * 8 + 8 * 256 + 64 * 8) * F32
+    assert rep.first.mark("after backward")["gradients"] == adapters
+    assert rep.steady.mark("after optimizer step")["optimizer state"] == 2 * adapters + 4 * 4
+    assert list(model.state_dict()) == keys and all(p.requires_grad for p in model.parameters())
+
+
+def test_rebuild_optimizer_keeps_the_users_settings():
+    from vramnb._optim import rebuild_optimizer
+
+    p = nn.Parameter(torch.ones(3))
+    for opt in (torch.optim.AdamW([nn.Parameter(torch.ones(2))], lr=0.01, weight_decay=0.3, betas=(0.8, 0.9)),
+                torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.2, momentum=0.5, nesterov=True),
+                torch.optim.Adam([nn.Parameter(torch.ones(2))], lr=torch.tensor(0.01))):
+        opt.param_groups[0]["lr"] = opt.param_groups[0]["lr"] * 0.5  # a scheduler changed it
+        new = rebuild_optimizer(opt, [p])
+        assert type(new) is type(opt) and new.param_groups[0]["params"] == [p]
+        for k, v in opt.param_groups[0].items():
+            if k != "params":
+                assert (torch.equal(v, new.param_groups[0][k]) if isinstance(v, torch.Tensor) else v == new.param_groups[0][k]), k
+        if isinstance(opt.param_groups[0]["lr"], torch.Tensor):
+            assert new.param_groups[0]["lr"] is not opt.param_groups[0]["lr"]
+
+
+@pytest.mark.parametrize("toggles, fragment", [
+    ({"precision": "bf16"}, r"toggles\['precision'\] must be a list of settings"),
+    (["precision"], "toggles must be a dict"),
+])
+def test_compare_bad_toggles_are_clear(setup, toggles, fragment):
+    model, opt, batch = setup
+    with pytest.raises(ValueError, match=fragment):
+        vramnb.compare(model, batch, lm_loss, opt, toggles=toggles, progress=False)
+
+
+def test_compare_one_recipe_instead_of_a_list_is_clear(setup):
+    model, opt, batch = setup
+    with pytest.raises(ValueError, match="recipes must be a list"):
+        vramnb.compare(model, batch, lm_loss, opt, recipes=Recipe(precision="bf16"), progress=False)
+
+
+def test_technique_edits_are_undone_also_without_restore():
+    model, x = _mlp(), torch.randn(8, 64)
+    model[0].register_forward_hook(lambda *a: None)
+    flags = [p.requires_grad for p in model.parameters()]
+    fwd = dict(model[0].__dict__).get("forward")
+    vramnb.profile_step(model, x, _sq, None, recipe=Recipe(freeze="first half of blocks", checkpointing="every block"),
+                        restore=False, module_depth=None)
+    assert [p.requires_grad for p in model.parameters()] == flags
+    assert dict(model[0].__dict__).get("forward") is fwd

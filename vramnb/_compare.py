@@ -23,7 +23,7 @@ import torch
 from ._breakdown import StepReport
 from ._render import Rendered, Table, dataframe
 from ._sources import SOURCES
-from ._step import profile_step
+from ._step import check_inputs, check_loss_fn, profile_step
 from ._units import format_bytes, format_delta, format_seconds
 from .techniques import REGISTRY, Recipe, Unavailable
 
@@ -138,6 +138,18 @@ class Comparison(Rendered):
 
 def _recipes(recipes: Iterable[Any] | None, toggles: Mapping[str, Sequence[Any]] | None) -> list[Recipe]:
     out = [Recipe()]
+    if isinstance(recipes, (Recipe, Mapping, str)):
+        raise ValueError(f"recipes must be a list of vramnb.Recipe objects or dicts of settings, not one "
+                         f"{type(recipes).__name__}: recipes=[{recipes!r}]")
+    if toggles is not None and not isinstance(toggles, Mapping):
+        raise ValueError(f"toggles must be a dict of technique -> list of settings, e.g. "
+                         f"{{'precision': ['fp32', 'bf16']}}, not {type(toggles).__name__}")
+    for name, values in (toggles or {}).items():
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+            choices = REGISTRY[name].choices if name in REGISTRY else ()
+            raise ValueError(f"toggles[{name!r}] must be a list of settings, not {type(values).__name__} {values!r}: "
+                             f"e.g. toggles={{{name!r}: {list(choices[:2])!r}}}"
+                             + (f" (valid: {', '.join(repr(c) for c in choices)})" if choices else ""))
     if recipes is not None:
         for r in recipes:
             rec = r if isinstance(r, Recipe) else Recipe(**r) if isinstance(r, Mapping) else None
@@ -192,6 +204,8 @@ def compare(
             model/batch/optimizer (see :func:`vramnb.profile_step`).
     """
     todo = _recipes(recipes, toggles)
+    check_inputs(model, batch, optimizer)  # bad input fails before the first recipe runs
+    check_loss_fn(model, batch, loss_fn)
     bar: Any = None
     if progress:
         try:

@@ -86,11 +86,8 @@ def shard(model: torch.nn.Module, parallel: str, world_size: int, blocks: list[t
 
 def rebuild_optimizer(opt: Any, model: torch.nn.Module) -> Any:
     """The same optimizer class and settings over the sharded parameters."""
-    import inspect
+    from ._optim import rebuild_optimizer as rebuild
 
     if opt is None:
         return None
-    accepted = inspect.signature(type(opt).__init__).parameters
-    # defaults can hold keys the constructor does not take (AdamW: decoupled_weight_decay)
-    kwargs = {k: v for k, v in opt.defaults.items() if k in accepted and k != "params"}
-    return type(opt)([p for p in model.parameters() if p.requires_grad], **kwargs)
+    return rebuild(opt, [p for p in model.parameters() if p.requires_grad])

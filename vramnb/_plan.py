@@ -76,6 +76,9 @@ class StepPlan:
         return torch.autocast(self.device.type, dtype=dtype)
 
     def run_undo(self) -> None:
-        while self.undo:
-            fn = self.undo.pop()
-            fn()
+        """Run every undo, last-first, even when one raises; then raise the first error."""
+        from ._restore import run_all
+
+        fns = self.undo[::-1]
+        self.undo.clear()
+        run_all(fns)

@@ -20,7 +20,6 @@ allocated; *other* is memory held before the step by anything else.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import pickle
 import time
 from collections.abc import Callable, Mapping
@@ -32,11 +31,13 @@ from ._breakdown import Breakdown, ModuleMemory, StepReport, StepResult
 from ._plan import StepPlan
 from .techniques import Recipe
 from ._probe import CpuProbe, CudaProbe, probe_for
-from ._restore import Snapshot
+from ._interrupt import InterruptGuard, interruptible, protected
+from ._restore import SetAside, Snapshot, run_all
 from ._sources import SOURCES
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
 from ._tracker import cpu_tracker
+from ._units import format_bytes
 
 __all__ = ["profile_step", "MARKS", "PHASES"]
 
@@ -44,111 +45,9 @@ MARKS = ("start", "after forward", "after backward", "after optimizer step", "af
 PHASES = ("forward", "backward", "optimizer step", "zero_grad")
 
 
-# -- input checks -------------------------------------------------------------
-def _batch_tensors(batch: Any, path: str = "batch") -> list[tuple[str, torch.Tensor]]:
-    if isinstance(batch, torch.Tensor):
-        return [(path, batch)]
-    if isinstance(batch, Mapping):
-        out = []
-        for k, v in batch.items():
-            out += _batch_tensors(v, f"{path}[{k!r}]")
-        return out
-    if isinstance(batch, (tuple, list)):
-        out = []
-        for i, v in enumerate(batch):
-            out += _batch_tensors(v, f"{path}[{i}]")
-        return out
-    raise ValueError(
-        f"{path} is a {type(batch).__name__}; a batch must be a tensor, or a tuple, list or dict of tensors"
-    )
-
-
-def _model_device(model: torch.nn.Module) -> torch.device:
-    for p in model.parameters():
-        return p.device
-    raise ValueError(f"{type(model).__name__} has no parameters: nothing to train")
-
-
-def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
-    """Validate before anything runs. Returns the model's device.
-
-    Raises:
-        ValueError: not a module; no trainable parameters; parameters on
-            several devices; a batch that is not tensors; a batch on another
-            device than the model; an optimizer that holds parameters the model
-            does not have (or none of the model's).
-    """
-    if not isinstance(model, torch.nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, not {type(model).__name__}")
-    device = _model_device(model)
-    devices = {p.device for p in model.parameters()}
-    if len(devices) > 1:
-        raise ValueError(f"the model's parameters are on several devices ({sorted(map(str, devices))}); vramnb profiles one device")
-    if not any(p.requires_grad for p in model.parameters()):
-        raise ValueError(f"{type(model).__name__} has no trainable parameters (all have requires_grad=False): nothing to train")
-    for path, t in _batch_tensors(batch):
-        if t.device != device:
-            raise ValueError(f"{path} is on {t.device} but the model is on {device}; move it with .to({str(device)!r})")
-    if optimizer is not None:
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise ValueError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
-        check_closure(optimizer, "profile_step calls optimizer.step() once per step: profile with another optimizer")
-        mine = {id(p) for p in model.parameters()}
-        theirs = [p for g in optimizer.param_groups for p in g["params"]]
-        foreign = [p for p in theirs if id(p) not in mine]
-        if foreign or not theirs:
-            raise ValueError(
-                f"the optimizer holds {len(foreign)} of {len(theirs)} parameters that are not the model's: "
-                "build it over this model, e.g. torch.optim.AdamW(model.parameters())"
-            )
-    return device
-
-
-def check_closure(optimizer: torch.optim.Optimizer, advice: str) -> None:
-    """Raises ValueError for an optimizer whose ``step`` needs a closure (LBFGS), ending with ``advice``."""
-    closure = inspect.signature(optimizer.step).parameters.get("closure")
-    if closure is not None and closure.default is inspect.Parameter.empty:
-        raise ValueError(f"{type(optimizer).__name__}.step() needs a closure (it re-evaluates the loss); {advice}")
-
-
-def check_options(steps: Any, module_depth: Any, set_to_none: Any) -> None:
-    """Raises ValueError for step counts, module depths or ``set_to_none`` values
-    that are not what :func:`profile_step` and :func:`vramnb.estimate` take."""
-    if isinstance(steps, bool) or not isinstance(steps, int):
-        raise ValueError(f"steps must be an integer (1: the first step only, 2: also a steady-state step), not {steps!r}")
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
-    if module_depth is not None and (isinstance(module_depth, bool) or not isinstance(module_depth, int) or module_depth < 1):
-        raise ValueError(f"module_depth must be None (off) or a positive integer (1: the model's children), not {module_depth!r}")
-    if not isinstance(set_to_none, bool):
-        raise ValueError(f"set_to_none must be True or False, not {set_to_none!r}")
-
-
-def default_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
-    """``model(batch)``, ``model(*batch)`` or ``model(**batch)``; the loss is the
-    output if it is a scalar tensor, or its ``.loss`` (Hugging Face models)."""
-    if isinstance(batch, Mapping):
-        out = model(**batch)
-    elif isinstance(batch, (tuple, list)):
-        out = model(*batch)
-    else:
-        out = model(batch)
-    loss = out if isinstance(out, torch.Tensor) else getattr(out, "loss", None)
-    if loss is None:
-        raise ValueError(
-            f"the model returned {type(out).__name__} with no .loss; pass loss_fn=lambda model, batch: ... returning a scalar"
-        )
-    return loss
-
-
-def _check_loss(loss: Any, needs_grad: bool = True) -> torch.Tensor:
-    if not isinstance(loss, torch.Tensor):
-        raise ValueError(f"the loss must be a scalar tensor, got {type(loss).__name__}")
-    if loss.numel() != 1:
-        raise ValueError(f"the loss must be a scalar, got a tensor of shape {tuple(loss.shape)}: reduce it (e.g. .mean())")
-    if needs_grad and not loss.requires_grad:
-        raise ValueError("the loss does not require grad: is the forward under torch.no_grad(), or every parameter frozen?")
-    return loss
+from ._checks import (  # noqa: E402,F401 - the checks live in _checks; imported here by other modules too
+    _batch_tensors, _check_loss, check_closure, check_hooks, check_inputs, check_loss_fn, check_options, default_loss,
+)
 
 
 def _state_tensors(optimizer: torch.optim.Optimizer | None) -> list[torch.Tensor]:
@@ -217,12 +116,29 @@ class _StepRun:
 
         mt = ModTracker()
         mt.register_user_hooks(edge("fw enter"), edge("fw exit"), edge("bw enter"), edge("bw exit"))
+        # ModTracker registers multi-grad hooks on module inputs and outputs and drops their
+        # handles: on leaf inputs (parametrized weights, a batch that requires grad) they would
+        # outlive the step, and their closures hold the graph's nodes in a cycle through C++
+        # that keeps a failed step's activations alive. Collect the handles and remove them.
+        import torch.distributed._tools.mod_tracker as mt_module
+
+        original = getattr(mt_module, "register_multi_grad_hook", None)
+        handles: list[Any] = []
+
+        def collecting(*args: Any, **kwargs: Any) -> Any:
+            h = original(*args, **kwargs)  # type: ignore[misc]
+            handles.append(h)
+            return h
+
+        if original is not None:
+            mt_module.register_multi_grad_hook = collecting
         try:
             with mt:
                 yield
         finally:
-            mt.clear_user_hooks()
+            _remove_tracking(mt, mt_module, original, handles)
 
+    @protected
     def run(self) -> tuple[Timeline, float, BaseException | None]:
         if self.cuda:
             self.recorder = CudaRecorder(self.device.index or 0)
@@ -244,54 +160,12 @@ class _StepRun:
                 handles.append(p.register_post_accumulate_grad_hook(lambda q: self.got_grad.add(id(q))))
         err: BaseException | None = None
         t0 = time.perf_counter()
-        plan = self.plan
         try:
             with ctx:
-                self.mark("start")
-                with self.module_tracking():
-                    n = len(plan.batches)
-                    for i, micro in enumerate(plan.batches):
-                        self.phase = self.saved.phase = "forward" if i == 0 else "backward"
-                        with contextlib.ExitStack() as fw:
-                            fw.enter_context(self.saved.hooks())  # outermost: a technique's own hooks take precedence
-                            if plan.mode == "no_grad":
-                                fw.enter_context(torch.no_grad())
-                            elif plan.mode == "inference_mode":
-                                fw.enter_context(torch.inference_mode())
-                            for make in plan.forward_contexts:
-                                fw.enter_context(make())
-                            loss = _check_loss(plan.loss_fn(self.model, micro), needs_grad=plan.mode == "train")
-                            if n > 1:
-                                loss = loss / n
-                            k = self.key(loss)
-                            if k is not None:
-                                self.loss_keys.add(k)
-                        if i == 0:
-                            self.mark("after forward")
-                        self.phase = self.saved.phase = "backward"
-                        if plan.mode == "train":
-                            with self.saved.hooks():
-                                (plan.scaler.scale(loss) if plan.scaler is not None else loss).backward()
-                        del loss
-                    self.mark("after backward")
-                self.phase = "optimizer step"
-                if plan.mode == "train" and self.optimizer is not None:
-                    if plan.scaler is not None:
-                        plan.scaler.step(self.optimizer)
-                        plan.scaler.update()
-                    else:
-                        self.optimizer.step()
-                self.mark("after optimizer step")
-                self.phase = "zero_grad"
-                if plan.mode == "train":
-                    if self.optimizer is not None:
-                        self.optimizer.zero_grad(set_to_none=plan.set_to_none)
-                    else:
-                        self.model.zero_grad(set_to_none=plan.set_to_none)
-                self.mark("after zero_grad")
+                self._body()
         except BaseException as e:  # noqa: BLE001 - re-raised by the caller after restoring
             err = e
-            loss = None  # our reference to the failed step's graph
+            _clear_own_frames(e.__traceback__)
             with contextlib.suppress(Exception):
                 self.mark("at failure")
         finally:
@@ -302,6 +176,79 @@ class _StepRun:
                 h.remove()
             timeline = self.recorder.finish()
         return timeline, elapsed, err
+
+    @interruptible
+    def _body(self) -> None:
+        """The user's step; an interrupt here is raised at once (and restored after)."""
+        plan = self.plan
+        self.mark("start")
+        with self.module_tracking():
+            n = len(plan.batches)
+            for i, micro in enumerate(plan.batches):
+                self.phase = self.saved.phase = "forward" if i == 0 else "backward"
+                with contextlib.ExitStack() as fw:
+                    fw.enter_context(self.saved.hooks())  # outermost: a technique's own hooks take precedence
+                    if plan.mode == "no_grad":
+                        fw.enter_context(torch.no_grad())
+                    elif plan.mode == "inference_mode":
+                        fw.enter_context(torch.inference_mode())
+                    for make in plan.forward_contexts:
+                        fw.enter_context(make())
+                    loss = _check_loss(plan.loss_fn(self.model, micro), needs_grad=plan.mode == "train")
+                    if n > 1:
+                        loss = loss / n
+                    k = self.key(loss)
+                    if k is not None:
+                        self.loss_keys.add(k)
+                if i == 0:
+                    self.mark("after forward")
+                self.phase = self.saved.phase = "backward"
+                if plan.mode == "train":
+                    with self.saved.hooks():
+                        (plan.scaler.scale(loss) if plan.scaler is not None else loss).backward()
+                del loss
+            self.mark("after backward")
+        self.phase = "optimizer step"
+        if plan.mode == "train" and self.optimizer is not None:
+            if plan.scaler is not None:
+                plan.scaler.step(self.optimizer)
+                plan.scaler.update()
+            else:
+                self.optimizer.step()
+        self.mark("after optimizer step")
+        self.phase = "zero_grad"
+        if plan.mode == "train":
+            if self.optimizer is not None:
+                self.optimizer.zero_grad(set_to_none=plan.set_to_none)
+            else:
+                self.model.zero_grad(set_to_none=plan.set_to_none)
+        self.mark("after zero_grad")
+
+
+def _clear_own_frames(tb: Any) -> None:
+    """Drop the locals of vramnb's own finished frames in a traceback and in the
+    callers (``f_back``) those frames keep alive (the failed step's loss and
+    graph, the plan with its optimizer and batches); the user's frames keep
+    theirs, as without vramnb."""
+    seen: set[int] = set()
+    while tb is not None:
+        f = tb.tb_frame
+        while f is not None and id(f) not in seen:
+            seen.add(id(f))
+            name = f.f_globals.get("__name__", "")
+            if name == "vramnb" or name.startswith("vramnb."):
+                with contextlib.suppress(RuntimeError):  # a frame still running cannot be cleared
+                    f.clear()
+            f = f.f_back
+        tb = tb.tb_next
+
+
+@protected
+def _remove_tracking(mt: Any, mt_module: Any, original: Any, handles: list[Any]) -> None:
+    if original is not None:
+        mt_module.register_multi_grad_hook = original
+    run_all([mt.clear_user_hooks] + [h.remove for h in handles])
+    handles.clear()
 
 
 def _breakdown(tl: Timeline, labels: list[str], point: int, sample: Any) -> Breakdown:
@@ -421,6 +368,19 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
     return result, err
 
 
+def _set_aside(plan: StepPlan, user: Any, batch: list[torch.Tensor]) -> SetAside | None:
+    """When a technique replaced the user's optimizer, move the user's optimizer
+    state out of device memory for the steps: a run with that optimizer would not
+    hold it (the state of tensors the model or batch shares stays)."""
+    if user is None or plan.optimizer is user or not any(len(s) for s in user.state.values()):
+        return None
+    mine = {t.untyped_storage()._cdata for t in [*plan.model.parameters(), *plan.model.buffers(), *batch]}
+    mine |= {p.grad.untyped_storage()._cdata for p in plan.model.parameters()
+             if p.grad is not None and p.grad.layout == torch.strided}
+    tensors = [t for t in _state_tensors(user) if t.untyped_storage()._cdata not in mine]
+    return SetAside(tensors) if tensors else None
+
+
 def _by_source(tl: Timeline, labels: list[str]) -> dict[str, list[int]]:
     """Allocated bytes of each source after each event."""
     deltas = {src: [0] * (tl.n_events + 1) for src in SOURCES}
@@ -486,13 +446,46 @@ def profile_step(
 
     Raises:
         ValueError: bad model, batch, optimizer or loss (see :func:`check_inputs`),
-            before anything runs (the loss is checked after the forward; the
-            model is restored).
-        Any exception of the user's step is re-raised after restoring, with the
-        partial report attached as ``exc.vramnb_report``.
+            before anything runs or is allocated: a meta or lazy (uninitialized)
+            model, a ``loss_fn`` that is not callable, a batch the model's
+            ``forward`` cannot take without one, optimizer step hooks or
+            post-accumulate-grad hooks (they change objects vramnb cannot
+            restore: the message says how to profile instead). The loss is
+            checked after the forward (the model is restored).
+        Unavailable: a recipe setting this machine or model cannot run (LoRA on
+            a model that already has peft adapters), before the model is touched.
+        Any exception of the user's step, or of an undo, is re-raised after
+        restoring (every undo and the whole restore run first), with the partial
+        report attached as ``exc.vramnb_report``; vramnb's own frames in its
+        traceback hold nothing of the step. A ``KeyboardInterrupt`` during the
+        step stops it at once; one during the restore is held back until the
+        restore is done, then raised.
+
+    A recipe that trains with another optimizer than yours (``optimizer=``,
+    ``lora=``) runs with your optimizer's state moved to host memory for the
+    steps (its step would not hold it); it is back, bit for bit, afterwards.
     """
+    with InterruptGuard() as guard:
+        try:
+            return _profile(guard, model, batch, loss_fn, optimizer, steps, set_to_none, module_depth, restore, label,
+                            trace, recipe)
+        except BaseException as e:
+            # the traceback keeps vramnb's frames, whose locals hold the snapshot's host copies,
+            # the recipe's optimizer and resized batches: drop them (the user's frames keep theirs)
+            _clear_own_frames(e.__traceback__)
+            raise
+
+
+@protected
+def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimizer: Any, steps: Any, set_to_none: Any,
+             module_depth: Any, restore: bool, label: str, trace: str | None, recipe: Any) -> StepReport:
+    """profile_step's work: every check first, then the steps, then undo and restore
+    (which an interrupt does not cut, see :class:`InterruptGuard`)."""
     device = check_inputs(model, batch, optimizer)
     check_options(steps, module_depth, set_to_none)
+    check_loss_fn(model, batch, loss_fn)
+    if not isinstance(restore, bool):
+        raise ValueError(f"restore must be True or False, not {restore!r}")
     if trace is not None and device.type != "cuda":
         raise ValueError(
             f"trace= needs a CUDA model (it saves the CUDA caching allocator's trace); this model is on {device}. "
@@ -502,23 +495,36 @@ def profile_step(
         recipe = Recipe(**recipe) if isinstance(recipe, Mapping) else recipe
         if not isinstance(recipe, Recipe):
             raise ValueError(f"recipe must be a vramnb.Recipe or a dict of technique settings, not {type(recipe).__name__}")
+    if recipe is not None and optimizer is None:
+        check_hooks(model, None, any_optimizer=True)
     snap = Snapshot.take(model, optimizer, [t for _, t in _batch_tensors(batch)]) if restore else None
     results: list[StepResult] = []
     err: BaseException | None = None
     plan = StepPlan(model, [batch], loss_fn or default_loss, optimizer, device, set_to_none=set_to_none,
                     user_optimizer=optimizer)
+    aside: SetAside | None = None
     try:
         if recipe is not None:
             recipe.apply(plan)  # may raise ValueError (not available here); restored below
+        aside = _set_aside(plan, optimizer, [t for _, t in _batch_tensors(batch)])
         for i in range(steps):
+            guard.check()  # an interrupt held back in vramnb's own bookkeeping stops here
             res, err = _one_step(plan, module_depth, trace, i)
             results.append(res)
             if err is not None:
                 break
     finally:
-        plan.run_undo()
-        if snap is not None:
-            snap.restore()
+        # every undo runs, then the optimizer state set aside comes back, then the
+        # snapshot is restored, whatever any of them raises; the first error is raised
+        # after all ran (attached as a note when the step itself failed)
+        try:
+            run_all([plan.run_undo] + ([aside.put_back] if aside is not None else [])
+                    + ([snap.restore] if snap is not None else []))
+        except BaseException as undo_err:
+            if err is None:
+                raise
+            if hasattr(err, "add_note"):
+                err.add_note(f"restoring after the failure also raised {type(undo_err).__name__}: {undo_err}")
     probe = probe_for(device)
     method = "CUDA caching allocator trace" if isinstance(probe, CudaProbe) else CpuProbe.method
     name = label or f"{type(model).__name__}" + (f" · {type(optimizer).__name__}" if optimizer is not None else "")
@@ -526,6 +532,9 @@ def profile_step(
         name = f"{name} · {recipe.describe()}" if not label else name
     report = StepReport(str(device), method, results, name)
     report.notes.extend(plan.notes)
+    if aside is not None:
+        report.notes.append(f"your optimizer's state ({format_bytes(aside.nbytes)}) was moved to host memory for "
+                            "these steps, which train with the recipe's optimizer instead")
     if recipe is not None:
         report.recipe = recipe
     if restore:

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from .._optim import rebuild_optimizer
 from .._plan import StepPlan
 from .checkpointing import find_blocks
 from .registry import Technique, register
@@ -49,12 +50,33 @@ class Freeze(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
-        for p in _frozen_params(plan.model, value):
-            p.requires_grad_(False)  # the snapshot restores every flag
+        params = _frozen_params(plan.model, value)
+        flags = [(p, p.requires_grad) for p in params]
+
+        def undo() -> None:  # also with restore=False, where no snapshot puts the flags back
+            for p, flag in flags:
+                p.requires_grad_(flag)
+
+        plan.undo.append(undo)
+        for p in params:
+            p.requires_grad_(False)
 
     @classmethod
     def describe(cls, value: Any) -> str:
         return f"frozen: {value}"
+
+
+def _peft_adapters(model: torch.nn.Module) -> str:
+    """What peft adapters ``model`` already has (a ``PeftModel``, or tuner layers injected anywhere), or ``""``."""
+    try:
+        from peft import PeftModel  # type: ignore[import-not-found]
+        from peft.tuners.tuners_utils import BaseTunerLayer  # type: ignore[import-not-found]
+    except ImportError:
+        return ""
+    if isinstance(model, PeftModel):
+        return f"a PeftModel with adapters {sorted(getattr(model, 'peft_config', {}) or [])}"
+    layers = [n for n, m in model.named_modules() if isinstance(m, (PeftModel, BaseTunerLayer))]
+    return f"{len(layers)} adapter layers, e.g. {layers[0]}" if layers else ""
 
 
 @register
@@ -68,6 +90,11 @@ class LoRA(Technique):
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
         if importlib.util.find_spec("peft") is None:
             return "LoRA uses peft: pip install peft"
+        has = _peft_adapters(plan.model)
+        if has:
+            return (f"{type(plan.model).__name__} already has peft adapters ({has}); adding LoRA and taking it off "
+                    "again would unload yours. Profile it as it is (without lora=, your adapters train), or "
+                    "profile LoRA on the base model without adapters (a fresh load of it)")
         return None
 
     @classmethod
@@ -76,18 +103,10 @@ class LoRA(Technique):
 
         r = int(value.split("=")[1])
         peft_model = get_peft_model(plan.model, LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear"))
-        inner = plan.model
-
-        def undo() -> None:
-            peft_model.unload()  # removes the injected adapter layers from `inner`
-
-        plan.undo.append(undo)
-        del inner
+        plan.undo.append(peft_model.unload)  # removes the injected adapter layers from plan.model
         params = [p for p in plan.model.parameters() if p.requires_grad]
         user = plan.optimizer
-        kind = type(user) if user is not None else torch.optim.AdamW
-        defaults = dict(user.defaults) if user is not None else {}
-        plan.optimizer = kind(params, **{k: v for k, v in defaults.items() if k not in ("params",)})
+        plan.optimizer = rebuild_optimizer(user, params) if user is not None else torch.optim.AdamW(params)
 
     @classmethod
     def describe(cls, value: Any) -> str:

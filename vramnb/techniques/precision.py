@@ -77,10 +77,10 @@ def _convert_fp8(plan: StepPlan) -> None:
 
     originals = [(parent, name, child) for parent in plan.model.modules() for name, child in parent.named_children()
                  if isinstance(child, torch.nn.Linear)]
-    convert_to_float8_training(plan.model, module_filter_fn=lambda m, fqn: m.in_features % 16 == 0 and m.out_features % 16 == 0)
 
     def undo() -> None:
         for parent, name, child in originals:
             setattr(parent, name, child)
 
-    plan.undo.append(undo)
+    plan.undo.append(undo)  # before converting: a conversion that fails half-way is undone too
+    convert_to_float8_training(plan.model, module_filter_fn=lambda m, fqn: m.in_features % 16 == 0 and m.out_features % 16 == 0)

@@ -1,0 +1,105 @@
+"""Hold ``KeyboardInterrupt`` back while vramnb puts the user's state back.
+
+An interrupt (Jupyter's *Interrupt kernel*, Ctrl-C, ``_thread.interrupt_main``)
+that lands in the middle of a restore would leave the model half restored.
+Functions marked :func:`protected` (a restore, an undo, profile_step's own
+bookkeeping) hold it back; functions marked :func:`interruptible` (the user's
+step) take it at once. :class:`InterruptGuard` installs the SIGINT handler
+that decides, by walking the interrupted frames.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["InterruptGuard", "protected", "interruptible"]
+
+_PROTECTED: set[Any] = set()
+_OPEN: set[Any] = set()
+
+
+def protected(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a function whose frames a ``KeyboardInterrupt`` must not cut (see :class:`InterruptGuard`)."""
+    _PROTECTED.add(fn.__code__)
+    return fn
+
+
+def interruptible(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a function (the user's step) where an interrupt is raised at once, even inside a protected one."""
+    _OPEN.add(fn.__code__)
+    return fn
+
+
+def _is_protected(frame: Any) -> bool:
+    """Walk out from the interrupted frame: the innermost :func:`protected` or
+    :func:`interruptible` function decides (code called from a restore, PyTorch's
+    or a hook's, is protected with it; the user's step is not); outside both, not."""
+    while frame is not None:
+        code = frame.f_code
+        if code in _PROTECTED:
+            return True
+        if code in _OPEN:
+            return False
+        frame = frame.f_back
+    return False
+
+
+class InterruptGuard:
+    """Hold back ``KeyboardInterrupt`` (SIGINT, also ``_thread.interrupt_main``)
+    that lands inside a :func:`protected` function of vramnb (a restore, an undo,
+    the bookkeeping between the user's step and the restore, and whatever they
+    call), and raise it at :meth:`check` or when the guard exits. An interrupt
+    that lands inside an :func:`interruptible` one (the user's step) is raised at
+    once: the step stays interruptible, and the ``finally`` that restores runs
+    protected.
+
+    Protection is a property of the code being run (found by walking the
+    interrupted frames, as trio does), not of a flag flipped around a span, so
+    there is no gap between the end of a step and the start of its restore.
+    Only the main thread receives SIGINT; elsewhere (or when the current
+    handler was not set from Python) the guard changes nothing.
+    """
+
+    def __init__(self) -> None:
+        self.previous: Any = None
+        self.installed = False
+        self.pending: tuple[int, Any] | None = None
+
+    def __enter__(self) -> InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            prev = signal.getsignal(signal.SIGINT)
+            if prev is not None:
+                self.previous = prev
+                signal.signal(signal.SIGINT, self._handler)
+                self.installed = True
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if _is_protected(frame):
+            self.pending = (signum, frame)
+            return
+        self._forward(signum, frame)
+
+    def _forward(self, signum: int, frame: Any) -> None:
+        prev = self.previous
+        if callable(prev):
+            prev(signum, frame)
+        elif prev == signal.SIG_DFL:
+            raise KeyboardInterrupt
+        # SIG_IGN: ignored, as it would have been
+
+    def check(self) -> None:
+        """Raise a held-back interrupt now (call it where stopping is safe)."""
+        if self.pending is not None:
+            signum, frame = self.pending
+            self.pending = None
+            self._forward(signum, frame)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.installed:
+            signal.signal(signal.SIGINT, self.previous)
+            self.installed = False
+        self.check()
