@@ -532,3 +532,9 @@ def test_lazy_models_nested_batches_and_torchscript_are_refused_with_what_to_do(
                                                target="A100", progress=False)):
         with pytest.raises(ValueError, match="is a nested \\(ragged\\) tensor.*pad it"):
             call()
+
+
+def test_a_tuple_batch_without_loss_fn_that_forward_cannot_take_is_named():
+    x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+    with pytest.raises(ValueError, match=r"model\(\*batch\).*cannot take that"):
+        vramnb.estimate(torch.nn.Linear(8, 2), (x, y))

@@ -38,7 +38,7 @@ from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mo
 from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
 from ._plan import StepPlan
 from ._render import Table
-from ._step import _batch_tensors, _one_step, check_options, default_loss
+from ._step import _batch_tensors, _one_step, check_loss_fn, check_options, default_loss
 from ._tracker import StorageTracker
 from ._units import format_bytes
 from .techniques import Recipe
@@ -341,6 +341,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
 
     mode = new_mode()
     fmodel, fakes = build_model(model, mode)
+    check_loss_fn(fmodel, batch, loss_fn)  # a tuple batch with no loss_fn that forward cannot take
     from ._fake import drop_notebook_hooks
 
     dropped = drop_notebook_hooks(fmodel)
