@@ -12,11 +12,13 @@ released in turn and the memory that came back measured after
 
 from __future__ import annotations
 
+import ast
 import gc
 import inspect
+import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,9 +28,45 @@ from ._probe import CpuProbe, probe_for
 from ._render import Rendered, Table
 from ._units import format_bytes
 
-__all__ = ["FreeReport", "free_hidden", "hidden_holders"]
+__all__ = ["FreeReport", "free_hidden", "hidden_holders", "names_bound"]
 
 _UNDERS = ("_", "__", "___")
+# names IPython binds for outputs, which a user may also bind themselves
+_OUTPUT_NAME = re.compile(r"(?<![\w.])(_\d+|_{1,3}|_oh|Out)(?!\w)")
+
+
+def names_bound(code: str | list[ast.stmt]) -> set[str]:
+    """The output-history names (``_N``, ``_``, ``__``, ``___``, ``_oh``,
+    ``Out``) that ``code`` (a cell's transformed source, or its statements)
+    assigns, deletes, imports or defines: from then on they are the user's."""
+    if isinstance(code, str):
+        if not _OUTPUT_NAME.search(code):
+            return set()
+        try:
+            nodes: list[ast.stmt] = ast.parse(code).body
+        except SyntaxError:
+            return set()
+    else:
+        nodes = code
+    found: set[str] = set()
+    for root in nodes:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                found.add(node.id)
+            elif isinstance(node, ast.alias):
+                found.add(node.asname or node.name.split(".")[0])
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(node.name)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                found.update(node.names)
+    return {n for n in found if _OUTPUT_NAME.fullmatch(n)}
+
+
+def _output_cache(shell: Any) -> dict[int, Any] | None:
+    """IPython's own output history dict (what ``Out``/``_oh`` start as)."""
+    hm = getattr(shell, "history_manager", None)
+    oh = getattr(hm, "output_hist", None)
+    return oh if isinstance(oh, dict) else None
 
 
 def _tracebacks(shell: Any) -> list[Any]:
@@ -76,7 +114,7 @@ def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
     """Out-of-sight holders in an IPython shell: shown name → (kind, objects)."""
     ns = shell.user_ns
     out: dict[str, tuple[str, Any]] = {}
-    oh = ns.get("_oh")
+    oh = _output_cache(shell)
     if oh:
         out["Out"] = ("output history", list(oh.values()))
     unders = list(_ipython_outputs(shell).values()) + [getattr(shell.displayhook, u, None) for u in _UNDERS]
@@ -89,13 +127,21 @@ def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def _clear_output_history(shell: Any) -> None:
-    """Like ``%reset -f out``, but never touches a user's own ``_``/``_N``
-    variables, and also clears the hidden namespace's copies, which
-    ``%reset -f out`` leaves holding the last displayed value."""
+def _clear_output_history(shell: Any, bound: Mapping[str, int]) -> None:
+    """Like ``%reset -f out``, but never touches a user's own ``_``/``_N``,
+    ``_oh`` or ``Out``, and also clears the hidden namespace's copies, which
+    ``%reset -f out`` leaves holding the last displayed value.
+
+    ``bound``: output-history name -> the last cell whose code bound it. A
+    name is the user's when it holds another object than IPython's copy, or
+    when user code bound it in or after the cell whose output IPython stored
+    under it (the same object, bound by the user: ``_5 = x``)."""
     ns, hidden, dh = shell.user_ns, shell.user_ns_hidden, shell.displayhook
+    oh = _output_cache(shell)
+    last_output = max(oh, default=0) if oh else 0
     for name, old in _ipython_outputs(shell).items():
-        users = name in ns and ns[name] is not old  # the user assigned this name: leave it
+        stored_at = last_output if name in _UNDERS else int(name[1:])
+        users = name in ns and (ns[name] is not old or bound.get(name, -1) >= stored_at)
         if name in _UNDERS:
             hidden[name] = ""
             if not users and name in ns:
@@ -104,9 +150,8 @@ def _clear_output_history(shell: Any) -> None:
             del hidden[name]
             if not users:
                 ns.pop(name, None)
-    oh = ns.get("_oh")
     if oh is not None:
-        oh.clear()
+        oh.clear()  # IPython's dict, whatever the user bound to _oh or Out
     for u in _UNDERS:
         setattr(dh, u, "")
     res = getattr(shell, "last_execution_result", None)
@@ -167,9 +212,13 @@ class FreeReport(Rendered):
         return t
 
 
-def free_hidden(shell: Any, device: torch.device) -> FreeReport:
+def free_hidden(shell: Any, device: torch.device, bound: Mapping[str, int] | None = None) -> FreeReport:
     """Release IPython's out-of-sight references, collect garbage and empty the
-    CUDA cache, measuring what each step gave back on ``device``."""
+    CUDA cache, measuring what each step gave back on ``device`` (bytes).
+
+    ``bound``: output-history names the user's own code bound, with the last
+    cell that did (see :func:`names_bound`); those bindings are left alone."""
+    bound = bound or {}
     probe = probe_for(device)
 
     def allocated(collect: bool = True) -> int:
@@ -181,7 +230,7 @@ def free_hidden(shell: Any, device: torch.device) -> FreeReport:
 
     steps: list[tuple[str, Callable[[], None]]] = [
         ("unreachable cycles (gc.collect)", lambda: None),
-        ("output history (Out, _, __, ___)", lambda: _clear_output_history(shell)),
+        ("output history (Out, _, __, ___)", lambda: _clear_output_history(shell, bound)),
         ("last exception (traceback frames)", lambda: _clear_last_exception(shell)),
     ]
     report = FreeReport(str(device), method=probe.method)

@@ -10,18 +10,21 @@ what IPython alone would have produced.
 
 from __future__ import annotations
 
-import ast
 import copy
 import keyword
+import re
+import shlex
 from typing import Any
 
 import torch
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope, no_var_expand, output_can_be_silenced
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.displayhook import DisplayHook
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
-from ._free import free_hidden, hidden_holders
+from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_sync
+from ._free import free_hidden, hidden_holders, names_bound
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
 from ._probe import CpuProbe, probe_for, resolve_device
@@ -30,8 +33,9 @@ from ._units import parse_size
 __all__ = ["VramMagics"]
 
 _COMMANDS = ("free", "on", "off", "history", "panel", "estimate")
-# which options each line command accepts (the cell magic accepts them all)
-_LINE_OPTIONS = {
+# which options the cell magic and each line command accept
+_LINE_OPTIONS: dict[str | None, set[str]] = {
+    "cell": {"device", "quiet", "out", "budget", "no_reset", "breakdown"},
     None: {"device", "quiet", "out"},
     "free": {"device", "quiet", "out"},
     "history": {"out", "quiet"},
@@ -80,6 +84,46 @@ def _recipe(texts: list[str] | str | None) -> dict[str, Any] | None:
     return out
 
 
+# options that take a value; a value starting with "-" is joined to its option
+_VALUED = {"-d": "--device", "--device": "--device", "-o": "--out", "--out": "--out", "--budget": "--budget",
+           "--target": "--target", "--recipe": "--recipe", "--batch-size": "--batch-size", "--margin": "--margin"}
+_FLAG_WORDS = {"-q", "--quiet", "--no-reset", "--breakdown", "--max-batch", "-h", "--help"}
+_UNIT_WORD = re.compile(r"(?i)(bytes?|[KMGT]i?B?|B)")
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_UNITS = "B (or bytes), KiB, MiB, GiB, TiB, or decimal KB, MB, GB, TB"
+
+
+def _join_values(argv: list[str]) -> list[str]:
+    """``--budget 24 GiB`` -> ``--budget=24 GiB``; ``--budget -1GiB`` ->
+    ``--budget=-1GiB`` (argparse would read ``-1GiB`` as an option)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        opt, eq, val = tok.partition("=")
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if opt in _VALUED and not eq and nxt is not None and not (nxt in _VALUED or nxt in _FLAG_WORDS or nxt.startswith("--")):
+            tok, val, eq = f"{_VALUED[opt]}={argv[i + 1]}", argv[i + 1], "="
+            i += 1
+        if opt == "--budget" and eq and _NUMBER.fullmatch(val) and i + 1 < len(argv) and _UNIT_WORD.fullmatch(argv[i + 1]):
+            tok = f"{tok} {argv[i + 1]}"
+            i += 1
+        out.append(tok)
+        i += 1
+    return out
+
+
+def _check_options(args: Any, which: str | None) -> None:
+    """Refuse options that ``which`` (a line command, None for ``%vram``, or
+    ``"cell"`` for ``%%vram``) does not use, naming those it takes."""
+    given = {k for k in _FLAGS if getattr(args, k) not in (None, False)}
+    wrong = given - _LINE_OPTIONS[which]
+    if wrong:
+        what = "%%vram" if which == "cell" else f"%vram {which}" if which else "%vram"
+        ok = ", ".join(_FLAGS[k] for k in sorted(_LINE_OPTIONS[which])) or "no options"
+        raise UsageError(f"{what} does not take {', '.join(_FLAGS[k] for k in sorted(wrong))}; it takes {ok}")
+
+
 def _device(spec: str | None) -> torch.device:
     try:
         return resolve_device(spec)
@@ -90,8 +134,16 @@ def _device(spec: str | None) -> torch.device:
 def _budget(text: str | None) -> int | None:
     if text is None:
         return None
+    t = text.strip()
+    number = re.fullmatch(r"(.*?)\s*(?i:bytes?)", t)
+    if number and _NUMBER.fullmatch(number.group(1)):
+        t = number.group(1) + "B"
+    elif t.startswith("-"):
+        raise UsageError(f"--budget {text}: a memory size must be positive, e.g. --budget 24GiB")
+    elif _NUMBER.fullmatch(t):
+        raise UsageError(f"--budget {text}: give a unit, e.g. --budget 24GiB (--budget {t}B for bytes); units: {_UNITS}")
     try:
-        return parse_size(text)
+        return parse_size(t)
     except ValueError as e:
         raise UsageError(f"--budget: {e}") from None
 
@@ -109,6 +161,10 @@ class VramMagics(Magics):
         self._auto_m: Any = None
         self._auto_cell: int | None = None
         self._defaults: Any = None
+        self._auto_tb: Any = None
+        self._bound: dict[str, int] = {}  # output-history names user code bound -> last cell
+        # awaits the %%vram call of a cell with top-level await (see _cell_run)
+        self.transformer = await_vram_cells(shell)
 
     def _count(self) -> int:
         """The number of the cell being run, as IPython shows it (In[n]/Out[n]);
@@ -128,13 +184,32 @@ class VramMagics(Magics):
                                  budget=a["budget"], reset_peak=a["reset_peak"], warn=False)
             self._auto_m = self._auto_cm.__enter__()
             self._auto_cell = self._count()
+            self._auto_tb = clean_tracebacks(self.shell)
+            self._auto_tb.__enter__()
+
+    def _note_bound(self, code: Any, count: int | None) -> None:
+        """Remember the output-history names user code binds (``%vram free`` leaves them)."""
+        if count is None:
+            return
+        for name in names_bound(code):
+            self._bound[name] = max(count, self._bound.get(name, -1))
 
     def post_run_cell(self, result: Any) -> None:
+        info = getattr(result, "info", None)
+        self._note_bound(getattr(info, "transformed_cell", None) or getattr(info, "raw_cell", "") or "",
+                         getattr(result, "execution_count", None))
         self._depth = max(0, self._depth - 1)
         if self._depth > 0:
             return
+        if result is not None and not result.success:
+            # a %%vram body's error is recorded on the cell after run_cell_async
+            # has set this from the magic's own (successful) return
+            self.shell.last_execution_succeeded = False
         cm, self._auto_cm = self._auto_cm, None
         if cm is not None:
+            tb, self._auto_tb = self._auto_tb, None
+            if tb is not None:
+                tb.__exit__(None, None, None)
             err = getattr(result, "error_in_exec", None)
             if err is not None:
                 cm.__exit__(type(err), err, err.__traceback__)
@@ -152,14 +227,20 @@ class VramMagics(Magics):
         for obj in pending:
             display(obj)
 
-    def close(self) -> None:
-        """Stop an open automatic measurement without recording it (unload)."""
+    def close(self) -> dict[str, Any] | None:
+        """Stop an open automatic measurement without recording it (unload);
+        return the ``%vram on`` settings (None when off) for a reload to keep."""
+        auto = self._auto
         cm, self._auto_cm = self._auto_cm, None
         if cm is not None:
+            tb, self._auto_tb = self._auto_tb, None
+            if tb is not None:
+                tb.__exit__(None, None, None)
             cm.__exit__(None, None, None)
             if self._auto_m is not None and _HISTORY and _HISTORY[-1] is self._auto_m.report:
                 _HISTORY.pop()
         self._auto = None
+        return auto
 
     def _show(self, obj: Any) -> None:
         """Display after the cell's own output (at post_run_cell) when inside a cell."""
@@ -178,7 +259,6 @@ class VramMagics(Magics):
 
     # -- the magic ----------------------------------------------------------
     @no_var_expand
-    @needs_local_scope
     @magic_arguments()
     @argument("command", nargs="?", help="line magic only: free | on | off | history | panel | estimate "
               "(none: what holds the memory now)")
@@ -207,9 +287,8 @@ class VramMagics(Magics):
         "variable, state of each optimizer, activations, temporaries",
     )
     @argument("-h", "--help", action="store_true", help="show this help")
-    @output_can_be_silenced
     @line_cell_magic
-    def vram(self, line: str = "", cell: str | None = None, local_ns: dict[str, Any] | None = None) -> Any:
+    def vram(self, line: str = "", cell: str | None = None) -> Any:
         """Measure the device memory a cell uses, or show what holds it.
 
         Cell magic: run the cell and report, after its output, Δ allocated
@@ -240,19 +319,10 @@ class VramMagics(Magics):
                              (vramnb.estimate; --max-batch: vramnb.max_batch_size)
         """
         __tracebackhide__ = True
-        try:
-            if line.strip():
-                args = parse_argstring(self.vram, line)
-            else:  # the common `%%vram` with no options: skip argparse (~70 µs)
-                if self._defaults is None:
-                    self._defaults = parse_argstring(self.vram, "")
-                args = copy.copy(self._defaults)
-        except UsageError as e:
-            if cell is not None and "unrecognized arguments" in str(e):
-                raise UsageError(f"{e}: %%vram takes options only; put statements in the cell body") from None
-            raise
-        except ValueError as e:  # shlex: unbalanced quotes
-            raise UsageError(f"%vram: {e} in {line!r}") from None
+        silenced = cell is None and line.rstrip().endswith(";")  # `%vram;`, as IPython silences a value
+        if silenced:
+            line = line.rstrip()[:-1]
+        args = self._parse(line, cell)
         if args.help:
             print(self.vram.__doc__)
             return None
@@ -260,59 +330,105 @@ class VramMagics(Magics):
                                      or args.out in self.shell.user_ns_hidden):
             raise UsageError(f"-o {args.out!r}: give a valid variable name that is not one of IPython's own")
         if cell is None:
-            return self._line(args)
+            result = self._line(args)
+            return None if silenced else result
         if args.command is not None or args.names:
-            raise UsageError(f"%%vram takes options only, not {args.command!r}: put the statement in the cell body")
-        return self._cell(args, cell, local_ns)
+            extra = " ".join([args.command or "", *args.names]).strip()
+            ok = ", ".join(_FLAGS[k] for k in sorted(_LINE_OPTIONS["cell"]))
+            raise UsageError(f"%%vram takes options only ({ok}), not {extra!r}: put statements in the cell body")
+        _check_options(args, "cell")
+        return self._cell(args, cell)
 
-    def _cell(self, args: Any, cell: str, local_ns: dict[str, Any] | None) -> Any:
+    def _parse(self, line: str, cell: str | None) -> Any:
+        """The options, split as a shell would (quotes removed), a size written
+        with a space (``--budget 24 GiB``) or starting with ``-`` kept whole."""
+        if not line.strip():  # the common `%%vram` with no options: skip argparse (~70 µs)
+            if self._defaults is None:
+                self._defaults = self.vram.parser.parse_args([])
+            return copy.copy(self._defaults)
+        try:
+            argv = _join_values(shlex.split(line))
+        except ValueError as e:  # shlex: unbalanced quotes
+            raise UsageError(f"%vram: {e} in {line!r}") from None
+        try:
+            return self.vram.parser.parse_args(argv)
+        except UsageError as e:
+            if "unrecognized arguments" not in str(e):
+                raise
+            if cell is not None:
+                ok = ", ".join(_FLAGS[k] for k in sorted(_LINE_OPTIONS["cell"]))
+                raise UsageError(f"{e}; %%vram takes {ok}, -h/--help (statements go in the cell body)") from None
+            raise UsageError(f"{e}; see %vram -h") from None
+
+    def _cell(self, args: Any, cell: str) -> Any:
+        """Run the body as IPython runs a cell (see :mod:`vramnb._cell_run`),
+        measuring only its statements; a coroutine when the body has top-level
+        ``await`` (the cell's transformed code awaits it)."""
         __tracebackhide__ = True
         dev = _device(args.device)
         budget = _budget(args.budget)
         shell = self.shell
         count = self._count()
-        source = shell.transform_cell(cell)
-        # Cache the body under the cell's number so tracebacks show "Cell In[n]"
-        # with its lines; the leading newline keeps the line numbers of the
-        # whole cell (line 1 is the %%vram line).
-        filename = shell.compile.cache("\n" + source, count, raw_code=cell)
-        tree = shell.compile.ast_parse("\n" + source, filename=filename)
-        tree = shell.transform_ast(tree)
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
-        code = shell.compile(tree, filename, "exec")
-        code_last = shell.compile(last, filename, "eval") if last is not None else None
+        outcome = Outcome()
+        prepared = prepare(shell, cell, count, outcome)
+        if prepared is None:  # not run: IPython has shown why, as for a plain cell
+            self._record(outcome)
+            return None
+        name, nodes = prepared
+        self._note_bound(nodes, count)
+        info = getattr(getattr(shell.displayhook, "exec_result", None), "info", None)
+        if getattr(info, "silent", False) or DisplayHook.semicolon_at_end_of_expression(cell):
+            interactivity = "none"  # what the displayhook's `;` check does for a plain cell
+        else:
+            interactivity = shell.ast_node_interactivity
         label = next((ln.strip() for ln in cell.splitlines() if ln.strip()), "")[:80]
-        glob = shell.user_ns
-        out = None
         cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev), warn=False,
                   breakdown=shell.user_ns if args.breakdown else None)
-        m = None
-        try:
-            with cm as m:
-                exec(code, glob, local_ns)
-                if code_last is not None:
-                    out = eval(code_last, glob, local_ns)
-        finally:
-            if m is not None and m.report is not None:
+
+        async def body() -> None:
+            __tracebackhide__ = True
+            m = cm.__enter__()
+            try:
+                with clean_tracebacks(shell):
+                    await shell.run_ast_nodes(nodes, name, interactivity=interactivity, compiler=shell.compile,
+                                              result=outcome)
+            except BaseException as e:  # run_ast_nodes shows and records the body's own errors
+                cm.__exit__(type(e), e, e.__traceback__)
+                raise
+            err = outcome.error
+            cm.__exit__(type(err) if err is not None else None, err, err.__traceback__ if err is not None else None)
+            self._record(outcome)
+            if m.report is not None:
                 m.report.cell = count
                 if args.out:
                     shell.user_ns[args.out] = m.report
                 if not args.quiet:
                     self._show(m.report)
-        return out
+
+        if body_is_async(shell, cell):
+            return body()
+        return run_sync(body())
+
+    def _record(self, outcome: Outcome) -> None:
+        """The body's error is the cell's: on the cell's ExecutionResult (what
+        ipykernel replies, what post_run_cell sees), as run_cell_async records it."""
+        result = getattr(self.shell.displayhook, "exec_result", None)
+        if result is None or outcome.error is None:
+            return
+        if outcome.error_in_exec is not None and result.error_in_exec is None:
+            result.error_in_exec = outcome.error_in_exec
+        if outcome.error_before_exec is not None and result.error_before_exec is None:
+            result.error_before_exec = outcome.error_before_exec
+            store = getattr(self.shell, "_format_exception_for_storage", None)
+            exceptions = getattr(self.shell.history_manager, "exceptions", None)
+            if store is not None and isinstance(exceptions, dict) and getattr(result.info, "store_history", False):
+                exceptions[result.execution_count] = store(outcome.error_before_exec)
 
     def _line(self, args: Any) -> Any:
         cmd = args.command
         if cmd is not None and cmd not in _COMMANDS:
             raise UsageError(f"unknown %vram command {cmd!r}; valid: {', '.join(_COMMANDS)} (or none)")
-        given = {k for k in _FLAGS if getattr(args, k) not in (None, False)}
-        wrong = given - _LINE_OPTIONS[cmd]
-        if wrong:
-            what = f"%vram {cmd}" if cmd else "%vram"
-            ok = ", ".join(_FLAGS[k] for k in sorted(_LINE_OPTIONS[cmd])) or "no options"
-            raise UsageError(f"{what} does not take {', '.join(_FLAGS[k] for k in sorted(wrong))}; it takes {ok}")
+        _check_options(args, cmd)
         if cmd == "off":
             self._auto = None
             print("vram: automatic per-cell reports off")
@@ -331,7 +447,7 @@ class VramMagics(Magics):
         if cmd == "history":
             result: Any = history()
         elif cmd == "free":
-            result = free_hidden(self.shell, _device(args.device))
+            result = free_hidden(self.shell, _device(args.device), self._bound)
         else:
             result = self.state(_device(args.device))
         if args.out:
