@@ -1,19 +1,17 @@
 """IPython glue: ``%%vram``, ``%vram`` and the cell events behind ``%vram on``.
 
-Thin by design: parse arguments, call :mod:`vramnb._measure`,
-:mod:`vramnb._holders` and :mod:`vramnb._free`, display the result. The cell
-body is run the way ``%%time`` runs it (transform, compile, ``exec``, then
-``eval`` of a final expression, whose value is returned so IPython displays it
-once as ``Out[n]``), so the cell's value, namespace and exception are exactly
-what IPython alone would have produced.
+Thin by design: parse arguments (:mod:`vramnb._magic_args`), call
+:mod:`vramnb._measure`, :mod:`vramnb._holders` and :mod:`vramnb._free`,
+display the result. The cell body runs through IPython's own
+``run_ast_nodes`` (:mod:`vramnb._cell_run`), so its value, ``Out[n]``,
+namespace, top-level ``await``, exception and traceback are exactly what
+IPython alone would have produced; only the body's statements are measured,
+and the report is displayed after the cell's own outputs.
 """
 
 from __future__ import annotations
 
-import copy
 import keyword
-import re
-import shlex
 from typing import Any
 
 import torch
@@ -25,128 +23,12 @@ from IPython.display import display
 
 from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_sync
 from ._free import free_hidden, hidden_holders, names_bound
+from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
 from ._probe import CpuProbe, probe_for, resolve_device
-from ._units import parse_size
 
 __all__ = ["VramMagics"]
-
-_COMMANDS = ("free", "on", "off", "history", "panel", "estimate")
-# which options the cell magic and each line command accept
-_LINE_OPTIONS: dict[str | None, set[str]] = {
-    "cell": {"device", "quiet", "out", "budget", "no_reset", "breakdown"},
-    None: {"device", "quiet", "out"},
-    "free": {"device", "quiet", "out"},
-    "history": {"out", "quiet"},
-    "on": {"device", "quiet", "budget", "no_reset"},
-    "off": set(),
-    "panel": {"out"},
-    "estimate": {"out", "quiet", "target", "recipe", "max_batch", "margin", "batch_size"},
-}
-_FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "budget": "--budget", "no_reset": "--no-reset",
-          "breakdown": "--breakdown", "target": "--target", "recipe": "--recipe", "max_batch": "--max-batch",
-          "margin": "--margin", "batch_size": "--batch-size"}
-
-
-def _unquote(text: str | None) -> str | None:
-    """IPython's argument splitting keeps the quotes around a value with spaces."""
-    if text and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
-
-
-def _positional(fn: Any) -> int | None:
-    """How many positional parameters ``fn`` requires (None: cannot tell)."""
-    import inspect
-
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
-
-
-def _recipe(texts: list[str] | str | None) -> dict[str, Any] | None:
-    """``"precision=bf16, checkpointing=every block"`` (repeatable) -> settings (numbers as ints)."""
-    if not texts:
-        return None
-    text = ",".join(_unquote(t) or "" for t in ([texts] if isinstance(texts, str) else texts))
-    out: dict[str, Any] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        key, eq, val = part.partition("=")
-        if not eq:
-            raise UsageError(f"--recipe: {part.strip()!r} is not name=value, e.g. --recipe 'precision=bf16,checkpointing=every block'")
-        val = _unquote(val.strip()) or ""
-        out[key.strip()] = int(val) if val.isdigit() else val
-    return out
-
-
-# options that take a value; a value starting with "-" is joined to its option
-_VALUED = {"-d": "--device", "--device": "--device", "-o": "--out", "--out": "--out", "--budget": "--budget",
-           "--target": "--target", "--recipe": "--recipe", "--batch-size": "--batch-size", "--margin": "--margin"}
-_FLAG_WORDS = {"-q", "--quiet", "--no-reset", "--breakdown", "--max-batch", "-h", "--help"}
-_UNIT_WORD = re.compile(r"(?i)(bytes?|[KMGT]i?B?|B)")
-_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
-_UNITS = "B (or bytes), KiB, MiB, GiB, TiB, or decimal KB, MB, GB, TB"
-
-
-def _join_values(argv: list[str]) -> list[str]:
-    """``--budget 24 GiB`` -> ``--budget=24 GiB``; ``--budget -1GiB`` ->
-    ``--budget=-1GiB`` (argparse would read ``-1GiB`` as an option)."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        opt, eq, val = tok.partition("=")
-        nxt = argv[i + 1] if i + 1 < len(argv) else None
-        if opt in _VALUED and not eq and nxt is not None and not (nxt in _VALUED or nxt in _FLAG_WORDS or nxt.startswith("--")):
-            tok, val, eq = f"{_VALUED[opt]}={argv[i + 1]}", argv[i + 1], "="
-            i += 1
-        if opt == "--budget" and eq and _NUMBER.fullmatch(val) and i + 1 < len(argv) and _UNIT_WORD.fullmatch(argv[i + 1]):
-            tok = f"{tok} {argv[i + 1]}"
-            i += 1
-        out.append(tok)
-        i += 1
-    return out
-
-
-def _check_options(args: Any, which: str | None) -> None:
-    """Refuse options that ``which`` (a line command, None for ``%vram``, or
-    ``"cell"`` for ``%%vram``) does not use, naming those it takes."""
-    given = {k for k in _FLAGS if getattr(args, k) not in (None, False)}
-    wrong = given - _LINE_OPTIONS[which]
-    if wrong:
-        what = "%%vram" if which == "cell" else f"%vram {which}" if which else "%vram"
-        ok = ", ".join(_FLAGS[k] for k in sorted(_LINE_OPTIONS[which])) or "no options"
-        raise UsageError(f"{what} does not take {', '.join(_FLAGS[k] for k in sorted(wrong))}; it takes {ok}")
-
-
-def _device(spec: str | None) -> torch.device:
-    try:
-        return resolve_device(spec)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-def _budget(text: str | None) -> int | None:
-    if text is None:
-        return None
-    t = text.strip()
-    number = re.fullmatch(r"(.*?)\s*(?i:bytes?)", t)
-    if number and _NUMBER.fullmatch(number.group(1)):
-        t = number.group(1) + "B"
-    elif t.startswith("-"):
-        raise UsageError(f"--budget {text}: a memory size must be positive, e.g. --budget 24GiB")
-    elif _NUMBER.fullmatch(t):
-        raise UsageError(f"--budget {text}: give a unit, e.g. --budget 24GiB (--budget {t}B for bytes); units: {_UNITS}")
-    try:
-        return parse_size(t)
-    except ValueError as e:
-        raise UsageError(f"--budget: {e}") from None
-
 
 @magics_class
 class VramMagics(Magics):
@@ -160,7 +42,7 @@ class VramMagics(Magics):
         self._auto_cm: Any = None
         self._auto_m: Any = None
         self._auto_cell: int | None = None
-        self._defaults: Any = None
+        self._defaults: list[Any] = []
         self._auto_tb: Any = None
         self._bound: dict[str, int] = {}  # output-history names user code bound -> last cell
         # awaits the %%vram call of a cell with top-level await (see _cell_run)
@@ -322,7 +204,7 @@ class VramMagics(Magics):
         silenced = cell is None and line.rstrip().endswith(";")  # `%vram;`, as IPython silences a value
         if silenced:
             line = line.rstrip()[:-1]
-        args = self._parse(line, cell)
+        args = opts.parse(self.vram.parser, line, cell, self._defaults)
         if args.help:
             print(self.vram.__doc__)
             return None
@@ -334,39 +216,18 @@ class VramMagics(Magics):
             return None if silenced else result
         if args.command is not None or args.names:
             extra = " ".join([args.command or "", *args.names]).strip()
-            ok = ", ".join(_FLAGS[k] for k in sorted(_LINE_OPTIONS["cell"]))
+            ok = ", ".join(opts.FLAGS[k] for k in sorted(opts.OPTIONS["cell"]))
             raise UsageError(f"%%vram takes options only ({ok}), not {extra!r}: put statements in the cell body")
-        _check_options(args, "cell")
+        opts.check_options(args, "cell")
         return self._cell(args, cell)
-
-    def _parse(self, line: str, cell: str | None) -> Any:
-        """The options, split as a shell would (quotes removed), a size written
-        with a space (``--budget 24 GiB``) or starting with ``-`` kept whole."""
-        if not line.strip():  # the common `%%vram` with no options: skip argparse (~70 µs)
-            if self._defaults is None:
-                self._defaults = self.vram.parser.parse_args([])
-            return copy.copy(self._defaults)
-        try:
-            argv = _join_values(shlex.split(line))
-        except ValueError as e:  # shlex: unbalanced quotes
-            raise UsageError(f"%vram: {e} in {line!r}") from None
-        try:
-            return self.vram.parser.parse_args(argv)
-        except UsageError as e:
-            if "unrecognized arguments" not in str(e):
-                raise
-            if cell is not None:
-                ok = ", ".join(_FLAGS[k] for k in sorted(_LINE_OPTIONS["cell"]))
-                raise UsageError(f"{e}; %%vram takes {ok}, -h/--help (statements go in the cell body)") from None
-            raise UsageError(f"{e}; see %vram -h") from None
 
     def _cell(self, args: Any, cell: str) -> Any:
         """Run the body as IPython runs a cell (see :mod:`vramnb._cell_run`),
         measuring only its statements; a coroutine when the body has top-level
         ``await`` (the cell's transformed code awaits it)."""
         __tracebackhide__ = True
-        dev = _device(args.device)
-        budget = _budget(args.budget)
+        dev = opts.device(args.device)
+        budget = opts.budget(args.budget)
         shell = self.shell
         count = self._count()
         outcome = Outcome()
@@ -426,16 +287,16 @@ class VramMagics(Magics):
 
     def _line(self, args: Any) -> Any:
         cmd = args.command
-        if cmd is not None and cmd not in _COMMANDS:
-            raise UsageError(f"unknown %vram command {cmd!r}; valid: {', '.join(_COMMANDS)} (or none)")
-        _check_options(args, cmd)
+        if cmd is not None and cmd not in opts.COMMANDS:
+            raise UsageError(f"unknown %vram command {cmd!r}; valid: {', '.join(opts.COMMANDS)} (or none)")
+        opts.check_options(args, cmd)
         if cmd == "off":
             self._auto = None
             print("vram: automatic per-cell reports off")
             return None
         if cmd == "on":
-            dev = _device(args.device)
-            self._auto = {"device": str(dev), "quiet": args.quiet, "budget": _budget(args.budget), "reset_peak": not args.no_reset}
+            dev = opts.device(args.device)
+            self._auto = {"device": str(dev), "quiet": args.quiet, "budget": opts.budget(args.budget), "reset_peak": not args.no_reset}
             print(f"vram: reporting every cell on {dev} (%vram off to stop)")
             return None
         if args.names and cmd not in ("panel", "estimate"):
@@ -447,9 +308,9 @@ class VramMagics(Magics):
         if cmd == "history":
             result: Any = history()
         elif cmd == "free":
-            result = free_hidden(self.shell, _device(args.device), self._bound)
+            result = free_hidden(self.shell, opts.device(args.device), self._bound)
         else:
-            result = self.state(_device(args.device))
+            result = self.state(opts.device(args.device))
         if args.out:
             self.shell.user_ns[args.out] = result
         return None if args.quiet else result
@@ -466,7 +327,7 @@ class VramMagics(Magics):
         model, batch = objs[0], objs[1]
         loss_fn = optimizer = None
         for name, extra in zip(args.names[2:], objs[2:]):
-            if isinstance(extra, torch.optim.Optimizer) or (callable(extra) and _positional(extra) == 1):
+            if isinstance(extra, torch.optim.Optimizer) or (callable(extra) and opts.positional(extra) == 1):
                 kind = "optimizer"  # an optimizer, or a function params -> optimizer
             elif callable(extra):
                 kind = "loss function"
@@ -487,7 +348,7 @@ class VramMagics(Magics):
 
         if args.max_batch and args.batch_size is not None:
             raise UsageError("--max-batch searches the batch size: leave out --batch-size")
-        kw: dict[str, Any] = {"recipe": _recipe(args.recipe), "target": _unquote(args.target)}
+        kw: dict[str, Any] = {"recipe": opts.recipe(args.recipe), "target": opts.unquote(args.target)}
         if args.margin is not None:
             kw["margin"] = args.margin
         try:
