@@ -329,3 +329,24 @@ def test_reload_keeps_vram_on(ip):
     run(ip, "%load_ext vramnb")  # an unload, then a load: starts off
     run(ip, "w2 = torch.ones(100)")
     assert len(vramnb.history()) == n + 1
+
+
+def test_free_leaves_an_exception_the_user_keeps(ip):
+    run(ip, "def f():\n    local_big = torch.ones(2**20)\n    raise ValueError('x')")
+    run(ip, "f()")
+    run(ip, "import sys\nerr = sys.last_value\nerrs = [sys.last_value]")
+    run(ip, "%vram free -d cpu -q -o fr")
+    assert dict(ip.user_ns["fr"].freed)["last exception (traceback frames)"] == 0  # the user still holds it
+    tb = ip.user_ns["err"].__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_locals["local_big"].numel() == 2**20  # their frames keep their locals
+    assert not hasattr(sys, "last_value")  # IPython's own reference is gone
+
+
+def test_free_clears_frames_of_chained_exceptions(ip):
+    run(ip, "def inner():\n    deep = torch.ones(2**20)\n    raise KeyError('k')\n"
+            "def outer():\n    try:\n        inner()\n    except KeyError:\n        raise ValueError('v')")
+    run(ip, "outer()")
+    run(ip, "%vram free -d cpu -q -o fr")
+    assert dict(ip.user_ns["fr"].freed)["last exception (traceback frames)"] == 4 * 2**20

@@ -5,9 +5,14 @@ IPython keeps references the user does not see: the output history (``Out``,
 where ``%reset -f out`` leaves the last value), the last execution result, and
 the last exception (``sys.last_traceback``, ``sys.last_value``,
 ``sys.last_exc`` on Python 3.12+, the shell's own ``InteractiveTB.tb``, whose
-frames keep every local variable of the failed call alive). Each holder is
-released in turn and the memory that came back measured after
-``gc.collect()``; then ``torch.cuda.empty_cache()`` returns cached blocks.
+frames keep every local variable of the failed call alive), and the
+exceptions chained to it. Each holder is released in turn and the memory that
+came back measured after ``gc.collect()``; then ``torch.cuda.empty_cache()``
+returns cached blocks.
+
+Only IPython's own references are released: a ``_oh``/``Out`` the user rebound,
+a ``_N``/``_`` the user's code bound (even to the same object), and an
+exception the user keeps in a variable stay as they are.
 """
 
 from __future__ import annotations
@@ -70,14 +75,58 @@ def _output_cache(shell: Any) -> dict[int, Any] | None:
 
 
 def _tracebacks(shell: Any) -> list[Any]:
+    """The tracebacks of IPython's last exception (``sys.last_*``, the shell's
+    ``InteractiveTB.tb``, the last result's error) and of the exceptions chained
+    to it (``__cause__``/``__context__``), except those the user holds: an
+    exception, traceback or frame kept in a notebook variable (directly or in
+    a list, tuple, set or dict there) is the user's and keeps its frames."""
+    held = _user_held(shell)
+    excs = [getattr(sys, name, None) for name in ("last_value", "last_exc")]
+    excs.append(getattr(getattr(shell, "last_execution_result", None), "error_in_exec", None))
     tbs = [getattr(sys, "last_traceback", None), getattr(getattr(shell, "InteractiveTB", None), "tb", None)]
-    for name in ("last_value", "last_exc"):
-        exc = getattr(sys, name, None)
-        tbs.append(getattr(exc, "__traceback__", None))
-    res = getattr(shell, "last_execution_result", None)
-    err = getattr(res, "error_in_exec", None)
-    tbs.append(getattr(err, "__traceback__", None))
-    return [tb for tb in tbs if tb is not None]
+    seen: set[int] = set()
+    users: set[int] = set()
+    while excs:
+        exc = excs.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if id(exc) in held or id(exc.__traceback__) in held:
+            users.add(id(exc.__traceback__))
+            continue
+        tbs.append(exc.__traceback__)
+        excs += [exc.__cause__, exc.__context__]
+    out: list[Any] = []
+    for tb in tbs:
+        if tb is None or id(tb) in users or any(id(t) in held or id(t.tb_frame) in held for t in _entries(tb)):
+            continue
+        if all(tb is not o for o in out):
+            out.append(tb)
+    return out
+
+
+def _entries(tb: Any) -> list[Any]:
+    out = []
+    while tb is not None:
+        out.append(tb)
+        tb = tb.tb_next
+    return out
+
+
+def _user_held(shell: Any) -> set[int]:
+    """ids of the user's notebook variables' values, and of the items of those
+    that are lists, tuples, sets or dicts (IPython's own names excluded)."""
+    hidden = shell.user_ns_hidden
+    ids: set[int] = set()
+    for name, value in list(shell.user_ns.items()):
+        if name in hidden and hidden[name] is value:
+            continue
+        ids.add(id(value))
+        if isinstance(value, (list, tuple, set, frozenset)):
+            ids.update(id(v) for v in value)
+        elif isinstance(value, dict):
+            ids.update(id(v) for v in value.values())
+    return ids
 
 
 def _frame_objects(shell: Any) -> list[Any]:
@@ -168,7 +217,7 @@ def _clear_last_exception(shell: Any) -> None:
             # leaves alive; reading f_locals again re-syncs it. Only function frames:
             # a module-level or exec() frame's f_locals is a real namespace.
             frame = tb.tb_frame
-            if _is_function_frame(frame):
+            if _is_function_frame(frame) and sys.version_info < (3, 13):  # 3.13: f_locals is a live view
                 frame.f_locals.clear()
             tb = tb.tb_next
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
