@@ -112,6 +112,10 @@ FAILING = {
     "user function": "def f(x):\n    return torch.mm(x, x)\n\n\nf(torch.ones(2, 3))",
     "chained": "try:\n    torch.ones(2, 3) @ torch.ones(2, 3)\nexcept RuntimeError as e:\n    raise ValueError('shapes') from e",
     "python error": "x = {}\ny = 1\nz = 2\nw = 3\nx['missing']",
+    "module forward": "lin = torch.nn.Linear(3, 4)\nx = torch.ones(2, 5)\nq = 1\nr = 2\nlin(x)",
+    "in backward": "class F(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n"
+                   "    @staticmethod\n    def backward(ctx, g):\n        return torch.mm(g, g)\n\n\n"
+                   "F.apply(torch.ones(3, requires_grad=True)).sum().backward()",
     "resize_": "s = torch.ones(4).untyped_storage()\nq = 1\nr = 2\nt = 3\ns.resize_(-1)",
 }
 
