@@ -80,10 +80,12 @@ def _tracebacks(shell: Any) -> list[Any]:
     to it (``__cause__``/``__context__``), except those the user holds: an
     exception, traceback or frame kept in a notebook variable (directly or in
     a list, tuple, set or dict there) is the user's and keeps its frames."""
-    held = _user_held(shell)
     excs = [getattr(sys, name, None) for name in ("last_value", "last_exc")]
     excs.append(getattr(getattr(shell, "last_execution_result", None), "error_in_exec", None))
     tbs = [getattr(sys, "last_traceback", None), getattr(getattr(shell, "InteractiveTB", None), "tb", None)]
+    if all(x is None for x in excs + tbs):
+        return []
+    held = _user_held(shell)
     seen: set[int] = set()
     users: set[int] = set()
     while excs:
@@ -122,10 +124,13 @@ def _user_held(shell: Any) -> set[int]:
         if name in hidden and hidden[name] is value:
             continue
         ids.add(id(value))
-        if isinstance(value, (list, tuple, set, frozenset)):
-            ids.update(id(v) for v in value)
-        elif isinstance(value, dict):
-            ids.update(id(v) for v in value.values())
+        try:
+            if isinstance(value, (list, tuple, set, frozenset)):
+                ids.update(id(v) for v in value)
+            elif isinstance(value, dict):
+                ids.update(id(v) for v in value.values())
+        except Exception:  # a container whose iteration raises: its items are not looked at
+            pass
     return ids
 
 

@@ -217,7 +217,7 @@ class VramMagics(Magics):
         if args.command is not None or args.names:
             extra = " ".join([args.command or "", *args.names]).strip()
             ok = ", ".join(opts.FLAGS[k] for k in sorted(opts.OPTIONS["cell"]))
-            raise UsageError(f"%%vram takes options only ({ok}), not {extra!r}: put statements in the cell body")
+            raise UsageError(f"%%vram takes options only ({ok}), not {extra!r}: put the statement in the cell body")
         opts.check_options(args, "cell")
         return self._cell(args, cell)
 
