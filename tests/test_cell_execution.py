@@ -171,3 +171,21 @@ def test_keyboard_interrupt_and_system_exit_as_plain(ip):
         assert type(vres.error_in_exec) is type(pres.error_in_exec)
         assert traceback_text(vcap) == traceback_text(pcap)
 
+
+
+def test_displaying_the_value_is_not_measured(ip):
+    # formatting the value for Out[n] is IPython's work after the cell's (torch's own tensor
+    # repr hides from dispatch modes, but on CUDA its temporaries reach the allocator's peak)
+    run(ip, "class Costly:\n    def __repr__(self):\n        scratch = torch.ones(2**20)\n        return 'Costly'")
+    res, cap = run(ip, "%%vram -d cpu\nt = torch.ones(1000)\nCostly()")
+    rep = vramnb.history()[-1]
+    assert "Out[" in cap.stdout and "Costly" in cap.stdout and res.result.__class__.__name__ == "Costly"
+    assert rep.delta_allocated == 4000 and rep.peak_delta == 4000
+    # a final loop displays as it goes (interleaved with its prints), so in place
+    old = ip.ast_node_interactivity
+    ip.ast_node_interactivity = "last"
+    try:
+        res, cap = run(ip, "%%vram -d cpu\nfor i in range(2):\n    print('p', i)\n    i")
+    finally:
+        ip.ast_node_interactivity = old
+    assert re.sub(r"Out\[\d+\]", "Out", ANSI.sub("", cap.stdout)) == "p 0\nOut: 0\np 1\nOut: 1\n"

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
-__all__ = ["Outcome", "await_vram_cells", "body_is_async", "clean_tracebacks", "prepare", "run_sync"]
+__all__ = ["Outcome", "await_vram_cells", "body_is_async", "clean_tracebacks", "prepare", "run_nodes", "run_sync"]
 
 
 class Outcome:
@@ -146,6 +146,34 @@ def prepare(shell: Any, raw: str, count: int, outcome: Outcome) -> tuple[str, li
         outcome.error_before_exec = e
         return None
     return name, tree.body
+
+
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
+             ast.AsyncFunctionDef, ast.ClassDef) + tuple(getattr(ast, n) for n in ("TryStar", "Match") if hasattr(ast, n))
+
+
+async def run_nodes(shell: Any, nodes: list[ast.stmt], name: str, interactivity: str, outcome: Outcome,
+                    shown: list[Any]) -> None:
+    """``shell.run_ast_nodes(nodes, ...)``, with the value the final simple
+    statement displays appended to ``shown`` instead (for the caller to display
+    once the measurement ends: formatting a value is IPython's work, not the
+    cell's). The statements before it run with the same interactivity as in
+    one call (``all`` stays ``all``, every other mode only concerns the last);
+    a final compound statement (a loop that displays as it goes) displays in place."""
+    if not nodes:
+        return
+    head, last = nodes[:-1], nodes[-1]
+    if head and await shell.run_ast_nodes(head, name, interactivity="all" if interactivity == "all" else "none",
+                                          compiler=shell.compile, result=outcome):
+        return
+    if isinstance(last, _COMPOUND):
+        await shell.run_ast_nodes([last], name, interactivity=interactivity, compiler=shell.compile, result=outcome)
+        return
+    hook, sys.displayhook = sys.displayhook, shown.append
+    try:
+        await shell.run_ast_nodes([last], name, interactivity=interactivity, compiler=shell.compile, result=outcome)
+    finally:
+        sys.displayhook = hook
 
 
 # Frames the CPU tracker puts between a user's operator call and the operator:

@@ -12,6 +12,7 @@ and the report is displayed after the cell's own outputs.
 from __future__ import annotations
 
 import keyword
+import sys
 from typing import Any
 
 import torch
@@ -21,7 +22,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
-from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_sync
+from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_nodes, run_sync
 from ._free import free_hidden, hidden_holders, names_bound
 from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
@@ -249,22 +250,26 @@ class VramMagics(Magics):
         async def body() -> None:
             __tracebackhide__ = True
             m = cm.__enter__()
+            err: BaseException | None = None
+            shown: list[Any] = []
             try:
                 with clean_tracebacks(shell):
-                    await shell.run_ast_nodes(nodes, name, interactivity=interactivity, compiler=shell.compile,
-                                              result=outcome)
+                    await run_nodes(shell, nodes, name, interactivity, outcome, shown)
             except BaseException as e:  # run_ast_nodes shows and records the body's own errors
-                cm.__exit__(type(e), e, e.__traceback__)
+                err = e
                 raise
-            err = outcome.error
-            cm.__exit__(type(err) if err is not None else None, err, err.__traceback__ if err is not None else None)
-            self._record(outcome)
-            if m.report is not None:
-                m.report.cell = count
-                if args.out:
-                    shell.user_ns[args.out] = m.report
-                if not args.quiet:
-                    self._show(m.report)
+            finally:
+                err = err if err is not None else outcome.error
+                cm.__exit__(type(err) if err is not None else None, err, err.__traceback__ if err is not None else None)
+                for value in shown:  # the final value, displayed outside the measurement
+                    sys.displayhook(value)
+                self._record(outcome)
+                if m.report is not None:
+                    m.report.cell = count
+                    if args.out:
+                        shell.user_ns[args.out] = m.report
+                    if not args.quiet:
+                        self._show(m.report)
 
         if body_is_async(shell, cell):
             return body()
