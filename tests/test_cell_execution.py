@@ -189,3 +189,29 @@ def test_displaying_the_value_is_not_measured(ip):
     finally:
         ip.ast_node_interactivity = old
     assert re.sub(r"Out\[\d+\]", "Out", ANSI.sub("", cap.stdout)) == "p 0\nOut: 0\np 1\nOut: 1\n"
+
+
+def test_in_a_real_kernel_await_runs_on_the_kernels_loop(tmp_path, monkeypatch):
+    """ipykernel runs cells inside its own running event loop: the body's await must
+    run there (a nested loop cannot), and errors must make the reply an error."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    import os
+    from pathlib import Path
+
+    root = str(Path(vramnb.__file__).resolve().parent.parent)  # the kernel imports this vramnb
+    monkeypatch.setenv("PYTHONPATH", root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cells = ["import torch", "%load_ext vramnb",
+             "%%vram -d cpu\nimport asyncio\nawait asyncio.sleep(0.01)\nx = torch.ones(10)\nx.sum().item()",
+             "%%vram -d cpu\nawait asyncio.sleep(0)\na = torch.ones(2, 3)\ntorch.mm(a, a)"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbclient.NotebookClient(nb, timeout=120, allow_errors=True, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    awaited, failed = nb.cells[2].outputs, nb.cells[3].outputs
+    assert [o.output_type for o in awaited] == ["execute_result", "display_data"], awaited
+    assert awaited[0].data["text/plain"] == "10.0" and awaited[1].data["text/plain"].startswith("vram [")
+    assert "40 B" in awaited[1].data["text/plain"]
+    errors = [o for o in failed if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0].ename == "RuntimeError"
+    shown = ANSI.sub("", "\n".join(errors[0].traceback))
+    assert "run_cell_magic" not in shown and "_ops.py" not in shown and "torch.mm(a, a)" in shown
