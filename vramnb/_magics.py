@@ -174,13 +174,15 @@ class VramMagics(Magics):
     def vram(self, line: str = "", cell: str | None = None) -> Any:
         """Measure the device memory a cell uses, or show what holds it.
 
-        Cell magic: run the cell and report, after its output, Δ allocated
+        Cell magic: run the cell as IPython would (top-level await, `;`,
+        Out[n], its traceback) and report, after its output, Δ allocated
         (end − start), the cell's peak above its start, reserved memory and
         its change, reserved − allocated, non-PyTorch memory (CUDA context and
         library workspaces) and wall time. On CPU (no CUDA, or -d cpu) the
         exact storage tracker measures. By default the device's peak counter
         is reset at the cell's start to read the cell's own peak (--no-reset
-        keeps it; the older peak is kept in vramnb.session_peak()).
+        keeps it; the older peak is kept in vramnb.session_peak()). --budget
+        needs a unit (24GiB, "24 GiB", 512MB, 100B).
 
             %%vram --budget 24GiB
             loss = model(x).sum(); loss.backward()
