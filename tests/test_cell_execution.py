@@ -215,3 +215,10 @@ def test_in_a_real_kernel_await_runs_on_the_kernels_loop(tmp_path, monkeypatch):
     assert len(errors) == 1 and errors[0].ename == "RuntimeError"
     shown = ANSI.sub("", "\n".join(errors[0].traceback))
     assert "run_cell_magic" not in shown and "_ops.py" not in shown and "torch.mm(a, a)" in shown
+
+
+def test_magic_called_from_code_runs_an_async_body(ip):
+    res, cap = run(ip, "r = get_ipython().run_cell_magic('vram', '-d cpu -q', "
+                       "'import asyncio\\nawait asyncio.sleep(0)\\nz = torch.ones(5)')\nr is None")
+    assert res.success and res.result is True
+    assert ip.user_ns["z"].numel() == 5 and vramnb.history()[-1].delta_allocated == 20

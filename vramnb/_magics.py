@@ -31,6 +31,16 @@ from ._probe import CpuProbe, probe_for, resolve_device
 
 __all__ = ["VramMagics"]
 
+def _loop_running() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 @magics_class
 class VramMagics(Magics):
     """``%%vram`` / ``%vram``; one instance per loaded extension."""
@@ -273,9 +283,11 @@ class VramMagics(Magics):
                     if not args.quiet:
                         self._show(m.report)
 
-        if body_is_async(shell, cell):
-            return body()
-        return run_sync(body())
+        if not body_is_async(shell, cell):
+            return run_sync(body())
+        if getattr(shell, "trio_runner", None) is not None or _loop_running():
+            return body()  # awaited by the cell (see await_vram_cells), or by whoever called the magic
+        return shell.loop_runner(body())  # called from code that does not await: run it as IPython would
 
     def _record(self, outcome: Outcome) -> None:
         """The body's error is the cell's: on the cell's ExecutionResult (what
