@@ -246,3 +246,107 @@ def test_no_reset_keeps_counter_and_marks_lower_bound(ip):
     assert rep.peak_is_lower_bound and rep.delta_allocated == 40
     assert "--no-reset" in " ".join(rep.notes)
     assert vramnb.session_peak("cpu") >= rep.start_allocated + 4 * 2**20 - 40
+
+
+@pytest.mark.parametrize(
+    "line, budget",
+    [("--budget 24 GiB", 24 * GiB), ("--budget=24 GiB", 24 * GiB), ("--budget '24 GiB'", 24 * GiB),
+     ("--budget 24B", 24), ("--budget '24 bytes'", 24), ("--budget 1.5 MiB", 3 * MiB // 2)],
+)
+def test_budget_with_a_space_or_bytes(ip, line, budget):
+    res, cap = run(ip, f"%%vram -d cpu {line}\nq = torch.ones(10)")
+    assert res.success, res.error_in_exec
+    assert vramnb.history()[-1].budget == budget
+
+
+def test_quoted_values_lose_their_quotes(ip):
+    res, cap = run(ip, "%%vram -d 'cpu' -o \"rep\"\nq = torch.ones(10)")
+    assert res.success, res.error_in_exec
+    assert ip.user_ns["rep"].device == "cpu" and ip.user_ns["rep"].delta_allocated == 40
+
+
+@pytest.mark.parametrize(
+    "cell, fragments",
+    [
+        ("%%vram --budget -1GiB\n1", ["--budget", "positive"]),
+        ("%%vram --budget 24\n1", ["give a unit", "24B", "GiB"]),
+        ("%vram on --budget 24", ["give a unit"]),
+        ("%%vram --budget 24 lightyears\n1", ["lightyears", "%%vram takes options only", "--budget"]),
+        ("%%vram --target A100\n1", ["%%vram does not take --target", "-d/--device"]),
+        ("%%vram --recipe precision=bf16\n1", ["does not take --recipe"]),
+        ("%%vram --margin 0.1\n1", ["does not take --margin"]),
+        ("%%vram --max-batch\n1", ["does not take --max-batch"]),
+        ("%%vram --batch-size 8\n1", ["does not take --batch-size"]),
+        ("%%vram --bogus\n1", ["unrecognized arguments: --bogus", "%%vram takes", "--breakdown"]),
+        ("%vram history --budget 1GiB", ["%vram history does not take --budget"]),
+        ("%%vram -d\n1", ["expected one argument"]),
+    ],
+)
+def test_option_errors_name_the_valid_choices(ip, cell, fragments):
+    res, cap = run(ip, cell)
+    err = res.error_in_exec or res.error_before_exec
+    assert type(err).__name__ == "UsageError", err
+    for fragment in fragments:
+        assert fragment in str(err), (fragment, str(err))
+    assert not vramnb.history()  # nothing ran
+
+
+def test_line_magic_semicolon_silences(ip):
+    res, cap = run(ip, "%vram -d cpu;")
+    assert res.success and res.result is None
+
+
+def test_free_leaves_the_users_oh_and_out(ip):
+    run(ip, "torch.zeros(2**18)")  # displayed: IPython's Out holds it
+    run(ip, "_oh = {'mine': 1}\nOut = {'also': 2}")
+    run(ip, "%vram free -d cpu -q -o fr")  # -q: IPython itself stores displayed values in the user's _oh
+    assert ip.user_ns["_oh"] == {"mine": 1} and ip.user_ns["Out"] == {"also": 2}
+    assert dict(ip.user_ns["fr"].freed)["output history (Out, _, __, ___)"] == 2**20  # IPython's own history went
+    assert ip.history_manager.output_hist == {}
+
+
+def test_free_leaves_the_users_own_underscore_names(ip):
+    res, _ = run(ip, "keep = torch.zeros(2**18)\nkeep")  # Out[n] and _n are `keep`
+    n = res.execution_count
+    run(ip, f"_{n} = keep\n_ = keep\nmine = _{n}")  # the user's own bindings, to the same object
+    run(ip, "%vram free -d cpu")
+    assert ip.user_ns[f"_{n}"] is ip.user_ns["keep"] and ip.user_ns["_"] is ip.user_ns["keep"]
+    assert f"_{n}" not in ip.user_ns_hidden and n not in ip.history_manager.output_hist
+    # IPython's own _N (not rebound by the user) still goes
+    res, _ = run(ip, "torch.ones(3)")
+    m = res.execution_count
+    run(ip, "%vram free -d cpu")
+    assert f"_{m}" not in ip.user_ns
+
+
+def test_reload_keeps_vram_on(ip):
+    run(ip, "%vram on -d cpu -q")
+    run(ip, "%reload_ext vramnb")
+    n = len(vramnb.history())
+    run(ip, "w = torch.ones(100)")
+    assert len(vramnb.history()) == n + 1 and vramnb.history()[-1].delta_allocated == 400
+    run(ip, "%unload_ext vramnb")
+    run(ip, "%load_ext vramnb")  # an unload, then a load: starts off
+    run(ip, "w2 = torch.ones(100)")
+    assert len(vramnb.history()) == n + 1
+
+
+def test_free_leaves_an_exception_the_user_keeps(ip):
+    run(ip, "def f():\n    local_big = torch.ones(2**20)\n    raise ValueError('x')")
+    run(ip, "f()")
+    run(ip, "import sys\nerr = sys.last_value\nerrs = [sys.last_value]")
+    run(ip, "%vram free -d cpu -q -o fr")
+    assert dict(ip.user_ns["fr"].freed)["last exception (traceback frames)"] == 0  # the user still holds it
+    tb = ip.user_ns["err"].__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_locals["local_big"].numel() == 2**20  # their frames keep their locals
+    assert not hasattr(sys, "last_value")  # IPython's own reference is gone
+
+
+def test_free_clears_frames_of_chained_exceptions(ip):
+    run(ip, "def inner():\n    deep = torch.ones(2**20)\n    raise KeyError('k')\n"
+            "def outer():\n    try:\n        inner()\n    except KeyError:\n        raise ValueError('v')")
+    run(ip, "outer()")
+    run(ip, "%vram free -d cpu -q -o fr")
+    assert dict(ip.user_ns["fr"].freed)["last exception (traceback frames)"] == 4 * 2**20

@@ -78,7 +78,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'vramnb' has no attribute {name!r}")
 
 
-_loaded: dict[int, Any] = {}
+_loaded: dict[int, Any] = globals().get("_loaded", {})
+# ``%reload_ext vramnb`` unloads, re-executes this module in the same namespace
+# and loads: the ``%vram on`` settings that unload kept carry over to that load
+# only (an unload followed by a plain load starts with ``%vram on`` off).
+_resume: dict[int, Any] = dict(globals().get("_kept", {}))
+_kept: dict[int, Any] = {}
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -89,7 +94,9 @@ def load_ipython_extension(ipython: Any) -> None:
     if id(ipython) in _loaded:
         return
     magics = VramMagics(ipython)
+    ipython.input_transformers_post.append(magics.transformer)
     ipython.register_magics(magics)
+    magics._auto = _resume.pop(id(ipython), None)
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
     ipython.events.register("post_run_cell", magics.post_run_cell)
     _loaded[id(ipython)] = magics
@@ -100,7 +107,9 @@ def unload_ipython_extension(ipython: Any) -> None:
     magics = _loaded.pop(id(ipython), None)
     if magics is None:
         return
-    magics.close()
+    _kept[id(ipython)] = magics.close()  # for %reload_ext's load
+    if magics.transformer in ipython.input_transformers_post:
+        ipython.input_transformers_post.remove(magics.transformer)
     ipython.events.unregister("pre_run_cell", magics.pre_run_cell)
     ipython.events.unregister("post_run_cell", magics.post_run_cell)
     for kind in ("line", "cell"):

@@ -5,18 +5,25 @@ IPython keeps references the user does not see: the output history (``Out``,
 where ``%reset -f out`` leaves the last value), the last execution result, and
 the last exception (``sys.last_traceback``, ``sys.last_value``,
 ``sys.last_exc`` on Python 3.12+, the shell's own ``InteractiveTB.tb``, whose
-frames keep every local variable of the failed call alive). Each holder is
-released in turn and the memory that came back measured after
-``gc.collect()``; then ``torch.cuda.empty_cache()`` returns cached blocks.
+frames keep every local variable of the failed call alive), and the
+exceptions chained to it. Each holder is released in turn and the memory that
+came back measured after ``gc.collect()``; then ``torch.cuda.empty_cache()``
+returns cached blocks.
+
+Only IPython's own references are released: a ``_oh``/``Out`` the user rebound,
+a ``_N``/``_`` the user's code bound (even to the same object), and an
+exception the user keeps in a variable stay as they are.
 """
 
 from __future__ import annotations
 
+import ast
 import gc
 import inspect
+import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,20 +33,105 @@ from ._probe import CpuProbe, probe_for
 from ._render import Rendered, Table
 from ._units import format_bytes
 
-__all__ = ["FreeReport", "free_hidden", "hidden_holders"]
+__all__ = ["FreeReport", "free_hidden", "hidden_holders", "names_bound"]
 
 _UNDERS = ("_", "__", "___")
+# names IPython binds for outputs, which a user may also bind themselves
+_OUTPUT_NAME = re.compile(r"(?<![\w.])(_\d+|_{1,3}|_oh|Out)(?!\w)")
+
+
+def names_bound(code: str | list[ast.stmt]) -> set[str]:
+    """The output-history names (``_N``, ``_``, ``__``, ``___``, ``_oh``,
+    ``Out``) that ``code`` (a cell's transformed source, or its statements)
+    assigns, deletes, imports or defines: from then on they are the user's."""
+    if isinstance(code, str):
+        if not _OUTPUT_NAME.search(code):
+            return set()
+        try:
+            nodes: list[ast.stmt] = ast.parse(code).body
+        except SyntaxError:
+            return set()
+    else:
+        nodes = code
+    found: set[str] = set()
+    for root in nodes:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                found.add(node.id)
+            elif isinstance(node, ast.alias):
+                found.add(node.asname or node.name.split(".")[0])
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(node.name)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                found.update(node.names)
+    return {n for n in found if _OUTPUT_NAME.fullmatch(n)}
+
+
+def _output_cache(shell: Any) -> dict[int, Any] | None:
+    """IPython's own output history dict (what ``Out``/``_oh`` start as)."""
+    hm = getattr(shell, "history_manager", None)
+    oh = getattr(hm, "output_hist", None)
+    return oh if isinstance(oh, dict) else None
 
 
 def _tracebacks(shell: Any) -> list[Any]:
+    """The tracebacks of IPython's last exception (``sys.last_*``, the shell's
+    ``InteractiveTB.tb``, the last result's error) and of the exceptions chained
+    to it (``__cause__``/``__context__``), except those the user holds: an
+    exception, traceback or frame kept in a notebook variable (directly or in
+    a list, tuple, set or dict there) is the user's and keeps its frames."""
+    excs = [getattr(sys, name, None) for name in ("last_value", "last_exc")]
+    excs.append(getattr(getattr(shell, "last_execution_result", None), "error_in_exec", None))
     tbs = [getattr(sys, "last_traceback", None), getattr(getattr(shell, "InteractiveTB", None), "tb", None)]
-    for name in ("last_value", "last_exc"):
-        exc = getattr(sys, name, None)
-        tbs.append(getattr(exc, "__traceback__", None))
-    res = getattr(shell, "last_execution_result", None)
-    err = getattr(res, "error_in_exec", None)
-    tbs.append(getattr(err, "__traceback__", None))
-    return [tb for tb in tbs if tb is not None]
+    if all(x is None for x in excs + tbs):
+        return []
+    held = _user_held(shell)
+    seen: set[int] = set()
+    users: set[int] = set()
+    while excs:
+        exc = excs.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if id(exc) in held or id(exc.__traceback__) in held:
+            users.add(id(exc.__traceback__))
+            continue
+        tbs.append(exc.__traceback__)
+        excs += [exc.__cause__, exc.__context__]
+    out: list[Any] = []
+    for tb in tbs:
+        if tb is None or id(tb) in users or any(id(t) in held or id(t.tb_frame) in held for t in _entries(tb)):
+            continue
+        if all(tb is not o for o in out):
+            out.append(tb)
+    return out
+
+
+def _entries(tb: Any) -> list[Any]:
+    out = []
+    while tb is not None:
+        out.append(tb)
+        tb = tb.tb_next
+    return out
+
+
+def _user_held(shell: Any) -> set[int]:
+    """ids of the user's notebook variables' values, and of the items of those
+    that are lists, tuples, sets or dicts (IPython's own names excluded)."""
+    hidden = shell.user_ns_hidden
+    ids: set[int] = set()
+    for name, value in list(shell.user_ns.items()):
+        if name in hidden and hidden[name] is value:
+            continue
+        ids.add(id(value))
+        try:
+            if isinstance(value, (list, tuple, set, frozenset)):
+                ids.update(id(v) for v in value)
+            elif isinstance(value, dict):
+                ids.update(id(v) for v in value.values())
+        except Exception:  # a container whose iteration raises: its items are not looked at
+            pass
+    return ids
 
 
 def _frame_objects(shell: Any) -> list[Any]:
@@ -76,7 +168,7 @@ def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
     """Out-of-sight holders in an IPython shell: shown name → (kind, objects)."""
     ns = shell.user_ns
     out: dict[str, tuple[str, Any]] = {}
-    oh = ns.get("_oh")
+    oh = _output_cache(shell)
     if oh:
         out["Out"] = ("output history", list(oh.values()))
     unders = list(_ipython_outputs(shell).values()) + [getattr(shell.displayhook, u, None) for u in _UNDERS]
@@ -89,13 +181,21 @@ def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def _clear_output_history(shell: Any) -> None:
-    """Like ``%reset -f out``, but never touches a user's own ``_``/``_N``
-    variables, and also clears the hidden namespace's copies, which
-    ``%reset -f out`` leaves holding the last displayed value."""
+def _clear_output_history(shell: Any, bound: Mapping[str, int]) -> None:
+    """Like ``%reset -f out``, but never touches a user's own ``_``/``_N``,
+    ``_oh`` or ``Out``, and also clears the hidden namespace's copies, which
+    ``%reset -f out`` leaves holding the last displayed value.
+
+    ``bound``: output-history name -> the last cell whose code bound it. A
+    name is the user's when it holds another object than IPython's copy, or
+    when user code bound it in or after the cell whose output IPython stored
+    under it (the same object, bound by the user: ``_5 = x``)."""
     ns, hidden, dh = shell.user_ns, shell.user_ns_hidden, shell.displayhook
+    oh = _output_cache(shell)
+    last_output = max(oh, default=0) if oh else 0
     for name, old in _ipython_outputs(shell).items():
-        users = name in ns and ns[name] is not old  # the user assigned this name: leave it
+        stored_at = last_output if name in _UNDERS else int(name[1:])
+        users = name in ns and (ns[name] is not old or bound.get(name, -1) >= stored_at)
         if name in _UNDERS:
             hidden[name] = ""
             if not users and name in ns:
@@ -104,9 +204,8 @@ def _clear_output_history(shell: Any) -> None:
             del hidden[name]
             if not users:
                 ns.pop(name, None)
-    oh = ns.get("_oh")
     if oh is not None:
-        oh.clear()
+        oh.clear()  # IPython's dict, whatever the user bound to _oh or Out
     for u in _UNDERS:
         setattr(dh, u, "")
     res = getattr(shell, "last_execution_result", None)
@@ -123,7 +222,7 @@ def _clear_last_exception(shell: Any) -> None:
             # leaves alive; reading f_locals again re-syncs it. Only function frames:
             # a module-level or exec() frame's f_locals is a real namespace.
             frame = tb.tb_frame
-            if _is_function_frame(frame):
+            if _is_function_frame(frame) and sys.version_info < (3, 13):  # 3.13: f_locals is a live view
                 frame.f_locals.clear()
             tb = tb.tb_next
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
@@ -167,9 +266,13 @@ class FreeReport(Rendered):
         return t
 
 
-def free_hidden(shell: Any, device: torch.device) -> FreeReport:
+def free_hidden(shell: Any, device: torch.device, bound: Mapping[str, int] | None = None) -> FreeReport:
     """Release IPython's out-of-sight references, collect garbage and empty the
-    CUDA cache, measuring what each step gave back on ``device``."""
+    CUDA cache, measuring what each step gave back on ``device`` (bytes).
+
+    ``bound``: output-history names the user's own code bound, with the last
+    cell that did (see :func:`names_bound`); those bindings are left alone."""
+    bound = bound or {}
     probe = probe_for(device)
 
     def allocated(collect: bool = True) -> int:
@@ -181,7 +284,7 @@ def free_hidden(shell: Any, device: torch.device) -> FreeReport:
 
     steps: list[tuple[str, Callable[[], None]]] = [
         ("unreachable cycles (gc.collect)", lambda: None),
-        ("output history (Out, _, __, ___)", lambda: _clear_output_history(shell)),
+        ("output history (Out, _, __, ___)", lambda: _clear_output_history(shell, bound)),
         ("last exception (traceback frames)", lambda: _clear_last_exception(shell)),
     ]
     report = FreeReport(str(device), method=probe.method)

@@ -1,99 +1,44 @@
 """IPython glue: ``%%vram``, ``%vram`` and the cell events behind ``%vram on``.
 
-Thin by design: parse arguments, call :mod:`vramnb._measure`,
-:mod:`vramnb._holders` and :mod:`vramnb._free`, display the result. The cell
-body is run the way ``%%time`` runs it (transform, compile, ``exec``, then
-``eval`` of a final expression, whose value is returned so IPython displays it
-once as ``Out[n]``), so the cell's value, namespace and exception are exactly
-what IPython alone would have produced.
+Thin by design: parse arguments (:mod:`vramnb._magic_args`), call
+:mod:`vramnb._measure`, :mod:`vramnb._holders` and :mod:`vramnb._free`,
+display the result. The cell body runs through IPython's own
+``run_ast_nodes`` (:mod:`vramnb._cell_run`), so its value, ``Out[n]``,
+namespace, top-level ``await``, exception and traceback are exactly what
+IPython alone would have produced; only the body's statements are measured,
+and the report is displayed after the cell's own outputs.
 """
 
 from __future__ import annotations
 
-import ast
-import copy
 import keyword
+import sys
 from typing import Any
 
 import torch
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope, no_var_expand, output_can_be_silenced
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.displayhook import DisplayHook
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
-from ._free import free_hidden, hidden_holders
+from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_nodes, run_sync
+from ._free import free_hidden, hidden_holders, names_bound
+from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
 from ._probe import CpuProbe, probe_for, resolve_device
-from ._units import parse_size
 
 __all__ = ["VramMagics"]
 
-_COMMANDS = ("free", "on", "off", "history", "panel", "estimate")
-# which options each line command accepts (the cell magic accepts them all)
-_LINE_OPTIONS = {
-    None: {"device", "quiet", "out"},
-    "free": {"device", "quiet", "out"},
-    "history": {"out", "quiet"},
-    "on": {"device", "quiet", "budget", "no_reset"},
-    "off": set(),
-    "panel": {"out"},
-    "estimate": {"out", "quiet", "target", "recipe", "max_batch", "margin", "batch_size"},
-}
-_FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "budget": "--budget", "no_reset": "--no-reset",
-          "breakdown": "--breakdown", "target": "--target", "recipe": "--recipe", "max_batch": "--max-batch",
-          "margin": "--margin", "batch_size": "--batch-size"}
-
-
-def _unquote(text: str | None) -> str | None:
-    """IPython's argument splitting keeps the quotes around a value with spaces."""
-    if text and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
-
-
-def _positional(fn: Any) -> int | None:
-    """How many positional parameters ``fn`` requires (None: cannot tell)."""
-    import inspect
+def _loop_running() -> bool:
+    import asyncio
 
     try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
-
-
-def _recipe(texts: list[str] | str | None) -> dict[str, Any] | None:
-    """``"precision=bf16, checkpointing=every block"`` (repeatable) -> settings (numbers as ints)."""
-    if not texts:
-        return None
-    text = ",".join(_unquote(t) or "" for t in ([texts] if isinstance(texts, str) else texts))
-    out: dict[str, Any] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        key, eq, val = part.partition("=")
-        if not eq:
-            raise UsageError(f"--recipe: {part.strip()!r} is not name=value, e.g. --recipe 'precision=bf16,checkpointing=every block'")
-        val = _unquote(val.strip()) or ""
-        out[key.strip()] = int(val) if val.isdigit() else val
-    return out
-
-
-def _device(spec: str | None) -> torch.device:
-    try:
-        return resolve_device(spec)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-def _budget(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return parse_size(text)
-    except ValueError as e:
-        raise UsageError(f"--budget: {e}") from None
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 @magics_class
@@ -108,7 +53,11 @@ class VramMagics(Magics):
         self._auto_cm: Any = None
         self._auto_m: Any = None
         self._auto_cell: int | None = None
-        self._defaults: Any = None
+        self._defaults: list[Any] = []
+        self._auto_tb: Any = None
+        self._bound: dict[str, int] = {}  # output-history names user code bound -> last cell
+        # awaits the %%vram call of a cell with top-level await (see _cell_run)
+        self.transformer = await_vram_cells(shell)
 
     def _count(self) -> int:
         """The number of the cell being run, as IPython shows it (In[n]/Out[n]);
@@ -128,13 +77,32 @@ class VramMagics(Magics):
                                  budget=a["budget"], reset_peak=a["reset_peak"], warn=False)
             self._auto_m = self._auto_cm.__enter__()
             self._auto_cell = self._count()
+            self._auto_tb = clean_tracebacks(self.shell)
+            self._auto_tb.__enter__()
+
+    def _note_bound(self, code: Any, count: int | None) -> None:
+        """Remember the output-history names user code binds (``%vram free`` leaves them)."""
+        if count is None:
+            return
+        for name in names_bound(code):
+            self._bound[name] = max(count, self._bound.get(name, -1))
 
     def post_run_cell(self, result: Any) -> None:
+        info = getattr(result, "info", None)
+        self._note_bound(getattr(info, "transformed_cell", None) or getattr(info, "raw_cell", "") or "",
+                         getattr(result, "execution_count", None))
         self._depth = max(0, self._depth - 1)
         if self._depth > 0:
             return
+        if result is not None and not result.success:
+            # a %%vram body's error is recorded on the cell after run_cell_async
+            # has set this from the magic's own (successful) return
+            self.shell.last_execution_succeeded = False
         cm, self._auto_cm = self._auto_cm, None
         if cm is not None:
+            tb, self._auto_tb = self._auto_tb, None
+            if tb is not None:
+                tb.__exit__(None, None, None)
             err = getattr(result, "error_in_exec", None)
             if err is not None:
                 cm.__exit__(type(err), err, err.__traceback__)
@@ -152,14 +120,20 @@ class VramMagics(Magics):
         for obj in pending:
             display(obj)
 
-    def close(self) -> None:
-        """Stop an open automatic measurement without recording it (unload)."""
+    def close(self) -> dict[str, Any] | None:
+        """Stop an open automatic measurement without recording it (unload);
+        return the ``%vram on`` settings (None when off) for a reload to keep."""
+        auto = self._auto
         cm, self._auto_cm = self._auto_cm, None
         if cm is not None:
+            tb, self._auto_tb = self._auto_tb, None
+            if tb is not None:
+                tb.__exit__(None, None, None)
             cm.__exit__(None, None, None)
             if self._auto_m is not None and _HISTORY and _HISTORY[-1] is self._auto_m.report:
                 _HISTORY.pop()
         self._auto = None
+        return auto
 
     def _show(self, obj: Any) -> None:
         """Display after the cell's own output (at post_run_cell) when inside a cell."""
@@ -178,7 +152,6 @@ class VramMagics(Magics):
 
     # -- the magic ----------------------------------------------------------
     @no_var_expand
-    @needs_local_scope
     @magic_arguments()
     @argument("command", nargs="?", help="line magic only: free | on | off | history | panel | estimate "
               "(none: what holds the memory now)")
@@ -207,18 +180,19 @@ class VramMagics(Magics):
         "variable, state of each optimizer, activations, temporaries",
     )
     @argument("-h", "--help", action="store_true", help="show this help")
-    @output_can_be_silenced
     @line_cell_magic
-    def vram(self, line: str = "", cell: str | None = None, local_ns: dict[str, Any] | None = None) -> Any:
+    def vram(self, line: str = "", cell: str | None = None) -> Any:
         """Measure the device memory a cell uses, or show what holds it.
 
-        Cell magic: run the cell and report, after its output, Δ allocated
+        Cell magic: run the cell as IPython would (top-level await, `;`,
+        Out[n], its traceback) and report, after its output, Δ allocated
         (end − start), the cell's peak above its start, reserved memory and
         its change, reserved − allocated, non-PyTorch memory (CUDA context and
         library workspaces) and wall time. On CPU (no CUDA, or -d cpu) the
         exact storage tracker measures. By default the device's peak counter
         is reset at the cell's start to read the cell's own peak (--no-reset
-        keeps it; the older peak is kept in vramnb.session_peak()).
+        keeps it; the older peak is kept in vramnb.session_peak()). --budget
+        needs a unit (24GiB, "24 GiB", 512MB, 100B).
 
             %%vram --budget 24GiB
             loss = model(x).sum(); loss.backward()
@@ -240,19 +214,10 @@ class VramMagics(Magics):
                              (vramnb.estimate; --max-batch: vramnb.max_batch_size)
         """
         __tracebackhide__ = True
-        try:
-            if line.strip():
-                args = parse_argstring(self.vram, line)
-            else:  # the common `%%vram` with no options: skip argparse (~70 µs)
-                if self._defaults is None:
-                    self._defaults = parse_argstring(self.vram, "")
-                args = copy.copy(self._defaults)
-        except UsageError as e:
-            if cell is not None and "unrecognized arguments" in str(e):
-                raise UsageError(f"{e}: %%vram takes options only; put statements in the cell body") from None
-            raise
-        except ValueError as e:  # shlex: unbalanced quotes
-            raise UsageError(f"%vram: {e} in {line!r}") from None
+        silenced = cell is None and line.rstrip().endswith(";")  # `%vram;`, as IPython silences a value
+        if silenced:
+            line = line.rstrip()[:-1]
+        args = opts.parse(self.vram.parser, line, cell, self._defaults)
         if args.help:
             print(self.vram.__doc__)
             return None
@@ -260,66 +225,97 @@ class VramMagics(Magics):
                                      or args.out in self.shell.user_ns_hidden):
             raise UsageError(f"-o {args.out!r}: give a valid variable name that is not one of IPython's own")
         if cell is None:
-            return self._line(args)
+            result = self._line(args)
+            return None if silenced else result
         if args.command is not None or args.names:
-            raise UsageError(f"%%vram takes options only, not {args.command!r}: put the statement in the cell body")
-        return self._cell(args, cell, local_ns)
+            extra = " ".join([args.command or "", *args.names]).strip()
+            ok = ", ".join(opts.FLAGS[k] for k in sorted(opts.OPTIONS["cell"]))
+            raise UsageError(f"%%vram takes options only ({ok}), not {extra!r}: put the statement in the cell body")
+        opts.check_options(args, "cell")
+        return self._cell(args, cell)
 
-    def _cell(self, args: Any, cell: str, local_ns: dict[str, Any] | None) -> Any:
+    def _cell(self, args: Any, cell: str) -> Any:
+        """Run the body as IPython runs a cell (see :mod:`vramnb._cell_run`),
+        measuring only its statements; a coroutine when the body has top-level
+        ``await`` (the cell's transformed code awaits it)."""
         __tracebackhide__ = True
-        dev = _device(args.device)
-        budget = _budget(args.budget)
+        dev = opts.device(args.device)
+        budget = opts.budget(args.budget)
         shell = self.shell
         count = self._count()
-        source = shell.transform_cell(cell)
-        # Cache the body under the cell's number so tracebacks show "Cell In[n]"
-        # with its lines; the leading newline keeps the line numbers of the
-        # whole cell (line 1 is the %%vram line).
-        filename = shell.compile.cache("\n" + source, count, raw_code=cell)
-        tree = shell.compile.ast_parse("\n" + source, filename=filename)
-        tree = shell.transform_ast(tree)
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
-        code = shell.compile(tree, filename, "exec")
-        code_last = shell.compile(last, filename, "eval") if last is not None else None
+        outcome = Outcome()
+        prepared = prepare(shell, cell, count, outcome)
+        if prepared is None:  # not run: IPython has shown why, as for a plain cell
+            self._record(outcome)
+            return None
+        name, nodes = prepared
+        self._note_bound(nodes, count)
+        info = getattr(getattr(shell.displayhook, "exec_result", None), "info", None)
+        if getattr(info, "silent", False) or DisplayHook.semicolon_at_end_of_expression(cell):
+            interactivity = "none"  # what the displayhook's `;` check does for a plain cell
+        else:
+            interactivity = shell.ast_node_interactivity
         label = next((ln.strip() for ln in cell.splitlines() if ln.strip()), "")[:80]
-        glob = shell.user_ns
-        out = None
         cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev), warn=False,
                   breakdown=shell.user_ns if args.breakdown else None)
-        m = None
-        try:
-            with cm as m:
-                exec(code, glob, local_ns)
-                if code_last is not None:
-                    out = eval(code_last, glob, local_ns)
-        finally:
-            if m is not None and m.report is not None:
-                m.report.cell = count
-                if args.out:
-                    shell.user_ns[args.out] = m.report
-                if not args.quiet:
-                    self._show(m.report)
-        return out
+
+        async def body() -> None:
+            __tracebackhide__ = True
+            m = cm.__enter__()
+            err: BaseException | None = None
+            shown: list[Any] = []
+            try:
+                with clean_tracebacks(shell):
+                    await run_nodes(shell, nodes, name, interactivity, outcome, shown)
+            except BaseException as e:  # run_ast_nodes shows and records the body's own errors
+                err = e
+                raise
+            finally:
+                err = err if err is not None else outcome.error
+                cm.__exit__(type(err) if err is not None else None, err, err.__traceback__ if err is not None else None)
+                for value in shown:  # the final value, displayed outside the measurement
+                    sys.displayhook(value)
+                self._record(outcome)
+                if m.report is not None:
+                    m.report.cell = count
+                    if args.out:
+                        shell.user_ns[args.out] = m.report
+                    if not args.quiet:
+                        self._show(m.report)
+
+        if not body_is_async(shell, cell):
+            return run_sync(body())
+        if getattr(shell, "trio_runner", None) is not None or _loop_running():
+            return body()  # awaited by the cell (see await_vram_cells), or by whoever called the magic
+        return shell.loop_runner(body())  # called from code that does not await: run it as IPython would
+
+    def _record(self, outcome: Outcome) -> None:
+        """The body's error is the cell's: on the cell's ExecutionResult (what
+        ipykernel replies, what post_run_cell sees), as run_cell_async records it."""
+        result = getattr(self.shell.displayhook, "exec_result", None)
+        if result is None or outcome.error is None:
+            return
+        if outcome.error_in_exec is not None and result.error_in_exec is None:
+            result.error_in_exec = outcome.error_in_exec
+        if outcome.error_before_exec is not None and result.error_before_exec is None:
+            result.error_before_exec = outcome.error_before_exec
+            store = getattr(self.shell, "_format_exception_for_storage", None)
+            exceptions = getattr(self.shell.history_manager, "exceptions", None)
+            if store is not None and isinstance(exceptions, dict) and getattr(result.info, "store_history", False):
+                exceptions[result.execution_count] = store(outcome.error_before_exec)
 
     def _line(self, args: Any) -> Any:
         cmd = args.command
-        if cmd is not None and cmd not in _COMMANDS:
-            raise UsageError(f"unknown %vram command {cmd!r}; valid: {', '.join(_COMMANDS)} (or none)")
-        given = {k for k in _FLAGS if getattr(args, k) not in (None, False)}
-        wrong = given - _LINE_OPTIONS[cmd]
-        if wrong:
-            what = f"%vram {cmd}" if cmd else "%vram"
-            ok = ", ".join(_FLAGS[k] for k in sorted(_LINE_OPTIONS[cmd])) or "no options"
-            raise UsageError(f"{what} does not take {', '.join(_FLAGS[k] for k in sorted(wrong))}; it takes {ok}")
+        if cmd is not None and cmd not in opts.COMMANDS:
+            raise UsageError(f"unknown %vram command {cmd!r}; valid: {', '.join(opts.COMMANDS)} (or none)")
+        opts.check_options(args, cmd)
         if cmd == "off":
             self._auto = None
             print("vram: automatic per-cell reports off")
             return None
         if cmd == "on":
-            dev = _device(args.device)
-            self._auto = {"device": str(dev), "quiet": args.quiet, "budget": _budget(args.budget), "reset_peak": not args.no_reset}
+            dev = opts.device(args.device)
+            self._auto = {"device": str(dev), "quiet": args.quiet, "budget": opts.budget(args.budget), "reset_peak": not args.no_reset}
             print(f"vram: reporting every cell on {dev} (%vram off to stop)")
             return None
         if args.names and cmd not in ("panel", "estimate"):
@@ -331,9 +327,9 @@ class VramMagics(Magics):
         if cmd == "history":
             result: Any = history()
         elif cmd == "free":
-            result = free_hidden(self.shell, _device(args.device))
+            result = free_hidden(self.shell, opts.device(args.device), self._bound)
         else:
-            result = self.state(_device(args.device))
+            result = self.state(opts.device(args.device))
         if args.out:
             self.shell.user_ns[args.out] = result
         return None if args.quiet else result
@@ -350,7 +346,7 @@ class VramMagics(Magics):
         model, batch = objs[0], objs[1]
         loss_fn = optimizer = None
         for name, extra in zip(args.names[2:], objs[2:]):
-            if isinstance(extra, torch.optim.Optimizer) or (callable(extra) and _positional(extra) == 1):
+            if isinstance(extra, torch.optim.Optimizer) or (callable(extra) and opts.positional(extra) == 1):
                 kind = "optimizer"  # an optimizer, or a function params -> optimizer
             elif callable(extra):
                 kind = "loss function"
@@ -371,7 +367,7 @@ class VramMagics(Magics):
 
         if args.max_batch and args.batch_size is not None:
             raise UsageError("--max-batch searches the batch size: leave out --batch-size")
-        kw: dict[str, Any] = {"recipe": _recipe(args.recipe), "target": _unquote(args.target)}
+        kw: dict[str, Any] = {"recipe": opts.recipe(args.recipe), "target": opts.unquote(args.target)}
         if args.margin is not None:
             kw["margin"] = args.margin
         try:
