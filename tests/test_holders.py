@@ -23,17 +23,24 @@ def test_a_result_holds_the_tensors_saved_in_its_graph() -> None:
     held = storages_held(loss, CPU)
     assert held[key] == 64 * 256 * 4
     assert _key(x) in held
-    loss.backward()  # frees the saved tensors
-    assert key not in storages_held(loss, CPU)
+    loss.backward()  # frees the saved tensors: the graph keeps only its leaves (the parameters) and their gradients
+    after = storages_held(loss, CPU)
+    params = (256 * 256 + 256) * 4
+    assert sorted(after.values()) == sorted([4, 256 * 256 * 4, 256 * 4, 256 * 256 * 4, 256 * 4])
+    assert sum(after.values()) == 4 + 2 * params
 
 
 def test_a_list_of_losses_is_named_as_the_holder_of_their_graphs() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 1))
     losses = [model(torch.randn(256, 128)).mean() for _ in range(3)]  # no backward, no no_grad: three graphs
     rows = {h.name: h for h in find_holders({"model": model, "losses": losses}, CPU)}
-    saved_per_graph = 256 * 512 * 4  # at least the ReLU output of each forward
-    assert rows["losses"].unique >= 3 * saved_per_graph
-    assert rows["model"].unique == sum(p.numel() * 4 for p in model.parameters())  # parameters claimed by the model
+    # each graph saves its input (addmm's mat1) and the ReLU output (also the second addmm's mat1)
+    saved_per_graph = 256 * 128 * 4 + 256 * 512 * 4
+    params = sum(p.numel() * 4 for p in model.parameters())
+    assert rows["losses"].unique == 3 * (saved_per_graph + 4)  # + the three scalar losses
+    # the graphs keep the parameters alive too: deleting `model` would free nothing
+    assert rows["model"].unique == 0 and rows["model"].nbytes == params
+    assert rows["losses"].nbytes == 3 * (saved_per_graph + 4) + params
 
 
 def test_no_grad_results_and_leaves_hold_only_themselves() -> None:

@@ -9,9 +9,12 @@ callback runs when the storage is freed. Storages are found two ways:
   the outputs of every ATen operator (forward and backward, since autograd
   propagates the mode) and registers their storages, noting resizes;
 * :meth:`StorageTracker.scan` walks the garbage collector's objects for
-  tensors made before tracking began, the ``.grad`` of leaf tensors, and the
-  tensors autograd saved for backward in live graphs, so that frees of
-  memory that existed before a cell are seen too.
+  tensors and bare storages, the ``.grad`` of leaf tensors, and what live
+  autograd graphs keep (never unpacking saved tensors: :mod:`vramnb._graph`).
+  It finds what no dispatch mode saw: storages made before tracking began,
+  in other threads (dispatch modes are thread-local), or outside the
+  dispatcher (``torch.frombuffer``, ``torch.from_numpy``, ``UntypedStorage(n)``,
+  typed storages, deserialisation); a measurement scans at its start and end.
 
 A storage shared by views, tied weights or a gradient aliasing another tensor
 is counted once (keyed by its ``StorageImpl``). The same weakref technique is
@@ -31,14 +34,21 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ._graph import graph_tensors
+
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def storage_of(t: torch.Tensor) -> torch.UntypedStorage | None:
-    """The ``UntypedStorage`` behind a strided tensor, or ``None`` for tensors
-    that have none of their own (sparse, nested, wrapper subclasses)."""
+def storage_of(t: Any) -> torch.UntypedStorage | None:
+    """The ``UntypedStorage`` behind a strided tensor (or a bare storage), or
+    ``None`` for tensors that have none of their own (sparse, nested, wrapper
+    subclasses)."""
+    if isinstance(t, torch.UntypedStorage):
+        return t
+    if isinstance(t, torch.TypedStorage):
+        return t._untyped_storage
     try:
         with torch._C.DisableTorchFunctionSubclass():
             st = t.untyped_storage()
@@ -47,11 +57,17 @@ def storage_of(t: torch.Tensor) -> torch.UntypedStorage | None:
     return st if isinstance(st, torch.UntypedStorage) else None
 
 
-def storages_of_tensor(t: torch.Tensor, _depth: int = 0) -> list[tuple[int, torch.UntypedStorage]]:
+def storages_of_tensor(t: Any, _depth: int = 0) -> list[tuple[int, torch.UntypedStorage]]:
     """``(key, storage)`` of every storage that holds ``t``'s data: its own, or
     for a sparse tensor its indices and values, for a wrapper subclass
-    (``__tensor_flatten__``) those of its inner tensors. Meta and fake tensors
-    have meta storages, which callers filter out by device."""
+    (``__tensor_flatten__``) those of its inner tensors. A bare
+    ``UntypedStorage`` or ``TypedStorage`` is its own storage. Meta and fake
+    tensors have meta storages, which callers filter out by device."""
+    if isinstance(t, torch.UntypedStorage):
+        return [(storage_key(t), t)]
+    if isinstance(t, torch.TypedStorage):
+        st = t._untyped_storage
+        return [(storage_key(st), st)] if isinstance(st, torch.UntypedStorage) else []
     try:
         if type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__") and _depth < 4:
             names, _ = t.__tensor_flatten__()
@@ -114,34 +130,50 @@ class StorageTracker:
 
     Attributes:
         device_type: ``"cpu"`` (or any ``torch.device.type``) whose storages count.
-        current: bytes in live storages registered so far (int).
+        current: bytes in live storages registered so far (int), process-wide.
         peak: the highest ``current`` since :meth:`reset_peak` (int).
 
     The tracker never holds a strong reference to a tensor or storage.
+
+    **Threads.** ``current`` and ``peak`` count the whole process, as the CUDA
+    allocator's counters do: a ``%%vram`` cell sees what other threads
+    allocate (found by :meth:`scan`, since PyTorch's dispatch modes are
+    thread-local and see only the thread that entered them). A *listener*
+    (:meth:`listening`, which records a step's timeline) sees only its own
+    thread by default: the storages that thread's operators made while it
+    was tracking, and the frees and resizes of storages no tracking thread
+    made (those that were there before). Two ``profile_step`` calls in two
+    threads therefore each time their own step.
     """
 
     def __init__(self, device_type: str = "cpu") -> None:
         self.device_type = device_type
         self.current = 0
         self.peak = 0
-        self._entries: dict[int, tuple[weakref.ref[Any], int]] = {}
+        # key -> (weak ref to the storage, bytes, thread that made it while tracking, or None)
+        self._entries: dict[int, tuple[weakref.ref[Any], int, int | None]] = {}
         self._lock = threading.RLock()
-        self._listeners: list[Callable[[int, int, int], None]] = []
+        self._listeners: list[tuple[Callable[[int, int, int], None], int | None]] = []
+        self._tracking: dict[int, int] = {}  # thread ident -> nesting depth of tracking()
         self.resets = 0  # times reset_peak was called (lets a measurement notice a reset)
 
     # -- registration -------------------------------------------------------
-    def add_tensor(self, t: torch.Tensor) -> None:
-        """Register the storage(s) of ``t`` that live on this tracker's device type."""
+    def add_tensor(self, t: Any, owner: Any = "auto") -> None:
+        """Register the storage(s) of ``t`` (a tensor, or a bare storage) that
+        live on this tracker's device type."""
         if type(t) in _PLAIN and t.layout == torch.strided:  # the fast path: almost every tensor
             st = storage_of(t)
             if st is not None:
-                self.add_storage(st)
+                self.add_storage(st, owner)
             return
         for _, st in storages_of_tensor(t):
-            self.add_storage(st)
+            self.add_storage(st, owner)
 
-    def add_storage(self, st: torch.UntypedStorage) -> None:
-        """Register a storage (idempotent; a resized storage updates its size)."""
+    def add_storage(self, st: torch.UntypedStorage, owner: Any = "auto") -> None:
+        """Register a storage (idempotent; a resized storage updates its size).
+
+        ``owner``: the thread ident it is attributed to; by default the
+        calling thread if it is inside :meth:`tracking`, else ``None``."""
         if st.device.type != self.device_type:
             return
         key = storage_key(st)
@@ -151,12 +183,15 @@ class StorageTracker:
             if entry is not None and entry[0]() is st:
                 if entry[1] == nbytes:
                     return
-                self._entries[key] = (entry[0], nbytes)
-                self._change(key, entry[1], nbytes)
+                self._entries[key] = (entry[0], nbytes, entry[2])
+                self._change(key, entry[1], nbytes, entry[2])
                 return
+            if owner == "auto":
+                me = threading.get_ident()
+                owner = me if self._tracking.get(me) else None
             ref = weakref.ref(st, self._make_callback(key))
-            self._entries[key] = (ref, nbytes)
-            self._change(key, 0, nbytes)
+            self._entries[key] = (ref, nbytes, owner)
+            self._change(key, 0, nbytes, owner)
 
     def _make_callback(self, key: int) -> Callable[[weakref.ref[Any]], None]:
         def freed(ref: weakref.ref[Any]) -> None:
@@ -164,16 +199,18 @@ class StorageTracker:
                 entry = self._entries.get(key)
                 if entry is not None and entry[0] is ref:
                     del self._entries[key]
-                    self._change(key, entry[1], 0)
+                    self._change(key, entry[1], 0, entry[2])
 
         return freed
 
-    def _change(self, key: int, old: int, new: int) -> None:
+    def _change(self, key: int, old: int, new: int, owner: int | None) -> None:
         self.current += new - old
         if self.current > self.peak:
             self.peak = self.current
-        for listener in self._listeners:
-            listener(key, old, new)
+        for listener, thread in self._listeners:
+            # a thread's listener: its own storages, and frees/resizes of those no tracking thread made
+            if thread is None or owner == thread or (owner is None and old):
+                listener(key, old, new)
 
     # -- queries ------------------------------------------------------------
     def reset_peak(self) -> None:
@@ -187,49 +224,78 @@ class StorageTracker:
         entry = self._entries.get(key)
         return entry[1] if entry is not None else 0
 
-    def live(self) -> dict[int, int]:
-        """A copy of ``{storage key: bytes}`` for the live registered storages."""
+    def live(self, thread: Any = "auto") -> dict[int, int]:
+        """A copy of ``{storage key: bytes}`` for the live registered storages
+        a listener of ``thread`` (default: the calling thread; ``None``: all)
+        starts from: all but those another thread is making while it tracks."""
         with self._lock:
-            return {k: n for k, (_, n) in self._entries.items()}
+            if thread == "auto":
+                thread = threading.get_ident()
+            return {k: n for k, (_, n, owner) in self._entries.items()
+                    if thread is None or owner is None or owner == thread}
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @contextlib.contextmanager
-    def listening(self, listener: Callable[[int, int, int], None]) -> Iterator[None]:
+    def listening(self, listener: Callable[[int, int, int], None], *, all_threads: bool = False) -> Iterator[None]:
         """Call ``listener(storage_key, old_bytes, new_bytes)`` on every change while
         active: ``old == 0`` for a new storage, ``new == 0`` for a freed one,
-        both non-zero for a resize."""
-        self._listeners.append(listener)
+        both non-zero for a resize. By default only the calling thread's
+        changes (see the class docstring); ``all_threads`` for every change."""
+        item = (listener, None if all_threads else threading.get_ident())
+        with self._lock:
+            self._listeners.append(item)
         try:
             yield
         finally:
-            self._listeners.remove(listener)
+            with self._lock:
+                self._listeners.remove(item)
 
     # -- discovery ----------------------------------------------------------
     @contextlib.contextmanager
     def tracking(self) -> Iterator[StorageTracker]:
-        """Register the outputs of every ATen operator run inside the block.
+        """Register the outputs of every ATen operator run inside the block, in
+        this thread (dispatch modes are thread-local), and the storages that
+        ``UntypedStorage.resize_`` changes (in any thread).
 
-        If the block leaves a dispatch mode of its own on the stack, only the
-        tracker's mode is removed; the user's stays where it was."""
+        Blocks may nest and overlap, also across threads and trackers: the
+        ``resize_`` patch is reference-counted and the original goes back when
+        the last block ends, whatever the order they end in. If the block
+        leaves a dispatch mode of its own on the stack, only the tracker's
+        mode is removed; the user's stays where it was. When the thread's
+        outermost block ends, the storages it made become ordinary ones
+        (owned by no thread)."""
+        me = threading.get_ident()
         mode = _Mode(self)
-        mode.__enter__()
-        original = torch.UntypedStorage.resize_
-
-        def resize_(st: torch.UntypedStorage, size: int) -> Any:
-            # storage.resize_ (FSDP frees and re-allocates its unsharded parameters
-            # this way) changes memory without an ATen operator the mode would see
-            out = original(st, size)
-            self.add_storage(st)
-            return out
-
-        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
+        with self._lock:
+            self._tracking[me] = self._tracking.get(me, 0) + 1
+        _patch_acquire(self)
+        try:
+            mode.__enter__()
+        except BaseException:
+            _patch_release(self)
+            self._untrack(me)
+            raise
         try:
             yield self
         finally:
-            torch.UntypedStorage.resize_ = original  # type: ignore[method-assign]
-            _exit_mode(mode)
+            try:
+                _exit_mode(mode)
+            finally:
+                _patch_release(self)
+                self._untrack(me)
+
+    def _untrack(self, me: int) -> None:
+        with self._lock:
+            depth = self._tracking.get(me, 0) - 1
+            if depth > 0:
+                self._tracking[me] = depth
+                return
+            self._tracking.pop(me, None)
+            for key, (ref, n, owner) in list(self._entries.items()):
+                if owner == me:
+                    self._entries[key] = (ref, n, None)
 
     def warm_up(self) -> None:
         """Enter and leave the dispatch mode once: the first time any
@@ -242,60 +308,32 @@ class StorageTracker:
             _WARM = True
 
     def scan(self) -> int:
-        """Register storages of tensors that exist now: every tensor object the
-        garbage collector knows, the ``.grad`` of leaf tensors, and the tensors
-        saved for backward in live autograd graphs. Returns the number of
-        storages newly registered."""
+        """Register storages that exist now: those of every tensor and bare
+        storage (``UntypedStorage``, ``TypedStorage``) the garbage collector
+        knows, the ``.grad`` of leaf tensors, and what live autograd graphs keep
+        (saved tensors, never unpacked: see :mod:`vramnb._graph`). This finds
+        storages no dispatch mode saw: made in other threads, by
+        ``torch.frombuffer``/``from_numpy``, by storage constructors, or before
+        tracking began. Returns the number of storages newly registered."""
         before = len(self._entries)
-        seen_nodes: set[Any] = set()  # autograd nodes (kept alive while scanning)
-        tensors = _live_tensors()
+        seen: dict[int, Any] = {}  # objects walked (kept alive while scanning)
+        tensors, storages = _live_tensors_and_storages()
+        for st in storages:
+            self.add_tensor(st, None)
         for t in tensors:
-            self.add_tensor(t)
+            self.add_tensor(t, None)
             try:
                 if t.requires_grad:
                     if t.grad_fn is None:
                         g = t.grad
                         if g is not None:
-                            self.add_tensor(g)
+                            self.add_tensor(g, None)
                     else:
-                        self._scan_graph(t.grad_fn, seen_nodes)
+                        for x in graph_tensors(t.grad_fn, seen):
+                            self.add_tensor(x, None)
             except Exception:
                 continue
         return len(self._entries) - before
-
-    def _scan_graph(self, root: Any, seen: set[Any]) -> None:
-        for t in graph_tensors(root, seen):
-            self.add_tensor(t)
-
-
-def graph_tensors(root: Any, seen: set[Any], grads: bool = True) -> Iterator[torch.Tensor]:
-    """Tensors a live autograd graph keeps: those saved for backward
-    (``_saved_*`` attributes of its nodes) and, with ``grads``, the ``.grad`` of
-    its leaves. ``seen`` is shared across calls so each node is walked once; it
-    holds the node objects themselves: Python wrappers of autograd nodes are
-    made on access and freed after, so an id could be reused by another node."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        for name in dir(node):
-            if not name.startswith("_saved_"):
-                continue
-            try:
-                val = getattr(node, name)
-            except Exception:  # graph already freed by backward
-                continue
-            if isinstance(val, torch.Tensor):
-                yield val
-            elif isinstance(val, (tuple, list)):
-                yield from (v for v in val if isinstance(v, torch.Tensor))
-        var = getattr(node, "variable", None) if grads else None  # AccumulateGrad's leaf
-        if isinstance(var, torch.Tensor) and var.grad is not None:
-            yield var.grad
-        for nxt, _ in getattr(node, "next_functions", ()):
-            stack.append(nxt)
 
 
 def _exit_mode(mode: TorchDispatchMode) -> None:
@@ -316,7 +354,56 @@ def _exit_mode(mode: TorchDispatchMode) -> None:
 
 
 _WARM = False
-_IS_TENSOR_TYPE: dict[type, bool] = {}
+_IS_TENSOR_TYPE: dict[type, int] = {}  # 1: a tensor type, 2: a storage type, 0: neither
+
+# The resize_ patch, shared by every tracker while any of them tracks (reference-counted).
+_PATCH_LOCK = threading.Lock()
+_PATCHED: dict[StorageTracker, int] = {}  # tracker -> blocks tracking
+_ORIGINAL_RESIZE: Any = None
+_HAD_OWN_RESIZE = False
+
+
+def _patched_resize_(st: torch.UntypedStorage, size: int) -> Any:
+    # storage.resize_ (FSDP frees and re-allocates its unsharded parameters
+    # this way) changes memory without an ATen operator the mode would see
+    out = _ORIGINAL_RESIZE(st, size)
+    for tracker in list(_PATCHED):
+        tracker.add_storage(st)
+    return out
+
+
+def _patch_acquire(tracker: StorageTracker) -> None:
+    global _ORIGINAL_RESIZE, _HAD_OWN_RESIZE
+    with _PATCH_LOCK:
+        if not _PATCHED:
+            _HAD_OWN_RESIZE = "resize_" in torch.UntypedStorage.__dict__
+            _ORIGINAL_RESIZE = torch.UntypedStorage.resize_
+            torch.UntypedStorage.resize_ = _patched_resize_  # type: ignore[method-assign]
+        _PATCHED[tracker] = _PATCHED.get(tracker, 0) + 1
+
+
+def _patch_release(tracker: StorageTracker) -> None:
+    with _PATCH_LOCK:
+        n = _PATCHED.get(tracker, 0) - 1
+        if n > 0:
+            _PATCHED[tracker] = n
+            return
+        _PATCHED.pop(tracker, None)
+        if not _PATCHED:
+            if _HAD_OWN_RESIZE:
+                torch.UntypedStorage.resize_ = _ORIGINAL_RESIZE  # type: ignore[method-assign]
+            else:  # it was inherited: remove ours so the base class's shows again
+                with contextlib.suppress(AttributeError):
+                    del torch.UntypedStorage.resize_
+
+
+def _kinds(objs: list[Any]) -> tuple[set[type], set[type]]:
+    cache = _IS_TENSOR_TYPE
+    for tp in set(map(type, objs)):
+        if tp not in cache:
+            cache[tp] = (1 if issubclass(tp, torch.Tensor)
+                         else 2 if issubclass(tp, (torch.UntypedStorage, torch.TypedStorage)) else 0)
+    return {tp for tp, k in cache.items() if k == 1}, {tp for tp, k in cache.items() if k == 2}
 
 
 def _live_tensors() -> list[torch.Tensor]:
@@ -325,13 +412,18 @@ def _live_tensors() -> list[torch.Tensor]:
     metaclass); ``type()`` is used rather than ``isinstance``, which reads
     ``__class__`` and wakes lazy module attributes. The filtering runs in C
     (``map``/``compress``): ~10 ms for 200k objects."""
+    return _live_tensors_and_storages()[0]
+
+
+def _live_tensors_and_storages() -> tuple[list[torch.Tensor], list[Any]]:
+    """Every tensor, and every bare ``UntypedStorage``/``TypedStorage`` object,
+    the garbage collector tracks (see :func:`_live_tensors`)."""
     objs = gc.get_objects()
-    cache = _IS_TENSOR_TYPE
-    for tp in set(map(type, objs)):
-        if tp not in cache:
-            cache[tp] = issubclass(tp, torch.Tensor)
-    tensor_types = {tp for tp, hit in cache.items() if hit}
-    return list(itertools.compress(objs, map(tensor_types.__contains__, map(type, objs))))
+    tensor_types, storage_types = _kinds(objs)
+    types_ = list(map(type, objs))
+    tensors = list(itertools.compress(objs, map(tensor_types.__contains__, types_)))
+    storages = list(itertools.compress(objs, map(storage_types.__contains__, types_))) if storage_types else []
+    return tensors, storages
 
 
 _CPU_TRACKER: StorageTracker | None = None
