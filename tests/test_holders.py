@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from vramnb._holders import find_holders, storages_held
+from vramnb._units import format_bytes
 
 CPU = torch.device("cpu")
 
@@ -49,3 +50,45 @@ def test_no_grad_results_and_leaves_hold_only_themselves() -> None:
         out = lin(torch.randn(8, 64))
     assert storages_held(out, CPU) == {_key(out): 8 * 64 * 4}
     assert set(storages_held(lin.weight, CPU)) == {_key(lin.weight)}
+
+
+def test_module_parameters_do_not_include_their_gradients() -> None:
+    lin = torch.nn.Linear(1024, 1024)
+    lin(torch.randn(8, 1024)).sum().backward()
+    rows = {h.name: h for h in find_holders({"lin": lin}, CPU)}
+    p = (1024 * 1024 + 1024) * 4
+    assert rows["lin"].detail == f"parameters {format_bytes(p)} · gradients {format_bytes(p)}"
+    assert rows["lin"].nbytes == 2 * p
+
+
+def test_not_shared_is_what_deleting_the_name_frees() -> None:
+    x = torch.randn(2**20, requires_grad=True)
+    z = x**2  # z's graph saves x
+    found = find_holders({"x": x, "z": z}, CPU)
+    rows = {h.name: h for h in found}
+    n = 2**20 * 4
+    assert rows["z"].unique == n  # `del z` frees z's own storage; x stays (its name)
+    assert rows["x"].unique == 0  # `del x` frees nothing: z's graph keeps x
+    assert rows["z"].nbytes == 2 * n and rows["x"].nbytes == n
+    assert found.total == 2 * n  # both together, each storage once
+
+
+def test_a_leaf_kept_only_by_a_graph_is_credited_to_that_graph() -> None:
+    w = torch.randn(2**18, requires_grad=True)
+    y = (w * 2).sum()  # mul saves only the number 2 (a float64 scalar): only AccumulateGrad keeps w
+    del w
+    rows = find_holders({"y": y}, CPU)
+    n = 4 + 8 + 2**18 * 4  # y, the saved scalar, w
+    assert [(h.name, h.nbytes, h.unique) for h in rows] == [("y", n, n)]
+    assert rows.total == n
+
+
+def test_names_ipython_hides_still_keep_memory_alive() -> None:
+    t = torch.ones(1000)
+    rows = {h.name: h for h in find_holders({"t": t, "_3": t}, CPU, skip={"_3"})}
+    assert list(rows) == ["t"] and rows["t"].nbytes == 4000 and rows["t"].unique == 0
+
+
+def test_a_bare_storage_is_held() -> None:
+    s = torch.UntypedStorage(1234)
+    assert sum(storages_held({"s": s}, CPU).values()) == 1234
