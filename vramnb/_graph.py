@@ -43,6 +43,7 @@ import torch
 __all__ = ["graph_tensors", "held_tensors", "saved_tensors_of", "MAX_DEPTH"]
 
 MAX_DEPTH = 4
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 _SAVED = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
 _HAS_DATA = _SAVED is not None and hasattr(_SAVED, "data") and hasattr(_SAVED, "unpack_hook")
 _SKIP_TYPES = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, types.FunctionType, type, str, bytes,
@@ -180,6 +181,11 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
                 yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
             return
         if id(obj) in seen or isinstance(obj, _SKIP_TYPES):
+            return
+        if type(obj) in _PLAIN and obj.grad_fn is None and (not grads or obj.grad is None):
+            # nothing to follow beyond its own storage: yielded, not remembered, so that a
+            # walk does not keep saved tensors alive (another thread's backward frees them)
+            yield obj
             return
         seen[id(obj)] = obj
         if isinstance(obj, (torch.UntypedStorage, torch.TypedStorage)):

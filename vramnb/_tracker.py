@@ -141,9 +141,12 @@ class StorageTracker:
     thread-local and see only the thread that entered them). A *listener*
     (:meth:`listening`, which records a step's timeline) sees only its own
     thread by default: the storages that thread's operators made while it
-    was tracking, and the frees and resizes of storages no tracking thread
-    made (those that were there before). Two ``profile_step`` calls in two
-    threads therefore each time their own step.
+    was tracking, and the frees and resizes of the other storages (there
+    before, or left by a thread's earlier block) done by that thread or by
+    a thread that is not tracking: a step recorded while another thread runs
+    a measured cell counts only its own memory. Two recordings (listeners)
+    in two threads at once are refused with a clear error (see
+    :meth:`listening`).
     """
 
     def __init__(self, device_type: str = "cpu") -> None:
@@ -153,8 +156,9 @@ class StorageTracker:
         # key -> (weak ref to the storage, bytes, thread that made it while tracking, or None)
         self._entries: dict[int, tuple[weakref.ref[Any], int, int | None]] = {}
         self._lock = threading.RLock()
-        self._listeners: list[tuple[Callable[[int, int, int], None], int | None]] = []
-        self._tracking: dict[int, int] = {}  # thread ident -> nesting depth of tracking()
+        # (listener, the thread whose changes it gets or None for all, its thread, that thread's name)
+        self._listeners: list[tuple[Callable[[int, int, int], None], int | None, int, str]] = []
+        self._tracking: dict[int, int] = {}  # thread ident -> nesting depth of tracking() and owning()
         self.resets = 0  # times reset_peak was called (lets a measurement notice a reset)
 
     # -- registration -------------------------------------------------------
@@ -180,12 +184,17 @@ class StorageTracker:
         nbytes = st.nbytes()
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None and entry[0]() is st:
-                if entry[1] == nbytes:
+            if entry is not None:
+                if entry[0]() is st:  # the same storage (one Python object per StorageImpl)
+                    if entry[1] != nbytes:
+                        self._entries[key] = (entry[0], nbytes, entry[2])
+                        self._change(key, entry[1], nbytes, entry[2])
                     return
-                self._entries[key] = (entry[0], nbytes, entry[2])
-                self._change(key, entry[1], nbytes, entry[2])
-                return
+                # the storage registered under this address was freed and the address reused
+                # (by another thread, whose operators run without the GIL) before its weakref
+                # callback ran: record that free first (the late callback is then ignored)
+                del self._entries[key]
+                self._change(key, entry[1], 0, entry[2])
             if owner == "auto":
                 me = threading.get_ident()
                 owner = me if self._tracking.get(me) else None
@@ -207,9 +216,14 @@ class StorageTracker:
         self.current += new - old
         if self.current > self.peak:
             self.peak = self.current
-        for listener, thread in self._listeners:
-            # a thread's listener: its own storages, and frees/resizes of those no tracking thread made
-            if thread is None or owner == thread or (owner is None and old):
+        if not self._listeners:
+            return
+        me = threading.get_ident()
+        other_tracking = bool(self._tracking.get(me))
+        for listener, thread, _, _ in self._listeners:
+            # a thread's listener: its own storages; and frees and resizes of storages no
+            # tracking thread owns, done by itself or by a thread that is not tracking
+            if thread is None or owner == thread or (owner is None and old and (me == thread or not other_tracking)):
                 listener(key, old, new)
 
     # -- queries ------------------------------------------------------------
@@ -242,9 +256,27 @@ class StorageTracker:
         """Call ``listener(storage_key, old_bytes, new_bytes)`` on every change while
         active: ``old == 0`` for a new storage, ``new == 0`` for a freed one,
         both non-zero for a resize. By default only the calling thread's
-        changes (see the class docstring); ``all_threads`` for every change."""
-        item = (listener, None if all_threads else threading.get_ident())
+        changes (see the class docstring); ``all_threads`` for every change.
+
+        Raises:
+            VramnbError: another thread is listening (recording a step or a
+                ``--breakdown`` cell). Recordings are refused, not queued: a
+                wait could deadlock threads that wait on each other, and two
+                at once would count each other's memory (the storage scan
+                and torch's module hooks are process-wide)."""
+        me = threading.get_ident()
         with self._lock:
+            busy = [name for _, _, ident, name in self._listeners if ident != me]
+            if busy:
+                from ._errors import VramnbError
+
+                raise VramnbError(
+                    f"thread {busy[0]!r} is already recording (a profile_step, compare, panel run or a "
+                    f"%%vram --breakdown cell) on the {self.device_type} tracker; vramnb records one at a "
+                    "time per process, since two recordings would count each other's memory: run them "
+                    "one after another (e.g. behind a threading.Lock)"
+                )
+            item = (listener, None if all_threads else me, me, threading.current_thread().name)
             self._listeners.append(item)
         try:
             yield
@@ -286,6 +318,22 @@ class StorageTracker:
                 _patch_release(self)
                 self._untrack(me)
 
+    @contextlib.contextmanager
+    def owning(self) -> Iterator[None]:
+        """Attribute to the calling thread, for the whole block, what it frees
+        and what its :meth:`tracking` blocks make (they stay its own until the
+        block ends), without tracking operators. A measurement that runs
+        several tracked steps with untracked work between them (a snapshot,
+        a restore) wraps all of it, so that a listener in another thread
+        never sees that work."""
+        me = threading.get_ident()
+        with self._lock:
+            self._tracking[me] = self._tracking.get(me, 0) + 1
+        try:
+            yield
+        finally:
+            self._untrack(me)
+
     def _untrack(self, me: int) -> None:
         with self._lock:
             depth = self._tracking.get(me, 0) - 1
@@ -320,7 +368,22 @@ class StorageTracker:
         tensors, storages = _live_tensors_and_storages()
         for st in storages:
             self.add_tensor(st, None)
-        for t in tensors:
+        del storages
+        # weakly: holding every tensor for the whole scan would keep those another
+        # thread frees meanwhile (its backward releasing saved tensors) alive
+        refs = [weakref.ref(t) for t in tensors]
+        del tensors
+        me = threading.get_ident()
+        for ref in refs:
+            t = ref()
+            if t is None:
+                continue
+            st = storage_of(t)
+            entry = self._entries.get(storage_key(st)) if st is not None else None
+            if entry is not None and entry[2] not in (None, me) and self._tracking.get(entry[2]):
+                # another thread is making it under its own tracking: its storages are registered
+                # already, and walking its graph now would hold what its backward releases
+                continue
             self.add_tensor(t, None)
             try:
                 if t.requires_grad:
