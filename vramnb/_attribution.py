@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from ._timeline import Timeline
 from ._graph import graph_tensors
-from ._tracker import _live_tensors, storage_key, storage_of, storages_of_tensor
+from ._storages import _live_tensors, storage_key, storage_of, storages_of_tensor
+from ._timeline import Timeline
 
 __all__ = ["key_fn", "keys_of", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
 

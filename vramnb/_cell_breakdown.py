@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from ._graph import MAX_DEPTH, held_tensors, is_tooling
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
+from ._graph import MAX_DEPTH, held_tensors, is_tooling
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
 
 __all__ = ["CellAttribution"]

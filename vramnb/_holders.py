@@ -22,7 +22,7 @@ import torch
 
 from ._graph import MAX_DEPTH, held_tensors
 from ._render import Rendered, Table
-from ._tracker import storages_of_tensor
+from ._storages import storages_of_tensor
 from ._units import format_bytes
 
 __all__ = ["Holder", "HoldersReport", "storages_held", "find_holders"]

@@ -24,8 +24,6 @@ used by ``torch.distributed._tools.mem_tracker.MemTracker``.
 from __future__ import annotations
 
 import contextlib
-import gc
-import itertools
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -35,67 +33,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._graph import graph_tensors
+from ._storages import _PLAIN, _live_tensors, _live_tensors_and_storages, storage_key, storage_of, storages_of_tensor
 
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
-
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
-def storage_of(t: Any) -> torch.UntypedStorage | None:
-    """The ``UntypedStorage`` behind a strided tensor (or a bare storage), or
-    ``None`` for tensors that have none of their own (sparse, nested, wrapper
-    subclasses)."""
-    if isinstance(t, torch.UntypedStorage):
-        return t
-    if isinstance(t, torch.TypedStorage):
-        return t._untyped_storage
-    try:
-        with torch._C.DisableTorchFunctionSubclass():
-            st = t.untyped_storage()
-    except Exception:
-        return None
-    return st if isinstance(st, torch.UntypedStorage) else None
-
-
-def storages_of_tensor(t: Any, _depth: int = 0) -> list[tuple[int, torch.UntypedStorage]]:
-    """``(key, storage)`` of every storage that holds ``t``'s data: its own, or
-    for a sparse tensor its indices and values, for a wrapper subclass
-    (``__tensor_flatten__``) those of its inner tensors. A bare
-    ``UntypedStorage`` or ``TypedStorage`` is its own storage. Meta and fake
-    tensors have meta storages, which callers filter out by device."""
-    if isinstance(t, torch.UntypedStorage):
-        return [(storage_key(t), t)]
-    if isinstance(t, torch.TypedStorage):
-        st = t._untyped_storage
-        return [(storage_key(st), st)] if isinstance(st, torch.UntypedStorage) else []
-    try:
-        if type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__") and _depth < 4:
-            names, _ = t.__tensor_flatten__()
-            out = []
-            for n in names:
-                inner = getattr(t, n)
-                if isinstance(inner, torch.Tensor):
-                    out += storages_of_tensor(inner, _depth + 1)
-            return out
-        layout = t.layout
-        if layout == torch.sparse_coo:
-            return storages_of_tensor(t._indices(), _depth + 1) + storages_of_tensor(t._values(), _depth + 1)
-        if layout in (torch.sparse_csr, torch.sparse_bsr):
-            parts = (t.crow_indices(), t.col_indices(), t.values())
-            return [kv for p in parts for kv in storages_of_tensor(p, _depth + 1)]
-        if layout in (torch.sparse_csc, torch.sparse_bsc):
-            parts = (t.ccol_indices(), t.row_indices(), t.values())
-            return [kv for p in parts for kv in storages_of_tensor(p, _depth + 1)]
-    except Exception:
-        return []
-    st = storage_of(t)
-    return [] if st is None else [(storage_key(st), st)]
-
-
-def storage_key(st: torch.UntypedStorage) -> int:
-    """An identity for a live storage: the address of its ``StorageImpl``."""
-    return st._cdata
-
 
 class _Mode(TorchDispatchMode):
     def __init__(self, tracker: StorageTracker) -> None:
@@ -177,7 +117,9 @@ class StorageTracker:
         """Register a storage (idempotent; a resized storage updates its size).
 
         ``owner``: the thread ident it is attributed to; by default the
-        calling thread if it is inside :meth:`tracking`, else ``None``."""
+        calling thread if it is inside :meth:`tracking`, :meth:`owning` or
+        :meth:`listening` (what a recording thread registers is its own),
+        else ``None``."""
         if st.device.type != self.device_type:
             return
         key = storage_key(st)
@@ -185,19 +127,21 @@ class StorageTracker:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
-                if entry[0]() is st:  # the same storage (one Python object per StorageImpl)
+                if entry[0]() is not None:  # alive: the same StorageImpl (two live ones never share an
+                    # address), maybe through another Python wrapper (fake tensors make new ones)
                     if entry[1] != nbytes:
                         self._entries[key] = (entry[0], nbytes, entry[2])
                         self._change(key, entry[1], nbytes, entry[2])
                     return
                 # the storage registered under this address was freed and the address reused
-                # (by another thread, whose operators run without the GIL) before its weakref
-                # callback ran: record that free first (the late callback is then ignored)
+                # before its weakref callback ran: record that free first (the late
+                # callback is then ignored)
                 del self._entries[key]
                 self._change(key, entry[1], 0, entry[2])
             if owner == "auto":
                 me = threading.get_ident()
-                owner = me if self._tracking.get(me) else None
+                mine = self._tracking.get(me) or any(ident == me for _, _, ident, _ in self._listeners)
+                owner = me if mine else None
             ref = weakref.ref(st, self._make_callback(key))
             self._entries[key] = (ref, nbytes, owner)
             self._change(key, 0, nbytes, owner)
@@ -283,6 +227,8 @@ class StorageTracker:
         finally:
             with self._lock:
                 self._listeners.remove(item)
+                if not self._tracking.get(me) and not any(ident == me for _, _, ident, _ in self._listeners):
+                    self._release(me)
 
     # -- discovery ----------------------------------------------------------
     @contextlib.contextmanager
@@ -341,9 +287,14 @@ class StorageTracker:
                 self._tracking[me] = depth
                 return
             self._tracking.pop(me, None)
-            for key, (ref, n, owner) in list(self._entries.items()):
-                if owner == me:
-                    self._entries[key] = (ref, n, None)
+            if not any(ident == me for _, _, ident, _ in self._listeners):
+                self._release(me)
+
+    def _release(self, me: int) -> None:
+        """The thread's storages become ordinary ones (owned by no thread)."""
+        for key, (ref, n, owner) in list(self._entries.items()):
+            if owner == me:
+                self._entries[key] = (ref, n, None)
 
     def warm_up(self) -> None:
         """Enter and leave the dispatch mode once: the first time any
@@ -417,7 +368,6 @@ def _exit_mode(mode: TorchDispatchMode) -> None:
 
 
 _WARM = False
-_IS_TENSOR_TYPE: dict[type, int] = {}  # 1: a tensor type, 2: a storage type, 0: neither
 
 # The resize_ patch, shared by every tracker while any of them tracks (reference-counted).
 _PATCH_LOCK = threading.Lock()
@@ -458,35 +408,6 @@ def _patch_release(tracker: StorageTracker) -> None:
             else:  # it was inherited: remove ours so the base class's shows again
                 with contextlib.suppress(AttributeError):
                     del torch.UntypedStorage.resize_
-
-
-def _kinds(objs: list[Any]) -> tuple[set[type], set[type]]:
-    cache = _IS_TENSOR_TYPE
-    for tp in set(map(type, objs)):
-        if tp not in cache:
-            cache[tp] = (1 if issubclass(tp, torch.Tensor)
-                         else 2 if issubclass(tp, (torch.UntypedStorage, torch.TypedStorage)) else 0)
-    return {tp for tp, k in cache.items() if k == 1}, {tp for tp, k in cache.items() if k == 2}
-
-
-def _live_tensors() -> list[torch.Tensor]:
-    """Every tensor object the garbage collector tracks. Each type is tested
-    once and cached (``issubclass`` against ``torch.Tensor`` goes through its
-    metaclass); ``type()`` is used rather than ``isinstance``, which reads
-    ``__class__`` and wakes lazy module attributes. The filtering runs in C
-    (``map``/``compress``): ~10 ms for 200k objects."""
-    return _live_tensors_and_storages()[0]
-
-
-def _live_tensors_and_storages() -> tuple[list[torch.Tensor], list[Any]]:
-    """Every tensor, and every bare ``UntypedStorage``/``TypedStorage`` object,
-    the garbage collector tracks (see :func:`_live_tensors`)."""
-    objs = gc.get_objects()
-    tensor_types, storage_types = _kinds(objs)
-    types_ = list(map(type, objs))
-    tensors = list(itertools.compress(objs, map(tensor_types.__contains__, types_)))
-    storages = list(itertools.compress(objs, map(storage_types.__contains__, types_))) if storage_types else []
-    return tensors, storages
 
 
 _CPU_TRACKER: StorageTracker | None = None
