@@ -43,3 +43,17 @@ def test_gradients_of_a_kept_graph_are_not_activations(ip):
     r = rows(vramnb.history()[-1])
     assert r["gradients of m"][1] == (256 * 256 + 256) * F32
     assert r.get("activations", (0, 0, 0))[1] < (256 * 256) * F32
+
+
+def test_memory_retained_in_containers_and_attributes_is_their_holders(ip):
+    run(ip, "class Box:\n    pass\nbox = Box()")
+    res, _ = run(ip, "%%vram -d cpu --breakdown\nd = {'a': torch.ones(2**20)}\nxs = [torch.ones(1000), torch.ones(10)]\n"
+                     "box.t = torch.zeros(300, dtype=torch.float64)\ntmp = torch.ones(5000)\ndel tmp")
+    assert res.error_in_exec is None
+    rep = vramnb.history()[-1]
+    r = rows(rep)
+    assert r["dict d"][1] == 2**20 * F32
+    assert r["list xs"][1] == 1010 * F32
+    assert r["Box box"][1] == 300 * 8
+    assert r.get("temporaries", (0, 0, 0))[1] == 0  # nothing allocated here is left unnamed
+    assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from vramnb._holders import find_holders, storages_held
+from vramnb._units import format_bytes
 
 CPU = torch.device("cpu")
 
@@ -23,17 +24,24 @@ def test_a_result_holds_the_tensors_saved_in_its_graph() -> None:
     held = storages_held(loss, CPU)
     assert held[key] == 64 * 256 * 4
     assert _key(x) in held
-    loss.backward()  # frees the saved tensors
-    assert key not in storages_held(loss, CPU)
+    loss.backward()  # frees the saved tensors: the graph keeps only its leaves (the parameters) and their gradients
+    after = storages_held(loss, CPU)
+    params = (256 * 256 + 256) * 4
+    assert sorted(after.values()) == sorted([4, 256 * 256 * 4, 256 * 4, 256 * 256 * 4, 256 * 4])
+    assert sum(after.values()) == 4 + 2 * params
 
 
 def test_a_list_of_losses_is_named_as_the_holder_of_their_graphs() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 1))
     losses = [model(torch.randn(256, 128)).mean() for _ in range(3)]  # no backward, no no_grad: three graphs
     rows = {h.name: h for h in find_holders({"model": model, "losses": losses}, CPU)}
-    saved_per_graph = 256 * 512 * 4  # at least the ReLU output of each forward
-    assert rows["losses"].unique >= 3 * saved_per_graph
-    assert rows["model"].unique == sum(p.numel() * 4 for p in model.parameters())  # parameters claimed by the model
+    # each graph saves its input (addmm's mat1) and the ReLU output (also the second addmm's mat1)
+    saved_per_graph = 256 * 128 * 4 + 256 * 512 * 4
+    params = sum(p.numel() * 4 for p in model.parameters())
+    assert rows["losses"].unique == 3 * (saved_per_graph + 4)  # + the three scalar losses
+    # the graphs keep the parameters alive too: deleting `model` would free nothing
+    assert rows["model"].unique == 0 and rows["model"].nbytes == params
+    assert rows["losses"].nbytes == 3 * (saved_per_graph + 4) + params
 
 
 def test_no_grad_results_and_leaves_hold_only_themselves() -> None:
@@ -42,3 +50,45 @@ def test_no_grad_results_and_leaves_hold_only_themselves() -> None:
         out = lin(torch.randn(8, 64))
     assert storages_held(out, CPU) == {_key(out): 8 * 64 * 4}
     assert set(storages_held(lin.weight, CPU)) == {_key(lin.weight)}
+
+
+def test_module_parameters_do_not_include_their_gradients() -> None:
+    lin = torch.nn.Linear(1024, 1024)
+    lin(torch.randn(8, 1024)).sum().backward()
+    rows = {h.name: h for h in find_holders({"lin": lin}, CPU)}
+    p = (1024 * 1024 + 1024) * 4
+    assert rows["lin"].detail == f"parameters {format_bytes(p)} · gradients {format_bytes(p)}"
+    assert rows["lin"].nbytes == 2 * p
+
+
+def test_not_shared_is_what_deleting_the_name_frees() -> None:
+    x = torch.randn(2**20, requires_grad=True)
+    z = x**2  # z's graph saves x
+    found = find_holders({"x": x, "z": z}, CPU)
+    rows = {h.name: h for h in found}
+    n = 2**20 * 4
+    assert rows["z"].unique == n  # `del z` frees z's own storage; x stays (its name)
+    assert rows["x"].unique == 0  # `del x` frees nothing: z's graph keeps x
+    assert rows["z"].nbytes == 2 * n and rows["x"].nbytes == n
+    assert found.total == 2 * n  # both together, each storage once
+
+
+def test_a_leaf_kept_only_by_a_graph_is_credited_to_that_graph() -> None:
+    w = torch.randn(2**18, requires_grad=True)
+    y = (w * 2).sum()  # mul saves only the number 2 (a float64 scalar): only AccumulateGrad keeps w
+    del w
+    rows = find_holders({"y": y}, CPU)
+    n = 4 + 8 + 2**18 * 4  # y, the saved scalar, w
+    assert [(h.name, h.nbytes, h.unique) for h in rows] == [("y", n, n)]
+    assert rows.total == n
+
+
+def test_names_ipython_hides_still_keep_memory_alive() -> None:
+    t = torch.ones(1000)
+    rows = {h.name: h for h in find_holders({"t": t, "_3": t}, CPU, skip={"_3"})}
+    assert list(rows) == ["t"] and rows["t"].nbytes == 4000 and rows["t"].unique == 0
+
+
+def test_a_bare_storage_is_held() -> None:
+    s = torch.UntypedStorage(1234)
+    assert sum(storages_held({"s": s}, CPU).values()) == 1234

@@ -162,7 +162,7 @@ def test_graph_walk_shared_seen_set_survives_wrapper_reuse():
 
     w = torch.randn(64, 64, requires_grad=True)
     losses = [torch.tanh(torch.tanh(torch.randn(8, 64) @ w) @ w).sum() for _ in range(40)]
-    seen: set = set()
+    seen: dict = {}
     found = [list(graph_tensors(loss.grad_fn, seen, grads=False)) for loss in losses]
     # every graph saves its own tanh outputs and inputs: none is skipped
     assert all(len(f) >= 3 for f in found), [len(f) for f in found]

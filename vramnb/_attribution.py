@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
+from ._graph import graph_tensors
+from ._storages import _live_tensors, storage_key, storage_of, storages_of_tensor
 from ._timeline import Timeline
-from ._tracker import _live_tensors, graph_tensors, storage_key, storage_of, storages_of_tensor
 
 __all__ = ["key_fn", "keys_of", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
 
@@ -59,7 +60,7 @@ def keys_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor]
         k = key(t)
         if k is not None:
             out.add(k)
-        elif t.layout != torch.strided or type(t) not in (torch.Tensor, torch.nn.Parameter):
+        elif isinstance(t, torch.Tensor) and (t.layout != torch.strided or type(t) not in (torch.Tensor, torch.nn.Parameter)):
             for _, st in storages_of_tensor(t):
                 view = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
                 kv = key(view)
@@ -85,7 +86,7 @@ def tensor_keys(device: torch.device) -> set[int]:
 def saved_in_live_graphs(key: Callable[[torch.Tensor], int | None]) -> set[int]:
     """Keys of the tensors saved for backward by every live autograd graph
     (graphs of tensors made before recording began)."""
-    seen: set[int] = set()
+    seen: dict[int, Any] = {}
     out: set[int] = set()
     for t in _live_tensors():
         try:
@@ -95,7 +96,7 @@ def saved_in_live_graphs(key: Callable[[torch.Tensor], int | None]) -> set[int]:
         if fn is None:
             continue
         for s in graph_tensors(fn, seen, grads=False):
-            if s.grad_fn is None and s.is_leaf and s.requires_grad:
+            if isinstance(s, torch.Tensor) and s.grad_fn is None and s.is_leaf and s.requires_grad:
                 continue  # a parameter or input the graph saved: claimed by its owner
             k = key(s)
             if k is not None:

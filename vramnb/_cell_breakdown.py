@@ -4,9 +4,12 @@ While the cell runs, every allocation is recorded (the CPU tracker, or the
 CUDA allocator's trace) and the tensors autograd saves are noted. Afterwards
 each allocation is claimed, in this order, by: the parameters, buffers and
 gradients of each ``nn.Module`` variable, the state of each
-``torch.optim.Optimizer`` variable, activations saved for backward, and the
-other tensor variables; the rest is workspace (CUDA, backing no tensor),
-temporaries (allocated in the cell) or other (there before). The counting
+``torch.optim.Optimizer`` variable, the other tensor variables, activations
+saved for backward, and what any other variable retains (a dict, a list, an
+object's attributes: labelled ``"<type> <name>"``); the rest is workspace
+(CUDA, backing no tensor), temporaries (allocated in the cell and held by no
+variable) or other (there before). On CPU the cell sees every thread's
+allocations, as the CUDA allocator's counters do. The counting
 rules are those of :func:`vramnb.profile_step`.
 """
 
@@ -19,15 +22,17 @@ from typing import Any
 import torch
 
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
+from ._graph import MAX_DEPTH, held_tensors, is_tooling
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
 
 __all__ = ["CellAttribution"]
 
 
-def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[str, torch.optim.Optimizer], dict[str, torch.Tensor]]:
-    mods, opts, tens = {}, {}, {}
+def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[str, torch.optim.Optimizer],
+                                             dict[str, torch.Tensor], dict[str, Any]]:
+    mods, opts, tens, rest = {}, {}, {}, {}
     for name, obj in list(ns.items()):
-        if name.startswith("_"):
+        if name.startswith("_") or obj is ns:
             continue
         try:
             if isinstance(obj, torch.nn.Module):
@@ -36,9 +41,11 @@ def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[st
                 opts[name] = obj
             elif isinstance(obj, torch.Tensor):
                 tens[name] = obj
+            elif not is_tooling(obj):
+                rest[name] = obj
         except Exception:
             continue
-    return mods, opts, tens
+    return mods, opts, tens, rest
 
 
 class CellAttribution:
@@ -54,7 +61,7 @@ class CellAttribution:
         self.recorder: Any = None
 
     def _claims_now(self, graphs: bool = False) -> list[tuple[str, set[int]]]:
-        mods, opts, tens = _objects(self.ns)
+        mods, opts, tens, rest = _objects(self.ns)
         key = self.key
         out: list[tuple[str, set[int]]] = []
         for name, m in mods.items():
@@ -75,6 +82,13 @@ class CellAttribution:
             out.append(("activations", saved_in_live_graphs(key)))
         for name, t in tens.items():
             out.append((f"tensor {name}", keys_of([t], key)))
+        for name, obj in rest.items():  # dicts, lists, objects' attributes: memory they retain is theirs
+            try:
+                held = keys_of(held_tensors(obj, MAX_DEPTH, {}), key)
+            except Exception:
+                continue
+            if held:
+                out.append((f"{type(obj).__name__} {name}", held))
         return out
 
     @contextlib.contextmanager
@@ -88,7 +102,8 @@ class CellAttribution:
             saved = SavedTensors(self.key, None)
         else:
             self.recorder = CpuRecorder(tracker)
-            stack.enter_context(tracker.listening(self.recorder))
+            # a cell counts the whole process, as the CUDA allocator does: every thread's changes
+            stack.enter_context(tracker.listening(self.recorder, all_threads=True))
             saved = SavedTensors(self.key, self.recorder.interval_of)
         self.recorder.mark("start")
         try:
@@ -111,10 +126,13 @@ class CellAttribution:
             merged.setdefault(name, []).append((end, ks))
         # modules and optimizers, then named tensors (an input saved for backward is
         # still the variable's), then activations of earlier graphs and of this cell
-        claims: list[tuple[str, Any]] = [(n, p) for n, p in merged.items() if n != "activations" and not n.startswith("tensor ")]
+        owners = ("parameters of ", "buffers of ", "gradients of ", "state of ")
+        claims: list[tuple[str, Any]] = [(n, p) for n, p in merged.items() if n.startswith(owners)]
         claims += [(n, p) for n, p in merged.items() if n.startswith("tensor ")]
         claims.append(("activations", merged.get("activations", [])))
         claims.append(("activations", saved.claim(tl, after_forward="end", window_end="end")))
+        # what other names retain (a dict, a list, an object's attributes) is theirs, not temporaries
+        claims += [(n, p) for n, p in merged.items() if not n.startswith(owners + ("tensor ", "activations"))]
         labels = label_intervals(tl, claims, cuda=self.cuda,
                                  tensor_keys_start=keys_start, tensor_keys_end=keys_end)
         totals = tl.totals()

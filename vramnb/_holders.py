@@ -4,38 +4,30 @@ Walks a namespace (a notebook's ``user_ns``) and finds the tensor storages each
 name keeps alive on one device: tensors (and their ``.grad``), modules
 (parameters, buffers, gradients), optimizers (state and the parameters they
 hold), dicts, sequences and sets, and the ``__dict__`` of plain objects, a
-few levels deep. A storage shared by several names (a view, tied weights, a
-model also held by an optimizer) is counted once in the total, and shown as
-shared on the later holders. Nothing here can fail because of a strange user
+few levels deep, and the autograd graphs of results that require grad (never
+running saved-tensor hooks: see :mod:`vramnb._graph`). A storage shared by
+several names (a view, tied weights, a model also held by an optimizer, a leaf
+also kept by a graph) is counted once in the total and is "not shared" for
+none of them: "not shared" is what deleting that name alone frees. Nothing here can fail because of a strange user
 object: whatever raises while being inspected is skipped.
 """
 
 from __future__ import annotations
 
-import types
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from ._graph import MAX_DEPTH, held_tensors
 from ._render import Rendered, Table
-from ._tracker import graph_tensors, storages_of_tensor
+from ._storages import storages_of_tensor
 from ._units import format_bytes
 
 __all__ = ["Holder", "HoldersReport", "storages_held", "find_holders"]
 
-_MAX_DEPTH = 4
-_SKIP_TYPES = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type, str, bytes,
-               bytearray, int, float, complex, bool, types.FrameType, types.CodeType)
-_TOOLING = ("IPython.", "ipykernel.", "vramnb.", "traitlets.", "jupyter_client.", "zmq.", "tornado.", "asyncio.")
-
-
-def _is_tooling(obj: Any) -> bool:
-    """Objects of the notebook machinery itself (the shell, kernels, vramnb):
-    never followed, since they reach the whole namespace."""
-    mod = getattr(type(obj), "__module__", "") or ""
-    return mod.startswith(_TOOLING) or mod in ("IPython", "vramnb", "ipykernel")
+_MAX_DEPTH = MAX_DEPTH
 
 
 def _on_device(st: torch.UntypedStorage, device: torch.device) -> bool:
@@ -46,63 +38,34 @@ def _on_device(st: torch.UntypedStorage, device: torch.device) -> bool:
 def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH) -> dict[int, int]:
     """``{storage key: bytes}`` of the storages on ``device`` that ``obj`` keeps alive.
 
-    Follows tensors (a leaf tensor's ``.grad``, the tensors saved for backward
-    in the autograd graph of a result that requires grad, the parts of sparse
-    tensors and of wrapper subclasses), ``nn.Module`` parameters, buffers and gradients,
-    ``torch.optim.Optimizer`` state and parameters, dicts, lists, tuples and
-    sets, and the ``__dict__`` of plain objects, up to ``depth`` levels of
-    nesting. Fake and meta tensors hold no device memory and are skipped.
+    Follows tensors (a leaf tensor's ``.grad``; for a result that requires
+    grad, its autograd graph: the tensors saved for backward, read without
+    running saved-tensor hooks, what those hooks packed, and the leaves it
+    accumulates into with their gradients), bare storages, the parts of sparse
+    tensors and of wrapper subclasses, ``nn.Module`` parameters, buffers and
+    gradients, ``torch.optim.Optimizer`` state and parameters, dicts, lists,
+    tuples and sets, and the ``__dict__`` of plain objects, up to ``depth``
+    levels of nesting (see :func:`vramnb._graph.held_tensors`). Fake and meta
+    tensors hold no device memory and are skipped.
     """
     out: dict[int, int] = {}
-    for t in _tensors(obj, depth, set()):
+    for t in held_tensors(obj, depth, {}):
         for key, st in storages_of_tensor(t):
             if _on_device(st, device):
                 out[key] = st.nbytes()
     return out
 
 
-def _tensors(obj: Any, depth: int, seen: set[int]) -> Iterator[torch.Tensor]:
-    try:
-        if obj is None or id(obj) in seen or isinstance(obj, _SKIP_TYPES):
-            return
-        seen.add(id(obj))
-        if isinstance(obj, torch.Tensor):
-            yield obj
-            g = obj.grad if obj.is_leaf else None
-            if g is not None:
-                yield g
-            if obj.grad_fn is not None:  # a result that requires grad keeps its graph's saved tensors alive
-                yield from graph_tensors(obj.grad_fn, seen, grads=False)
-            return
-        if isinstance(obj, torch.nn.Module):
-            for p in obj.parameters():
-                yield from _tensors(p, 0, seen)
-            yield from obj.buffers()
-            return
-        if isinstance(obj, torch.optim.Optimizer):
-            for group in obj.param_groups:
-                for p in group["params"]:
-                    yield from _tensors(p, 0, seen)
-            for state in obj.state.values():
-                for v in state.values():
-                    if isinstance(v, torch.Tensor):
-                        yield v
-            return
-        if depth <= 0 or _is_tooling(obj):
-            return
-        if isinstance(obj, dict):  # not every Mapping: a shelf would load itself from disk
-            items: Iterable[Any] = list(obj.values())
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            items = list(obj)
-        else:
-            d = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
-            if not isinstance(d, dict):
-                return
-            items = list(d.values())
-    except Exception:  # a user object that raises when inspected holds nothing we can see
-        return
-    for item in items:
-        yield from _tensors(item, depth - 1, seen)
+def _own(tensors: Iterable[Any], device: torch.device) -> dict[int, int]:
+    """The storages of exactly these tensors (not their gradients or graphs)."""
+    out: dict[int, int] = {}
+    for t in tensors:
+        if t is None:
+            continue
+        for key, st in storages_of_tensor(t):
+            if _on_device(st, device):
+                out[key] = st.nbytes()
+    return out
 
 
 def _kind(obj: Any) -> str:
@@ -124,9 +87,9 @@ def _detail(obj: Any, device: torch.device) -> str:
             return f"{tuple(obj.shape)} {str(obj.dtype).replace('torch.', '')}{layout}"
         if isinstance(obj, torch.nn.Module):
             params = list(obj.parameters())
-            ps = storages_held(params, device, 1)
-            grads = storages_held([p.grad for p in params if p.grad is not None], device, 1)
-            bufs = storages_held(list(obj.buffers()), device, 1)
+            ps = _own(params, device)  # the parameters alone: their gradients are the next part
+            grads = _own((p.grad for p in params), device)
+            bufs = _own(obj.buffers(), device)
             parts = [f"parameters {format_bytes(sum(ps.values()))}"]
             if grads:
                 parts.append(f"gradients {format_bytes(sum(grads.values()))}")
@@ -135,7 +98,7 @@ def _detail(obj: Any, device: torch.device) -> str:
             return " · ".join(parts)
         if isinstance(obj, torch.optim.Optimizer):
             state = [v for s in obj.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
-            return f"state {format_bytes(sum(storages_held(state, device, 1).values()))}"
+            return f"state {format_bytes(sum(_own(state, device).values()))}"
     except Exception:
         return ""
     return ""
@@ -149,7 +112,8 @@ class Holder:
         name: the variable (or ``(Out)``, ``(_ __ ___)``, ``(last exception)``).
         kind: ``Tensor``, ``Module``, ``Optimizer``, ``list``...
         nbytes: bytes of all storages it keeps alive.
-        unique: bytes no holder listed before it also keeps alive.
+        unique: bytes that deleting this name alone would free (kept alive by
+            no other name or hidden holder).
         detail: shape and dtype, or the parameter/gradient/state split.
         hidden: True for holders the user does not see (output history,
             the last exception's traceback).
@@ -221,6 +185,13 @@ class HoldersReport(Rendered):
         return [vars(h).copy() for h in self.holders]
 
 
+class HolderRows(list):  # type: ignore[type-arg]
+    """The :class:`Holder` rows of :func:`find_holders`, with ``total``: the
+    bytes all of them keep alive together, each storage counted once."""
+
+    total: int = 0
+
+
 def find_holders(
     namespace: Mapping[str, Any],
     device: torch.device,
@@ -228,7 +199,7 @@ def find_holders(
     hidden: Mapping[str, tuple[str, Any]] | None = None,
     skip: Iterable[str] = (),
     limit: int | None = None,
-) -> list[Holder]:
+) -> HolderRows:
     """Rank the names in ``namespace`` (and the out-of-sight ``hidden`` holders)
     by the device memory they keep alive.
 
@@ -237,33 +208,48 @@ def find_holders(
         device: the device whose storages count.
         hidden: out-of-sight holders, name → (kind shown, object), e.g.
             ``{"Out": ("output history", [...])}``.
-        skip: names in ``namespace`` to ignore (IPython's own variables).
+        skip: names in ``namespace`` not to list (IPython's own variables);
+            what they keep alive still counts as kept by another name.
         limit: keep only the largest ``limit`` rows.
 
     Returns:
-        :class:`Holder` rows, largest first. A storage is *unique* to the first
-        holder that claims it: visible names first, modules before optimizers
-        (so an optimizer's own share is its state) before the rest, larger first.
+        :class:`Holder` rows, largest first (a :class:`HolderRows` whose
+        ``total`` is the bytes of all listed rows together). A row's
+        ``unique`` ("not shared") is what deleting that name alone frees: the
+        storages it keeps alive that no other name, listed or skipped, and no
+        hidden holder keeps alive (storages reachable from it and from no
+        other root; a leaf only another variable's graph keeps is that
+        variable's).
     """
     skip = set(skip)
     found: list[tuple[str, str, Any, dict[int, int], bool]] = []
+    others: list[dict[int, int]] = []  # what the skipped names keep: never listed, but they keep memory alive
     for name, obj in list(namespace.items()):
-        if name in skip or obj is namespace:
+        if obj is namespace:
             continue
         held = storages_held(obj, device)
-        if held:
+        if not held:
+            continue
+        if name in skip:
+            others.append(held)
+        else:
             found.append((name, _kind(obj), obj, held, False))
     for name, (kind, obj) in (hidden or {}).items():
         held = storages_held(obj, device)
         if held:
             found.append((f"({name})", kind, obj, held, True))
-    rank = {"Module": 0, "Optimizer": 1}
-    found.sort(key=lambda r: (r[4], rank.get(r[1], 2), -sum(r[3].values())))
-    claimed: set[int] = set()
-    rows = []
+    holders_of: dict[int, int] = {}  # storage key -> how many roots keep it
+    for held in [r[3] for r in found] + others:
+        for k in held:
+            holders_of[k] = holders_of.get(k, 0) + 1
+    rows = HolderRows()
+    union: dict[int, int] = {}
     for name, kind, obj, held, is_hidden in found:
-        unique = sum(n for k, n in held.items() if k not in claimed)
-        claimed.update(held)
+        unique = sum(n for k, n in held.items() if holders_of[k] == 1)
+        union.update(held)
         rows.append(Holder(name, kind, sum(held.values()), unique, "" if is_hidden else _detail(obj, device), is_hidden))
     rows.sort(key=lambda h: -h.nbytes)
-    return rows[:limit] if limit else rows
+    rows.total = sum(union.values())
+    if limit:
+        del rows[limit:]
+    return rows

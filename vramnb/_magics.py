@@ -404,7 +404,7 @@ class VramMagics(Magics):
         return HoldersReport(
             device=str(dev),
             holders=rows,
-            total=sum(h.unique for h in rows),
+            total=rows.total,
             allocated=sample.allocated,
             reserved=sample.reserved,
             total_memory=sample.total,

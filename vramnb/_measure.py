@@ -128,7 +128,12 @@ def vram(
         ValueError: bad ``device`` or ``budget``.
 
     On CPU the block runs under the storage tracker's dispatch mode (about
-    10 µs per ATen operator; see ``benchmarks/README.md``).
+    10 µs per ATen operator; see ``benchmarks/README.md``), and the process's
+    storages are scanned at its start and end, so that what other threads and
+    allocations outside the dispatcher (``torch.frombuffer``, storage
+    constructors) leave alive counts too, as on CUDA, whose allocator is
+    process-wide. (Those made *and freed* inside the block by another thread
+    are not in its CPU peak.)
     """
     __tracebackhide__ = True
     dev = resolve_device(device)
@@ -153,6 +158,10 @@ def vram(
     if breakdown is not None:
         attribution = CellAttribution(breakdown, dev)
         track.enter_context(attribution.recording(probe.tracker if isinstance(probe, CpuProbe) else None))
+    if isinstance(probe, CpuProbe):
+        # storages no dispatch mode saw (other threads, torch.frombuffer, storage
+        # constructors): found by a scan before the block's end is read
+        track.callback(_scan_quietly, probe.tracker)
     t0 = time.perf_counter()
     try:
         with _reset_watch() as resets, track:
@@ -176,6 +185,13 @@ def vram(
         if warn:
             for w in m.report.warnings:
                 warnings.warn(f"vramnb: {w}", ResourceWarning, stacklevel=3)
+
+
+def _scan_quietly(tracker: Any) -> None:
+    try:
+        tracker.scan()
+    except Exception:  # a scan must never replace the user's result or error
+        pass
 
 
 def _dynamo_frames() -> int:

@@ -9,9 +9,12 @@ callback runs when the storage is freed. Storages are found two ways:
   the outputs of every ATen operator (forward and backward, since autograd
   propagates the mode) and registers their storages, noting resizes;
 * :meth:`StorageTracker.scan` walks the garbage collector's objects for
-  tensors made before tracking began, the ``.grad`` of leaf tensors, and the
-  tensors autograd saved for backward in live graphs, so that frees of
-  memory that existed before a cell are seen too.
+  tensors and bare storages, the ``.grad`` of leaf tensors, and what live
+  autograd graphs keep (never unpacking saved tensors: :mod:`vramnb._graph`).
+  It finds what no dispatch mode saw: storages made before tracking began,
+  in other threads (dispatch modes are thread-local), or outside the
+  dispatcher (``torch.frombuffer``, ``torch.from_numpy``, ``UntypedStorage(n)``,
+  typed storages, deserialisation); a measurement scans at its start and end.
 
 A storage shared by views, tied weights or a gradient aliasing another tensor
 is counted once (keyed by its ``StorageImpl``). The same weakref technique is
@@ -21,8 +24,6 @@ used by ``torch.distributed._tools.mem_tracker.MemTracker``.
 from __future__ import annotations
 
 import contextlib
-import gc
-import itertools
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -31,55 +32,10 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ._graph import graph_tensors
+from ._storages import _PLAIN, _live_tensors, _live_tensors_and_storages, storage_key, storage_of, storages_of_tensor
+
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
-
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
-def storage_of(t: torch.Tensor) -> torch.UntypedStorage | None:
-    """The ``UntypedStorage`` behind a strided tensor, or ``None`` for tensors
-    that have none of their own (sparse, nested, wrapper subclasses)."""
-    try:
-        with torch._C.DisableTorchFunctionSubclass():
-            st = t.untyped_storage()
-    except Exception:
-        return None
-    return st if isinstance(st, torch.UntypedStorage) else None
-
-
-def storages_of_tensor(t: torch.Tensor, _depth: int = 0) -> list[tuple[int, torch.UntypedStorage]]:
-    """``(key, storage)`` of every storage that holds ``t``'s data: its own, or
-    for a sparse tensor its indices and values, for a wrapper subclass
-    (``__tensor_flatten__``) those of its inner tensors. Meta and fake tensors
-    have meta storages, which callers filter out by device."""
-    try:
-        if type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__") and _depth < 4:
-            names, _ = t.__tensor_flatten__()
-            out = []
-            for n in names:
-                inner = getattr(t, n)
-                if isinstance(inner, torch.Tensor):
-                    out += storages_of_tensor(inner, _depth + 1)
-            return out
-        layout = t.layout
-        if layout == torch.sparse_coo:
-            return storages_of_tensor(t._indices(), _depth + 1) + storages_of_tensor(t._values(), _depth + 1)
-        if layout in (torch.sparse_csr, torch.sparse_bsr):
-            parts = (t.crow_indices(), t.col_indices(), t.values())
-            return [kv for p in parts for kv in storages_of_tensor(p, _depth + 1)]
-        if layout in (torch.sparse_csc, torch.sparse_bsc):
-            parts = (t.ccol_indices(), t.row_indices(), t.values())
-            return [kv for p in parts for kv in storages_of_tensor(p, _depth + 1)]
-    except Exception:
-        return []
-    st = storage_of(t)
-    return [] if st is None else [(storage_key(st), st)]
-
-
-def storage_key(st: torch.UntypedStorage) -> int:
-    """An identity for a live storage: the address of its ``StorageImpl``."""
-    return st._cdata
-
 
 class _Mode(TorchDispatchMode):
     def __init__(self, tracker: StorageTracker) -> None:
@@ -114,49 +70,81 @@ class StorageTracker:
 
     Attributes:
         device_type: ``"cpu"`` (or any ``torch.device.type``) whose storages count.
-        current: bytes in live storages registered so far (int).
+        current: bytes in live storages registered so far (int), process-wide.
         peak: the highest ``current`` since :meth:`reset_peak` (int).
 
     The tracker never holds a strong reference to a tensor or storage.
+
+    **Threads.** ``current`` and ``peak`` count the whole process, as the CUDA
+    allocator's counters do: a ``%%vram`` cell sees what other threads
+    allocate (found by :meth:`scan`, since PyTorch's dispatch modes are
+    thread-local and see only the thread that entered them). A *listener*
+    (:meth:`listening`, which records a step's timeline) sees only its own
+    thread by default: the storages that thread's operators made while it
+    was tracking, and the frees and resizes of the other storages (there
+    before, or left by a thread's earlier block) done by that thread or by
+    a thread that is not tracking: a step recorded while another thread runs
+    a measured cell counts only its own memory. Two recordings (listeners)
+    in two threads at once are refused with a clear error (see
+    :meth:`listening`).
     """
 
     def __init__(self, device_type: str = "cpu") -> None:
         self.device_type = device_type
         self.current = 0
         self.peak = 0
-        self._entries: dict[int, tuple[weakref.ref[Any], int]] = {}
+        # key -> (weak ref to the storage, bytes, thread that made it while tracking, or None)
+        self._entries: dict[int, tuple[weakref.ref[Any], int, int | None]] = {}
         self._lock = threading.RLock()
-        self._listeners: list[Callable[[int, int, int], None]] = []
+        # (listener, the thread whose changes it gets or None for all, its thread, that thread's name)
+        self._listeners: list[tuple[Callable[[int, int, int], None], int | None, int, str]] = []
+        self._tracking: dict[int, int] = {}  # thread ident -> nesting depth of tracking() and owning()
         self.resets = 0  # times reset_peak was called (lets a measurement notice a reset)
 
     # -- registration -------------------------------------------------------
-    def add_tensor(self, t: torch.Tensor) -> None:
-        """Register the storage(s) of ``t`` that live on this tracker's device type."""
+    def add_tensor(self, t: Any, owner: Any = "auto") -> None:
+        """Register the storage(s) of ``t`` (a tensor, or a bare storage) that
+        live on this tracker's device type."""
         if type(t) in _PLAIN and t.layout == torch.strided:  # the fast path: almost every tensor
             st = storage_of(t)
             if st is not None:
-                self.add_storage(st)
+                self.add_storage(st, owner)
             return
         for _, st in storages_of_tensor(t):
-            self.add_storage(st)
+            self.add_storage(st, owner)
 
-    def add_storage(self, st: torch.UntypedStorage) -> None:
-        """Register a storage (idempotent; a resized storage updates its size)."""
+    def add_storage(self, st: torch.UntypedStorage, owner: Any = "auto") -> None:
+        """Register a storage (idempotent; a resized storage updates its size).
+
+        ``owner``: the thread ident it is attributed to; by default the
+        calling thread if it is inside :meth:`tracking`, :meth:`owning` or
+        :meth:`listening` (what a recording thread registers is its own),
+        else ``None``."""
         if st.device.type != self.device_type:
             return
         key = storage_key(st)
         nbytes = st.nbytes()
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None and entry[0]() is st:
-                if entry[1] == nbytes:
+            if entry is not None:
+                if entry[0]() is not None:  # alive: the same StorageImpl (two live ones never share an
+                    # address), maybe through another Python wrapper (fake tensors make new ones)
+                    if entry[1] != nbytes:
+                        self._entries[key] = (entry[0], nbytes, entry[2])
+                        self._change(key, entry[1], nbytes, entry[2])
                     return
-                self._entries[key] = (entry[0], nbytes)
-                self._change(key, entry[1], nbytes)
-                return
+                # the storage registered under this address was freed and the address reused
+                # before its weakref callback ran: record that free first (the late
+                # callback is then ignored)
+                del self._entries[key]
+                self._change(key, entry[1], 0, entry[2])
+            if owner == "auto":
+                me = threading.get_ident()
+                mine = self._tracking.get(me) or any(ident == me for _, _, ident, _ in self._listeners)
+                owner = me if mine else None
             ref = weakref.ref(st, self._make_callback(key))
-            self._entries[key] = (ref, nbytes)
-            self._change(key, 0, nbytes)
+            self._entries[key] = (ref, nbytes, owner)
+            self._change(key, 0, nbytes, owner)
 
     def _make_callback(self, key: int) -> Callable[[weakref.ref[Any]], None]:
         def freed(ref: weakref.ref[Any]) -> None:
@@ -164,16 +152,23 @@ class StorageTracker:
                 entry = self._entries.get(key)
                 if entry is not None and entry[0] is ref:
                     del self._entries[key]
-                    self._change(key, entry[1], 0)
+                    self._change(key, entry[1], 0, entry[2])
 
         return freed
 
-    def _change(self, key: int, old: int, new: int) -> None:
+    def _change(self, key: int, old: int, new: int, owner: int | None) -> None:
         self.current += new - old
         if self.current > self.peak:
             self.peak = self.current
-        for listener in self._listeners:
-            listener(key, old, new)
+        if not self._listeners:
+            return
+        me = threading.get_ident()
+        other_tracking = bool(self._tracking.get(me))
+        for listener, thread, _, _ in self._listeners:
+            # a thread's listener: its own storages; and frees and resizes of storages no
+            # tracking thread owns, done by itself or by a thread that is not tracking
+            if thread is None or owner == thread or (owner is None and old and (me == thread or not other_tracking)):
+                listener(key, old, new)
 
     # -- queries ------------------------------------------------------------
     def reset_peak(self) -> None:
@@ -187,49 +182,119 @@ class StorageTracker:
         entry = self._entries.get(key)
         return entry[1] if entry is not None else 0
 
-    def live(self) -> dict[int, int]:
-        """A copy of ``{storage key: bytes}`` for the live registered storages."""
+    def live(self, thread: Any = "auto") -> dict[int, int]:
+        """A copy of ``{storage key: bytes}`` for the live registered storages
+        a listener of ``thread`` (default: the calling thread; ``None``: all)
+        starts from: all but those another thread is making while it tracks."""
         with self._lock:
-            return {k: n for k, (_, n) in self._entries.items()}
+            if thread == "auto":
+                thread = threading.get_ident()
+            return {k: n for k, (_, n, owner) in self._entries.items()
+                    if thread is None or owner is None or owner == thread}
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @contextlib.contextmanager
-    def listening(self, listener: Callable[[int, int, int], None]) -> Iterator[None]:
+    def listening(self, listener: Callable[[int, int, int], None], *, all_threads: bool = False) -> Iterator[None]:
         """Call ``listener(storage_key, old_bytes, new_bytes)`` on every change while
         active: ``old == 0`` for a new storage, ``new == 0`` for a freed one,
-        both non-zero for a resize."""
-        self._listeners.append(listener)
+        both non-zero for a resize. By default only the calling thread's
+        changes (see the class docstring); ``all_threads`` for every change.
+
+        Raises:
+            VramnbError: another thread is listening (recording a step or a
+                ``--breakdown`` cell). Recordings are refused, not queued: a
+                wait could deadlock threads that wait on each other, and two
+                at once would count each other's memory (the storage scan
+                and torch's module hooks are process-wide)."""
+        me = threading.get_ident()
+        with self._lock:
+            busy = [name for _, _, ident, name in self._listeners if ident != me]
+            if busy:
+                from ._errors import VramnbError
+
+                raise VramnbError(
+                    f"thread {busy[0]!r} is already recording (a profile_step, compare, panel run or a "
+                    f"%%vram --breakdown cell) on the {self.device_type} tracker; vramnb records one at a "
+                    "time per process, since two recordings would count each other's memory: run them "
+                    "one after another (e.g. behind a threading.Lock)"
+                )
+            item = (listener, None if all_threads else me, me, threading.current_thread().name)
+            self._listeners.append(item)
         try:
             yield
         finally:
-            self._listeners.remove(listener)
+            with self._lock:
+                self._listeners.remove(item)
+                if not self._tracking.get(me) and not any(ident == me for _, _, ident, _ in self._listeners):
+                    self._release(me)
 
     # -- discovery ----------------------------------------------------------
     @contextlib.contextmanager
     def tracking(self) -> Iterator[StorageTracker]:
-        """Register the outputs of every ATen operator run inside the block.
+        """Register the outputs of every ATen operator run inside the block, in
+        this thread (dispatch modes are thread-local), and the storages that
+        ``UntypedStorage.resize_`` changes (in any thread).
 
-        If the block leaves a dispatch mode of its own on the stack, only the
-        tracker's mode is removed; the user's stays where it was."""
+        Blocks may nest and overlap, also across threads and trackers: the
+        ``resize_`` patch is reference-counted and the original goes back when
+        the last block ends, whatever the order they end in. If the block
+        leaves a dispatch mode of its own on the stack, only the tracker's
+        mode is removed; the user's stays where it was. When the thread's
+        outermost block ends, the storages it made become ordinary ones
+        (owned by no thread)."""
+        me = threading.get_ident()
         mode = _Mode(self)
-        mode.__enter__()
-        original = torch.UntypedStorage.resize_
-
-        def resize_(st: torch.UntypedStorage, size: int) -> Any:
-            # storage.resize_ (FSDP frees and re-allocates its unsharded parameters
-            # this way) changes memory without an ATen operator the mode would see
-            out = original(st, size)
-            self.add_storage(st)
-            return out
-
-        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
+        with self._lock:
+            self._tracking[me] = self._tracking.get(me, 0) + 1
+        _patch_acquire(self)
+        try:
+            mode.__enter__()
+        except BaseException:
+            _patch_release(self)
+            self._untrack(me)
+            raise
         try:
             yield self
         finally:
-            torch.UntypedStorage.resize_ = original  # type: ignore[method-assign]
-            _exit_mode(mode)
+            try:
+                _exit_mode(mode)
+            finally:
+                _patch_release(self)
+                self._untrack(me)
+
+    @contextlib.contextmanager
+    def owning(self) -> Iterator[None]:
+        """Attribute to the calling thread, for the whole block, what it frees
+        and what its :meth:`tracking` blocks make (they stay its own until the
+        block ends), without tracking operators. A measurement that runs
+        several tracked steps with untracked work between them (a snapshot,
+        a restore) wraps all of it, so that a listener in another thread
+        never sees that work."""
+        me = threading.get_ident()
+        with self._lock:
+            self._tracking[me] = self._tracking.get(me, 0) + 1
+        try:
+            yield
+        finally:
+            self._untrack(me)
+
+    def _untrack(self, me: int) -> None:
+        with self._lock:
+            depth = self._tracking.get(me, 0) - 1
+            if depth > 0:
+                self._tracking[me] = depth
+                return
+            self._tracking.pop(me, None)
+            if not any(ident == me for _, _, ident, _ in self._listeners):
+                self._release(me)
+
+    def _release(self, me: int) -> None:
+        """The thread's storages become ordinary ones (owned by no thread)."""
+        for key, (ref, n, owner) in list(self._entries.items()):
+            if owner == me:
+                self._entries[key] = (ref, n, None)
 
     def warm_up(self) -> None:
         """Enter and leave the dispatch mode once: the first time any
@@ -242,60 +307,47 @@ class StorageTracker:
             _WARM = True
 
     def scan(self) -> int:
-        """Register storages of tensors that exist now: every tensor object the
-        garbage collector knows, the ``.grad`` of leaf tensors, and the tensors
-        saved for backward in live autograd graphs. Returns the number of
-        storages newly registered."""
+        """Register storages that exist now: those of every tensor and bare
+        storage (``UntypedStorage``, ``TypedStorage``) the garbage collector
+        knows, the ``.grad`` of leaf tensors, and what live autograd graphs keep
+        (saved tensors, never unpacked: see :mod:`vramnb._graph`). This finds
+        storages no dispatch mode saw: made in other threads, by
+        ``torch.frombuffer``/``from_numpy``, by storage constructors, or before
+        tracking began. Returns the number of storages newly registered."""
         before = len(self._entries)
-        seen_nodes: set[Any] = set()  # autograd nodes (kept alive while scanning)
-        tensors = _live_tensors()
-        for t in tensors:
-            self.add_tensor(t)
+        seen: dict[int, Any] = {}  # objects walked (kept alive while scanning)
+        tensors, storages = _live_tensors_and_storages()
+        for st in storages:
+            self.add_tensor(st, None)
+        del storages
+        # weakly: holding every tensor for the whole scan would keep those another
+        # thread frees meanwhile (its backward releasing saved tensors) alive
+        refs = [weakref.ref(t) for t in tensors]
+        del tensors
+        me = threading.get_ident()
+        for ref in refs:
+            t = ref()
+            if t is None:
+                continue
+            st = storage_of(t)
+            entry = self._entries.get(storage_key(st)) if st is not None else None
+            if entry is not None and entry[2] not in (None, me) and self._tracking.get(entry[2]):
+                # another thread is making it under its own tracking: its storages are registered
+                # already, and walking its graph now would hold what its backward releases
+                continue
+            self.add_tensor(t, None)
             try:
                 if t.requires_grad:
                     if t.grad_fn is None:
                         g = t.grad
                         if g is not None:
-                            self.add_tensor(g)
+                            self.add_tensor(g, None)
                     else:
-                        self._scan_graph(t.grad_fn, seen_nodes)
+                        for x in graph_tensors(t.grad_fn, seen):
+                            self.add_tensor(x, None)
             except Exception:
                 continue
         return len(self._entries) - before
-
-    def _scan_graph(self, root: Any, seen: set[Any]) -> None:
-        for t in graph_tensors(root, seen):
-            self.add_tensor(t)
-
-
-def graph_tensors(root: Any, seen: set[Any], grads: bool = True) -> Iterator[torch.Tensor]:
-    """Tensors a live autograd graph keeps: those saved for backward
-    (``_saved_*`` attributes of its nodes) and, with ``grads``, the ``.grad`` of
-    its leaves. ``seen`` is shared across calls so each node is walked once; it
-    holds the node objects themselves: Python wrappers of autograd nodes are
-    made on access and freed after, so an id could be reused by another node."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        for name in dir(node):
-            if not name.startswith("_saved_"):
-                continue
-            try:
-                val = getattr(node, name)
-            except Exception:  # graph already freed by backward
-                continue
-            if isinstance(val, torch.Tensor):
-                yield val
-            elif isinstance(val, (tuple, list)):
-                yield from (v for v in val if isinstance(v, torch.Tensor))
-        var = getattr(node, "variable", None) if grads else None  # AccumulateGrad's leaf
-        if isinstance(var, torch.Tensor) and var.grad is not None:
-            yield var.grad
-        for nxt, _ in getattr(node, "next_functions", ()):
-            stack.append(nxt)
 
 
 def _exit_mode(mode: TorchDispatchMode) -> None:
@@ -316,22 +368,46 @@ def _exit_mode(mode: TorchDispatchMode) -> None:
 
 
 _WARM = False
-_IS_TENSOR_TYPE: dict[type, bool] = {}
+
+# The resize_ patch, shared by every tracker while any of them tracks (reference-counted).
+_PATCH_LOCK = threading.Lock()
+_PATCHED: dict[StorageTracker, int] = {}  # tracker -> blocks tracking
+_ORIGINAL_RESIZE: Any = None
+_HAD_OWN_RESIZE = False
 
 
-def _live_tensors() -> list[torch.Tensor]:
-    """Every tensor object the garbage collector tracks. Each type is tested
-    once and cached (``issubclass`` against ``torch.Tensor`` goes through its
-    metaclass); ``type()`` is used rather than ``isinstance``, which reads
-    ``__class__`` and wakes lazy module attributes. The filtering runs in C
-    (``map``/``compress``): ~10 ms for 200k objects."""
-    objs = gc.get_objects()
-    cache = _IS_TENSOR_TYPE
-    for tp in set(map(type, objs)):
-        if tp not in cache:
-            cache[tp] = issubclass(tp, torch.Tensor)
-    tensor_types = {tp for tp, hit in cache.items() if hit}
-    return list(itertools.compress(objs, map(tensor_types.__contains__, map(type, objs))))
+def _patched_resize_(st: torch.UntypedStorage, size: int) -> Any:
+    # storage.resize_ (FSDP frees and re-allocates its unsharded parameters
+    # this way) changes memory without an ATen operator the mode would see
+    out = _ORIGINAL_RESIZE(st, size)
+    for tracker in list(_PATCHED):
+        tracker.add_storage(st)
+    return out
+
+
+def _patch_acquire(tracker: StorageTracker) -> None:
+    global _ORIGINAL_RESIZE, _HAD_OWN_RESIZE
+    with _PATCH_LOCK:
+        if not _PATCHED:
+            _HAD_OWN_RESIZE = "resize_" in torch.UntypedStorage.__dict__
+            _ORIGINAL_RESIZE = torch.UntypedStorage.resize_
+            torch.UntypedStorage.resize_ = _patched_resize_  # type: ignore[method-assign]
+        _PATCHED[tracker] = _PATCHED.get(tracker, 0) + 1
+
+
+def _patch_release(tracker: StorageTracker) -> None:
+    with _PATCH_LOCK:
+        n = _PATCHED.get(tracker, 0) - 1
+        if n > 0:
+            _PATCHED[tracker] = n
+            return
+        _PATCHED.pop(tracker, None)
+        if not _PATCHED:
+            if _HAD_OWN_RESIZE:
+                torch.UntypedStorage.resize_ = _ORIGINAL_RESIZE  # type: ignore[method-assign]
+            else:  # it was inherited: remove ours so the base class's shows again
+                with contextlib.suppress(AttributeError):
+                    del torch.UntypedStorage.resize_
 
 
 _CPU_TRACKER: StorageTracker | None = None

@@ -1,0 +1,239 @@
+"""What an object keeps alive, autograd graphs included, without running any hook.
+
+Two walks share this module:
+
+* :func:`graph_tensors` follows an autograd graph from a node and yields the
+  tensors it keeps alive: those saved for backward, the attributes a custom
+  ``autograd.Function`` stored on its ``ctx``, the leaves (``AccumulateGrad``'s
+  variable) and, with ``grads``, their ``.grad``.
+* :func:`held_tensors` follows a Python object (tensors, modules, optimizers,
+  containers, plain objects' ``__dict__``) and, through :func:`graph_tensors`,
+  the graphs of the results it holds.
+
+**Saved tensors are never unpacked.** Reading ``grad_fn._saved_x`` runs the
+saved-tensor *unpack* hook when one was registered
+(``torch.autograd.graph.saved_tensors_hooks``, ``save_on_cpu``, and
+non-reentrant ``torch.utils.checkpoint``, whose unpack hook recomputes the
+checkpointed forward every time it is read outside backward). The walk reads
+the ``SavedTensor`` object (``_raw_saved_x``) instead:
+
+* with ``SavedTensor.data`` (PyTorch >= 2.10; it returns the saved tensor, or
+  what the *pack* hook returned, without calling any hook), a hooked saved
+  tensor holds exactly what its pack hook returned, plus what its unpack hook
+  keeps alive (its closure: checkpoint's frame keeps the block's inputs and
+  RNG state): both are walked as objects. Checkpoint's packed ``_Holder``\\ s
+  hold no tensor until recomputation, so a checkpointed block counts only
+  what checkpoint really keeps.
+* on older PyTorch the attribute is read with a profile function installed
+  that aborts the first Python call: a saved tensor without hooks is read in
+  C++ alone, one with a Python unpack hook is aborted before the hook's first
+  line runs and is skipped (what it packed cannot be reached there).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import types
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["graph_tensors", "held_tensors", "saved_tensors_of", "MAX_DEPTH"]
+
+MAX_DEPTH = 4
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_SAVED = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
+_HAS_DATA = _SAVED is not None and hasattr(_SAVED, "data") and hasattr(_SAVED, "unpack_hook")
+_SKIP_TYPES = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, types.FunctionType, type, str, bytes,
+               bytearray, int, float, complex, bool, types.FrameType, types.CodeType, memoryview, range)
+_TOOLING = ("IPython.", "ipykernel.", "vramnb.", "traitlets.", "jupyter_client.", "zmq.", "tornado.", "asyncio.")
+
+
+def is_tooling(obj: Any) -> bool:
+    """Objects of the notebook machinery itself (the shell, kernels, vramnb):
+    never followed, since they reach the whole namespace."""
+    mod = getattr(type(obj), "__module__", "") or ""
+    return mod.startswith(_TOOLING) or mod in ("IPython", "vramnb", "ipykernel")
+
+
+class _HookCalled(BaseException):
+    """Raised by the profile function to stop a saved-tensor hook before it runs."""
+
+
+def _refuse_python_calls(frame: Any, event: str, arg: Any) -> None:
+    if event == "call":
+        raise _HookCalled
+
+
+def _read_without_hooks(node: Any, name: str) -> Any:
+    """``getattr(node, name)`` where running any Python function (a saved-tensor
+    unpack hook) is aborted before its first line; ``None`` if that happened.
+    The garbage collector is paused so that no finalizer runs meanwhile."""
+    old = sys.getprofile()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    sys.setprofile(_refuse_python_calls)
+    try:
+        return getattr(node, name)
+    except _HookCalled:
+        return None
+    finally:
+        sys.setprofile(old)
+        if was_enabled:
+            gc.enable()
+
+
+def saved_tensors_of(node: Any, depth: int = MAX_DEPTH) -> Iterator[Any]:
+    """The objects one autograd node keeps for backward, hooks never run: saved
+    tensors without hooks, and for hooked ones what the pack hook returned and
+    the unpack hook itself (see the module docstring). Freed ones yield nothing."""
+    for name in dir(node):
+        if not name.startswith("_raw_saved_"):
+            continue
+        try:
+            raw = getattr(node, name)
+        except Exception:
+            continue
+        items = raw if isinstance(raw, (list, tuple)) else (raw,)
+        if _HAS_DATA:
+            for st in items:
+                if _SAVED is None or not isinstance(st, _SAVED):
+                    continue
+                try:
+                    hook = st.unpack_hook
+                    data = st.data
+                except Exception:  # a hook from C++ the binding cannot show, or a freed graph
+                    continue
+                if data is not None:
+                    yield data
+                if hook is not None:
+                    yield hook
+            continue
+        # PyTorch without SavedTensor.data: read the unpacked attribute, hooks refused
+        plain = "saved_tensors" if name == "_raw_saved_tensors" else name.replace("_raw_saved_", "_saved_", 1)
+        val = _read_without_hooks(node, plain)
+        if val is not None:
+            yield val
+
+
+def graph_tensors(root: Any, seen: dict[int, Any], grads: bool = True, depth: int = MAX_DEPTH) -> Iterator[Any]:
+    """Tensors a live autograd graph keeps alive, found from node ``root``.
+
+    Yields the tensors saved for backward (never unpacking those with hooks:
+    see the module docstring), the tensors held by what saved-tensor hooks
+    packed and by the hooks, the tensor attributes a custom ``Function`` set on
+    its ``ctx``, every leaf the graph accumulates into and, with ``grads``, the
+    leaves' ``.grad``. ``seen`` is shared across calls so that each node and
+    object is walked once: it maps ``id`` to the object and so keeps each one
+    alive while walking (Python wrappers of autograd nodes and of saved
+    tensors are made on access and freed after, so an id could be reused).
+    Yields tensors and, from saved-tensor hooks, bare storages.
+    """
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        for obj in saved_tensors_of(node):
+            yield from held_tensors(obj, depth, seen, grads=grads, closures=True)
+        ctx = getattr(node, "__dict__", None)  # a custom Function's ctx attributes
+        if isinstance(ctx, dict) and ctx:
+            yield from held_tensors(ctx, depth, seen, grads=grads, closures=True)
+        var = getattr(node, "variable", None)  # AccumulateGrad's leaf
+        if isinstance(var, torch.Tensor):
+            yield var
+            if grads and var.grad is not None:
+                yield var.grad
+        for nxt, _ in getattr(node, "next_functions", ()):
+            stack.append(nxt)
+
+
+def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = True, closures: bool = False) -> Iterator[Any]:
+    """Tensors ``obj`` keeps alive, up to ``depth`` levels of containers.
+
+    Follows a tensor's own storage, a leaf's ``.grad`` (with ``grads``) and the
+    graph of a result that requires grad; ``nn.Module`` parameters (and their
+    gradients) and buffers; ``torch.optim.Optimizer`` parameters and state;
+    dicts, lists, tuples and sets; the ``__dict__`` of plain objects; with
+    ``closures``, the cells of functions and the object of bound methods (the
+    hooks of saved tensors). Yields tensors and bare ``UntypedStorage`` /
+    ``TypedStorage`` objects. Tooling objects (the shell, vramnb) are not
+    followed. Whatever raises while being inspected is skipped. ``seen``: as
+    for :func:`graph_tensors`.
+    """
+    try:
+        if obj is None or isinstance(obj, torch.autograd.graph.Node):
+            if obj is not None:
+                yield from graph_tensors(obj, seen, grads, depth)
+            return
+        if closures and isinstance(obj, (types.FunctionType, types.MethodType)):
+            if id(obj) in seen or depth <= 0:
+                return
+            seen[id(obj)] = obj
+            if isinstance(obj, types.MethodType):
+                items: Iterable[Any] = [obj.__self__]
+            else:
+                items = [c.cell_contents for c in (obj.__closure__ or ()) if _cell_full(c)]
+            for item in items:
+                yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
+            return
+        if id(obj) in seen or isinstance(obj, _SKIP_TYPES):
+            return
+        if type(obj) in _PLAIN and obj.grad_fn is None and (not grads or obj.grad is None):
+            # nothing to follow beyond its own storage: yielded, not remembered, so that a
+            # walk does not keep saved tensors alive (another thread's backward frees them)
+            yield obj
+            return
+        seen[id(obj)] = obj
+        if isinstance(obj, (torch.UntypedStorage, torch.TypedStorage)):
+            yield obj
+            return
+        if isinstance(obj, torch.Tensor):
+            yield obj
+            if obj.is_leaf:
+                g = obj.grad if grads else None
+                if g is not None:
+                    yield g
+            elif obj.grad_fn is not None:  # a result that requires grad keeps its graph's saved tensors alive
+                yield from graph_tensors(obj.grad_fn, seen, grads, depth)
+            return
+        if isinstance(obj, torch.nn.Module):
+            for p in obj.parameters():
+                yield from held_tensors(p, 0, seen, grads=grads)
+            yield from obj.buffers()
+            return
+        if isinstance(obj, torch.optim.Optimizer):
+            for group in obj.param_groups:
+                for p in group["params"]:
+                    yield from held_tensors(p, 0, seen, grads=grads)
+            for state in obj.state.values():
+                for v in state.values():
+                    if isinstance(v, torch.Tensor):
+                        yield v
+            return
+        if depth <= 0 or is_tooling(obj):
+            return
+        if isinstance(obj, dict):  # not every Mapping: a shelf would load itself from disk
+            items = list(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            items = list(obj)
+        else:
+            d = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
+            if not isinstance(d, dict):
+                return
+            items = list(d.values())
+    except Exception:  # a user object that raises when inspected holds nothing we can see
+        return
+    for item in items:
+        yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
+
+
+def _cell_full(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True

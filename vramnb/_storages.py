@@ -1,0 +1,108 @@
+"""Storages of tensors, and the tensors and storages the garbage collector knows.
+
+A storage is named by its ``StorageImpl`` (its ``_cdata``), so views, tied
+weights and a gradient aliasing another tensor share one name.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+from typing import Any
+
+import torch
+
+__all__ = ["storage_of", "storages_of_tensor", "storage_key", "live_tensors"]
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def storage_of(t: Any) -> torch.UntypedStorage | None:
+    """The ``UntypedStorage`` behind a strided tensor (or a bare storage), or
+    ``None`` for tensors that have none of their own (sparse, nested, wrapper
+    subclasses)."""
+    if isinstance(t, torch.UntypedStorage):
+        return t
+    if isinstance(t, torch.TypedStorage):
+        return t._untyped_storage
+    try:
+        with torch._C.DisableTorchFunctionSubclass():
+            st = t.untyped_storage()
+    except Exception:
+        return None
+    return st if isinstance(st, torch.UntypedStorage) else None
+
+
+def storages_of_tensor(t: Any, _depth: int = 0) -> list[tuple[int, torch.UntypedStorage]]:
+    """``(key, storage)`` of every storage that holds ``t``'s data: its own, or
+    for a sparse tensor its indices and values, for a wrapper subclass
+    (``__tensor_flatten__``) those of its inner tensors. A bare
+    ``UntypedStorage`` or ``TypedStorage`` is its own storage. Meta and fake
+    tensors have meta storages, which callers filter out by device."""
+    if isinstance(t, torch.UntypedStorage):
+        return [(storage_key(t), t)]
+    if isinstance(t, torch.TypedStorage):
+        st = t._untyped_storage
+        return [(storage_key(st), st)] if isinstance(st, torch.UntypedStorage) else []
+    try:
+        if type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__") and _depth < 4:
+            names, _ = t.__tensor_flatten__()
+            out = []
+            for n in names:
+                inner = getattr(t, n)
+                if isinstance(inner, torch.Tensor):
+                    out += storages_of_tensor(inner, _depth + 1)
+            return out
+        layout = t.layout
+        if layout == torch.sparse_coo:
+            return storages_of_tensor(t._indices(), _depth + 1) + storages_of_tensor(t._values(), _depth + 1)
+        if layout in (torch.sparse_csr, torch.sparse_bsr):
+            parts = (t.crow_indices(), t.col_indices(), t.values())
+            return [kv for p in parts for kv in storages_of_tensor(p, _depth + 1)]
+        if layout in (torch.sparse_csc, torch.sparse_bsc):
+            parts = (t.ccol_indices(), t.row_indices(), t.values())
+            return [kv for p in parts for kv in storages_of_tensor(p, _depth + 1)]
+    except Exception:
+        return []
+    st = storage_of(t)
+    return [] if st is None else [(storage_key(st), st)]
+
+
+def storage_key(st: torch.UntypedStorage) -> int:
+    """An identity for a live storage: the address of its ``StorageImpl``."""
+    return st._cdata
+
+
+_IS_TENSOR_TYPE: dict[type, int] = {}  # 1: a tensor type, 2: a storage type, 0: neither
+
+
+def _kinds(objs: list[Any]) -> tuple[set[type], set[type]]:
+    cache = _IS_TENSOR_TYPE
+    for tp in set(map(type, objs)):
+        if tp not in cache:
+            cache[tp] = (1 if issubclass(tp, torch.Tensor)
+                         else 2 if issubclass(tp, (torch.UntypedStorage, torch.TypedStorage)) else 0)
+    return {tp for tp, k in cache.items() if k == 1}, {tp for tp, k in cache.items() if k == 2}
+
+
+def _live_tensors() -> list[torch.Tensor]:
+    """Every tensor object the garbage collector tracks. Each type is tested
+    once and cached (``issubclass`` against ``torch.Tensor`` goes through its
+    metaclass); ``type()`` is used rather than ``isinstance``, which reads
+    ``__class__`` and wakes lazy module attributes. The filtering runs in C
+    (``map``/``compress``): ~10 ms for 200k objects."""
+    return _live_tensors_and_storages()[0]
+
+
+def _live_tensors_and_storages() -> tuple[list[torch.Tensor], list[Any]]:
+    """Every tensor, and every bare ``UntypedStorage``/``TypedStorage`` object,
+    the garbage collector tracks (see :func:`_live_tensors`)."""
+    objs = gc.get_objects()
+    tensor_types, storage_types = _kinds(objs)
+    types_ = list(map(type, objs))
+    tensors = list(itertools.compress(objs, map(tensor_types.__contains__, types_)))
+    storages = list(itertools.compress(objs, map(storage_types.__contains__, types_))) if storage_types else []
+    return tensors, storages
+
+
+live_tensors = _live_tensors
