@@ -21,7 +21,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "vramnb"
 
 #: the only modules that may import each third-party UI or optional library
 ALLOWED = {
-    "IPython": {"vramnb._magics", "vramnb._panel"},
+    # the magics and their two helpers (running the body, parsing the options) are the UI layer
+    "IPython": {"vramnb._magics", "vramnb._cell_run", "vramnb._magic_args", "vramnb._panel"},
     "ipywidgets": {"vramnb._panel"},
     "matplotlib": {"vramnb._plot"},
     "pandas": {"vramnb._render"},
