@@ -37,3 +37,13 @@ def test_parse_size_rejects_with_valid_units(bad):
     assert "invalid size" in str(e.value)
     if isinstance(bad, str) and bad.endswith("XB"):
         assert "GiB" in str(e.value) and "'XB'" in str(e.value)
+
+
+def test_a_value_rounding_to_1024_of_a_unit_moves_up_a_unit():
+    from vramnb._units import format_bytes
+
+    assert format_bytes(2**20 - 1) == "1.0 MiB"  # was "1024.0 KiB"
+    assert format_bytes(2**30 - 1) == "1.0 GiB"
+    assert format_bytes(-(2**20 - 1)) == "-1.0 MiB"
+    assert format_bytes(2**20 - 52) == "1023.9 KiB"
+    assert format_bytes(2**20 - 1, precision=3) == "1023.999 KiB"

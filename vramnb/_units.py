@@ -47,14 +47,20 @@ def format_bytes(n: int | float, *, precision: int = 1) -> str:
     '-1.5 KiB'
     >>> format_bytes(2**30, precision=2)
     '1.00 GiB'
+
+    A value that rounds to 1024 of a unit is shown in the next unit:
+
+    >>> format_bytes(2**20 - 1)
+    '1.0 MiB'
     """
     sign = "-" if n < 0 else ""
     a = abs(n)
     if a < 1024:
         return f"{sign}{int(a)} B"
     for name, size in UNITS[1:]:
-        if a < size * 1024 or name == UNITS[-1][0]:
-            return f"{sign}{a / size:.{precision}f} {name}"
+        shown = f"{a / size:.{precision}f}"
+        if float(shown) < 1024 or name == UNITS[-1][0]:
+            return f"{sign}{shown} {name}"
     raise AssertionError("unreachable")  # pragma: no cover
 
 
