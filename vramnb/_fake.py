@@ -98,31 +98,71 @@ def fake_model(model: torch.nn.Module, mode: FakeTensorMode) -> tuple[torch.nn.M
 def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any:
     """``batch`` with every tensor replaced by a fake one; with ``size``, the
     first dimension of every tensor that has one becomes ``size`` (see :func:`resize_batch`).
-    Tensors sharing a storage (``labels`` that are ``input_ids``, views of
-    one buffer) share one fake storage, as they share memory."""
-    check_batch(batch)
-    bases: dict[tuple[int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def conv(t: torch.Tensor) -> torch.Tensor:
-        if size is not None and t.dim() > 0:
+    Tensors sharing a storage (``labels`` that are ``input_ids``, views of one
+    buffer) share one fake storage, as they share memory. That storage spans
+    only the bytes the batch's tensors reach, not the storage they are views
+    of: ``data[i:i + 32]`` of a dataset held in memory is a batch of 32 rows (what
+    ``.to(device)`` or a DataLoader gives the step), not the whole dataset.
+    Views that reach only a sparse part of their span (a column ``data[:, :3]``)
+    each get a dense fake of their own shape, as a copy to the device would make."""
+    named = check_batch(batch)
+    if size is not None:
+        bases: dict[int, torch.Tensor] = {}
+
+        def resized(t: torch.Tensor) -> torch.Tensor:
+            if t.dim() == 0:
+                return _fake_view(t, mode, {})
             shape = (size, *t.shape[1:])
             if t.shape[0] == 0 or not t.is_contiguous():
                 return fake_like(t, mode, shape)
-            key = (id(t), t.dtype)
-            if key not in bases:
-                bases[key] = (t, fake_like(t, mode, shape))
-            return bases[key][1]
-        st = t.untyped_storage() if t.layout == torch.strided else None
-        if st is None or t.device.type == "meta":
-            return fake_like(t, mode)
-        key = (st._cdata, t.dtype)
-        if key not in bases:
-            with mode:
-                base = torch.empty(st.nbytes() // t.element_size(), dtype=t.dtype, device="cpu")
-            bases[key] = (t, base)
-        return bases[key][1].as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+            if id(t) not in bases:  # the same tensor twice (labels = input_ids): one fake
+                bases[id(t)] = fake_like(t, mode, shape)
+            return bases[id(t)]
 
-    return _map(batch, conv)
+        return _map(batch, resized)
+    spans = _shared_spans([t for _, t in named])
+    return _map(batch, lambda t: _fake_view(t, mode, spans))
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The elements ``[first, last + 1)`` of its storage that ``t`` reaches (in its dtype)."""
+    start = t.storage_offset()
+    if t.numel() == 0:
+        return start, start
+    return start, start + 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+
+
+def _shared_spans(tensors: list[torch.Tensor]) -> dict[tuple[int, torch.dtype], list[Any]]:
+    """Per (storage, dtype) of the batch: ``[first element, end, fake base or None]`` where the
+    batch's views of that storage cover their span densely enough to share it (their own
+    sizes add up to at least the span); storages reached sparsely are left out."""
+    groups: dict[tuple[int, torch.dtype], list[torch.Tensor]] = {}
+    for t in tensors:
+        if t.layout == torch.strided and t.device.type != "meta":
+            groups.setdefault((t.untyped_storage()._cdata, t.dtype), []).append(t)
+    spans: dict[tuple[int, torch.dtype], list[Any]] = {}
+    for key, ts in groups.items():
+        ranges = [_span(t) for t in ts]
+        lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+        own = sum(t.numel() for t in {id(t): t for t in ts}.values())
+        if hi - lo <= own:
+            spans[key] = [lo, hi, None]
+    return spans
+
+
+def _fake_view(t: torch.Tensor, mode: FakeTensorMode, spans: dict[tuple[int, torch.dtype], list[Any]]) -> torch.Tensor:
+    """The fake of one batch tensor: a view of its storage's shared fake span, else its own."""
+    key = (t.untyped_storage()._cdata, t.dtype) if t.layout == torch.strided and t.device.type != "meta" else None
+    if key not in spans:
+        if t.layout == torch.strided and t.numel() and _span(t)[1] - _span(t)[0] > t.numel():
+            return fake_like(t, mode, tuple(t.shape))  # sparse in its span: a dense copy of its shape
+        return fake_like(t, mode)
+    span = spans[key]
+    if span[2] is None:
+        with mode:
+            span[2] = torch.empty(span[1] - span[0], dtype=t.dtype, device="cpu")
+    return span[2].as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset() - span[0])
 
 
 def check_batch(batch: Any) -> list[tuple[str, torch.Tensor]]:
