@@ -46,3 +46,19 @@ def test_a_column_view_is_a_dense_copy_and_shared_tensors_count_once():
     for batch in ({"input_ids": ids, "labels": ids}, {"input_ids": buf[0], "labels": buf[1]}):
         e = vramnb.estimate(emb, batch, lambda m, b: m(b["input_ids"]).sum() + b["labels"].sum() * 0, device="cpu")
         assert e.steady.peak.sources["input batch"] == (1 if batch["labels"] is ids else 2) * 8 * 16 * 8
+
+
+# -- 21: max_batch_size at its search limit ---------------------------------------------
+def test_max_batch_size_says_when_it_stopped_at_its_limit():
+    model = nn.Linear(8, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    r = vramnb.max_batch_size(model, torch.randn(16, 8), lambda m, b: m(b).sum(), opt, target="RTX 4090",
+                              limit=4096, progress=False)
+    assert r.at_limit and r.batch_size == 4096 and r.limit == 4096
+    assert "fits at least up to the search limit 4096" in repr(r) and "raise limit=" in repr(r)
+    assert "largest batch that fits" not in repr(r)
+    big = nn.Sequential(nn.Linear(8, 1 << 16), nn.ReLU(), nn.Linear(1 << 16, 3))  # ~0.5 MiB per example of activations
+    r = vramnb.max_batch_size(big, torch.randn(16, 8), lambda m, b: m(b).sum(), target="8GiB", limit=1 << 20,
+                              progress=False)
+    assert not r.at_limit and 0 < r.batch_size < 1 << 20
+    assert f"largest batch that fits: {r.batch_size}" in repr(r)
