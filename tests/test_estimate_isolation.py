@@ -62,3 +62,107 @@ def test_max_batch_size_says_when_it_stopped_at_its_limit():
                               progress=False)
     assert not r.at_limit and 0 < r.batch_size < 1 << 20
     assert f"largest batch that fits: {r.batch_size}" in repr(r)
+
+
+# -- 3, 9b: a loss_fn that reaches the notebook's own tensors ---------------------------
+def _user_state(*mods, opt=None):
+    """Everything of the user's, exactly: values, gradients (by identity and value), versions."""
+    out = []
+    for m in mods:
+        for n, t in [*m.named_parameters(), *m.named_buffers()]:
+            out.append((n, type(t), t.detach().clone(), t._version, t.grad, None if t.grad is None else t.grad.clone()))
+    if opt is not None:
+        out.append(("opt", repr(opt.state_dict())))
+    return out
+
+
+def _same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        if x[0] == "opt":
+            assert x == y
+            continue
+        n, ty, v, ver, g, gv = x
+        assert (n, ty, ver) == y[:2] + (y[3],) or False, (n, ty, ver, y[:2], y[3])
+        assert torch.equal(v, y[2]) and g is y[4]
+        assert (gv is None and y[5] is None) or torch.equal(gv, y[5])
+
+
+def _bn_model_with_state():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 1))
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(4, 8)).mean().backward()
+    opt.step()
+    model(torch.randn(4, 8)).mean().backward()  # pending gradients, not yet applied
+    return model, opt
+
+
+@pytest.mark.parametrize("where", [{"target": "A100"}, {"device": "cpu"}])
+def test_a_loss_fn_using_the_notebooks_model_is_refused_and_changes_nothing(where):
+    model, opt = _bn_model_with_state()
+    x = torch.randn(4, 8)
+    before = _user_state(model, opt=opt)
+    with pytest.raises(ValueError, match="loss_fn uses the notebook's model, not its first argument: write lambda m, b: m"):
+        vramnb.estimate(model, x, lambda m, b: model(b).mean(), opt, **where)
+    _same(before, _user_state(model, opt=opt))
+    with pytest.raises(ValueError, match="loss_fn uses the notebook's batch, not its second argument"):
+        vramnb.estimate(model, x, lambda m, b: m(x).mean(), opt, **where)
+    with pytest.raises(ValueError, match="optimizer factory"):
+        vramnb.estimate(model, x, lambda m, b: m(b).mean(), lambda p: torch.optim.Adam(model.parameters()), **where)
+    # a .grad set in Python reaches no operator: put back, and refused
+    with pytest.raises(ValueError, match="replaced a parameter's .grad"):
+        vramnb.estimate(model, x, lambda m, b: (setattr(model[0].weight, "grad", None), m(b).mean())[1], opt, **where)
+    _same(before, _user_state(model, opt=opt))
+
+
+def test_a_second_model_in_the_step_is_refused_and_a_frozen_one_is_read():
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    D = nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 1))
+    z = torch.randn(32, 8)
+    (-D(G(z).detach()).mean()).backward()
+    before = _user_state(G, D)
+    with pytest.raises(ValueError, match="requires grad and is not part of the estimated model"):
+        vramnb.estimate(G, z, lambda g, b: -D(g(b)).mean(), torch.optim.Adam(G.parameters()), target="A100")
+    _same(before, _user_state(G, D))
+    D.requires_grad_(False)  # frozen but in train mode: BatchNorm would still update its statistics
+    with pytest.raises(ValueError, match="writes into a real tensor of yours"):
+        vramnb.estimate(G, z, lambda g, b: -D(g(b)).mean(), torch.optim.Adam(G.parameters()), target="A100")
+    D.eval()
+    frozen = _user_state(G, D)
+    e = vramnb.estimate(G, z, lambda g, b: -D(g(b)).mean(), torch.optim.Adam(G.parameters()), device="cpu")
+    _same(frozen, _user_state(G, D))
+    assert e.steady.peak.sources["parameters"] == sum(p.numel() * 4 for p in G.parameters())
+
+
+# -- 24: tied weights under FSDP --------------------------------------------------------
+class _TiedLM(nn.Module):
+    def __init__(self, layers=0):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.blocks = nn.ModuleList(nn.Linear(16, 16) for _ in range(layers))
+        self.mid = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 50, bias=False)
+        self.head.weight = self.emb.weight
+        if layers:  # a block's weight tied to one outside the block list
+            self.mid.weight = self.blocks[-1].weight
+
+    def forward(self, x):
+        h = self.emb(x)
+        for b in self.blocks:
+            h = torch.relu(b(h))
+        return self.head(torch.relu(self.mid(h)))
+
+
+@pytest.mark.parametrize("layers, tie", [(0, "emb.weight = head.weight"), (3, "blocks.2.weight = mid.weight")],
+                         ids=["tie across the model's children", "a block tied to the rest"])
+def test_fsdp_with_tied_weights_shards_the_tie_with_the_root(layers, tie):
+    m = _TiedLM(layers)
+    x = torch.randint(0, 50, (4, 8))
+    e = vramnb.estimate(m, x, lambda mm, b: mm(b).mean(), torch.optim.AdamW(m.parameters()), device="cpu",
+                        world_size=4, parallel="fsdp")
+    # each parameter once (the tie is one tensor), its first dimension padded to a multiple of 4, then split in 4
+    shard = sum(-(-p.shape[0] // 4) * (p.numel() // p.shape[0]) * 4 for p in m.parameters())
+    assert e.steady.peak.sources["parameters"] == shard
+    assert any(f"tied weights ({tie})" in n for n in e.notes)

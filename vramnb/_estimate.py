@@ -35,6 +35,7 @@ from ._breakdown import StepReport
 from ._cuda_model import CUDA_CONTEXT, CudaPolicy, Workspaces
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
+from ._fake_guard import RealTensorGuard, UserState, owned_tensors
 from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
 from ._plan import StepPlan
 from ._render import Table
@@ -329,15 +330,36 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     check_arguments(device=device, margin=margin, loss_fn=loss_fn, batch_size=batch_size, world_size=world_size,
                     parallel=parallel, expandable_segments=expandable_segments, label=label)
     check_options(steps, module_depth, set_to_none)
-    from ._parallel import fake_world, rebuild_optimizer, shard
-
     tgt = resolve_target(target) if device == "cuda" else None
     if tgt is None and target is not None:
         raise ValueError("target= is for device='cuda'; a CPU estimate has no card")
     recipe = as_recipe(recipe)
-    check_batch(batch)  # ValueError on a batch that is not (dense) tensors
+    named = check_batch(batch)  # ValueError on a batch that is not (dense) tensors
     if batch_size is not None:
         resize_batch(batch)
+    # what the fake step must not reach, and the last line behind that: see _fake_guard
+    user_model = model if isinstance(model, torch.nn.Module) else None
+    guard = RealTensorGuard(owned_tensors(user_model, named, optimizer))
+    state = UserState(user_model, optimizer)
+    try:
+        est = _predict(model, batch, loss_fn, optimizer, guard, recipe=recipe, tgt=tgt, device=device,
+                       batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
+                       warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
+                       label=label, world_size=world_size, parallel=parallel)
+    except BaseException:
+        with contextlib.suppress(ValueError):  # put back what was swapped; the step's own error is the one to see
+            state.check_and_restore()
+        raise
+    state.check_and_restore()
+    est.runtime = time.perf_counter() - t0
+    return est
+
+
+def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTensorGuard, *, recipe: Any,
+             tgt: Target | None, device: str, batch_size: int | None, expandable_segments: bool, margin: float,
+             steps: int, warm_optimizer: bool, set_to_none: bool, module_depth: int | None, label: str,
+             world_size: int, parallel: str | None) -> Estimate:
+    from ._parallel import fake_world, rebuild_optimizer, shard
 
     mode = new_mode()
     fmodel, fakes = build_model(model, mode)
@@ -348,7 +370,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     if not any(p.requires_grad for p in fmodel.parameters()):
         raise ValueError(f"{type(fmodel).__name__} has no trainable parameters: nothing to train")
     fbatch = fake_batch(batch, mode, batch_size)
-    fopt = build_optimizer(optimizer, fmodel, fakes, mode)
+    fopt = build_optimizer(optimizer, fmodel, fakes, mode, guard)
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
     keep: list[torch.Tensor] = []
@@ -363,7 +385,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     err: BaseException | None = None
     sharded = parallel is not None and parallel != "ddp"
     fixes = KernelFixes()
-    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, HostDevicesOnly(), fixes, \
+    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, HostDevicesOnly(), guard, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
@@ -374,13 +396,17 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
                 blocks = find_blocks(fmodel)
             except ValueError:
                 blocks = []
-            keep.extend(shard(fmodel, parallel, world_size, blocks))
+            extra, blocks, tied = shard(fmodel, parallel, world_size, blocks)
+            keep.extend(extra)
             if sharded:
                 fopt = optimizer([p for p in fmodel.parameters() if p.requires_grad]) if (
                     callable(optimizer) and not isinstance(optimizer, torch.optim.Optimizer)) else rebuild_optimizer(fopt, fmodel)
                 plan.optimizer = plan.user_optimizer = fopt
                 plan.notes.append(f"rank 0 of {world_size} GPUs, {parallel} (PyTorch's FSDP2 against a fake process group; "
                                   f"{len(blocks)} blocks sharded one by one)")
+                if tied:
+                    plan.notes.append(f"tied weights ({'; '.join(tied[:3])}): the blocks holding them are sharded "
+                                      "with the root, which holds both ends of the tie")
             else:
                 plan.notes.append(f"one of {world_size} GPUs under DDP: the whole model plus its gradient buckets "
                                   "(counted as workspace); NCCL's own buffers are not modelled")
@@ -424,7 +450,6 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
         _apply_allocator(est, events, offsets, tgt, expandable_segments, margin)
     else:
         est.peak_allocated = max(s.peak.allocated for s in results)
-    est.runtime = time.perf_counter() - t0
     return est
 
 

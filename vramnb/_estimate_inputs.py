@@ -9,6 +9,7 @@ tensors on CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Mapping
 from typing import Any
@@ -112,8 +113,16 @@ def build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch
     raise ValueError(f"model must be a torch.nn.Module or a function building one, not {type(model).__name__}")
 
 
-def build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, torch.Tensor], mode: Any) -> Any:
-    """The fake optimizer: a copy of the user's over the fake parameters, or the factory's."""
+def build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, torch.Tensor], mode: Any,
+                    guard: Any = None) -> Any:
+    """The fake optimizer: a copy of the user's over the fake parameters, or the factory's
+    (run under ``guard``, a :class:`vramnb._fake_guard.RealTensorGuard`, where given).
+
+    Raises:
+        ValueError: not an optimizer or a factory of one; the user's optimizer holds
+            parameters that are not the model's; the factory's optimizer holds real
+            parameters (it used the notebook's model, not its argument).
+    """
     if optimizer is None:
         return None
     if isinstance(optimizer, torch.optim.Optimizer):
@@ -126,10 +135,17 @@ def build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, to
         return fake_optimizer(optimizer, fakes, mode)
     if callable(optimizer):
         _check_factory(optimizer, 1, "the optimizer factory", "optimizer=lambda params: torch.optim.AdamW(params)")
-        with mode, HostDevicesOnly():
+        with mode, HostDevicesOnly(), (guard if guard is not None else contextlib.nullcontext()):
             opt = optimizer([p for p in fmodel.parameters() if p.requires_grad])
         if not isinstance(opt, torch.optim.Optimizer):
             raise ValueError(f"the optimizer factory returned {type(opt).__name__}, not a torch.optim.Optimizer")
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        real = [p for g in opt.param_groups for p in g["params"] if not isinstance(p, FakeTensor)]
+        if real:
+            raise ValueError(f"the optimizer factory's optimizer holds {len(real)} real parameters, not the fake copies "
+                             "it is given: write optimizer=lambda params: torch.optim.AdamW(params), not "
+                             "model.parameters() of the notebook's model")
         return opt
     raise ValueError(f"optimizer must be a torch.optim.Optimizer, a function params -> optimizer, or None; "
                      f"not {type(optimizer).__name__}")
