@@ -166,3 +166,106 @@ def test_fsdp_with_tied_weights_shards_the_tie_with_the_root(layers, tie):
     shard = sum(-(-p.shape[0] // 4) * (p.numel() // p.shape[0]) * 4 for p in m.parameters())
     assert e.steady.peak.sources["parameters"] == shard
     assert any(f"tied weights ({tie})" in n for n in e.notes)
+
+
+# -- 23: what the model holds besides tensors -------------------------------------------
+class _Cache:
+    def __init__(self):
+        self.k = torch.zeros(4, 3)
+        self.calls = []
+
+
+class _Holder(nn.Module):
+    def __init__(self, extra):
+        super().__init__()
+        self.lin = nn.Linear(8, 3)
+        self.extra = extra
+        self.history = []
+        self.seen = {}
+        self.cache = _Cache()
+
+    def forward(self, x):
+        out = self.lin(x)
+        self.history.append(len(self.history))
+        self.seen["last"] = out
+        self.cache.k = out.detach()
+        self.cache.calls.append(1)
+        return out.sum()
+
+
+def test_modules_holding_locks_files_and_arrays_are_estimated_without_copying_them(tmp_path):
+    import threading
+
+    np = pytest.importorskip("numpy")
+    copies = []
+
+    class Table(np.ndarray):  # a NumPy array that says when it is copied
+        def __deepcopy__(self, memo):
+            copies.append(1)
+            return super().__deepcopy__(memo)
+
+        def __copy__(self):
+            copies.append(1)
+            return super().__copy__()
+
+    arr = np.ones(4 * 2**20, dtype=np.float32).view(Table)  # 16 MiB outside PyTorch
+    f = open(tmp_path / "log.txt", "w")
+    extra = {"lock": threading.Lock(), "file": f, "table": arr}
+    m = _Holder(extra)
+    k0 = m.cache.k
+    try:
+        e = vramnb.estimate(m, torch.randn(4, 8), None, None, device="cpu")
+    finally:
+        f.close()
+    assert copies == []  # the array was not copied
+    note = next(n for n in e.notes if n.startswith("shared with your model"))
+    assert "extra.lock: _thread.lock" in note and "extra.file: _io.TextIOWrapper" in note
+    assert "extra.table: " in note and "Table, 16.0 MiB" in note
+    # what the fake step changed on its copy is not the user's
+    assert m.history == [] and m.seen == {} and m.cache.k is k0 and m.cache.calls == []
+    assert m.extra is extra and extra["table"] is arr
+    assert e.steady.peak.sources["parameters"] == (8 * 3 + 3) * 4
+
+
+# -- 9: hooks from the user's helper modules ---------------------------------------------
+def test_hooks_from_a_helper_module_and_optimizer_hooks_of_the_user_are_not_run(monkeypatch):
+    import sys
+    import types
+
+    helpers = types.ModuleType("myhelpers")  # a helper file of the user's, imported by the notebook
+    exec("ACTS = {}\nSTEPS = []\n"
+         "def record(name):\n    def hook(mod, inp, out):\n        ACTS[name] = out.detach()\n    return hook\n"
+         "def count(opt, args, kwargs):\n    STEPS.append(1)\n", helpers.__dict__)
+    monkeypatch.setitem(sys.modules, "myhelpers", helpers)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    for n, mod in model.named_children():
+        mod.register_forward_hook(helpers.record(n))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt.register_step_post_hook(helpers.count)
+    x = torch.randn(4, 8)
+    model(x)
+    acts = dict(helpers.ACTS)
+    e = vramnb.estimate(model, x, lambda m, b: m(b).sum(), opt, device="cpu")
+    assert helpers.ACTS.keys() == acts.keys() and all(helpers.ACTS[k] is v for k, v in acts.items())
+    assert helpers.STEPS == []
+    note = next(n for n in e.notes if "hook(s) of your own were not run" in n)
+    assert note.startswith("4 hook(s)") and "0: record.<locals>.hook (myhelpers)" in note
+    assert "optimizer step post hook: count (myhelpers)" in note
+    # PyTorch's own hooks (pruning's forward pre-hook computes the weight) stay on the copy
+    pruned = nn.Linear(8, 3)
+    from torch.nn.utils import prune
+
+    prune.l1_unstructured(pruned, "weight", 0.5)
+    e = vramnb.estimate(pruned, x, lambda m, b: m(b).sum(), None, device="cpu")
+    assert not any("hook(s) of your own" in n for n in e.notes)
+    real = vramnb.profile_step(pruned, x, lambda m, b: m(b).sum(), None, module_depth=None)
+    assert e.steady.peak.allocated - e.steady.peak.sources["other"] == \
+        real.steady.peak.allocated - real.steady.peak.sources["other"]
+
+
+def test_max_batch_size_says_when_not_even_one_fits():
+    big = lambda: nn.Linear(1 << 14, 1 << 14)  # noqa: E731  1 GiB of parameters on a 1 GiB card (built on meta)
+    r = vramnb.max_batch_size(big, torch.empty(2, 1 << 14, device="meta"), lambda m, b: m(b).sum(), target="1GiB",
+                              progress=False)
+    assert r.batch_size == 0 and not r.at_limit
+    assert "not even a batch of 1 fits" in repr(r)

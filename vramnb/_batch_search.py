@@ -65,10 +65,12 @@ class BatchSearch(Rendered):
         if self.at_limit:
             found = (f"fits at least up to the search limit {self.batch_size}: the search stopped there, larger "
                      "batches may fit too (raise limit= to look further)")
+        elif self.batch_size == 0:
+            found = "not even a batch of 1 fits"
         else:
             found = f"largest batch that fits: {self.batch_size}"
         t.note(f"{found} (predicted device memory {format_bytes(e.device_memory or 0)}, margin {e.margin:.0%}); "
-               f"{len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}", warn=self.at_limit)
+               f"{len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}", warn=self.at_limit or not self.batch_size)
         if self.verified is not None:
             v = self.verified.steady.peak
             t.note(f"verified by one real step: peak allocated {format_bytes(v.allocated)} "

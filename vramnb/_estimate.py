@@ -36,6 +36,7 @@ from ._cuda_model import CUDA_CONTEXT, CudaPolicy, Workspaces
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
 from ._fake_guard import RealTensorGuard, UserState, owned_tensors
+from ._fake_model import drop_user_hooks
 from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
 from ._plan import StepPlan
 from ._render import Table
@@ -362,15 +363,13 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     from ._parallel import fake_world, rebuild_optimizer, shard
 
     mode = new_mode()
-    fmodel, fakes = build_model(model, mode)
+    fmodel, fakes, shared = build_model(model, mode)
     check_loss_fn(fmodel, batch, loss_fn)  # a tuple batch with no loss_fn that forward cannot take
-    from ._fake import drop_notebook_hooks
-
-    dropped = drop_notebook_hooks(fmodel)
+    dropped = drop_user_hooks(fmodel)
     if not any(p.requires_grad for p in fmodel.parameters()):
         raise ValueError(f"{type(fmodel).__name__} has no trainable parameters: nothing to train")
     fbatch = fake_batch(batch, mode, batch_size)
-    fopt = build_optimizer(optimizer, fmodel, fakes, mode, guard)
+    fopt = build_optimizer(optimizer, fmodel, fakes, mode, guard, dropped)
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
     keep: list[torch.Tensor] = []
@@ -440,8 +439,12 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                    results, name, target=tgt, margin=float(margin), recipe=recipe)
     est.notes.extend(plan.notes)
     if dropped:
-        est.notes.append(f"{dropped} module hook(s) of your own were not run on the fake copy (they would store fake "
-                         "tensors in your variables); memory they keep is not counted")
+        est.notes.append(f"{len(dropped)} hook(s) of your own were not run on the fake copy (they would store fake "
+                         f"tensors in your objects; memory they keep is not counted): {'; '.join(dropped[:4])}"
+                         + (f" and {len(dropped) - 4} more" if len(dropped) > 4 else ""))
+    if shared:
+        est.notes.append(f"shared with your model, not copied (the fake step reads them; a step that writes into them "
+                         f"would change yours): {'; '.join(shared[:4])}" + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
     est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
     if kernels is not None:
         est.backends = dict(kernels.backends)

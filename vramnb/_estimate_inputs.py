@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from ._fake import HostDevicesOnly, fake_model, fake_optimizer
+from ._fake import HostDevicesOnly, fake_optimizer
+from ._fake_model import FakeModel, fake_model
 from ._step import check_closure
 from .techniques import Recipe
 
@@ -87,9 +88,15 @@ def _uses_cuda(err: BaseException) -> bool:
     return isinstance(err, (RuntimeError, AssertionError)) and ("cuda" in text or "accelerator" in text)
 
 
-def build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
-    """The fake copy of ``model`` (a module, or a factory called under ``torch.device("meta")``)
-    and the map from the original tensors to the fakes (:func:`vramnb._fake.fake_model`)."""
+def build_model(model: Any, mode: Any) -> FakeModel:
+    """The fake copy of ``model`` (a module, or a factory called under ``torch.device("meta")``),
+    the map from the original tensors to the fakes, and what was shared rather than copied
+    (:func:`vramnb._fake_model.fake_model`).
+
+    Raises:
+        ValueError: not a module or a factory of one; a TorchScript or lazy module; a factory
+            that puts tensors on CUDA or returns something else.
+    """
     if isinstance(model, torch.jit.ScriptModule):
         raise ValueError(f"{type(model).__name__} is a TorchScript module (torch.jit.script or trace), whose weights "
                          "live in the compiled graph and cannot be copied onto fake tensors: estimate the Python "
@@ -114,9 +121,10 @@ def build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch
 
 
 def build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, torch.Tensor], mode: Any,
-                    guard: Any = None) -> Any:
+                    guard: Any = None, dropped: list[str] | None = None) -> Any:
     """The fake optimizer: a copy of the user's over the fake parameters, or the factory's
-    (run under ``guard``, a :class:`vramnb._fake_guard.RealTensorGuard`, where given).
+    (run under ``guard``, a :class:`vramnb._fake_guard.RealTensorGuard`, where given); the user's
+    step hooks it leaves out are named in ``dropped``.
 
     Raises:
         ValueError: not an optimizer or a factory of one; the user's optimizer holds
@@ -132,7 +140,7 @@ def build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, to
         if foreign or not theirs:
             raise ValueError(f"the optimizer holds {len(foreign)} of {len(theirs)} parameters that are not the model's: "
                              "build it over this model, or pass a function: optimizer=lambda params: torch.optim.AdamW(params)")
-        return fake_optimizer(optimizer, fakes, mode)
+        return fake_optimizer(optimizer, fakes, mode, dropped)
     if callable(optimizer):
         _check_factory(optimizer, 1, "the optimizer factory", "optimizer=lambda params: torch.optim.AdamW(params)")
         with mode, HostDevicesOnly(), (guard if guard is not None else contextlib.nullcontext()):

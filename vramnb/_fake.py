@@ -2,10 +2,9 @@
 structure, no data (``torch._subclasses.fake_tensor.FakeTensorMode``).
 
 The user's objects are never changed: the copy's parameters, buffers,
-gradients, optimizer state and batch are new fake CPU tensors; everything else
-about the modules (hooks, flags, attributes) is deep-copied. Fake tensors
-carry a ``meta`` storage of the real size, which the storage tracker counts
-(``StorageTracker("meta")``).
+gradients, optimizer state and batch are new fake CPU tensors (the model's copy:
+:mod:`vramnb._fake_model`). Fake tensors carry a ``meta`` storage of the real
+size, which the storage tracker counts (``StorageTracker("meta")``).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_model", "fake_batch", "fake_optimizer",
+__all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_batch", "fake_optimizer",
            "check_batch", "resize_batch"]
 
 
@@ -34,65 +33,6 @@ def fake_like(t: torch.Tensor, mode: FakeTensorMode, shape: tuple[int, ...] | No
         if shape is not None:
             return torch.empty(shape, dtype=t.dtype, device="cpu")
         return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
-
-
-def _module_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
-    """Tensors held by modules outside parameters and buffers: plain attributes,
-    and tensors in list, tuple or dict attributes (one level)."""
-    out = []
-    for m in model.modules():
-        for v in vars(m).values():
-            vals = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else (v,)
-            for t in vals:
-                if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
-                    out.append(t)
-    return out
-
-
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-def drop_notebook_hooks(model: torch.nn.Module) -> int:
-    """Remove, from the fake copy, module hooks defined in the notebook or script
-    (``__main__``): run on fake tensors they would store fakes in the user's own
-    variables. Library hooks (PyTorch's, transformers') stay. Returns how many went."""
-    n = 0
-    for m in model.modules():
-        for name in _HOOK_DICTS:
-            hooks = getattr(m, name, None)
-            if not isinstance(hooks, dict):
-                continue
-            mine = [k for k, fn in hooks.items() if getattr(fn, "__module__", None) in ("__main__", None)]
-            if mine:
-                setattr(m, name, type(hooks)((k, fn) for k, fn in hooks.items() if k not in mine))
-                n += len(mine)
-    return n
-
-
-def fake_model(model: torch.nn.Module, mode: FakeTensorMode) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
-    """A deep copy of ``model`` whose tensors are fake: returns the copy and the
-    map ``id(original tensor) -> fake tensor`` (parameters, buffers, gradients,
-    tensor attributes). No real data is copied."""
-    from torch.nn.parameter import is_lazy
-
-    lazy = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if is_lazy(t)]
-    if lazy:
-        raise ValueError(f"{type(model).__name__} has parameters not made yet ({', '.join(lazy[:4])}: a lazy module, "
-                         "which sizes them at its first forward); run one forward on a real batch first "
-                         "(model(batch)), or pass a function that builds the model with its sizes given")
-    memo: dict[int, Any] = {}
-    fakes: dict[int, torch.Tensor] = {}
-    for p in model.parameters():
-        if id(p) in memo:
-            continue
-        fp = torch.nn.Parameter(fake_like(p, mode), requires_grad=p.requires_grad)
-        if p.grad is not None:
-            fp.grad = fake_like(p.grad, mode)
-        memo[id(p)] = fakes[id(p)] = fp
-    for b in list(model.buffers()) + _module_tensors(model):
-        if id(b) not in memo:
-            memo[id(b)] = fakes[id(b)] = fake_like(b, mode)
-    return copy.deepcopy(model, memo), fakes
 
 
 def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any:
@@ -241,13 +181,20 @@ def _fake_state(v: Any, mode: FakeTensorMode) -> Any:
     return fake_like(v, mode)
 
 
-def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode) -> torch.optim.Optimizer:
+def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode,
+                   dropped: list[str] | None = None) -> torch.optim.Optimizer:
     """A shallow copy of ``optimizer`` over the fake parameters, with its state
-    (exp_avg, momentum buffers, step counters) as fake tensors."""
+    (exp_avg, momentum buffers, step counters) as fake tensors. Its step hooks are
+    the copy's own dicts, without the user's (an EMA update, a logger: they would act
+    on the user's objects; see :func:`vramnb._fake_model.user_hook_filter`), which are
+    named in ``dropped``."""
+    from ._fake_model import user_hook_filter
+
     fo = copy.copy(optimizer)
     for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks"):  # the copy's own, not the user's dicts
         if isinstance(getattr(optimizer, name, None), dict):
-            setattr(fo, name, type(getattr(optimizer, name))(getattr(optimizer, name)))
+            setattr(fo, name, user_hook_filter(getattr(optimizer, name), f"optimizer {name[11:-1].replace('_', ' ')}",
+                                               dropped if dropped is not None else []))
     fo.param_groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [fakes[id(p)] for p in g["params"]]}
                        for g in optimizer.param_groups]
     state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
