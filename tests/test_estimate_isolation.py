@@ -269,3 +269,26 @@ def test_max_batch_size_says_when_not_even_one_fits():
                               progress=False)
     assert r.batch_size == 0 and not r.at_limit
     assert "not even a batch of 1 fits" in repr(r)
+
+
+class _Cycle(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = self.a  # one module under two names
+        self.__dict__["me"] = self  # a reference back to itself
+        self.pair = (torch.ones(3), {"deep": [torch.ones(5)]})  # tensors at depth: fakes, not copies
+
+    def forward(self, x):
+        return self.b(self.a(x)).sum() + self.pair[0].sum() * 0 + self.pair[1]["deep"][0].sum() * 0
+
+
+def test_shared_modules_cycles_deep_tensors_and_compiled_modules_are_copied_faithfully():
+    m = _Cycle()
+    pair = m.pair
+    e = vramnb.estimate(m, torch.randn(2, 4), None, torch.optim.SGD(m.parameters(), lr=0.1), device="cpu")
+    assert e.steady.peak.sources["parameters"] == (16 + 4) * 4
+    assert m.pair is pair and type(m.pair[1]["deep"][0]) is torch.Tensor
+    lin = nn.Linear(4, 4)
+    e = vramnb.estimate(torch.compile(lin), torch.randn(2, 4), lambda mm, b: mm(b).sum(), device="cpu")
+    assert e.steady.peak.sources["parameters"] == 20 * 4 and lin.weight.grad is None

@@ -142,8 +142,9 @@ class RealTensorGuard(TorchDispatchMode):
         what = self.owned.get(id(t))
         if what is not None:
             hint = _BATCH_HINT if "batch" in what else _MODEL_HINT
-            raise ValueError(f"{hint}. The step reached {what} ({func.overloadpacket.__name__}), which the estimate "
-                             "must not touch: nothing of yours was changed")
+            raise ValueError(f"{hint}. The step reached {what} ({func.overloadpacket.__name__}; through loss_fn, or "
+                             "a function or hook that refers to the notebook's objects), which the estimate must not "
+                             "touch: nothing of yours was changed")
         if t.requires_grad and t not in self.made:
             raise ValueError(
                 f"the step reaches a real tensor of shape {tuple(t.shape)} that requires grad and is not part of the "

@@ -132,7 +132,8 @@ class _Copier:
             out = functools.partial(self.copy(v.func, path), *self.copy(v.args, path), **self.copy(v.keywords, path))
             self.memo[id(v)] = out
             return out
-        if isinstance(v, torch.nn.Module) or (isinstance(v, (dict, list, set)) and _plain_container(v)) or _plain(v):
+        if (isinstance(v, torch.nn.Module) and not _reduces(v)) or (
+                isinstance(v, (dict, list, set)) and _plain_container(v)) or _plain(v):
             return self._structure(v, path)
         if type(v) is tuple or (isinstance(v, tuple) and hasattr(v, "_fields")):
             items = [self.copy(x, f"{path}[{i}]") for i, x in enumerate(v)]
@@ -141,7 +142,10 @@ class _Copier:
             return out
         if type(v) is frozenset:
             return frozenset(self.copy(x, path) for x in v)
-        try:  # a copy protocol of its own: through it, with this memo (what it holds maps to the copies)
+        if hasattr(v, "__dict__"):  # what it holds first, so that its protocol finds the fakes and copies in the memo
+            for k, x in list(vars(v).items()):
+                self.copy(x, f"{path}.{k}" if path else k)
+        try:  # a copy protocol of its own (torch.compile's module): through it, with this memo
             return copy.deepcopy(v, self.memo)
         except Exception as e:  # cannot be copied: shared, and said
             return self._share(v, path, f" (cannot be copied: {str(e).splitlines()[0][:80]})")
@@ -183,6 +187,13 @@ class _Copier:
             for k, x in vars(v).items():
                 out.__dict__[k] = self.copy(x, f"{path}.{k}")
         return out
+
+
+def _reduces(m: torch.nn.Module) -> bool:
+    """A module class with a copy protocol of its own (``torch.compile``'s ``OptimizedModule``
+    rebuilds itself around its copied ``_orig_mod``)."""
+    t = type(m)
+    return t.__reduce__ is not object.__reduce__ or t.__reduce_ex__ is not object.__reduce_ex__
 
 
 def _plain_container(v: Any) -> bool:
