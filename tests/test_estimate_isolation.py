@@ -292,3 +292,24 @@ def test_shared_modules_cycles_deep_tensors_and_compiled_modules_are_copied_fait
     lin = nn.Linear(4, 4)
     e = vramnb.estimate(torch.compile(lin), torch.randn(2, 4), lambda mm, b: mm(b).sum(), device="cpu")
     assert e.steady.peak.sources["parameters"] == 20 * 4 and lin.weight.grad is None
+
+
+def test_a_teacher_run_under_no_grad_is_read_and_one_in_train_mode_is_refused():
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 3))  # requires grad, as built
+    student = nn.Linear(8, 3)
+    x = torch.randn(4, 8)
+
+    def distill(m, b):
+        with torch.no_grad():
+            t = teacher(b)
+        return ((m(b) - t) ** 2).mean()
+
+    before = _user_state(teacher)
+    with pytest.raises(ValueError, match="writes into a real tensor of yours"):  # train mode: BatchNorm statistics
+        vramnb.estimate(student, x, distill, torch.optim.SGD(student.parameters(), lr=0.1), device="cpu")
+    _same(before, _user_state(teacher))
+    teacher.eval()
+    e = vramnb.estimate(student, x, distill, torch.optim.SGD(student.parameters(), lr=0.1), device="cpu")
+    _same(before, _user_state(teacher))
+    assert e.steady.peak.sources["parameters"] == (8 * 3 + 3) * 4

@@ -13,7 +13,8 @@ and before autograd's graph or an in-place write reaches them. It refuses,
 with a :class:`ValueError` naming what was reached and what to write instead:
 
 * a tensor of the user's model, batch or optimizer (known by identity);
-* any real tensor that requires grad (it would receive a fake ``.grad``);
+* any real tensor that requires grad, where grad mode is on (it would receive a
+  fake ``.grad``; a teacher run under ``torch.no_grad()`` is only read);
 * any operator that writes into a real tensor the step did not make itself.
 
 Real tensors that are only read (a class-weight constant, a frozen teacher in
@@ -145,7 +146,7 @@ class RealTensorGuard(TorchDispatchMode):
             raise ValueError(f"{hint}. The step reached {what} ({func.overloadpacket.__name__}; through loss_fn, or "
                              "a function or hook that refers to the notebook's objects), which the estimate must not "
                              "touch: nothing of yours was changed")
-        if t.requires_grad and t not in self.made:
+        if t.requires_grad and torch.is_grad_enabled() and t not in self.made:  # (under no_grad: only read)
             raise ValueError(
                 f"the step reaches a real tensor of shape {tuple(t.shape)} that requires grad and is not part of the "
                 f"estimated model ({func.overloadpacket.__name__}): a second model's parameter (a GAN's "
