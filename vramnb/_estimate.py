@@ -32,12 +32,12 @@ import torch
 
 from ._allocator import replay, round_size
 from ._breakdown import StepReport
-from ._cuda_model import CUDA_CONTEXT, CudaPolicy, Workspaces
+from ._cuda_model import CudaPolicy, Workspaces
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
 from ._fake_guard import RealTensorGuard, UserState, owned_tensors
 from ._fake_model import drop_user_hooks
-from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
+from ._gpus import Target, resolve_target
 from ._plan import StepPlan
 from ._render import Table
 from ._step import _batch_tensors, _one_step, check_loss_fn, check_options, default_loss
@@ -46,59 +46,6 @@ from ._units import format_bytes
 from .techniques import Recipe
 
 __all__ = ["estimate", "Estimate", "Target", "resolve_target"]
-
-
-@dataclass(frozen=True)
-class Target:
-    """A card to predict for.
-
-    Attributes:
-        name: a name from :data:`vramnb._gpus.GPUS`, ``"this GPU"``, or a size as typed.
-        memory: total device memory in bytes (what ``nvidia-smi`` shows as total).
-        capability: CUDA compute capability (decides attention kernels, workspaces).
-        context: bytes outside PyTorch's allocator (CUDA context, libraries).
-        assumed: what was assumed rather than known (shown in the report).
-    """
-
-    name: str
-    memory: int | None
-    capability: tuple[int, int]
-    context: int
-    assumed: tuple[str, ...] = ()
-
-
-def resolve_target(target: Any = None) -> Target:
-    """A :class:`Target` from a GPU name, a size (``"24GiB"``, bytes), or ``None``
-    (the GPU present, else an H100 80 GB).
-
-    Raises:
-        ValueError: an unknown GPU name or a size that is not positive (the
-            message lists the known cards).
-    """
-    if target is None:
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(0)
-            return Target(f"this GPU ({props.name})", props.total_memory, (props.major, props.minor),
-                          _context(props.name))
-        target = "H100"
-    name = gpu_name(target)
-    if name is not None:
-        assumed = () if name.startswith("H200") else ("CUDA context size as measured on an H200",)
-        same = [n for n in GPUS if n.split(" (")[0] == name.split(" (")[0]]
-        if len(same) > 1 and str(target).strip().lower() != name.lower():
-            assumed += (f"{target!r} taken as the {name}; also: {', '.join(n for n in same if n != name)}",)
-        return Target(name, GPUS[name], CAPABILITY[name], _context(name), assumed)
-    memory = gpu_memory(target)  # raises ValueError listing the cards
-    return Target(str(target), memory, (9, 0), CUDA_CONTEXT["default"],
-                  ("compute capability 9.0 (give a card's name to choose its kernels)",
-                   "CUDA context size as measured on an H200"))
-
-
-def _context(name: str) -> int:
-    for key, val in CUDA_CONTEXT.items():
-        if key.lower() in name.lower():
-            return val
-    return CUDA_CONTEXT["default"]
 
 
 @dataclass(repr=False)
