@@ -313,3 +313,24 @@ def test_a_teacher_run_under_no_grad_is_read_and_one_in_train_mode_is_refused():
     e = vramnb.estimate(student, x, distill, torch.optim.SGD(student.parameters(), lr=0.1), device="cpu")
     _same(before, _user_state(teacher))
     assert e.steady.peak.sources["parameters"] == (8 * 3 + 3) * 4
+
+
+def test_global_hooks_of_the_user_are_set_aside_for_the_step_and_put_back(monkeypatch):
+    import sys
+    import types
+
+    from torch.nn.modules.module import _global_forward_hooks, register_module_forward_hook
+
+    helpers = types.ModuleType("myglobalhooks")
+    exec("SEEN = []\ndef hook(mod, inp, out):\n    SEEN.append(out)\n", helpers.__dict__)
+    monkeypatch.setitem(sys.modules, "myglobalhooks", helpers)
+    before = dict(_global_forward_hooks)
+    h = register_module_forward_hook(helpers.hook)
+    try:
+        e = vramnb.estimate(nn.Linear(8, 3), torch.randn(4, 8), lambda m, b: m(b).sum(), device="cpu")
+        assert helpers.SEEN == []
+        assert list(_global_forward_hooks) == [*before, h.id] and _global_forward_hooks[h.id] is helpers.hook
+        assert any("global forward hooks: hook (myglobalhooks)" in n for n in e.notes)
+    finally:
+        h.remove()
+    assert dict(_global_forward_hooks) == before

@@ -36,7 +36,7 @@ from ._cuda_model import CudaPolicy, Workspaces
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
 from ._fake_guard import RealTensorGuard, UserState, owned_tensors
-from ._fake_model import drop_user_hooks
+from ._fake_model import drop_user_hooks, without_user_global_hooks
 from ._gpus import Target, resolve_target
 from ._plan import StepPlan
 from ._render import Table
@@ -331,7 +331,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     err: BaseException | None = None
     sharded = parallel is not None and parallel != "ddp"
     fixes = KernelFixes()
-    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, HostDevicesOnly(), guard, fixes, \
+    with without_user_global_hooks(dropped), (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, \
+            HostDevicesOnly(), guard, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):

@@ -28,6 +28,7 @@ memory it keeps is not counted). Optimizer step hooks follow the same rule.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import functools
@@ -36,13 +37,14 @@ import logging
 import threading
 import types
 import weakref
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import torch
 
 from ._units import format_bytes
 
-__all__ = ["FakeModel", "fake_model", "drop_user_hooks", "user_hook_filter", "LIBRARIES"]
+__all__ = ["FakeModel", "fake_model", "drop_user_hooks", "user_hook_filter", "without_user_global_hooks", "LIBRARIES"]
 
 LIBRARIES = frozenset({"torch", "torchvision", "torchao", "transformers", "peft", "accelerate", "bitsandbytes",
                        "diffusers", "timm", "optimum", "deepspeed", "vramnb"})
@@ -247,3 +249,36 @@ def drop_user_hooks(model: torch.nn.Module) -> list[str]:
                             setattr(m, flag, type(flags)((k, v) for k, v in flags.items()
                                                          if k not in hooks or k in kept))
     return dropped
+
+
+_GLOBAL_HOOKS = (("torch.nn.modules.module", "_global_forward_pre_hooks"), ("torch.nn.modules.module", "_global_forward_hooks"),
+                 ("torch.nn.modules.module", "_global_backward_pre_hooks"), ("torch.nn.modules.module", "_global_backward_hooks"),
+                 ("torch.optim.optimizer", "_global_optimizer_pre_hooks"), ("torch.optim.optimizer", "_global_optimizer_post_hooks"))
+
+
+@contextlib.contextmanager
+def without_user_global_hooks(dropped: list[str]) -> Iterator[None]:
+    """Set aside, for the estimate's step, the user's global hooks (``register_module_forward_hook``,
+    ``register_optimizer_step_post_hook``: they run on every module and optimizer, the fake ones
+    too), by the rule of :func:`user_hook_filter`; they are put back, in their order, after. The
+    dicts are PyTorch's own, changed in place, so the user's handles keep working."""
+    import importlib
+
+    saved: list[tuple[dict[Any, Any], list[tuple[Any, Any]]]] = []
+    for modname, name in _GLOBAL_HOOKS:
+        d = getattr(importlib.import_module(modname), name, None)
+        if not isinstance(d, dict) or not d:
+            continue
+        kept = user_hook_filter(d, f"global {name[8:].replace('_', ' ')}", dropped)
+        if len(kept) != len(d):
+            saved.append((d, list(d.items())))
+            d.clear()
+            d.update(kept)
+    try:
+        yield
+    finally:
+        for d, items in saved:
+            added = [(k, v) for k, v in d.items() if k not in dict(items)]  # registered meanwhile, still there
+            d.clear()
+            d.update(items)
+            d.update(added)
