@@ -40,6 +40,9 @@ class BatchSearch(Rendered):
         seconds: wall time of the search.
         verified: the real step's :class:`~vramnb.StepReport` at ``batch_size`` when
             ``verify=True`` ran one, else ``None``.
+        at_limit: the search stopped at its ``limit`` with every size fitting:
+            ``batch_size`` is the limit, and larger batches may fit too.
+        limit: the largest batch size the search considered.
     """
 
     batch_size: int
@@ -47,6 +50,8 @@ class BatchSearch(Rendered):
     tried: list[tuple[int, bool, int]] = field(default_factory=list)
     seconds: float = 0.0
     verified: Any = None
+    at_limit: bool = False
+    limit: int = 0
 
     def __repr__(self) -> str:
         return self._table().to_text()
@@ -57,9 +62,15 @@ class BatchSearch(Rendered):
         t = Table(f"vram max batch size · {card} · {e.label}", ("batch size", "fits", "device memory"))
         for n, ok, mem in sorted(self.tried):
             t.rows.append((str(n), "yes" if ok else "no", format_bytes(mem)))
-        t.note(f"largest batch that fits: {self.batch_size} (predicted device memory "
-               f"{format_bytes(e.device_memory or 0)}, margin {e.margin:.0%}); "
-               f"{len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}")
+        if self.at_limit:
+            found = (f"fits at least up to the search limit {self.batch_size}: the search stopped there, larger "
+                     "batches may fit too (raise limit= to look further)")
+        elif self.batch_size == 0:
+            found = "not even a batch of 1 fits"
+        else:
+            found = f"largest batch that fits: {self.batch_size}"
+        t.note(f"{found} (predicted device memory {format_bytes(e.device_memory or 0)}, margin {e.margin:.0%}); "
+               f"{len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}", warn=self.at_limit or not self.batch_size)
         if self.verified is not None:
             v = self.verified.steady.peak
             t.note(f"verified by one real step: peak allocated {format_bytes(v.allocated)} "
@@ -88,13 +99,15 @@ def max_batch_size(
             as for :func:`vramnb.estimate`; the batch's tensors share their
             first dimension, the batch size, which the search changes.
         margin: fraction of the card to keep free (e.g. 0.05).
-        limit: the largest batch size considered.
+        limit: the largest batch size considered; where it fits, the result's
+            ``at_limit`` is ``True`` and its report says the search stopped there.
         verify: where a CUDA GPU is present and the model is on it, run one
             real step (:func:`vramnb.profile_step`) at the size found.
         progress: show a tqdm progress bar.
 
     Returns:
-        a :class:`BatchSearch` (``batch_size``, the estimate there, the sizes tried).
+        a :class:`BatchSearch` (``batch_size``, the estimate there, the sizes tried,
+        ``at_limit``: whether the search stopped at ``limit``).
 
     Raises:
         ValueError: as :func:`vramnb.estimate`; a batch without a batch
@@ -136,7 +149,8 @@ def max_batch_size(
     finally:
         if bar is not None:
             bar.close()
-    result = BatchSearch(good, best, tried, time.perf_counter() - t0)
+    # every size up to the limit fits (the smallest that does not is past it): the answer is the limit, not a maximum
+    result = BatchSearch(good, best, tried, time.perf_counter() - t0, at_limit=bad > limit // step, limit=limit)
     if verify and good and torch.cuda.is_available() and isinstance(model, torch.nn.Module):
         result.verified = _verify(model, batch, loss_fn, optimizer, recipe, good)
         result.seconds = time.perf_counter() - t0

@@ -32,10 +32,12 @@ import torch
 
 from ._allocator import replay, round_size
 from ._breakdown import StepReport
-from ._cuda_model import CUDA_CONTEXT, CudaPolicy, Workspaces
+from ._cuda_model import CudaPolicy, Workspaces
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
-from ._gpus import CAPABILITY, GPUS, gpu_memory, gpu_name
+from ._fake_guard import RealTensorGuard, UserState, owned_tensors
+from ._fake_model import drop_user_hooks, without_user_global_hooks
+from ._gpus import Target, resolve_target
 from ._plan import StepPlan
 from ._render import Table
 from ._step import _batch_tensors, _one_step, check_loss_fn, check_options, default_loss
@@ -44,59 +46,6 @@ from ._units import format_bytes
 from .techniques import Recipe
 
 __all__ = ["estimate", "Estimate", "Target", "resolve_target"]
-
-
-@dataclass(frozen=True)
-class Target:
-    """A card to predict for.
-
-    Attributes:
-        name: a name from :data:`vramnb._gpus.GPUS`, ``"this GPU"``, or a size as typed.
-        memory: total device memory in bytes (what ``nvidia-smi`` shows as total).
-        capability: CUDA compute capability (decides attention kernels, workspaces).
-        context: bytes outside PyTorch's allocator (CUDA context, libraries).
-        assumed: what was assumed rather than known (shown in the report).
-    """
-
-    name: str
-    memory: int | None
-    capability: tuple[int, int]
-    context: int
-    assumed: tuple[str, ...] = ()
-
-
-def resolve_target(target: Any = None) -> Target:
-    """A :class:`Target` from a GPU name, a size (``"24GiB"``, bytes), or ``None``
-    (the GPU present, else an H100 80 GB).
-
-    Raises:
-        ValueError: an unknown GPU name or a size that is not positive (the
-            message lists the known cards).
-    """
-    if target is None:
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(0)
-            return Target(f"this GPU ({props.name})", props.total_memory, (props.major, props.minor),
-                          _context(props.name))
-        target = "H100"
-    name = gpu_name(target)
-    if name is not None:
-        assumed = () if name.startswith("H200") else ("CUDA context size as measured on an H200",)
-        same = [n for n in GPUS if n.split(" (")[0] == name.split(" (")[0]]
-        if len(same) > 1 and str(target).strip().lower() != name.lower():
-            assumed += (f"{target!r} taken as the {name}; also: {', '.join(n for n in same if n != name)}",)
-        return Target(name, GPUS[name], CAPABILITY[name], _context(name), assumed)
-    memory = gpu_memory(target)  # raises ValueError listing the cards
-    return Target(str(target), memory, (9, 0), CUDA_CONTEXT["default"],
-                  ("compute capability 9.0 (give a card's name to choose its kernels)",
-                   "CUDA context size as measured on an H200"))
-
-
-def _context(name: str) -> int:
-    for key, val in CUDA_CONTEXT.items():
-        if key.lower() in name.lower():
-            return val
-    return CUDA_CONTEXT["default"]
 
 
 @dataclass(repr=False)
@@ -329,26 +278,45 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     check_arguments(device=device, margin=margin, loss_fn=loss_fn, batch_size=batch_size, world_size=world_size,
                     parallel=parallel, expandable_segments=expandable_segments, label=label)
     check_options(steps, module_depth, set_to_none)
-    from ._parallel import fake_world, rebuild_optimizer, shard
-
     tgt = resolve_target(target) if device == "cuda" else None
     if tgt is None and target is not None:
         raise ValueError("target= is for device='cuda'; a CPU estimate has no card")
     recipe = as_recipe(recipe)
-    check_batch(batch)  # ValueError on a batch that is not (dense) tensors
+    named = check_batch(batch)  # ValueError on a batch that is not (dense) tensors
     if batch_size is not None:
         resize_batch(batch)
+    # what the fake step must not reach, and the last line behind that: see _fake_guard
+    user_model = model if isinstance(model, torch.nn.Module) else None
+    guard = RealTensorGuard(owned_tensors(user_model, named, optimizer))
+    state = UserState(user_model, optimizer)
+    try:
+        est = _predict(model, batch, loss_fn, optimizer, guard, recipe=recipe, tgt=tgt, device=device,
+                       batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
+                       warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
+                       label=label, world_size=world_size, parallel=parallel)
+    except BaseException:
+        with contextlib.suppress(ValueError):  # put back what was swapped; the step's own error is the one to see
+            state.check_and_restore()
+        raise
+    state.check_and_restore()
+    est.runtime = time.perf_counter() - t0
+    return est
+
+
+def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTensorGuard, *, recipe: Any,
+             tgt: Target | None, device: str, batch_size: int | None, expandable_segments: bool, margin: float,
+             steps: int, warm_optimizer: bool, set_to_none: bool, module_depth: int | None, label: str,
+             world_size: int, parallel: str | None) -> Estimate:
+    from ._parallel import fake_world, rebuild_optimizer, shard
 
     mode = new_mode()
-    fmodel, fakes = build_model(model, mode)
+    fmodel, fakes, shared = build_model(model, mode)
     check_loss_fn(fmodel, batch, loss_fn)  # a tuple batch with no loss_fn that forward cannot take
-    from ._fake import drop_notebook_hooks
-
-    dropped = drop_notebook_hooks(fmodel)
+    dropped = drop_user_hooks(fmodel)
     if not any(p.requires_grad for p in fmodel.parameters()):
         raise ValueError(f"{type(fmodel).__name__} has no trainable parameters: nothing to train")
     fbatch = fake_batch(batch, mode, batch_size)
-    fopt = build_optimizer(optimizer, fmodel, fakes, mode)
+    fopt = build_optimizer(optimizer, fmodel, fakes, mode, guard, dropped)
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
     keep: list[torch.Tensor] = []
@@ -363,7 +331,8 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     err: BaseException | None = None
     sharded = parallel is not None and parallel != "ddp"
     fixes = KernelFixes()
-    with (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, HostDevicesOnly(), fixes, \
+    with without_user_global_hooks(dropped), (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, \
+            HostDevicesOnly(), guard, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
@@ -374,13 +343,17 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
                 blocks = find_blocks(fmodel)
             except ValueError:
                 blocks = []
-            keep.extend(shard(fmodel, parallel, world_size, blocks))
+            extra, blocks, tied = shard(fmodel, parallel, world_size, blocks)
+            keep.extend(extra)
             if sharded:
                 fopt = optimizer([p for p in fmodel.parameters() if p.requires_grad]) if (
                     callable(optimizer) and not isinstance(optimizer, torch.optim.Optimizer)) else rebuild_optimizer(fopt, fmodel)
                 plan.optimizer = plan.user_optimizer = fopt
                 plan.notes.append(f"rank 0 of {world_size} GPUs, {parallel} (PyTorch's FSDP2 against a fake process group; "
                                   f"{len(blocks)} blocks sharded one by one)")
+                if tied:
+                    plan.notes.append(f"tied weights ({'; '.join(tied[:3])}): the blocks holding them are sharded "
+                                      "with the root, which holds both ends of the tie")
             else:
                 plan.notes.append(f"one of {world_size} GPUs under DDP: the whole model plus its gradient buckets "
                                   "(counted as workspace); NCCL's own buffers are not modelled")
@@ -414,8 +387,12 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
                    results, name, target=tgt, margin=float(margin), recipe=recipe)
     est.notes.extend(plan.notes)
     if dropped:
-        est.notes.append(f"{dropped} module hook(s) of your own were not run on the fake copy (they would store fake "
-                         "tensors in your variables); memory they keep is not counted")
+        est.notes.append(f"{len(dropped)} hook(s) of your own were not run on the fake copy (they would store fake "
+                         f"tensors in your objects; memory they keep is not counted): {'; '.join(dropped[:4])}"
+                         + (f" and {len(dropped) - 4} more" if len(dropped) > 4 else ""))
+    if shared:
+        est.notes.append(f"shared with your model, not copied (the fake step reads them; a step that writes into them "
+                         f"would change yours): {'; '.join(shared[:4])}" + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
     est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
     if kernels is not None:
         est.backends = dict(kernels.backends)
@@ -424,7 +401,6 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
         _apply_allocator(est, events, offsets, tgt, expandable_segments, margin)
     else:
         est.peak_allocated = max(s.peak.allocated for s in results)
-    est.runtime = time.perf_counter() - t0
     return est
 
 

@@ -9,13 +9,15 @@ tensors on CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from ._fake import HostDevicesOnly, fake_model, fake_optimizer
+from ._fake import HostDevicesOnly, fake_optimizer
+from ._fake_model import FakeModel, fake_model
 from ._step import check_closure
 from .techniques import Recipe
 
@@ -86,9 +88,15 @@ def _uses_cuda(err: BaseException) -> bool:
     return isinstance(err, (RuntimeError, AssertionError)) and ("cuda" in text or "accelerator" in text)
 
 
-def build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
-    """The fake copy of ``model`` (a module, or a factory called under ``torch.device("meta")``)
-    and the map from the original tensors to the fakes (:func:`vramnb._fake.fake_model`)."""
+def build_model(model: Any, mode: Any) -> FakeModel:
+    """The fake copy of ``model`` (a module, or a factory called under ``torch.device("meta")``),
+    the map from the original tensors to the fakes, and what was shared rather than copied
+    (:func:`vramnb._fake_model.fake_model`).
+
+    Raises:
+        ValueError: not a module or a factory of one; a TorchScript or lazy module; a factory
+            that puts tensors on CUDA or returns something else.
+    """
     if isinstance(model, torch.jit.ScriptModule):
         raise ValueError(f"{type(model).__name__} is a TorchScript module (torch.jit.script or trace), whose weights "
                          "live in the compiled graph and cannot be copied onto fake tensors: estimate the Python "
@@ -112,8 +120,17 @@ def build_model(model: Any, mode: Any) -> tuple[torch.nn.Module, dict[int, torch
     raise ValueError(f"model must be a torch.nn.Module or a function building one, not {type(model).__name__}")
 
 
-def build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, torch.Tensor], mode: Any) -> Any:
-    """The fake optimizer: a copy of the user's over the fake parameters, or the factory's."""
+def build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, torch.Tensor], mode: Any,
+                    guard: Any = None, dropped: list[str] | None = None) -> Any:
+    """The fake optimizer: a copy of the user's over the fake parameters, or the factory's
+    (run under ``guard``, a :class:`vramnb._fake_guard.RealTensorGuard`, where given); the user's
+    step hooks it leaves out are named in ``dropped``.
+
+    Raises:
+        ValueError: not an optimizer or a factory of one; the user's optimizer holds
+            parameters that are not the model's; the factory's optimizer holds real
+            parameters (it used the notebook's model, not its argument).
+    """
     if optimizer is None:
         return None
     if isinstance(optimizer, torch.optim.Optimizer):
@@ -123,13 +140,20 @@ def build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, to
         if foreign or not theirs:
             raise ValueError(f"the optimizer holds {len(foreign)} of {len(theirs)} parameters that are not the model's: "
                              "build it over this model, or pass a function: optimizer=lambda params: torch.optim.AdamW(params)")
-        return fake_optimizer(optimizer, fakes, mode)
+        return fake_optimizer(optimizer, fakes, mode, dropped)
     if callable(optimizer):
         _check_factory(optimizer, 1, "the optimizer factory", "optimizer=lambda params: torch.optim.AdamW(params)")
-        with mode, HostDevicesOnly():
+        with mode, HostDevicesOnly(), (guard if guard is not None else contextlib.nullcontext()):
             opt = optimizer([p for p in fmodel.parameters() if p.requires_grad])
         if not isinstance(opt, torch.optim.Optimizer):
             raise ValueError(f"the optimizer factory returned {type(opt).__name__}, not a torch.optim.Optimizer")
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        real = [p for g in opt.param_groups for p in g["params"] if not isinstance(p, FakeTensor)]
+        if real:
+            raise ValueError(f"the optimizer factory's optimizer holds {len(real)} real parameters, not the fake copies "
+                             "it is given: write optimizer=lambda params: torch.optim.AdamW(params), not "
+                             "model.parameters() of the notebook's model")
         return opt
     raise ValueError(f"optimizer must be a torch.optim.Optimizer, a function params -> optimizer, or None; "
                      f"not {type(optimizer).__name__}")

@@ -2,10 +2,9 @@
 structure, no data (``torch._subclasses.fake_tensor.FakeTensorMode``).
 
 The user's objects are never changed: the copy's parameters, buffers,
-gradients, optimizer state and batch are new fake CPU tensors; everything else
-about the modules (hooks, flags, attributes) is deep-copied. Fake tensors
-carry a ``meta`` storage of the real size, which the storage tracker counts
-(``StorageTracker("meta")``).
+gradients, optimizer state and batch are new fake CPU tensors (the model's copy:
+:mod:`vramnb._fake_model`). Fake tensors carry a ``meta`` storage of the real
+size, which the storage tracker counts (``StorageTracker("meta")``).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_model", "fake_batch", "fake_optimizer",
+__all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_batch", "fake_optimizer",
            "check_batch", "resize_batch"]
 
 
@@ -36,93 +35,74 @@ def fake_like(t: torch.Tensor, mode: FakeTensorMode, shape: tuple[int, ...] | No
         return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
 
 
-def _module_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
-    """Tensors held by modules outside parameters and buffers: plain attributes,
-    and tensors in list, tuple or dict attributes (one level)."""
-    out = []
-    for m in model.modules():
-        for v in vars(m).values():
-            vals = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else (v,)
-            for t in vals:
-                if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
-                    out.append(t)
-    return out
-
-
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-def drop_notebook_hooks(model: torch.nn.Module) -> int:
-    """Remove, from the fake copy, module hooks defined in the notebook or script
-    (``__main__``): run on fake tensors they would store fakes in the user's own
-    variables. Library hooks (PyTorch's, transformers') stay. Returns how many went."""
-    n = 0
-    for m in model.modules():
-        for name in _HOOK_DICTS:
-            hooks = getattr(m, name, None)
-            if not isinstance(hooks, dict):
-                continue
-            mine = [k for k, fn in hooks.items() if getattr(fn, "__module__", None) in ("__main__", None)]
-            if mine:
-                setattr(m, name, type(hooks)((k, fn) for k, fn in hooks.items() if k not in mine))
-                n += len(mine)
-    return n
-
-
-def fake_model(model: torch.nn.Module, mode: FakeTensorMode) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
-    """A deep copy of ``model`` whose tensors are fake: returns the copy and the
-    map ``id(original tensor) -> fake tensor`` (parameters, buffers, gradients,
-    tensor attributes). No real data is copied."""
-    from torch.nn.parameter import is_lazy
-
-    lazy = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if is_lazy(t)]
-    if lazy:
-        raise ValueError(f"{type(model).__name__} has parameters not made yet ({', '.join(lazy[:4])}: a lazy module, "
-                         "which sizes them at its first forward); run one forward on a real batch first "
-                         "(model(batch)), or pass a function that builds the model with its sizes given")
-    memo: dict[int, Any] = {}
-    fakes: dict[int, torch.Tensor] = {}
-    for p in model.parameters():
-        if id(p) in memo:
-            continue
-        fp = torch.nn.Parameter(fake_like(p, mode), requires_grad=p.requires_grad)
-        if p.grad is not None:
-            fp.grad = fake_like(p.grad, mode)
-        memo[id(p)] = fakes[id(p)] = fp
-    for b in list(model.buffers()) + _module_tensors(model):
-        if id(b) not in memo:
-            memo[id(b)] = fakes[id(b)] = fake_like(b, mode)
-    return copy.deepcopy(model, memo), fakes
-
-
 def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any:
     """``batch`` with every tensor replaced by a fake one; with ``size``, the
     first dimension of every tensor that has one becomes ``size`` (see :func:`resize_batch`).
-    Tensors sharing a storage (``labels`` that are ``input_ids``, views of
-    one buffer) share one fake storage, as they share memory."""
-    check_batch(batch)
-    bases: dict[tuple[int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def conv(t: torch.Tensor) -> torch.Tensor:
-        if size is not None and t.dim() > 0:
+    Tensors sharing a storage (``labels`` that are ``input_ids``, views of one
+    buffer) share one fake storage, as they share memory. That storage spans
+    only the bytes the batch's tensors reach, not the storage they are views
+    of: ``data[i:i + 32]`` of a dataset held in memory is a batch of 32 rows (what
+    ``.to(device)`` or a DataLoader gives the step), not the whole dataset.
+    Views that reach only a sparse part of their span (a column ``data[:, :3]``)
+    each get a dense fake of their own shape, as a copy to the device would make."""
+    named = check_batch(batch)
+    if size is not None:
+        bases: dict[int, torch.Tensor] = {}
+
+        def resized(t: torch.Tensor) -> torch.Tensor:
+            if t.dim() == 0:
+                return _fake_view(t, mode, {})
             shape = (size, *t.shape[1:])
             if t.shape[0] == 0 or not t.is_contiguous():
                 return fake_like(t, mode, shape)
-            key = (id(t), t.dtype)
-            if key not in bases:
-                bases[key] = (t, fake_like(t, mode, shape))
-            return bases[key][1]
-        st = t.untyped_storage() if t.layout == torch.strided else None
-        if st is None or t.device.type == "meta":
-            return fake_like(t, mode)
-        key = (st._cdata, t.dtype)
-        if key not in bases:
-            with mode:
-                base = torch.empty(st.nbytes() // t.element_size(), dtype=t.dtype, device="cpu")
-            bases[key] = (t, base)
-        return bases[key][1].as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+            if id(t) not in bases:  # the same tensor twice (labels = input_ids): one fake
+                bases[id(t)] = fake_like(t, mode, shape)
+            return bases[id(t)]
 
-    return _map(batch, conv)
+        return _map(batch, resized)
+    spans = _shared_spans([t for _, t in named])
+    return _map(batch, lambda t: _fake_view(t, mode, spans))
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The elements ``[first, last + 1)`` of its storage that ``t`` reaches (in its dtype)."""
+    start = t.storage_offset()
+    if t.numel() == 0:
+        return start, start
+    return start, start + 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+
+
+def _shared_spans(tensors: list[torch.Tensor]) -> dict[tuple[int, torch.dtype], list[Any]]:
+    """Per (storage, dtype) of the batch: ``[first element, end, fake base or None]`` where the
+    batch's views of that storage cover their span densely enough to share it (their own
+    sizes add up to at least the span); storages reached sparsely are left out."""
+    groups: dict[tuple[int, torch.dtype], list[torch.Tensor]] = {}
+    for t in tensors:
+        if t.layout == torch.strided and t.device.type != "meta":
+            groups.setdefault((t.untyped_storage()._cdata, t.dtype), []).append(t)
+    spans: dict[tuple[int, torch.dtype], list[Any]] = {}
+    for key, ts in groups.items():
+        ranges = [_span(t) for t in ts]
+        lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+        own = sum(t.numel() for t in {id(t): t for t in ts}.values())
+        if hi - lo <= own:
+            spans[key] = [lo, hi, None]
+    return spans
+
+
+def _fake_view(t: torch.Tensor, mode: FakeTensorMode, spans: dict[tuple[int, torch.dtype], list[Any]]) -> torch.Tensor:
+    """The fake of one batch tensor: a view of its storage's shared fake span, else its own."""
+    key = (t.untyped_storage()._cdata, t.dtype) if t.layout == torch.strided and t.device.type != "meta" else None
+    if key not in spans:
+        if t.layout == torch.strided and t.numel() and _span(t)[1] - _span(t)[0] > t.numel():
+            return fake_like(t, mode, tuple(t.shape))  # sparse in its span: a dense copy of its shape
+        return fake_like(t, mode)
+    span = spans[key]
+    if span[2] is None:
+        with mode:
+            span[2] = torch.empty(span[1] - span[0], dtype=t.dtype, device="cpu")
+    return span[2].as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset() - span[0])
 
 
 def check_batch(batch: Any) -> list[tuple[str, torch.Tensor]]:
@@ -201,13 +181,20 @@ def _fake_state(v: Any, mode: FakeTensorMode) -> Any:
     return fake_like(v, mode)
 
 
-def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode) -> torch.optim.Optimizer:
+def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode,
+                   dropped: list[str] | None = None) -> torch.optim.Optimizer:
     """A shallow copy of ``optimizer`` over the fake parameters, with its state
-    (exp_avg, momentum buffers, step counters) as fake tensors."""
+    (exp_avg, momentum buffers, step counters) as fake tensors. Its step hooks are
+    the copy's own dicts, without the user's (an EMA update, a logger: they would act
+    on the user's objects; see :func:`vramnb._fake_model.user_hook_filter`), which are
+    named in ``dropped``."""
+    from ._fake_model import user_hook_filter
+
     fo = copy.copy(optimizer)
     for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks"):  # the copy's own, not the user's dicts
         if isinstance(getattr(optimizer, name, None), dict):
-            setattr(fo, name, type(getattr(optimizer, name))(getattr(optimizer, name)))
+            setattr(fo, name, user_hook_filter(getattr(optimizer, name), f"optimizer {name[11:-1].replace('_', ' ')}",
+                                               dropped if dropped is not None else []))
     fo.param_groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [fakes[id(p)] for p in g["params"]]}
                        for g in optimizer.param_groups]
     state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)

@@ -7,9 +7,12 @@ minus the CUDA context (about 0.5 GiB, more with cuDNN/cuBLAS loaded).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ._units import parse_size
 
-__all__ = ["GPUS", "CAPABILITY", "gpu_memory", "gpu_name"]
+__all__ = ["GPUS", "CAPABILITY", "gpu_memory", "gpu_name", "Target", "resolve_target"]
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -89,3 +92,62 @@ def gpu_memory(target: str | int) -> int:
         if text[:1].isdigit() or text[:1] in "-+.":
             raise  # a size, but not a valid one: parse_size says why
         raise ValueError(f"unknown GPU {target!r}; known: {', '.join(GPUS)}; or give a size such as '24GiB'") from None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A card to predict for.
+
+    Attributes:
+        name: a name from :data:`vramnb._gpus.GPUS`, ``"this GPU"``, or a size as typed.
+        memory: total device memory in bytes (what ``nvidia-smi`` shows as total).
+        capability: CUDA compute capability (decides attention kernels, workspaces).
+        context: bytes outside PyTorch's allocator (CUDA context, libraries).
+        assumed: what was assumed rather than known (shown in the report).
+    """
+
+    name: str
+    memory: int | None
+    capability: tuple[int, int]
+    context: int
+    assumed: tuple[str, ...] = ()
+
+
+def resolve_target(target: Any = None) -> Target:
+    """A :class:`Target` from a GPU name, a size (``"24GiB"``, bytes), or ``None``
+    (the GPU present, else an H100 80 GB).
+
+    Raises:
+        ValueError: an unknown GPU name or a size that is not positive (the
+            message lists the known cards).
+    """
+    import torch
+
+    from ._cuda_model import CUDA_CONTEXT
+
+    if target is None:
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            return Target(f"this GPU ({props.name})", props.total_memory, (props.major, props.minor),
+                          _context(props.name))
+        target = "H100"
+    name = gpu_name(target)
+    if name is not None:
+        assumed = () if name.startswith("H200") else ("CUDA context size as measured on an H200",)
+        same = [n for n in GPUS if n.split(" (")[0] == name.split(" (")[0]]
+        if len(same) > 1 and str(target).strip().lower() != name.lower():
+            assumed += (f"{target!r} taken as the {name}; also: {', '.join(n for n in same if n != name)}",)
+        return Target(name, GPUS[name], CAPABILITY[name], _context(name), assumed)
+    memory = gpu_memory(target)  # raises ValueError listing the cards
+    return Target(str(target), memory, (9, 0), CUDA_CONTEXT["default"],
+                  ("compute capability 9.0 (give a card's name to choose its kernels)",
+                   "CUDA context size as measured on an H200"))
+
+
+def _context(name: str) -> int:
+    from ._cuda_model import CUDA_CONTEXT
+
+    for key, val in CUDA_CONTEXT.items():
+        if key.lower() in name.lower():
+            return val
+    return CUDA_CONTEXT["default"]

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PARALLEL", "fake_world", "shard"]
+__all__ = ["PARALLEL", "fake_world", "shard", "tied_blocks"]
 
 PARALLEL = ("ddp", "fsdp", "zero2", "zero3")
 
@@ -57,17 +57,54 @@ def fake_world(world_size: int) -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def shard(model: torch.nn.Module, parallel: str, world_size: int, blocks: list[torch.nn.Module]) -> list[torch.Tensor]:
+def tied_blocks(model: torch.nn.Module, blocks: list[torch.nn.Module]) -> tuple[list[torch.nn.Module], list[str]]:
+    """``blocks`` less those sharing a parameter with another block or with the rest of the model
+    (tied weights: ``lm_head.weight = embed.weight``), and the names of the tied parameters.
+
+    FSDP manages each parameter in one group; a block holding a tied parameter is
+    left to the root's group, which then holds both ends of the tie, as FSDP users
+    do with tied embeddings."""
+    names = {id(m): n for n, m in model.named_modules()}
+    prefixes = [(names.get(id(b), ""), b) for b in blocks]
+    owners: dict[int, set[int]] = {}
+    seen: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        block = next((i for i, (pre, _) in enumerate(prefixes) if pre and name.startswith(pre + ".")), -1)
+        owners.setdefault(id(p), set()).add(block)
+        seen.setdefault(id(p), []).append(name)
+    tied = {i for o in owners.values() if len(o) > 1 for i in o if i >= 0}
+    tied_names = [" = ".join(n) for k, n in seen.items() if len(owners[k]) > 1]
+    return [b for i, b in enumerate(blocks) if i not in tied], tied_names
+
+
+def _shardable(blocks: list[torch.nn.Module]) -> list[torch.nn.Module]:
+    """``blocks`` that ``fully_shard`` can take: a container without a forward of its own
+    (``nn.ModuleList``, ``nn.ModuleDict``) stands for its children; blocks without
+    parameters are left out (nothing to shard)."""
+    out: list[torch.nn.Module] = []
+    for b in blocks:
+        if isinstance(b, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+            out += _shardable(list(b.children()))
+        elif any(True for _ in b.parameters()):
+            out.append(b)
+    return out
+
+
+def shard(model: torch.nn.Module, parallel: str, world_size: int,
+          blocks: list[torch.nn.Module]) -> tuple[list[torch.Tensor], list[torch.nn.Module], list[str]]:
     """Apply ``parallel`` to the fake ``model`` for rank 0 of ``world_size``.
 
-    Returns the extra tensors the strategy keeps (DDP's gradient buckets).
+    Returns the extra tensors the strategy keeps (DDP's gradient buckets), the
+    blocks sharded one by one, and the tied parameters left to the root's group
+    (see :func:`tied_blocks`).
     """
     if parallel == "ddp":
         buckets: dict[torch.dtype, int] = {}
         for p in model.parameters():
             if p.requires_grad:
                 buckets[p.dtype] = buckets.get(p.dtype, 0) + p.numel()
-        return [torch.empty(n, dtype=dt) for dt, n in buckets.items()]
+        return [torch.empty(n, dtype=dt) for dt, n in buckets.items()], [], []
+    blocks, tied = tied_blocks(model, _shardable(blocks))
     try:
         from torch.distributed.fsdp import fully_shard
     except ImportError:  # torch < 2.6
@@ -81,7 +118,7 @@ def shard(model: torch.nn.Module, parallel: str, world_size: int, blocks: list[t
     for b in blocks:
         fully_shard(b, mesh=mesh, reshard_after_forward=not keep)
     fully_shard(model, mesh=mesh, reshard_after_forward=not keep)
-    return []
+    return [], blocks, tied
 
 
 def rebuild_optimizer(opt: Any, model: torch.nn.Module) -> Any:

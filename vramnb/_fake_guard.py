@@ -1,0 +1,226 @@
+"""Keep an estimate's fake step off the user's real tensors.
+
+:func:`vramnb.estimate` runs the step on a fake copy of the model, batch and
+optimizer. A ``loss_fn`` that closes over the notebook's own model
+(``lambda m, b: model(b)`` instead of ``m(b)``), its batch, or a second model
+(a GAN's discriminator, a critic, a teacher that trains) would run the real
+modules on fake inputs: fake gradients land in real parameters, BatchNorm
+counters and running statistics move, an optimizer steps real weights.
+
+:class:`RealTensorGuard` is a dispatch mode above the fake mode: it sees every
+operator's arguments before the fake mode turns real tensors into constants,
+and before autograd's graph or an in-place write reaches them. It refuses,
+with a :class:`ValueError` naming what was reached and what to write instead:
+
+* a tensor of the user's model, batch or optimizer (known by identity);
+* any real tensor that requires grad, where grad mode is on (it would receive a
+  fake ``.grad``; a teacher run under ``torch.no_grad()`` is only read);
+* any operator that writes into a real tensor the step did not make itself.
+
+Real tensors that are only read (a class-weight constant, a frozen teacher in
+``eval`` mode) stay allowed: the fake mode reads their shapes.
+
+:class:`UserState` is the last line behind it: it records the user's
+parameters' gradients, the tensors in each module's slots and their version
+counters before the estimate, and afterwards puts back what was swapped (a
+``.grad`` assigned in Python, which no operator sees) and raises if a value
+was written in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
+from torch.utils.weak import WeakIdKeyDictionary
+
+__all__ = ["RealTensorGuard", "UserState", "owned_tensors"]
+
+_MODEL_HINT = ("loss_fn uses the notebook's model, not its first argument: write lambda m, b: m(b)... (and an "
+               "optimizer factory lambda params: torch.optim.AdamW(params)); the estimate runs a fake copy of the "
+               "model and passes it as the first argument")
+_BATCH_HINT = ("loss_fn uses the notebook's batch, not its second argument: write lambda m, b: m(b)...; the "
+               "estimate passes a fake copy of the batch as the second argument")
+
+
+def owned_tensors(model: torch.nn.Module | None, batch_named: list[tuple[str, torch.Tensor]],
+                  optimizer: Any) -> dict[int, str]:
+    """``id(tensor) -> what it is`` for the user's model (parameters, gradients, buffers),
+    batch and optimizer state: tensors the fake step must not reach. The user's objects
+    keep them alive for the estimate, so the ids stay theirs."""
+    owned: dict[int, str] = {}
+    if model is not None:
+        for n, p in model.named_parameters(remove_duplicate=False):
+            owned.setdefault(id(p), f"the notebook's model's parameter {n!r}")
+            if p.grad is not None:
+                owned.setdefault(id(p.grad), f"the gradient of the notebook's model's parameter {n!r}")
+        for n, b in model.named_buffers(remove_duplicate=False):
+            owned.setdefault(id(b), f"the notebook's model's buffer {n!r}")
+    for n, t in batch_named:
+        owned.setdefault(id(t), f"the notebook's batch ({n})")
+    if isinstance(optimizer, torch.optim.Optimizer):
+        for st in optimizer.state.values():
+            for k, v in st.items():
+                if isinstance(v, torch.Tensor):
+                    owned.setdefault(id(v), f"the notebook's optimizer state ({k!r})")
+    return owned
+
+
+def _is_real(t: Any) -> bool:
+    return (isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor)
+            and not is_traceable_wrapper_subclass(t))
+
+
+_WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}
+# operators that write arguments without saying so in their schema, and the flag argument that makes them write:
+# native_batch_norm updates running_mean and running_var when training is true
+_UNDECLARED = {"native_batch_norm": (("running_mean", "running_var"), 5, "training")}
+
+
+def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[int, str], ...]:
+    """(position, name) of the arguments this call of ``func`` writes into (``Tensor(a!)`` in its schema)."""
+    if func not in _WRITES:
+        _WRITES[func] = tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                              if a.alias_info is not None and a.alias_info.is_write)
+    undeclared = _UNDECLARED.get(func.overloadpacket.__name__)
+    if undeclared is None:
+        return _WRITES[func]
+    names, pos, flag = undeclared
+    if not (args[pos] if pos < len(args) else kwargs.get(flag)):
+        return _WRITES[func]
+    return _WRITES[func] + tuple((i, a.name) for i, a in enumerate(func._schema.arguments) if a.name in names)
+
+
+def _tensors(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            if isinstance(v, torch.Tensor):
+                yield v
+
+
+class RealTensorGuard(TorchDispatchMode):
+    """Refuse real tensors of the user's reaching the fake step (see the module docstring).
+
+    Args:
+        owned: :func:`owned_tensors`.
+    """
+
+    def __init__(self, owned: dict[int, str]) -> None:
+        super().__init__()
+        self.owned = owned
+        self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()  # real tensors the step made (FSDP's mesh)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        real = False
+        for a in (*args, *kwargs.values()):
+            for t in _tensors(a):
+                if _is_real(t):
+                    real = True
+                    self._check(t, func)
+        if real:
+            written = _written(func, args, kwargs)
+            for i, name in written:
+                val = args[i] if i < len(args) else kwargs.get(name)
+                for t in _tensors(val):
+                    if _is_real(t) and t not in self.made:
+                        raise ValueError(
+                            f"the step writes into a real tensor of yours ({func.overloadpacket.__name__} into a "
+                            f"tensor of shape {tuple(t.shape)} that is not part of the estimated model: e.g. a second "
+                            "model's BatchNorm statistics, a buffer or cache of yours); an estimate runs a fake copy "
+                            "of the model only and changes nothing of yours. " + _OTHER_HINT)
+        out = func(*args, **kwargs)
+        for t in _tensors(out):
+            if _is_real(t):
+                self.made[t] = True
+        return out
+
+    def _check(self, t: torch.Tensor, func: Any) -> None:
+        what = self.owned.get(id(t))
+        if what is not None:
+            hint = _BATCH_HINT if "batch" in what else _MODEL_HINT
+            raise ValueError(f"{hint}. The step reached {what} ({func.overloadpacket.__name__}; through loss_fn, or "
+                             "a function or hook that refers to the notebook's objects), which the estimate must not "
+                             "touch: nothing of yours was changed")
+        if t.requires_grad and torch.is_grad_enabled() and t not in self.made:  # (under no_grad: only read)
+            raise ValueError(
+                f"the step reaches a real tensor of shape {tuple(t.shape)} that requires grad and is not part of the "
+                f"estimated model ({func.overloadpacket.__name__}): a second model's parameter (a GAN's "
+                "discriminator, a critic, a teacher that trains?) would receive a fake gradient. " + _OTHER_HINT)
+
+
+_OTHER_HINT = ("Estimate a module that holds both models (e.g. an nn.ModuleDict of them, with a loss_fn that uses "
+               "its argument's parts), or freeze the other one for the estimate (other.requires_grad_(False); "
+               "other.eval()) so that the step only reads it; nothing of yours was changed")
+
+
+class UserState:
+    """The user's model and optimizer tensors as they were: gradients, slot contents and
+    version counters (no copies of values). :meth:`check_and_restore` puts back
+    gradients and slot contents that were swapped, and raises if a value changed in place."""
+
+    def __init__(self, model: torch.nn.Module | None, optimizer: Any) -> None:
+        self.slots: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self.grads: list[tuple[torch.Tensor, Any]] = []
+        self.versions: list[tuple[str, torch.Tensor, int]] = []
+        if model is not None:
+            for m in model.modules():
+                for d in (m._parameters, m._buffers):
+                    if isinstance(d, dict):  # (a TorchScript module's are wrappers; it is refused anyway)
+                        self.slots.append((d, dict(d)))
+            for n, p in model.named_parameters():
+                self.grads.append((p, p.grad))
+                self.versions.append((n, p, p._version))
+                if p.grad is not None:
+                    self.versions.append((f"{n}.grad", p.grad, p.grad._version))
+            for n, b in model.named_buffers():
+                self.versions.append((n, b, b._version))
+        self.opt_state: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        if isinstance(optimizer, torch.optim.Optimizer):
+            self.opt_keys = set(optimizer.state)
+            self.optimizer = optimizer
+            for st in optimizer.state.values():
+                self.opt_state.append((st, dict(st)))
+                for k, v in st.items():
+                    if isinstance(v, torch.Tensor):
+                        self.versions.append((f"optimizer state {k!r}", v, v._version))
+        else:
+            self.optimizer = None
+
+    def check_and_restore(self) -> None:
+        """Put back what was swapped; raise :class:`ValueError` for values changed in place.
+
+        Raises:
+            ValueError: a tensor of the user's was written in place during the estimate
+                (the message names it; its old value cannot be put back).
+        """
+        changed = []
+        for d, was in self.slots:
+            if d != was or any(d[k] is not v for k, v in was.items()):
+                changed.append("a module's parameters or buffers")
+                d.clear()
+                d.update(was)
+        for p, g in self.grads:
+            if p.grad is not g:
+                changed.append("a parameter's .grad")
+                p.grad = g
+        for st, was in self.opt_state:
+            if any(st.get(k) is not v for k, v in was.items()) or set(st) != set(was):
+                changed.append("optimizer state")
+                st.clear()
+                st.update(was)
+        if self.optimizer is not None and set(self.optimizer.state) != self.opt_keys:
+            changed.append("optimizer state")
+            for p in set(self.optimizer.state) - self.opt_keys:
+                del self.optimizer.state[p]
+        written = [n for n, t, v in self.versions if t._version != v]
+        if written:
+            raise ValueError(f"the estimate's step wrote into your tensors in place ({', '.join(written[:6])}): "
+                             f"{_MODEL_HINT}")
+        if changed:
+            raise ValueError(f"the estimate's step replaced {', '.join(sorted(set(changed)))} of yours (put back as "
+                             f"they were): {_MODEL_HINT}")

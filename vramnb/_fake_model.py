@@ -1,0 +1,284 @@
+"""The fake copy of a model: its module structure copied, its tensors fake, no data.
+
+:func:`fake_model` walks the model the way ``copy.deepcopy`` would, with three
+differences:
+
+* every tensor it reaches (parameters, gradients, buffers, tensors in plain
+  attributes, lists, dicts and plain objects at any depth) becomes a fake
+  tensor of the same shape, dtype and strides: no data is copied;
+* modules, containers (dicts, lists, tuples, sets) and plain Python objects
+  are copied, so the fake step appending to a list or updating a dict of the
+  copy leaves the user's alone;
+* what cannot or should not be copied is *shared* with the user's model and
+  named in the estimate's notes: objects that cannot be copied (a lock, an
+  open file, a logger, a process), and array data outside PyTorch (a NumPy
+  array, ``bytearray``, anything with the buffer protocol), which would double
+  the process's memory for nothing: the fake step only reads it. Objects with
+  a copy protocol of their own (``__deepcopy__``, ``__reduce__``) are
+  deep-copied through it, with the same memo, and shared where that fails.
+
+Hooks on the copy (:func:`drop_user_hooks`): a forward or backward hook is the
+user's code acting on the user's objects (an activation recorder storing
+outputs in a dict of a helper module). Run on the fake copy it would store
+fake tensors in them. Only hooks defined by PyTorch and the model libraries
+(:data:`LIBRARIES`: weight norm, pruning, PEFT's and transformers' own) stay on
+the copy; every other hook is dropped and named in the estimate's notes (the
+memory it keeps is not counted). Optimizer step hooks follow the same rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import enum
+import functools
+import io
+import logging
+import threading
+import types
+import weakref
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import torch
+
+from ._units import format_bytes
+
+__all__ = ["FakeModel", "fake_model", "drop_user_hooks", "user_hook_filter", "without_user_global_hooks", "LIBRARIES"]
+
+LIBRARIES = frozenset({"torch", "torchvision", "torchao", "transformers", "peft", "accelerate", "bitsandbytes",
+                       "diffusers", "timm", "optimum", "deepspeed", "vramnb"})
+"""Top-level packages whose module and optimizer hooks run on the fake copy: hooks that are part of
+the model's computation (weight norm, pruning masks, adapters, input gradients for checkpointing)."""
+
+_ATOMIC = (type(None), bool, int, float, complex, str, bytes, type, range, slice, types.FunctionType,
+           types.BuiltinFunctionType, types.ModuleType, weakref.ref, enum.Enum, torch.dtype, torch.device,
+           torch.layout, torch.memory_format, torch.Size, property, type(Ellipsis), type(NotImplemented))
+_SERVICES = (io.IOBase, logging.Logger, threading.Thread, type(threading.Lock()), type(threading.RLock()),
+             threading.Condition, threading.Event, threading.Semaphore, types.GeneratorType, types.CoroutineType)
+
+
+class FakeModel(NamedTuple):
+    """What :func:`fake_model` returns.
+
+    Attributes:
+        module: the fake copy.
+        fakes: ``id(original tensor) -> fake tensor`` for every tensor reached.
+        shared: what was shared with the user's model rather than copied, one line each
+            (``"extra: threading.lock"``, ``"table: numpy.ndarray, 400.0 MiB"``).
+    """
+
+    module: torch.nn.Module
+    fakes: dict[int, torch.Tensor]
+    shared: list[str]
+
+
+def fake_model(model: torch.nn.Module, mode: Any) -> FakeModel:
+    """The fake copy of ``model`` (see the module docstring).
+
+    Raises:
+        ValueError: the model has parameters not made yet (a lazy module).
+    """
+    from torch.nn.parameter import is_lazy
+
+    lazy = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if is_lazy(t)]
+    if lazy:
+        raise ValueError(f"{type(model).__name__} has parameters not made yet ({', '.join(lazy[:4])}: a lazy module, "
+                         "which sizes them at its first forward); run one forward on a real batch first "
+                         "(model(batch)), or pass a function that builds the model with its sizes given")
+    c = _Copier(mode)
+    out = c.copy(model, "")
+    return FakeModel(out, c.fakes, c.shared)
+
+
+def _plain(v: Any) -> bool:
+    """An object without a copy protocol of its own: copied attribute by attribute."""
+    t = type(v)
+    return (hasattr(v, "__dict__") and not hasattr(v, "__deepcopy__") and t.__reduce_ex__ is object.__reduce_ex__
+            and t.__reduce__ is object.__reduce__ and getattr(t, "__getstate__", None) is getattr(object, "__getstate__", None)
+            and not hasattr(t, "__slots__"))
+
+
+class _Copier:
+    def __init__(self, mode: Any) -> None:
+        self.mode = mode
+        self.memo: dict[int, Any] = {}
+        self.fakes: dict[int, torch.Tensor] = {}
+        self.shared: list[str] = []
+
+    def _share(self, v: Any, path: str, why: str = "") -> Any:
+        self.memo[id(v)] = v
+        self.shared.append(f"{path or 'the model'}: {type(v).__module__}.{type(v).__qualname__}{why}")
+        return v
+
+    def copy(self, v: Any, path: str) -> Any:  # noqa: C901 (one case per kind of object)
+        if id(v) in self.memo:
+            return self.memo[id(v)]
+        if isinstance(v, _ATOMIC):
+            return v
+        if isinstance(v, torch.Tensor):
+            return self._tensor(v)
+        if isinstance(v, _SERVICES):
+            return self._share(v, path)
+        try:
+            view = memoryview(v)  # array data outside PyTorch (numpy, bytearray, array.array): read, not copied
+        except TypeError:
+            pass
+        else:
+            return self._share(v, path, f", {format_bytes(view.nbytes)}")
+        if isinstance(v, types.MethodType):
+            out = types.MethodType(v.__func__, self.copy(v.__self__, path))
+            self.memo[id(v)] = out
+            return out
+        if isinstance(v, functools.partial):
+            out = functools.partial(self.copy(v.func, path), *self.copy(v.args, path), **self.copy(v.keywords, path))
+            self.memo[id(v)] = out
+            return out
+        if (isinstance(v, torch.nn.Module) and not _reduces(v)) or (
+                isinstance(v, (dict, list, set)) and _plain_container(v)) or _plain(v):
+            return self._structure(v, path)
+        if type(v) is tuple or (isinstance(v, tuple) and hasattr(v, "_fields")):
+            items = [self.copy(x, f"{path}[{i}]") for i, x in enumerate(v)]
+            out = type(v)(items) if type(v) is tuple else type(v)(*items)
+            self.memo[id(v)] = out
+            return out
+        if type(v) is frozenset:
+            return frozenset(self.copy(x, path) for x in v)
+        if hasattr(v, "__dict__"):  # what it holds first, so that its protocol finds the fakes and copies in the memo
+            for k, x in list(vars(v).items()):
+                self.copy(x, f"{path}.{k}" if path else k)
+        try:  # a copy protocol of its own (torch.compile's module): through it, with this memo
+            return copy.deepcopy(v, self.memo)
+        except Exception as e:  # cannot be copied: shared, and said
+            return self._share(v, path, f" (cannot be copied: {str(e).splitlines()[0][:80]})")
+
+    def _tensor(self, t: torch.Tensor) -> torch.Tensor:
+        from ._fake import fake_like
+
+        if isinstance(t, torch.nn.Parameter):
+            out: torch.Tensor = torch.nn.Parameter(fake_like(t, self.mode), requires_grad=t.requires_grad)
+            if t.grad is not None:
+                out.grad = fake_like(t.grad, self.mode)
+        else:
+            out = fake_like(t, self.mode)
+        self.memo[id(t)] = self.fakes[id(t)] = out
+        return out
+
+    def _structure(self, v: Any, path: str) -> Any:
+        """A module, a container or a plain object: a new one of its type, its contents copied."""
+        if isinstance(v, torch.nn.Module) or not isinstance(v, (dict, list, set)):
+            out = type(v).__new__(type(v))
+            self.memo[id(v)] = out
+            for k, x in vars(v).items():
+                sub = k if not path else f"{path}.{k}"
+                if k in ("_parameters", "_buffers", "_modules") and isinstance(x, dict):
+                    sub = path  # state-dict names: "0.weight", not "_modules.0._parameters.weight"
+                out.__dict__[k] = self.copy(x, sub)
+            return out
+        out = copy.copy(v)  # the same container type (OrderedDict, defaultdict, a subclass), then its items
+        self.memo[id(v)] = out
+        if isinstance(v, dict):
+            for k, x in v.items():
+                dict.__setitem__(out, k, self.copy(x, f"{path}.{k}" if path else str(k)))
+        elif isinstance(v, list):
+            out[:] = [self.copy(x, f"{path}[{i}]") for i, x in enumerate(v)]
+        else:
+            out.clear()
+            out.update(self.copy(x, path) for x in v)
+        if hasattr(out, "__dict__"):
+            for k, x in vars(v).items():
+                out.__dict__[k] = self.copy(x, f"{path}.{k}")
+        return out
+
+
+def _reduces(m: torch.nn.Module) -> bool:
+    """A module class with a copy protocol of its own (``torch.compile``'s ``OptimizedModule``
+    rebuilds itself around its copied ``_orig_mod``)."""
+    t = type(m)
+    return t.__reduce__ is not object.__reduce__ or t.__reduce_ex__ is not object.__reduce_ex__
+
+
+def _plain_container(v: Any) -> bool:
+    t = type(v)
+    return t in (dict, list, set) or (not hasattr(v, "__deepcopy__") and t.__reduce_ex__ in (dict.__reduce_ex__, object.__reduce_ex__))
+
+
+# -- hooks -----------------------------------------------------------------------------
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_HOOK_FLAGS = ("_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs")
+
+
+def _owner(fn: Any) -> str:
+    """The module that defines the hook ``fn`` (a function, bound method, partial or callable object)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if isinstance(fn, types.MethodType):
+        fn = fn.__func__
+    if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)):
+        fn = type(fn)
+    return getattr(fn, "__module__", None) or "?"
+
+
+def user_hook_filter(hooks: dict[Any, Any], where: str, dropped: list[str]) -> dict[Any, Any]:
+    """``hooks`` (a copy of the same type) without the user's: those not defined in :data:`LIBRARIES`."""
+    keep = type(hooks)()
+    for k, fn in hooks.items():
+        owner = _owner(fn)
+        if owner.split(".")[0] in LIBRARIES:
+            keep[k] = fn
+        else:
+            name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+            dropped.append(f"{where}: {name} ({owner})")
+    return keep
+
+
+def drop_user_hooks(model: torch.nn.Module) -> list[str]:
+    """Remove from the fake copy the module hooks that are not PyTorch's or a model library's
+    (see the module docstring). Returns what went, ``"module: hook (where it is defined)"``."""
+    dropped: list[str] = []
+    for name, m in model.named_modules():
+        for attr in _HOOK_DICTS:
+            hooks = getattr(m, attr, None)
+            if isinstance(hooks, dict) and hooks:
+                kept = user_hook_filter(hooks, name or type(m).__name__, dropped)
+                if len(kept) != len(hooks):
+                    setattr(m, attr, kept)
+                    for flag in _HOOK_FLAGS:  # the per-hook flags of the dropped ones
+                        flags = getattr(m, flag, None)
+                        if isinstance(flags, dict):
+                            setattr(m, flag, type(flags)((k, v) for k, v in flags.items()
+                                                         if k not in hooks or k in kept))
+    return dropped
+
+
+_GLOBAL_HOOKS = (("torch.nn.modules.module", "_global_forward_pre_hooks"), ("torch.nn.modules.module", "_global_forward_hooks"),
+                 ("torch.nn.modules.module", "_global_backward_pre_hooks"), ("torch.nn.modules.module", "_global_backward_hooks"),
+                 ("torch.optim.optimizer", "_global_optimizer_pre_hooks"), ("torch.optim.optimizer", "_global_optimizer_post_hooks"))
+
+
+@contextlib.contextmanager
+def without_user_global_hooks(dropped: list[str]) -> Iterator[None]:
+    """Set aside, for the estimate's step, the user's global hooks (``register_module_forward_hook``,
+    ``register_optimizer_step_post_hook``: they run on every module and optimizer, the fake ones
+    too), by the rule of :func:`user_hook_filter`; they are put back, in their order, after. The
+    dicts are PyTorch's own, changed in place, so the user's handles keep working."""
+    import importlib
+
+    saved: list[tuple[dict[Any, Any], list[tuple[Any, Any]]]] = []
+    for modname, name in _GLOBAL_HOOKS:
+        d = getattr(importlib.import_module(modname), name, None)
+        if not isinstance(d, dict) or not d:
+            continue
+        kept = user_hook_filter(d, f"global {name[8:].replace('_', ' ')}", dropped)
+        if len(kept) != len(d):
+            saved.append((d, list(d.items())))
+            d.clear()
+            d.update(kept)
+    try:
+        yield
+    finally:
+        for d, items in saved:
+            added = [(k, v) for k, v in d.items() if k not in dict(items)]  # registered meanwhile, still there
+            d.clear()
+            d.update(items)
+            d.update(added)
