@@ -273,3 +273,27 @@ def test_existing_optimizer_state_is_not_counted_as_other(setup):
     assert base["optimizer state"] == 2 * p_bytes + 4 * n_tensors and sgd["optimizer state"] == p_bytes
     assert sgd["other"] == base["other"]  # not + the user's Adam state
     assert p.results[0]["delta_vs_first"] < 0
+
+
+def test_batch_loss_fn_and_optimizer_can_be_replaced_and_are_checked():
+    model = torch.nn.Linear(8, 2)
+    x = torch.randn(4, 8)
+    p = vramnb.panel(model, x, lambda m, b: m(b).sum(), display=False)
+
+    def other(m, b):
+        return m(b).pow(2).mean()
+
+    p.loss_fn = other
+    assert p.loss_fn is other
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    p.optimizer = opt
+    assert p.optimizer is opt
+    y = torch.randn(2, 8)
+    p.batch = y
+    assert p.batch is y
+    with pytest.raises(ValueError, match="loss_fn must be a function"):
+        p.loss_fn = 3
+    assert p.loss_fn is other  # nothing replaced on error
+    with pytest.raises(ValueError):
+        p.optimizer = "adam"
+    assert p.optimizer is opt

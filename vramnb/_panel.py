@@ -139,20 +139,47 @@ class Panel(RunsTable):
         m = self.model
         return None if m is None else self._inputs[m][i]
 
+    def _hold(self, i: int, value: Any) -> None:
+        """Replace the batch (0), loss function (1) or optimizer (2) for the next runs,
+        checked as the constructor checks them (ValueError; nothing replaced on error)."""
+        m = self.model
+        if m is None:
+            raise ValueError("the panel's model is gone (deleted, or the panel closed): make a new panel with vramnb.panel(...)")
+        held = list(self._inputs[m])
+        held[i] = value
+        check_inputs(m, held[0], held[2])
+        if held[1] is not None and not callable(held[1]):
+            raise ValueError(f"loss_fn must be a function (model, batch) -> scalar loss, or None, not {type(held[1]).__name__}")
+        self._inputs[m] = (held[0], held[1], held[2])
+
     @property
     def batch(self) -> Any:
-        """The batch (``None`` once the model is gone)."""
+        """The batch (``None`` once the model is gone); assign to change it for the next runs."""
         return self._held(0)
+
+    @batch.setter
+    def batch(self, value: Any) -> None:
+        self._hold(0, value)
 
     @property
     def loss_fn(self) -> Any:
-        """The loss function (``None`` once the model is gone, or if none was given)."""
+        """The loss function (``None`` once the model is gone, or if none was given); assign to
+        change it for the next runs (``None``: the model's output or its ``.loss``)."""
         return self._held(1)
+
+    @loss_fn.setter
+    def loss_fn(self, value: Any) -> None:
+        self._hold(1, value)
 
     @property
     def optimizer(self) -> Any:
-        """The optimizer (``None`` once the model is gone, or if none was given)."""
+        """The optimizer (``None`` once the model is gone, or if none was given); assign to
+        change it for the next runs."""
         return self._held(2)
+
+    @optimizer.setter
+    def optimizer(self, value: Any) -> None:
+        self._hold(2, value)
 
     def close(self) -> None:
         """Close the widgets and let go of the model, batch, loss function and optimizer."""
