@@ -538,3 +538,24 @@ def test_a_tuple_batch_without_loss_fn_that_forward_cannot_take_is_named():
     x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
     with pytest.raises(ValueError, match=r"model\(\*batch\).*cannot take that"):
         vramnb.estimate(torch.nn.Linear(8, 2), (x, y))
+
+
+def test_an_estimate_names_the_cuda_kernels_it_does_not_model():
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 16)
+            self.rnn = nn.GRU(16, 16, batch_first=True)
+            self.head = nn.Linear(16, 50)
+
+        def forward(self, ids):
+            return self.head(self.rnn(self.emb(ids))[0]).float().logsumexp(-1).mean()
+
+    ids = torch.randint(0, 50, (2, 8))
+    est = vramnb.estimate(LM(), ids, target="A100")
+    assert any("cuDNN's RNN kernels" in n and "margin" in n for n in est.notes)
+    assert "cuDNN's RNN kernels" in str(est)
+    plain = vramnb.estimate(nn.Sequential(nn.Linear(16, 4)), torch.randn(2, 16), lambda m, b: m(b).sum(), target="A100")
+    assert not any("not modelled" in n for n in plain.notes)
+    on_cpu = vramnb.estimate(LM(), ids, device="cpu")  # a CPU estimate runs the CPU kernels themselves
+    assert not any("cuDNN" in n for n in on_cpu.notes)

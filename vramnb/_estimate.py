@@ -32,7 +32,7 @@ import torch
 
 from ._allocator import replay, round_size
 from ._breakdown import StepReport
-from ._cuda_model import CudaPolicy, Workspaces
+from ._cuda_model import CudaPolicy, Workspaces, unmodelled_kernels
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
 from ._fake_guard import RealTensorGuard, UserState, owned_tensors
@@ -395,6 +395,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                          f"would change yours): {'; '.join(shared[:4])}" + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
     est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
     if kernels is not None:
+        est.notes.extend(unmodelled_kernels(fmodel))
         est.backends = dict(kernels.backends)
         if kernels.backends:
             est.notes.append("attention backends (CUDA's choice): " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()))
