@@ -303,6 +303,7 @@ def test_sharded_estimate_with_an_adamw_instance():
     total = sum(p.numel() * 4 for p in model.parameters())
     assert e.steady.mark("start").sources["optimizer state"] == 2 * total // 2 + 4 * 4
     assert not opt.state  # the user's optimizer untouched
+    assert e.label.startswith("Sequential · AdamW"), e.label  # not FSDP's subclass name, FSDPSequential
 
 
 @pytest.mark.parametrize("make_opt", [lambda p: torch.optim.AdamW(p), lambda p: torch.optim.Adafactor(p),

@@ -311,6 +311,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
 
     mode = new_mode()
     fmodel, fakes, shared = build_model(model, mode)
+    model_name = type(fmodel).__name__  # before fully_shard swaps in its subclass FSDP<the model's class>
     check_loss_fn(fmodel, batch, loss_fn)  # a tuple batch with no loss_fn that forward cannot take
     dropped = drop_user_hooks(fmodel)
     if not any(p.requires_grad for p in fmodel.parameters()):
@@ -379,7 +380,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
             plan.run_undo()
     if err is not None:
         raise explain(err) from err
-    name = label or type(fmodel).__name__ + (f" · {type(plan.optimizer).__name__}" if plan.optimizer is not None else "")
+    name = label or model_name + (f" · {type(plan.optimizer).__name__}" if plan.optimizer is not None else "")
     if recipe is not None and not label:
         name += f" · {recipe.describe()}"
     where = "CPU" if tgt is None else tgt.name
