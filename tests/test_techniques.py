@@ -379,3 +379,18 @@ def test_technique_edits_are_undone_also_without_restore():
                         restore=False, module_depth=None)
     assert [p.requires_grad for p in model.parameters()] == flags
     assert dict(model[0].__dict__).get("forward") is fwd
+
+
+def test_lora_on_gpt2_shows_the_user_no_library_warnings():
+    pytest.importorskip("peft")
+    transformers = pytest.importorskip("transformers")
+    import warnings
+
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50, n_positions=16)
+    model = transformers.GPT2LMHeadModel(cfg)
+    ids = torch.randint(0, 50, (2, 8))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        vramnb.profile_step(model, {"input_ids": ids, "labels": ids}, optimizer=torch.optim.AdamW(model.parameters()),
+                            recipe={"lora": "r=8"})
+    assert not [str(w.message) for w in caught if "fan_in_fan_out" in str(w.message) or w.category is FutureWarning]

@@ -8,6 +8,7 @@ with ``peft`` (``target_modules="all-linear"``); both undone after the step.
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from typing import Any
 
 import torch
@@ -102,7 +103,12 @@ class LoRA(Technique):
         from peft import LoraConfig, get_peft_model  # type: ignore[import-not-found]
 
         r = int(value.split("=")[1])
-        peft_model = get_peft_model(plan.model, LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear"))
+        with warnings.catch_warnings():
+            # peft's notice that it transposes transformers' Conv1D (GPT-2) and a transformers
+            # deprecation peft's call triggers: about these two libraries, not the user's code
+            warnings.filterwarnings("ignore", message=".*fan_in_fan_out", category=UserWarning)
+            warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+            peft_model = get_peft_model(plan.model, LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear"))
         plan.undo.append(peft_model.unload)  # removes the injected adapter layers from plan.model
         params = [p for p in plan.model.parameters() if p.requires_grad]
         user = plan.optimizer
