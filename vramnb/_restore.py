@@ -1,22 +1,29 @@
 """Snapshot a live model and optimizer, and put them back exactly.
 
 Profiling a step runs a real forward, backward and optimizer step on the user's
-model; afterwards everything is restored bit for bit: parameter and buffer
-bytes (in the same tensor objects, so references the user holds stay valid;
-a tensor whose storage, shape, dtype or class a forward changed, as a lazy
-module's materialisation does, gets its own back), ``.grad`` (the same object,
-or ``None``), ``requires_grad`` flags and hooks of those tensors, every module's
-class and attributes and the contents of its dicts, lists and sets (submodules,
-parameters, buffers, every hooks dict: a forward that builds a submodule,
-rebinds a buffer or adds an attribute is undone), the optimizer's state (same
-dicts and tensor objects, bytes restored; state created by the profile removed),
-its ``param_groups`` and attributes, PyTorch's process-wide module and
-optimizer hooks, the batch's bytes and ``.grad``, and the RNG states (PyTorch
-CPU and CUDA when initialised, Python's ``random``, NumPy's).
-Not restored: tensors or containers mutated in place that are none of the
-above, and user-made ``torch.Generator`` objects. Copies are kept in host
-memory as ``bytearray`` so they are not counted as tensor storages by the CPU
-tracker.
+model; afterwards everything is restored bit for bit: each tensor exactly as it
+was (the same tensor object on its own storage, with that storage's size, the
+tensor's offset, shape, strides, dtype and class, its bytes and its autograd
+version counter, so a graph the user built before profiling still
+back-propagates), parameters, buffers and tensors a module holds as plain
+attributes or inside its lists, tuples and dicts; ``.grad`` (the same object,
+or ``None``; also a ``retain_grad`` tensor's), ``requires_grad`` flags and
+hooks of those tensors; every module's class and attributes and the contents of
+its dicts, lists and sets, three levels deep (submodules, parameters, buffers,
+every hooks dict: a forward that builds a submodule, rebinds a buffer or
+appends to a list is undone); the optimizer's state (same dicts and tensor
+objects, bytes restored; state created by the profile removed), its
+``param_groups`` and attributes; PyTorch's process-wide module and optimizer
+hooks; the batch's bytes and ``.grad``; and random generators (see
+:mod:`vramnb._rng_state`). Modules, optimizers and leaves outside the model that
+the step reaches are added while it runs (:mod:`vramnb._reach`).
+
+Bytes are copied per storage, once, and only the ranges the recorded tensors
+cover (:mod:`vramnb._storage_copy`): parameters that are views of one flat
+buffer cost one copy; a batch sliced from a dataset copies the slice.
+Copies are host ``bytearray`` s, not tensor storages.
+Not restored: tensors or containers changed in place that none of the above
+reach.
 
 :meth:`Snapshot.restore` runs every part even when one fails (the first error
 is raised at the end), and a ``KeyboardInterrupt`` that arrives while it runs
@@ -112,10 +119,11 @@ def _walk(values: Any, depth: int, seen: set[int]) -> Any:
             yield from _walk(v.values() if isinstance(v, dict) else v, depth - 1, seen)
 
 
-def _containers(obj_dict: dict[str, Any]) -> list[tuple[Any, Any]]:
+def _containers(obj_dict: dict[str, Any], skip: tuple[str, ...] = ()) -> list[tuple[Any, Any]]:
     """(live container, shallow copy) of the dicts, lists and sets among an object's
-    attributes, and of those nested in them (three levels)."""
-    return [(v, _copy(v)) for v in _walk(obj_dict.values(), 3, set()) if isinstance(v, (dict, set, list))]
+    attributes (but those named in ``skip``), and of those nested in them (three levels)."""
+    vals = [v for k, v in obj_dict.items() if k not in skip]
+    return [(v, _copy(v)) for v in _walk(vals, 3, set()) if isinstance(v, (dict, set, list))]
 
 
 def _attribute_tensors(obj_dict: dict[str, Any]) -> list[torch.Tensor]:
@@ -250,15 +258,21 @@ class Snapshot:
         s.rng = RngStates(model, functions or [])
         return s
 
-    def add_module(self, root: torch.nn.Module) -> None:
+    def add_module(self, root: torch.nn.Module, running: bool = False) -> None:
         """Record ``root`` and its submodules not recorded yet: class, attributes, the
         contents of their dicts/lists/sets (``_modules``, ``_parameters``, ``_buffers``,
-        every hooks dict), parameters, buffers and tensors held as plain attributes."""
+        every hooks dict), parameters, buffers and tensors held as plain attributes.
+
+        ``running``: recorded as its forward starts (a module outside the model):
+        its ``_parameters`` and ``_buffers`` dicts are left to whoever filled them
+        (``torch.func.functional_call`` swaps tensors in for the call and back
+        after), and only the tensors in them are restored."""
+        skip = ("_parameters", "_buffers") if running else ()
         for m in root.modules():
             if id(m) in self.module_ids:
                 continue
             self.module_ids.add(id(m))
-            self.modules.append((m, type(m), dict(m.__dict__), _containers(m.__dict__)))
+            self.modules.append((m, type(m), dict(m.__dict__), _containers(m.__dict__, skip)))
             for t in [*m._parameters.values(), *m._buffers.values(), *_attribute_tensors(m.__dict__)]:
                 if t is not None:
                     self.add_tensor(t)
