@@ -202,3 +202,20 @@ def test_generator_objects_the_step_reads_are_restored():
     assert _PY.getstate() == states[1]
     assert torch.equal(m.gen.get_state(), states[2])
     assert np.array_equal(m.legacy.get_state()[1], states[3])
+
+
+# -- finding 12: nothing of a deleted model stays alive -------------------------------
+@pytest.mark.parametrize("depth", [1, None])
+def test_a_deleted_model_is_freed_after_profile_step(depth):
+    import gc
+    import weakref
+
+    model = nn.Sequential(nn.Embedding(1000, 64), nn.Linear(64, 64), nn.Linear(64, 1000))
+    batch = (torch.randint(0, 1000, (2, 8)), torch.randint(0, 1000, (2, 8)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    alive = [weakref.ref(p) for p in model.parameters()]
+    vramnb.profile_step(model, batch, lambda m, b: nn.functional.cross_entropy(m(b[0]).flatten(0, 1), b[1].flatten()),
+                        opt, module_depth=depth)
+    del model, opt, batch
+    gc.collect()
+    assert [r() is None for r in alive] == [True] * len(alive)

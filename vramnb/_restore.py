@@ -293,9 +293,13 @@ class Snapshot:
         """Record a tensor's bytes (its storage's range), storage, shape, class and version."""
         if id(t) in self.seen or t.layout != torch.strided or t.device.type == "meta":
             return
+        try:
+            meta = _tensor_meta(t)
+        except (RuntimeError, NotImplementedError, TypeError):  # no storage of its own (a nested or wrapper tensor)
+            return
         self.seen.add(id(t))
         self.storages.add(t)
-        self.tensors.append((t, _tensor_meta(t), _version(t)))
+        self.tensors.append((t, meta, _version(t)))
 
     def add_tensor(self, t: torch.Tensor) -> None:
         """Record a tensor (as :meth:`add_plain`), its ``requires_grad``, its

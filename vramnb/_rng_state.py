@@ -61,13 +61,13 @@ def _set(obj: Any, kind: str, state: Any) -> None:
         obj.set_state(state)
 
 
+_MAX_ITEMS = 256  # a generator is not looked for inside long lists (a dataset held in a list)
+
+
 def _values(obj: Any, depth: int = 2) -> Iterable[Any]:
     yield obj
-    if depth and isinstance(obj, (list, tuple, set)):
-        for v in obj:
-            yield from _values(v, depth - 1)
-    elif depth and isinstance(obj, dict):
-        for v in obj.values():
+    if depth and isinstance(obj, (list, tuple, set, dict)) and len(obj) <= _MAX_ITEMS:
+        for v in list(obj.values() if isinstance(obj, dict) else obj):
             yield from _values(v, depth - 1)
 
 
