@@ -192,7 +192,7 @@ def test_a_second_profile_step_in_another_thread_is_refused_before_anything_runs
     try:
         assert inside.wait(30)
         other = nn.Linear(4, 2)
-        with pytest.raises(VramnbError, match="'first-profile' is already running a profile_step"):
+        with pytest.raises(VramnbError, match="'first-profile' is already recording \\(a profile_step.*one after another"):
             vramnb.profile_step(other, torch.randn(3, 4), None, steps=0)  # refused before its inputs are checked
     finally:
         release.set()

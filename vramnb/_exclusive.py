@@ -31,8 +31,8 @@ def one_at_a_time() -> Iterator[None]:
     with _ACTIVE_LOCK:
         if _ACTIVE["thread"] not in (None, me):
             raise VramnbError(
-                f"thread {_ACTIVE['name']!r} is already running a profile_step (or a compare or panel run); vramnb "
-                "profiles one step at a time per process, since two at once would count each other's memory and "
+                f"thread {_ACTIVE['name']!r} is already recording (a profile_step, compare or panel run); vramnb "
+                "records one at a time per process, since two recordings would count each other's memory and "
                 "PyTorch's module tracking breaks when two threads' forwards overlap: run them one after another "
                 "(e.g. behind a threading.Lock)")
         _ACTIVE.update(thread=me, name=threading.current_thread().name, depth=_ACTIVE["depth"] + 1)

@@ -70,16 +70,24 @@ def _saves(node: Any) -> bool:
 class Reach:
     """Records into ``snap`` what the step reaches (see the module docstring).
 
-    ``own``: optimizers vramnb built for the step (a recipe's), not recorded."""
+    ``own``: optimizers vramnb built for the step (a recipe's); ``own_modules``,
+    ``own_tensors``: the ids of the recipe's modules and parameters (a LoRA
+    wrapper and its adapters, undone by the recipe): not recorded."""
 
-    def __init__(self, snap: Any, own: list[Any]) -> None:
+    def __init__(self, snap: Any, own: list[Any], own_modules: set[int] | None = None,
+                 own_tensors: set[int] | None = None) -> None:
         self.snap = snap
         self.own = own
+        self.own_modules = own_modules or set()
+        self.own_tensors = own_tensors or set()  # the recipe's parameters (LoRA adapters)
         self.start = 0
+        self.foreign = 0  # modules outside the model recorded as they ran
 
     def _module(self, module: torch.nn.Module, args: Any) -> None:
-        if id(module) not in self.snap.module_ids:
+        if id(module) not in self.snap.module_ids and id(module) not in self.own_modules:
+            n = len(self.snap.module_ids)
             self.snap.add_module(module, running=True)
+            self.foreign += 1 if len(self.snap.module_ids) > n else 0
 
     def _optimizer(self, opt: Any, args: Any, kwargs: Any) -> None:
         if not any(opt is o for o in self.own):
@@ -110,7 +118,7 @@ class Reach:
         for n in _nodes(loss.grad_fn):
             var = getattr(n, "variable", None)
             if isinstance(var, torch.Tensor):  # AccumulateGrad
-                if not self.snap.has(var):
+                if not self.snap.has(var) and id(var) not in self.own_tensors:
                     if getattr(var, "_post_accumulate_grad_hooks", None):
                         hooked.append(f"{tuple(var.shape)}")
                     self.snap.add_tensor(var)

@@ -519,17 +519,21 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     batch_tensors = [t for _, t in _batch_tensors(batch)]
     users_history = device.type == "cuda" and history_enabled()
     snap = Snapshot.take(model, optimizer, batch_tensors, [loss_fn] if loss_fn is not None else []) if restore else None
-    n_modules = len(snap.modules) if snap is not None else 0
     results: list[StepResult] = []
     err: BaseException | None = None
     plan = StepPlan(model, [batch], loss_fn or default_loss, optimizer, device, set_to_none=set_to_none,
                     user_optimizer=optimizer)
     aside: SetAside | None = None
+    reach: Reach | None = None
     try:
         if recipe is not None:
             recipe.apply(plan)  # may raise ValueError (not available here); restored below
         aside = _set_aside(plan, optimizer, batch_tensors)
-        reach = Reach(snap, [plan.optimizer] if plan.optimizer is not optimizer else []) if snap is not None else None
+        reach = None
+        if snap is not None:  # the recipe's own modules and optimizer are its to undo
+            mine = {id(m) for m in plan.model.modules()} - snap.module_ids
+            adapters = {id(p) for p in plan.model.parameters() if not snap.has(p)}
+            reach = Reach(snap, [plan.optimizer] if plan.optimizer is not optimizer else [], mine, adapters)
         for i in range(steps):
             guard.check()  # an interrupt held back in vramnb's own bookkeeping stops here
             res, err = _one_step(plan, module_depth, trace, i, reach)
@@ -567,7 +571,7 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
         report.notes.append("the batch holds tensors computed by your autograd graph: each step used them detached "
                             "(requires_grad kept), so its backward stopped at the batch and left your graph as it was")
     if restore and snap is not None:
-        extra = len(snap.modules) - n_modules
+        extra = reach.foreign if reach is not None else 0
         report.notes.append("model, optimizer and RNG state restored exactly")
         if extra > 0:
             report.notes.append(f"also restored: {extra} module(s) outside the model that the step ran")
