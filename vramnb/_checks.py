@@ -2,7 +2,7 @@
 model, batch, optimizer, hooks that act on objects outside the model, the
 loss function and the options; and the default loss.
 
-Each raises ``ValueError`` naming the problem and what to pass instead.
+Each raises :class:`InputError` (a ``ValueError``) naming the problem and what to pass instead.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["check_inputs", "check_hooks", "check_loss_fn", "check_closure", "check_options", "default_loss"]
+__all__ = ["InputError", "check_inputs", "check_hooks", "check_loss_fn", "check_closure", "check_options", "default_loss"]
+
+
+class InputError(ValueError):
+    """vramnb's own refusal of an input (a model, batch, optimizer, loss or
+    option it cannot profile), raised before the step changes anything the
+    restore cannot put back. ``compare`` lets it through, where an error of the
+    user's step is one recipe's result."""
 
 
 def _batch_tensors(batch: Any, path: str = "batch") -> list[tuple[str, torch.Tensor]]:
@@ -29,7 +36,7 @@ def _batch_tensors(batch: Any, path: str = "batch") -> list[tuple[str, torch.Ten
         for i, v in enumerate(batch):
             out += _batch_tensors(v, f"{path}[{i}]")
         return out
-    raise ValueError(
+    raise InputError(
         f"{path} is a {type(batch).__name__}; a batch must be a tensor, or a tuple, list or dict of tensors"
     )
 
@@ -37,7 +44,7 @@ def _batch_tensors(batch: Any, path: str = "batch") -> list[tuple[str, torch.Ten
 def _model_device(model: torch.nn.Module) -> torch.device:
     for p in model.parameters():
         return p.device
-    raise ValueError(f"{type(model).__name__} has no parameters: nothing to train")
+    raise InputError(f"{type(model).__name__} has no parameters: nothing to train")
 
 
 def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
@@ -50,41 +57,41 @@ def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
             does not have (or none of the model's).
     """
     if not isinstance(model, torch.nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+        raise InputError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     device = _model_device(model)
     devices = {p.device for p in model.parameters()}
     if any(d.type == "meta" for d in devices):
-        raise ValueError(
+        raise InputError(
             f"{type(model).__name__} has parameters on the meta device (shapes only, no data): nothing can run. "
             "Materialise it first (model.to_empty(device='cpu'), then load its weights), "
             "or estimate it without data: vramnb.estimate(model, batch, ...)"
         )
     if len(devices) > 1:
-        raise ValueError(f"the model's parameters are on several devices ({sorted(map(str, devices))}); vramnb profiles one device")
+        raise InputError(f"the model's parameters are on several devices ({sorted(map(str, devices))}); vramnb profiles one device")
     lazy = [n for n, p in model.named_parameters() if isinstance(p, torch.nn.parameter.UninitializedParameter)]
     if lazy:
-        raise ValueError(
+        raise InputError(
             f"{type(model).__name__} has {len(lazy)} uninitialized parameter(s) of lazy modules ({', '.join(lazy[:3])}): "
             "a profiled step would measure their materialisation, not training. Run one forward first "
             "(with torch.no_grad(): model(batch)), then profile"
         )
     odd = [n for n, p in model.named_parameters() if p.layout != torch.strided]
     if odd:
-        raise ValueError(f"parameters {', '.join(odd[:3])} are not dense (strided) tensors; vramnb profiles dense parameters")
+        raise InputError(f"parameters {', '.join(odd[:3])} are not dense (strided) tensors; vramnb profiles dense parameters")
     if not any(p.requires_grad for p in model.parameters()):
-        raise ValueError(f"{type(model).__name__} has no trainable parameters (all have requires_grad=False): nothing to train")
+        raise InputError(f"{type(model).__name__} has no trainable parameters (all have requires_grad=False): nothing to train")
     for path, t in _batch_tensors(batch):
         if t.device != device:
-            raise ValueError(f"{path} is on {t.device} but the model is on {device}; move it with .to({str(device)!r})")
+            raise InputError(f"{path} is on {t.device} but the model is on {device}; move it with .to({str(device)!r})")
     if optimizer is not None:
         if not isinstance(optimizer, torch.optim.Optimizer):
-            raise ValueError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+            raise InputError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
         check_closure(optimizer, "profile_step calls optimizer.step() once per step: profile with another optimizer")
         mine = {id(p) for p in model.parameters()}
         theirs = [p for g in optimizer.param_groups for p in g["params"]]
         foreign = [p for p in theirs if id(p) not in mine]
         if foreign or not theirs:
-            raise ValueError(
+            raise InputError(
                 f"the optimizer holds {len(foreign)} of {len(theirs)} parameters that are not the model's: "
                 "build it over this model, e.g. torch.optim.AdamW(model.parameters())"
             )
@@ -129,7 +136,7 @@ def check_hooks(model: torch.nn.Module, optimizer: Any, any_optimizer: bool = Fa
         found.append(f"{len(acc)} parameter(s) have post-accumulate-grad hooks ({', '.join(acc[:3])}), "
                      "which step optimizers during backward")
     if found:
-        raise ValueError("; ".join(found) + ": they run in the profiled step and change objects outside the model "
+        raise InputError("; ".join(found) + ": they run in the profiled step and change objects outside the model "
                          "(an EMA model, a scheduler, per-parameter optimizers). " + how)
 
 
@@ -138,7 +145,7 @@ def check_loss_fn(model: torch.nn.Module, batch: Any, loss_fn: Any) -> None:
     a batch the model's ``forward`` cannot take the way :func:`default_loss` passes it."""
     if loss_fn is not None:
         if not callable(loss_fn):
-            raise ValueError(f"loss_fn must be a function (model, batch) -> scalar loss tensor, or None "
+            raise InputError(f"loss_fn must be a function (model, batch) -> scalar loss tensor, or None "
                              f"(the model's output or its .loss), not {type(loss_fn).__name__}")
         return
     try:
@@ -154,7 +161,7 @@ def check_loss_fn(model: torch.nn.Module, batch: Any, loss_fn: Any) -> None:
     try:
         sig.bind(*args, **kwargs)
     except TypeError as e:
-        raise ValueError(
+        raise InputError(
             f"without a loss_fn vramnb calls {how}, but {type(model).__name__}.forward{sig} cannot take that ({e}): "
             "pass loss_fn=lambda model, batch: ... returning a scalar, e.g. "
             "lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1])"
@@ -165,20 +172,20 @@ def check_closure(optimizer: torch.optim.Optimizer, advice: str) -> None:
     """Raises ValueError for an optimizer whose ``step`` needs a closure (LBFGS), ending with ``advice``."""
     closure = inspect.signature(optimizer.step).parameters.get("closure")
     if closure is not None and closure.default is inspect.Parameter.empty:
-        raise ValueError(f"{type(optimizer).__name__}.step() needs a closure (it re-evaluates the loss); {advice}")
+        raise InputError(f"{type(optimizer).__name__}.step() needs a closure (it re-evaluates the loss); {advice}")
 
 
 def check_options(steps: Any, module_depth: Any, set_to_none: Any) -> None:
     """Raises ValueError for step counts, module depths or ``set_to_none`` values
     that are not what :func:`profile_step` and :func:`vramnb.estimate` take."""
     if isinstance(steps, bool) or not isinstance(steps, int):
-        raise ValueError(f"steps must be an integer (1: the first step only, 2: also a steady-state step), not {steps!r}")
+        raise InputError(f"steps must be an integer (1: the first step only, 2: also a steady-state step), not {steps!r}")
     if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
+        raise InputError(f"steps must be at least 1, got {steps}")
     if module_depth is not None and (isinstance(module_depth, bool) or not isinstance(module_depth, int) or module_depth < 1):
-        raise ValueError(f"module_depth must be None (off) or a positive integer (1: the model's children), not {module_depth!r}")
+        raise InputError(f"module_depth must be None (off) or a positive integer (1: the model's children), not {module_depth!r}")
     if not isinstance(set_to_none, bool):
-        raise ValueError(f"set_to_none must be True or False, not {set_to_none!r}")
+        raise InputError(f"set_to_none must be True or False, not {set_to_none!r}")
 
 
 def default_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
@@ -192,7 +199,7 @@ def default_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
         out = model(batch)
     loss = out if isinstance(out, torch.Tensor) else getattr(out, "loss", None)
     if loss is None:
-        raise ValueError(
+        raise InputError(
             f"the model returned {type(out).__name__} with no .loss; pass loss_fn=lambda model, batch: ... returning a scalar"
         )
     return loss
@@ -200,9 +207,9 @@ def default_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
 
 def _check_loss(loss: Any, needs_grad: bool = True) -> torch.Tensor:
     if not isinstance(loss, torch.Tensor):
-        raise ValueError(f"the loss must be a scalar tensor, got {type(loss).__name__}")
+        raise InputError(f"the loss must be a scalar tensor, got {type(loss).__name__}")
     if loss.numel() != 1:
-        raise ValueError(f"the loss must be a scalar, got a tensor of shape {tuple(loss.shape)}: reduce it (e.g. .mean())")
+        raise InputError(f"the loss must be a scalar, got a tensor of shape {tuple(loss.shape)}: reduce it (e.g. .mean())")
     if needs_grad and not loss.requires_grad:
-        raise ValueError("the loss does not require grad: is the forward under torch.no_grad(), or every parameter frozen?")
+        raise InputError("the loss does not require grad: is the forward under torch.no_grad(), or every parameter frozen?")
     return loss

@@ -23,6 +23,7 @@ import torch
 from ._breakdown import StepReport
 from ._render import Rendered, Table, dataframe
 from ._sources import SOURCES
+from ._checks import InputError
 from ._step import check_inputs, check_loss_fn, profile_step
 from ._units import format_bytes, format_delta, format_seconds
 from .techniques import REGISTRY, Recipe, Unavailable
@@ -194,14 +195,17 @@ def compare(
 
     The baseline (no technique) always runs first. A recipe this machine
     cannot run is listed with the reason; a recipe whose step fails (out of
-    memory, say) is listed with the error; the model is restored after each.
+    memory, or any exception of the user's code, ``ValueError`` included) is
+    listed with the error; the model is restored after each.
 
     Returns:
         a :class:`Comparison` (table ranked by peak, ``.plot()``, ``.to_dataframe()``).
 
     Raises:
         ValueError: bad recipes or toggles (unknown technique or value), or bad
-            model/batch/optimizer (see :func:`vramnb.profile_step`).
+            model/batch/optimizer/loss (vramnb's own :class:`InputError`, see
+            :func:`vramnb.profile_step`), raised before anything runs or when
+            the first recipe's checks fail.
     """
     todo = _recipes(recipes, toggles)
     check_inputs(model, batch, optimizer)  # bad input fails before the first recipe runs
@@ -226,7 +230,7 @@ def compare(
                 device = v.report.device
             except Unavailable as e:
                 v.unavailable = str(e).split(": ", 1)[-1]
-            except ValueError:
+            except InputError:  # vramnb refusing the inputs: the same for every recipe
                 raise
             except Exception as e:  # noqa: BLE001 - a failing recipe is a result, not a crash
                 v.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"

@@ -1,22 +1,29 @@
 """Snapshot a live model and optimizer, and put them back exactly.
 
 Profiling a step runs a real forward, backward and optimizer step on the user's
-model; afterwards everything is restored bit for bit: parameter and buffer
-bytes (in the same tensor objects, so references the user holds stay valid;
-a tensor whose storage, shape, dtype or class a forward changed, as a lazy
-module's materialisation does, gets its own back), ``.grad`` (the same object,
-or ``None``), ``requires_grad`` flags and hooks of those tensors, every module's
-class and attributes and the contents of its dicts, lists and sets (submodules,
-parameters, buffers, every hooks dict: a forward that builds a submodule,
-rebinds a buffer or adds an attribute is undone), the optimizer's state (same
-dicts and tensor objects, bytes restored; state created by the profile removed),
-its ``param_groups`` and attributes, PyTorch's process-wide module and
-optimizer hooks, the batch's bytes and ``.grad``, and the RNG states (PyTorch
-CPU and CUDA when initialised, Python's ``random``, NumPy's).
-Not restored: tensors or containers mutated in place that are none of the
-above, and user-made ``torch.Generator`` objects. Copies are kept in host
-memory as ``bytearray`` so they are not counted as tensor storages by the CPU
-tracker.
+model; afterwards everything is restored bit for bit: each tensor exactly as it
+was (the same tensor object on its own storage, with that storage's size, the
+tensor's offset, shape, strides, dtype and class, its bytes and its autograd
+version counter, so a graph the user built before profiling still
+back-propagates), parameters, buffers and tensors a module holds as plain
+attributes or inside its lists, tuples and dicts; ``.grad`` (the same object,
+or ``None``; also a ``retain_grad`` tensor's), ``requires_grad`` flags and
+hooks of those tensors; every module's class and attributes and the contents of
+its dicts, lists and sets, three levels deep (submodules, parameters, buffers,
+every hooks dict: a forward that builds a submodule, rebinds a buffer or
+appends to a list is undone); the optimizer's state (same dicts and tensor
+objects, bytes restored; state created by the profile removed), its
+``param_groups`` and attributes; PyTorch's process-wide module and optimizer
+hooks; the batch's bytes and ``.grad``; and random generators (see
+:mod:`vramnb._rng_state`). Modules, optimizers and leaves outside the model that
+the step reaches are added while it runs (:mod:`vramnb._reach`).
+
+Bytes are copied per storage, once, and only the ranges the recorded tensors
+cover (:mod:`vramnb._storage_copy`): parameters that are views of one flat
+buffer cost one copy; a batch sliced from a dataset copies the slice.
+Copies are host ``bytearray`` s, not tensor storages.
+Not restored: tensors or containers changed in place that none of the above
+reach.
 
 :meth:`Snapshot.restore` runs every part even when one fails (the first error
 is raised at the end), and a ``KeyboardInterrupt`` that arrives while it runs
@@ -26,37 +33,16 @@ on the main thread is held back until it is done, then raised
 
 from __future__ import annotations
 
-import random
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ._interrupt import InterruptGuard, protected
+from ._storage_copy import StorageCopies, load_bytes, save_bytes
+from ._rng_state import RngStates
 
 __all__ = ["Snapshot", "SetAside", "run_all"]
-
-
-def _save_bytes(t: torch.Tensor) -> bytearray:
-    st = t.untyped_storage()
-    buf = bytearray(st.nbytes())
-    if len(buf):
-        dst = torch.frombuffer(buf, dtype=torch.uint8)
-        src = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
-        dst.copy_(src)
-    return buf
-
-
-def _load_bytes(t: torch.Tensor, buf: bytearray) -> None:
-    st = t.untyped_storage()
-    if st.nbytes() != len(buf):
-        st.resize_(len(buf))
-    if len(buf):
-        dst = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
-        with torch.no_grad():
-            dst.copy_(torch.frombuffer(buf, dtype=torch.uint8))
 
 
 class _SparseCopy:
@@ -64,7 +50,7 @@ class _SparseCopy:
 
     def __init__(self, t: torch.Tensor) -> None:
         self.size, self.coalesced = tuple(t.shape), t.is_coalesced()
-        self.parts = [(_save_bytes(x.clone(memory_format=torch.contiguous_format)), tuple(x.shape), x.dtype)
+        self.parts = [(save_bytes(x.clone(memory_format=torch.contiguous_format)), tuple(x.shape), x.dtype)
                       for x in (t._indices(), t._values())]
 
     def tensor(self, device: torch.device) -> torch.Tensor:
@@ -79,7 +65,7 @@ def _save_grad(g: torch.Tensor) -> Any:
     if g.layout != torch.strided:
         raise ValueError(f"a gradient has layout {g.layout}; vramnb can restore strided and sparse COO gradients only: "
                          "call model.zero_grad(set_to_none=True) before profiling")
-    return _save_bytes(g)
+    return save_bytes(g)
 
 
 def _load_grad(g: torch.Tensor, saved: Any) -> None:
@@ -87,7 +73,7 @@ def _load_grad(g: torch.Tensor, saved: Any) -> None:
         with torch.no_grad():
             g.copy_(saved.tensor(g.device))
     else:
-        _load_bytes(g, saved)
+        load_bytes(g, saved)
 
 
 @protected
@@ -120,13 +106,58 @@ def _put_back(live: Any, saved: Any) -> None:
         live.update(saved)
 
 
-def _containers(obj_dict: dict[str, Any]) -> list[tuple[Any, Any]]:
-    """(live container, shallow copy) of the dicts, lists and sets among an object's attributes."""
-    return [(v, _copy(v)) for v in obj_dict.values() if isinstance(v, (dict, set, list))]
+_OWN = ("_parameters", "_buffers", "_modules")
+
+
+def _walk(values: Any, depth: int, seen: set[int]) -> Any:
+    """The values among ``values`` and, ``depth`` levels down, inside their lists,
+    tuples, sets and dicts (each container once)."""
+    for v in values:
+        yield v
+        if depth and isinstance(v, (dict, list, tuple, set)) and id(v) not in seen:
+            seen.add(id(v))
+            yield from _walk(v.values() if isinstance(v, dict) else v, depth - 1, seen)
+
+
+def _containers(obj_dict: dict[str, Any], skip: tuple[str, ...] = ()) -> list[tuple[Any, Any]]:
+    """(live container, shallow copy) of the dicts, lists and sets among an object's
+    attributes (but those named in ``skip``), and of those nested in them (three levels)."""
+    vals = [v for k, v in obj_dict.items() if k not in skip]
+    return [(v, _copy(v)) for v in _walk(vals, 3, set()) if isinstance(v, (dict, set, list))]
+
+
+def _attribute_tensors(obj_dict: dict[str, Any]) -> list[torch.Tensor]:
+    """Tensors a module holds as plain attributes, or inside its lists, tuples and dicts."""
+    vals = [v for k, v in obj_dict.items() if k not in _OWN]
+    return [v for v in _walk(vals, 3, set()) if isinstance(v, torch.Tensor)]
 
 
 def _tensor_meta(t: torch.Tensor) -> tuple[Any, ...]:
     return (type(t), t.untyped_storage(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def _version(t: torch.Tensor) -> int | None:
+    try:
+        return t._version
+    except Exception:  # inference tensors have no version counter
+        return None
+
+
+def _set_versions(pairs: list[tuple[torch.Tensor, int | None]]) -> None:
+    """Put autograd version counters back, so a graph built before the step (which
+    saved these tensors) can still be back-propagated: the bytes are those it saved.
+    ``torch._C._autograd._unsafe_set_version_counter`` takes one tensor and one
+    version up to torch 2.5, sequences of both since."""
+    fn = getattr(getattr(torch._C, "_autograd", None), "_unsafe_set_version_counter", None)
+    if fn is None:
+        return
+    for t, v in pairs:
+        if v is None or _version(t) == v:
+            continue
+        try:
+            fn((t,), (v,))
+        except TypeError:
+            fn(t, v)
 
 
 def _global_hook_dicts() -> list[dict[Any, Any]]:
@@ -143,82 +174,162 @@ def _global_hook_dicts() -> list[dict[Any, Any]]:
     return out
 
 
-@dataclass
-class Snapshot:
-    """What :meth:`restore` puts back. Build with :meth:`take`."""
+def _load_bytes(entry: Any, _: Any = None) -> None:
+    """Give one recorded storage its size and bytes back (one step of a restore)."""
+    entry.restore()
 
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer | None
-    tensors: list[tuple[torch.Tensor, bytearray, tuple[Any, ...]]] = field(default_factory=list)
-    grads: list[tuple[torch.Tensor, torch.Tensor | None, Any]] = field(default_factory=list)
-    flags: list[tuple[torch.Tensor, bool]] = field(default_factory=list)
-    tensor_hooks: list[tuple[torch.Tensor, str, dict[Any, Any]]] = field(default_factory=list)
-    modules: list[tuple[torch.nn.Module, type, dict[str, Any], list[tuple[Any, Any]]]] = field(default_factory=list)
-    global_hooks: list[tuple[Any, Any]] = field(default_factory=list)
-    opt_state: dict[Any, dict[str, Any]] = field(default_factory=dict)
-    opt_bytes: list[tuple[torch.Tensor, bytearray]] = field(default_factory=list)
-    opt_groups: list[dict[str, Any]] = field(default_factory=list)
-    opt_group_list: list[tuple[dict[str, Any], list[Any]]] = field(default_factory=list)
-    opt_containers: list[tuple[Any, Any]] = field(default_factory=list)
-    opt_dict: dict[str, Any] | None = None
-    rng_cpu: torch.Tensor | None = None
-    rng_cuda: list[torch.Tensor] | None = None
-    rng_python: Any = None
-    rng_numpy: Any = None
+
+class _OptimizerState:
+    """An optimizer's state dicts, ``param_groups``, attributes and hooks dicts;
+    the bytes of its state tensors are in the snapshot's storage copies."""
+
+    def __init__(self, opt: torch.optim.Optimizer, snap: Snapshot) -> None:
+        self.opt = opt
+        self.state = {p: dict(st) for p, st in opt.state.items()}
+        self.tensors: list[torch.Tensor] = []
+        for st in opt.state.values():
+            self.tensors += [v for v in st.values() if isinstance(v, torch.Tensor)]
+        self.groups = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+        self.group_list = [(g, list(g["params"])) for g in opt.param_groups]
+        for g in opt.param_groups:  # tensor hyper-parameters (lr as a tensor) are restored in place
+            self.tensors += [v for k, v in g.items() if k != "params" and isinstance(v, torch.Tensor)]
+        for t in self.tensors:
+            snap.add_plain(t)
+        self.attrs = dict(opt.__dict__)
+        self.containers = [(v, _copy(v)) for k, v in opt.__dict__.items()
+                           if isinstance(v, (dict, set, list)) and k not in ("state", "param_groups")]
+
+    def restore(self) -> None:
+        opt = self.opt
+        opt.__dict__.clear()  # e.g. an LR scheduler's _opt_called flag set by step()
+        opt.__dict__.update(self.attrs)
+        for live, saved in self.containers:  # its own hooks dicts
+            _put_back(live, saved)
+        opt.param_groups[:] = [g for g, _ in self.group_list]
+        for g, ps in self.group_list:
+            g["params"] = ps
+        for p in list(opt.state.keys()):
+            if p not in self.state:
+                del opt.state[p]
+        for p, st in self.state.items():
+            live = opt.state[p]  # the same dict object, its entries put back
+            live.clear()
+            live.update(st)
+        for g, saved in zip(opt.param_groups, self.groups):
+            for k in list(g):
+                if k != "params" and k not in saved:
+                    del g[k]
+            g.update(saved)
+
+
+class Snapshot:
+    """What :meth:`restore` puts back. Build with :meth:`take`; a step that reaches
+    more (another module run, another optimizer stepped, leaves its backward
+    accumulates into) adds them with :meth:`add_module`, :meth:`add_optimizer`
+    and :meth:`add_tensor` before they change (see :mod:`vramnb._reach`)."""
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> None:
+        self.model, self.optimizer = model, optimizer
+        self.storages = StorageCopies()
+        self.tensors: list[tuple[torch.Tensor, tuple[Any, ...], int | None]] = []
+        self.seen: set[int] = set()
+        self.flags: list[tuple[torch.Tensor, bool]] = []
+        self.grads: list[tuple[torch.Tensor, torch.Tensor | None, Any]] = []
+        self.tensor_hooks: list[tuple[torch.Tensor, str, dict[Any, Any]]] = []
+        self.modules: list[tuple[torch.nn.Module, type, dict[str, Any], list[tuple[Any, Any]]]] = []
+        self.module_ids: set[int] = set()
+        self.optimizers: list[_OptimizerState] = []
+        self.global_hooks: list[tuple[Any, Any]] = []
+        self.rng: RngStates | None = None
 
     @classmethod
     def take(cls, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
-             batch_tensors: list[torch.Tensor] | None = None) -> Snapshot:
+             batch_tensors: list[torch.Tensor] | None = None, functions: list[Any] | None = None) -> Snapshot:
         """Record what :meth:`restore` puts back (``batch_tensors``: the batch's
-        tensors, whose bytes, ``.grad`` and hooks are restored too)."""
+        tensors, whose bytes, ``.grad`` and hooks are restored too; ``functions``:
+        the loss function, whose reachable generator objects are restored)."""
         s = cls(model, optimizer)
-        seen: set[int] = set()
-        params = list(model.parameters())
-        if optimizer is not None:
-            params += [p for g in optimizer.param_groups for p in g["params"]]
-        for m in model.modules():
-            # class (a lazy module becomes another), attributes, and the contents of its
-            # dicts/lists/sets: _modules, _parameters, _buffers, every hooks dict
-            s.modules.append((m, type(m), dict(m.__dict__), _containers(m.__dict__)))
         s.global_hooks = [(d, d.copy()) for d in _global_hook_dicts()]
-        for t in params + list(model.buffers()) + list(batch_tensors or []):
-            if id(t) in seen:
-                continue
-            seen.add(id(t))
-            s.tensors.append((t, _save_bytes(t), _tensor_meta(t)))
-            s.flags.append((t, t.requires_grad))
-            g = t.grad if t.is_leaf else None
-            s.grads.append((t, g, _save_grad(g) if g is not None else None))
-            for name in ("_backward_hooks", "_post_accumulate_grad_hooks"):
-                d = getattr(t, name, None)  # None until a first hook: then restored to empty
-                s.tensor_hooks.append((t, name, d.copy() if isinstance(d, dict) else {}))
+        s.add_module(model)
+        for t in batch_tensors or []:
+            s.add_tensor(t)
         if optimizer is not None:
-            for p, st in optimizer.state.items():
-                s.opt_state[p] = dict(st)
-                for v in st.values():
-                    if isinstance(v, torch.Tensor):
-                        s.opt_bytes.append((v, _save_bytes(v)))
-            s.opt_groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
-            s.opt_group_list = [(g, list(g["params"])) for g in optimizer.param_groups]
-            for g in optimizer.param_groups:  # tensor hyper-parameters (lr as a tensor) are restored in place
-                for k, v in g.items():
-                    if k != "params" and isinstance(v, torch.Tensor):
-                        s.opt_bytes.append((v, _save_bytes(v)))
-            s.opt_dict = dict(optimizer.__dict__)
-            s.opt_containers = [(v, _copy(v)) for k, v in optimizer.__dict__.items()
-                                if isinstance(v, (dict, set, list)) and k not in ("state", "param_groups")]
-        s.rng_cpu = torch.random.get_rng_state()
-        s.rng_python = random.getstate()
-        np = sys.modules.get("numpy")
-        if np is not None:
-            s.rng_numpy = np.random.get_state()
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            s.rng_cuda = torch.cuda.get_rng_state_all()
+            s.add_optimizer(optimizer)
+        s.rng = RngStates(model, functions or [])
         return s
+
+    def add_module(self, root: torch.nn.Module, running: bool = False) -> None:
+        """Record ``root`` and its submodules not recorded yet: class, attributes, the
+        contents of their dicts/lists/sets (``_modules``, ``_parameters``, ``_buffers``,
+        every hooks dict), parameters, buffers and tensors held as plain attributes.
+
+        ``running``: recorded as its forward starts (a module outside the model):
+        its ``_parameters`` and ``_buffers`` dicts are left to whoever filled them
+        (``torch.func.functional_call`` swaps tensors in for the call and back
+        after), and only the tensors in them are restored."""
+        skip = ("_parameters", "_buffers") if running else ()
+        for m in root.modules():
+            if id(m) in self.module_ids:
+                continue
+            self.module_ids.add(id(m))
+            self.modules.append((m, type(m), dict(m.__dict__), _containers(m.__dict__, skip)))
+            for t in [*m._parameters.values(), *m._buffers.values(), *_attribute_tensors(m.__dict__)]:
+                if t is not None:
+                    self.add_tensor(t)
+
+    def add_optimizer(self, opt: torch.optim.Optimizer) -> None:
+        """Record an optimizer (its parameters, state and settings)."""
+        if any(o.opt is opt for o in self.optimizers):
+            return
+        for g in opt.param_groups:
+            for p in g["params"]:
+                self.add_tensor(p)
+        self.optimizers.append(_OptimizerState(opt, self))
+
+    def has(self, t: torch.Tensor) -> bool:
+        return id(t) in self.seen
+
+    def add_plain(self, t: torch.Tensor) -> None:
+        """Record a tensor's bytes (its storage's range), storage, shape, class and version."""
+        if id(t) in self.seen or t.layout != torch.strided or t.device.type == "meta":
+            return
+        try:
+            meta = _tensor_meta(t)
+        except (RuntimeError, NotImplementedError, TypeError):  # no storage of its own (a nested or wrapper tensor)
+            return
+        self.seen.add(id(t))
+        self.storages.add(t)
+        self.tensors.append((t, meta, _version(t)))
+
+    def add_tensor(self, t: torch.Tensor) -> None:
+        """Record a tensor (as :meth:`add_plain`), its ``requires_grad``, its
+        ``.grad`` (a leaf's, or a ``retain_grad`` tensor's) and its hooks."""
+        if id(t) in self.seen:
+            return
+        self.add_plain(t)
+        self.seen.add(id(t))
+        self.flags.append((t, t.requires_grad))
+        if t.is_leaf or t.retains_grad:
+            g = t.grad
+            saved = None
+            if g is not None:
+                if g.layout == torch.strided:
+                    self.add_plain(g)
+                else:
+                    saved = _save_grad(g)
+            self.grads.append((t, g, saved))
+        for name in ("_backward_hooks", "_post_accumulate_grad_hooks"):
+            d = getattr(t, name, None)  # None until a first hook: then restored to empty
+            self.tensor_hooks.append((t, name, d.copy() if isinstance(d, dict) else {}))
 
     def tensor_state(self) -> list[torch.Tensor]:
         """The optimizer-state tensors recorded (what :class:`SetAside` can move aside)."""
-        return [v for v, _ in self.opt_bytes]
+        return [t for o in self.optimizers for t in o.tensors]
+
+    @property
+    def nbytes(self) -> int:
+        """Host bytes the snapshot's copies hold."""
+        return self.storages.nbytes
 
     @protected
     def restore(self) -> None:
@@ -242,64 +353,37 @@ class Snapshot:
 
     @protected
     def _tensors(self) -> None:
+        # storages first (their size, then their bytes), then each tensor's view of them
+        run_all([lambda e=e: _load_bytes(e, None) for e in self.storages.entries.values()])
         with torch.no_grad():
-            for t, buf, (cls, storage, offset, shape, stride, dtype) in self.tensors:
+            for t, (cls, storage, offset, shape, stride, dtype), _ in self.tensors:
                 if (t.untyped_storage()._cdata != storage._cdata or t.storage_offset() != offset
                         or tuple(t.shape) != shape or tuple(t.stride()) != stride or t.dtype != dtype):
                     t.data = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, shape, stride)
                 if type(t) is not cls:  # a lazy module's UninitializedParameter became a Parameter
                     t.__class__ = cls
-                _load_bytes(t, buf)
             for t, flag in self.flags:
-                t.requires_grad_(flag)
-            for t, g, buf in self.grads:
-                if g is not None and buf is not None:
-                    _load_grad(g, buf)
+                if t.is_leaf and t.requires_grad != flag:
+                    t.requires_grad_(flag)
+            for t, g, saved in self.grads:
+                if g is not None and saved is not None:
+                    _load_grad(g, saved)
                 t.grad = g
         for t, name, saved in self.tensor_hooks:
             live = getattr(t, name, None)
             if isinstance(live, dict):
                 _put_back(live, saved)
+        # latest first: where tensors share a counter (views), the earliest record wins
+        _set_versions([(t, v) for t, _, v in reversed(self.tensors)])
 
     @protected
     def _optimizer(self) -> None:
-        opt = self.optimizer
-        if opt is None:
-            return
-        if self.opt_dict is not None:  # e.g. an LR scheduler's _opt_called flag set by step()
-            opt.__dict__.clear()
-            opt.__dict__.update(self.opt_dict)
-        for live, saved in self.opt_containers:  # its own hooks dicts
-            _put_back(live, saved)
-        opt.param_groups[:] = [g for g, _ in self.opt_group_list]
-        for g, ps in self.opt_group_list:
-            g["params"] = ps
-        for p in list(opt.state.keys()):
-            if p not in self.opt_state:
-                del opt.state[p]
-        for p, st in self.opt_state.items():
-            live = opt.state[p]  # the same dict object, its entries put back
-            live.clear()
-            live.update(st)
-        with torch.no_grad():
-            for v, buf in self.opt_bytes:
-                _load_bytes(v, buf)
-        for g, saved in zip(opt.param_groups, self.opt_groups):
-            for k in list(g):
-                if k != "params" and k not in saved:
-                    del g[k]
-            g.update(saved)
+        run_all([o.restore for o in self.optimizers])
 
     @protected
     def _rng(self) -> None:
-        if self.rng_cpu is not None:
-            torch.random.set_rng_state(self.rng_cpu)
-        if self.rng_python is not None:
-            random.setstate(self.rng_python)
-        if self.rng_numpy is not None:
-            sys.modules["numpy"].random.set_state(self.rng_numpy)
-        if self.rng_cuda is not None:
-            torch.cuda.set_rng_state_all(self.rng_cuda)
+        if self.rng is not None:
+            self.rng.restore()
 
 
 class SetAside:
@@ -317,14 +401,14 @@ class SetAside:
             if st._cdata in seen or st.nbytes() == 0:
                 continue
             seen.add(st._cdata)
-            self.saved.append((t, _save_bytes(t)))
+            self.saved.append((t, save_bytes(t)))
         for t, _ in self.saved:
             t.untyped_storage().resize_(0)
 
     @protected
     def put_back(self) -> None:
         with InterruptGuard():
-            run_all([lambda t=t, b=b: _load_bytes(t, b) for t, b in self.saved])
+            run_all([lambda t=t, b=b: load_bytes(t, b) for t, b in self.saved])
 
     @property
     def nbytes(self) -> int:

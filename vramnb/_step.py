@@ -34,8 +34,11 @@ from ._probe import CpuProbe, CudaProbe, probe_for
 from ._interrupt import InterruptGuard, interruptible, protected
 from ._restore import SetAside, Snapshot, run_all
 from ._sources import SOURCES
+from ._containers import step_batch
+from ._exclusive import one_at_a_time
+from ._reach import Reach
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys
-from ._timeline import CpuRecorder, CudaRecorder, Timeline
+from ._timeline import CpuRecorder, CudaRecorder, Timeline, history_enabled
 from ._tracker import cpu_tracker
 from ._units import format_bytes
 
@@ -46,7 +49,7 @@ PHASES = ("forward", "backward", "optimizer step", "zero_grad")
 
 
 from ._checks import (  # noqa: E402,F401 - the checks live in _checks; imported here by other modules too
-    _batch_tensors, _check_loss, check_closure, check_hooks, check_inputs, check_loss_fn, check_options, default_loss,
+    InputError, _batch_tensors, _check_loss, check_closure, check_hooks, check_inputs, check_loss_fn, check_options, default_loss,
 )
 
 
@@ -60,8 +63,9 @@ def _state_tensors(optimizer: torch.optim.Optimizer | None) -> list[torch.Tensor
 class _StepRun:
     """State of one profiled step: recorder, mark keys, saved activations, modules."""
 
-    def __init__(self, plan: StepPlan, module_depth: int | None) -> None:
+    def __init__(self, plan: StepPlan, module_depth: int | None, reach: Reach | None = None) -> None:
         self.plan = plan
+        self.reach = reach
         self.model, self.optimizer, self.device = plan.model, plan.optimizer, plan.device
         self.module_depth = module_depth
         self.key = key_fn(plan.device, plan.tracker.device_type if plan.tracker is not None else None)
@@ -182,9 +186,10 @@ class _StepRun:
         """The user's step; an interrupt here is raised at once (and restored after)."""
         plan = self.plan
         self.mark("start")
-        with self.module_tracking():
+        with self.module_tracking(), (self.reach.watching() if self.reach is not None else contextlib.nullcontext()):
             n = len(plan.batches)
             for i, micro in enumerate(plan.batches):
+                micro = step_batch(micro)
                 self.phase = self.saved.phase = "forward" if i == 0 else "backward"
                 with contextlib.ExitStack() as fw:
                     fw.enter_context(self.saved.hooks())  # outermost: a technique's own hooks take precedence
@@ -204,6 +209,8 @@ class _StepRun:
                     self.mark("after forward")
                 self.phase = self.saved.phase = "backward"
                 if plan.mode == "train":
+                    if self.reach is not None:
+                        self.reach.before_backward(loss)
                     with self.saved.hooks():
                         (plan.scaler.scale(loss) if plan.scaler is not None else loss).backward()
                 del loss
@@ -291,9 +298,10 @@ def _module_memory(run: _StepRun, tl: Timeline, labels: list[str], positions: An
     return list(out.values())
 
 
-def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None, index: int = 0) -> tuple[StepResult, BaseException | None]:
+def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None, index: int = 0,
+              reach: Reach | None = None) -> tuple[StepResult, BaseException | None]:
     model, optimizer, device = plan.model, plan.optimizer, plan.device
-    run = _StepRun(plan, module_depth)
+    run = _StepRun(plan, module_depth, reach)
     fresh = optimizer is None or not any(len(s) for s in optimizer.state.values())
     kind = "first step" if index == 0 and fresh else "steady state"
     key = run.key
@@ -452,6 +460,11 @@ def profile_step(
             post-accumulate-grad hooks (they change objects vramnb cannot
             restore: the message says how to profile instead). The loss is
             checked after the forward (the model is restored).
+            Also, before the first backward, a loss whose graph reaches one built
+            before the step (a non-leaf tensor computed outside ``loss_fn``: detach
+            it), whose backward would free what that graph saved.
+        VramnbError: another thread is running a profile_step (also compare or a
+            panel run), before anything runs.
         Unavailable: a recipe setting this machine or model cannot run (LoRA on
             a model that already has peft adapters), before the model is touched.
         Any exception of the user's step, or of an undo, is re-raised after
@@ -461,11 +474,17 @@ def profile_step(
         step stops it at once; one during the restore is held back until the
         restore is done, then raised.
 
+    Each step gets its own copy of the batch's containers (a ``loss_fn`` that
+    pops ``labels`` changes that copy); tensors of the batch computed by your
+    autograd graph are used detached (their backward stops at the batch).
+    Modules outside ``model`` that the step runs, optimizers it steps and leaves
+    its backward accumulates into are restored too (see :mod:`vramnb._reach`).
+
     A recipe that trains with another optimizer than yours (``optimizer=``,
     ``lora=``) runs with your optimizer's state moved to host memory for the
     steps (its step would not hold it); it is back, bit for bit, afterwards.
     """
-    with InterruptGuard() as guard:
+    with one_at_a_time(), InterruptGuard() as guard:
         try:
             return _profile(guard, model, batch, loss_fn, optimizer, steps, set_to_none, module_depth, restore, label,
                             trace, recipe)
@@ -485,31 +504,39 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     check_options(steps, module_depth, set_to_none)
     check_loss_fn(model, batch, loss_fn)
     if not isinstance(restore, bool):
-        raise ValueError(f"restore must be True or False, not {restore!r}")
+        raise InputError(f"restore must be True or False, not {restore!r}")
     if trace is not None and device.type != "cuda":
-        raise ValueError(
+        raise InputError(
             f"trace= needs a CUDA model (it saves the CUDA caching allocator's trace); this model is on {device}. "
             "On CPU, report.plot('sources') draws the recorded timeline by source."
         )
     if recipe is not None and not isinstance(recipe, Recipe):
         recipe = Recipe(**recipe) if isinstance(recipe, Mapping) else recipe
         if not isinstance(recipe, Recipe):
-            raise ValueError(f"recipe must be a vramnb.Recipe or a dict of technique settings, not {type(recipe).__name__}")
+            raise InputError(f"recipe must be a vramnb.Recipe or a dict of technique settings, not {type(recipe).__name__}")
     if recipe is not None and optimizer is None:
         check_hooks(model, None, any_optimizer=True)
-    snap = Snapshot.take(model, optimizer, [t for _, t in _batch_tensors(batch)]) if restore else None
+    batch_tensors = [t for _, t in _batch_tensors(batch)]
+    users_history = device.type == "cuda" and history_enabled()
+    snap = Snapshot.take(model, optimizer, batch_tensors, [loss_fn] if loss_fn is not None else []) if restore else None
     results: list[StepResult] = []
     err: BaseException | None = None
     plan = StepPlan(model, [batch], loss_fn or default_loss, optimizer, device, set_to_none=set_to_none,
                     user_optimizer=optimizer)
     aside: SetAside | None = None
+    reach: Reach | None = None
     try:
         if recipe is not None:
             recipe.apply(plan)  # may raise ValueError (not available here); restored below
-        aside = _set_aside(plan, optimizer, [t for _, t in _batch_tensors(batch)])
+        aside = _set_aside(plan, optimizer, batch_tensors)
+        reach = None
+        if snap is not None:  # the recipe's own modules and optimizer are its to undo
+            mine = {id(m) for m in plan.model.modules()} - snap.module_ids
+            adapters = {id(p) for p in plan.model.parameters() if not snap.has(p)}
+            reach = Reach(snap, [plan.optimizer] if plan.optimizer is not optimizer else [], mine, adapters)
         for i in range(steps):
             guard.check()  # an interrupt held back in vramnb's own bookkeeping stops here
-            res, err = _one_step(plan, module_depth, trace, i)
+            res, err = _one_step(plan, module_depth, trace, i, reach)
             results.append(res)
             if err is not None:
                 break
@@ -537,8 +564,17 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
                             "these steps, which train with the recipe's optimizer instead")
     if recipe is not None:
         report.recipe = recipe
-    if restore:
+    if users_history:
+        report.notes.append("your CUDA memory-history recording was left on as it was; the steps' allocations were "
+                            "read from its trace")
+    if any(t.grad_fn is not None for t in batch_tensors):
+        report.notes.append("the batch holds tensors computed by your autograd graph: each step used them detached "
+                            "(requires_grad kept), so its backward stopped at the batch and left your graph as it was")
+    if restore and snap is not None:
+        extra = reach.foreign if reach is not None else 0
         report.notes.append("model, optimizer and RNG state restored exactly")
+        if extra > 0:
+            report.notes.append(f"also restored: {extra} module(s) outside the model that the step ran")
     if err is not None:
         report.error = type(err).__name__
         try:

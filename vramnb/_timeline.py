@@ -13,7 +13,10 @@ peak, and the live set at any event, which attribution then labels.
   ``torch.cuda.memory._snapshot()``. Phase marks are placed in the trace by the
   allocator's cumulative allocation/free counters, read at each mark. Sizes are
   the allocator's rounded block sizes, so totals match
-  ``torch.cuda.memory_allocated``.
+  ``torch.cuda.memory_allocated``. When the user is already recording memory
+  history (``torch._C._cuda_isHistoryEnabled()``), the recorder changes nothing
+  of it (no new settings, not switched off, nothing cleared) and reads this
+  step's events from the user's trace: those after its last entry at the start.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import torch
 
 from ._tracker import StorageTracker
 
-__all__ = ["Interval", "Timeline", "CpuRecorder", "CudaRecorder", "raw_counts", "block_size"]
+__all__ = ["Interval", "Timeline", "CpuRecorder", "CudaRecorder", "raw_counts", "block_size", "history_enabled"]
 
 
 @dataclass
@@ -136,6 +139,21 @@ def raw_counts(device: int) -> tuple[int, int]:
     return s.get("allocation.all.allocated", 0), s.get("allocation.all.freed", 0)
 
 
+def history_enabled() -> bool:
+    """Whether memory history is being recorded now (by the user, say). PyTorch
+    has no getter for the settings, so a recording found is used as it is."""
+    fn = getattr(torch._C, "_cuda_isHistoryEnabled", None)
+    try:
+        return bool(fn()) if fn is not None else False
+    except Exception:  # noqa: BLE001 - a build without the CUDA allocator
+        return False
+
+
+def _device_trace(snap: dict[str, Any], device: int) -> list[dict[str, Any]]:
+    traces = snap.get("device_traces", [])
+    return traces[device] if device < len(traces) else []
+
+
 class CudaRecorder:
     """Records the CUDA caching allocator's trace for one device."""
 
@@ -144,8 +162,31 @@ class CudaRecorder:
         self.marks: dict[str, tuple[int, int]] = {}
         self.snapshot: dict[str, Any] | None = None
         torch.cuda.synchronize(device)
+        self.users = history_enabled()
+        self.last: dict[str, Any] | None = None
+        if self.users:  # the user's recording: keep it as it is, remember where this step begins
+            before = _device_trace(torch.cuda.memory._snapshot(), device)
+            self.last = before[-1] if before else None
         self.start_counts = raw_counts(device)
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
+        if not self.users:
+            torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
+
+    def _since_start(self, trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The entries of the user's trace after the one that was last at the start.
+
+        Raises:
+            VramnbError: the user's ring buffer (``max_entries``) dropped it."""
+        if self.last is None:
+            return trace
+        for i in range(len(trace) - 1, -1, -1):
+            if trace[i] == self.last:
+                return trace[i + 1:]
+        from ._errors import VramnbError
+
+        raise VramnbError(
+            "your CUDA memory-history recording is on, and its ring buffer (max_entries) dropped the start of this "
+            "step, so the step's allocations cannot be read from it: record with a larger max_entries "
+            "(torch.cuda.memory._record_memory_history(max_entries=...)), or stop your recording while profiling")
 
     def mark(self, name: str) -> None:
         self.marks[name] = raw_counts(self.device)
@@ -159,9 +200,12 @@ class CudaRecorder:
     def finish(self) -> Timeline:
         torch.cuda.synchronize(self.device)
         snap: dict[str, Any] = torch.cuda.memory._snapshot()
-        torch.cuda.memory._record_memory_history(enabled=None)
+        if not self.users:
+            torch.cuda.memory._record_memory_history(enabled=None)
         self.snapshot = snap
-        traces = snap["device_traces"][self.device] if self.device < len(snap["device_traces"]) else []
+        traces = _device_trace(snap, self.device)
+        if self.users:
+            traces = self._since_start(traces)
         live_end: dict[int, int] = {}
         for seg in snap["segments"]:
             if seg.get("device", self.device) != self.device:

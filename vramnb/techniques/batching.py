@@ -9,23 +9,17 @@ arithmetic for large-batch SGD).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
+from .._containers import map_tensors
 from .._plan import StepPlan
 from .registry import Technique, register
 
 
 def _map(batch: Any, fn: Any) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return fn(batch)
-    if isinstance(batch, Mapping):
-        return type(batch)({k: _map(v, fn) for k, v in batch.items()}) if type(batch) is dict else {k: _map(v, fn) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_map(v, fn) for v in batch)
-    return batch
+    return map_tensors(batch, fn)
 
 
 def batch_len(batch: Any) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.utils import checkpoint as ckpt
 
+from .._checks import InputError
 from .._plan import StepPlan
 from .registry import Technique, register
 
@@ -40,7 +41,7 @@ def find_blocks(model: torch.nn.Module, path: str = "auto") -> list[torch.nn.Mod
             target = model.get_submodule(path)
         except AttributeError:
             names = [n for n, m in model.named_modules() if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) and n]
-            raise ValueError(f"blocks={path!r} names no submodule of {type(model).__name__}; "
+            raise InputError(f"blocks={path!r} names no submodule of {type(model).__name__}; "
                              f"module lists here: {', '.join(names) or 'none'}") from None
         return list(target.children())
     # the longest nn.ModuleList / nn.Sequential whose children are mostly of one type:
@@ -103,7 +104,7 @@ class Blocks(Technique):
     @classmethod
     def validate(cls, value: Any) -> Any:
         if not isinstance(value, str) or not value:
-            raise ValueError(f"blocks={value!r}: give 'auto' or the dotted path of a submodule, e.g. 'transformer.h'")
+            raise InputError(f"blocks={value!r}: give 'auto' or the dotted path of a submodule, e.g. 'transformer.h'")
         return value
 
     @classmethod
