@@ -228,7 +228,7 @@ def _bar(progress: bool) -> Any:
 
 def _verify(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: Any, recipe: Any, n: int) -> Any:
     """One real step at batch size ``n`` (the batch's rows repeated to fill it)."""
-    from ._fake import _map
+    from ._containers import map_tensors
     from ._step import profile_step
 
     def grow(t: torch.Tensor) -> torch.Tensor:
@@ -237,7 +237,7 @@ def _verify(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: Any, re
         reps = -(-n // t.shape[0])
         return t.repeat(reps, *([1] * (t.dim() - 1)))[:n]
 
-    big = _map(batch, grow)
+    big = map_tensors(batch, grow)
     if isinstance(optimizer, torch.optim.Optimizer) or optimizer is None:
         opt = optimizer
     else:  # a factory: build it over the real model for the one verification step

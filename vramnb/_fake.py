@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from ._containers import map_tensors
 
 __all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_batch", "fake_optimizer",
            "check_batch", "resize_batch"]
@@ -60,9 +61,9 @@ def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any
                 bases[id(t)] = fake_like(t, mode, shape)
             return bases[id(t)]
 
-        return _map(batch, resized)
+        return map_tensors(batch, resized)
     spans = _shared_spans([t for _, t in named])
-    return _map(batch, lambda t: _fake_view(t, mode, spans))
+    return map_tensors(batch, lambda t: _fake_view(t, mode, spans))
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -144,28 +145,6 @@ def resize_batch(batch: Any) -> int:
                          "or a dict of them such as {'input_ids': ids, 'labels': ids}")
     raise ValueError(f"cannot tell the batch size: the batch's tensors have first dimensions {sizes} ({found}); "
                      "changing the batch size needs tensors that share their first dimension")
-
-
-def _map(batch: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
-    """``batch`` with ``fn`` applied to every tensor, keeping container types
-    (namedtuples, dict subclasses such as Hugging Face's ``BatchEncoding``)."""
-    if isinstance(batch, torch.Tensor):
-        return fn(batch)
-    if isinstance(batch, Mapping):
-        items = {k: _map(v, fn) for k, v in batch.items()}
-        try:
-            return type(batch)(items)
-        except Exception:  # a mapping type that cannot be built from a dict
-            return items
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
-        return type(batch)(*(_map(v, fn) for v in batch))
-    if isinstance(batch, (tuple, list)):
-        items_ = [_map(v, fn) for v in batch]
-        try:
-            return type(batch)(items_)
-        except Exception:
-            return items_
-    return batch
 
 
 def _fake_state(v: Any, mode: FakeTensorMode) -> Any:

@@ -166,7 +166,6 @@ def _ipython_outputs(shell: Any) -> dict[str, Any]:
 
 def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
     """Out-of-sight holders in an IPython shell: shown name → (kind, objects)."""
-    ns = shell.user_ns
     out: dict[str, tuple[str, Any]] = {}
     oh = _output_cache(shell)
     if oh:

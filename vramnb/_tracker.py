@@ -33,7 +33,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._graph import graph_tensors
-from ._storages import _PLAIN, _live_tensors, _live_tensors_and_storages, storage_key, storage_of, storages_of_tensor
+from ._storages import _PLAIN, _live_tensors_and_storages, storage_key, storage_of, storages_of_tensor
 
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 

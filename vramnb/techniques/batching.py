@@ -18,10 +18,6 @@ from .._plan import StepPlan
 from .registry import Technique, register
 
 
-def _map(batch: Any, fn: Any) -> Any:
-    return map_tensors(batch, fn)
-
-
 def batch_len(batch: Any) -> int:
     """The first dimension shared by the batch's tensors.
 
@@ -29,7 +25,7 @@ def batch_len(batch: Any) -> int:
         ValueError: the tensors disagree on it, or there is none.
     """
     sizes: set[int] = set()
-    _map(batch, lambda t: sizes.add(t.shape[0]) if t.dim() else None)
+    map_tensors(batch, lambda t: sizes.add(t.shape[0]) if t.dim() else None)
     if len(sizes) != 1:
         raise ValueError(f"the batch's tensors have first dimensions {sorted(sizes)}; batch_size and micro_batches need one")
     return sizes.pop()
@@ -44,7 +40,7 @@ def resize(batch: Any, n: int) -> Any:
             return t[:n].clone()
         reps = -(-n // t.shape[0])
         return t.repeat(reps, *([1] * (t.dim() - 1)))[:n].clone()
-    return _map(batch, one)
+    return map_tensors(batch, one)
 
 
 class _PositiveInt(Technique):
@@ -102,7 +98,7 @@ class MicroBatches(_PositiveInt):
     def apply(cls, plan: StepPlan, value: Any) -> None:
         (batch,) = plan.batches
         n = batch_len(batch) // value
-        plan.batches = [_map(batch, lambda t, i=i: t[i * n : (i + 1) * n] if t.dim() else t) for i in range(value)]
+        plan.batches = [map_tensors(batch, lambda t, i=i: t[i * n : (i + 1) * n] if t.dim() else t) for i in range(value)]
 
     @classmethod
     def describe(cls, value: Any) -> str:
