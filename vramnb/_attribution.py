@@ -6,8 +6,8 @@ so the order of claims is the priority (parameters before activations, so a
 parameter saved for backward stays a parameter). What no claim covers is
 *workspace* on CUDA when it backs no tensor (library workspaces), otherwise
 *temporaries* if it began inside the timeline and *other* if it was there
-before. Activations are recorded by :class:`SavedTensors`, the pack hook of
-``torch.autograd.graph.saved_tensors_hooks``.
+before. Activations are recorded by :class:`SavedTensors`, which walks the
+graph at each autograd engine call (no saved-tensor hook: :mod:`vramnb._saved`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ._graph import graph_tensors
+from ._saved import observing_backward
 from ._storages import _live_tensors, storage_key, storage_of, storages_of_tensor
 from ._timeline import Timeline
 
@@ -96,7 +97,7 @@ def saved_in_live_graphs(key: Callable[[torch.Tensor], int | None]) -> set[int]:
         if fn is None:
             continue
         for s in graph_tensors(fn, seen, grads=False):
-            if isinstance(s, torch.Tensor) and s.grad_fn is None and s.is_leaf and s.requires_grad:
+            if _is_leaf(s):
                 continue  # a parameter or input the graph saved: claimed by its owner
             k = key(s)
             if k is not None:
@@ -105,58 +106,85 @@ def saved_in_live_graphs(key: Callable[[torch.Tensor], int | None]) -> set[int]:
 
 
 class SavedTensors:
-    """Pack/unpack hooks recording the storages autograd saves for backward.
+    """The storages autograd saves for backward during a recording, observed
+    without saved-tensor hooks (:mod:`vramnb._saved` says why): the graph of
+    every autograd engine call started inside :meth:`hooks` is walked just
+    before the engine runs, when all its saved tensors are alive.
 
-    On CPU the interval is resolved at pack time through ``interval_of``; on
-    CUDA the address and the phase are kept and resolved after the trace is read.
-    The pack hook returns a detached alias (same storage, no reference cycle
-    through the graph), so memory behaves exactly as without the hooks.
+    On CPU the interval is resolved at once through ``interval_of``; on CUDA
+    the address is kept with the allocator's position (from ``recorder``'s
+    host-side counters) and resolved after the trace is read. Storages that
+    existed before the recording are not the recording's activations (their
+    owner holds them: parameters, a dataset, an earlier graph).
     """
 
-    def __init__(self, key: Callable[[torch.Tensor], int | None], interval_of: Callable[[int], int | None] | None) -> None:
+    def __init__(self, key: Callable[[torch.Tensor], int | None], interval_of: Callable[[int], int | None] | None,
+                 recorder: Any = None) -> None:
         self.key = key
         self.interval_of = interval_of
+        self.recorder = recorder
         self.intervals: set[int] = set()
-        self.addresses: list[tuple[int, str]] = []
+        self.addresses: list[tuple[int, Any]] = []  # (address, allocator counts or the phase)
         self.phase = "forward"
 
-    def pack(self, t: torch.Tensor) -> Any:
-        if self.interval_of is None and type(t) is torch.Tensor:  # the CUDA fast path: host-side only
-            self.addresses.append((t.untyped_storage().data_ptr(), self.phase))
-            return t.detach()
-        k = self.key(t)
-        if k is not None:
+    def observe(self, roots: Iterable[Any]) -> None:
+        """Note the storages the graphs from autograd nodes ``roots`` saved."""
+        where: Any = self.phase
+        if self.interval_of is None and self.recorder is not None and hasattr(self.recorder, "position"):
+            where = self.recorder.position()
+        seen: dict[int, Any] = {}
+        keys: set[int] = set()
+        for root in roots:
+            keys |= keys_of((s for s in graph_tensors(root, seen, grads=False) if not _is_leaf(s)), self.key)
+        seen.clear()
+        for k in keys:
             if self.interval_of is None:
-                self.addresses.append((k, self.phase))
+                self.addresses.append((k, where))
             else:
                 idx = self.interval_of(k)
                 if idx is not None:
                     self.intervals.add(idx)
-        return t.detach()
-
-    @staticmethod
-    def unpack(t: Any) -> torch.Tensor:
-        return t
 
     def hooks(self) -> Any:
-        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+        """While active, observe each autograd engine call of this thread (the
+        name is historical: no saved-tensor hook is installed)."""
+        return observing_backward(self.observe)
+
+    def observing_all_threads(self) -> Any:
+        """As :meth:`hooks`, for engine calls of every thread."""
+        return observing_backward(self.observe, all_threads=True)
 
     def claim(self, tl: Timeline, after_forward: str = "after forward", window_end: str = "after backward") -> set[int]:
         """Interval indices of the saved tensors."""
+        first = tl.marks.get("start", 0)
         if self.interval_of is not None:
-            return set(self.intervals)
+            return {i for i in self.intervals if tl.intervals[i].start >= first}
         out: set[int] = set()
         fw = tl.marks.get(after_forward, tl.n_events)
         end = tl.marks.get(window_end, tl.n_events)
-        live = {tl.intervals[i].key: i for i in tl.live_at(fw)}
-        for addr, phase in self.addresses:
-            if phase == "forward" and addr in live:
-                out.add(live[addr])
+        live_fw = {tl.intervals[i].key: i for i in tl.live_at(fw)}
+        cache: dict[int, dict[int, int]] = {}
+        for addr, where in self.addresses:
+            if isinstance(where, tuple):  # the allocator's counts when the engine started
+                a0, f0 = self.recorder.start_counts
+                point = max(0, min(tl.n_events, (where[0] - a0) + (where[1] - f0)))
+                if point not in cache:
+                    cache[point] = {tl.intervals[i].key: i for i in tl.live_at(point)}
+                i = cache[point].get(addr)
+                if i is not None:
+                    out.add(i)
+            elif where == "forward" and addr in live_fw:
+                out.add(live_fw[addr])
             else:  # saved again while recomputing in backward: the latest such interval
                 cands = [i for i, iv in enumerate(tl.intervals) if iv.key == addr and fw - 1 <= iv.start < end]
                 if cands:
                     out.add(cands[-1])
-        return out
+        return {i for i in out if tl.intervals[i].start >= first}
+
+
+def _is_leaf(s: Any) -> bool:
+    """A leaf that requires grad (a parameter, an input): its owner claims it."""
+    return isinstance(s, torch.Tensor) and s.grad_fn is None and s.is_leaf and s.requires_grad
 
 
 def label_intervals(

@@ -1,7 +1,9 @@
 """``%%vram --breakdown``: label a cell's memory by the notebook objects it belongs to.
 
 While the cell runs, every allocation is recorded (the CPU tracker, or the
-CUDA allocator's trace) and the tensors autograd saves are noted. Afterwards
+CUDA allocator's trace) and the tensors autograd saves are noted (at each
+backward and at the end, walking the graphs: no saved-tensor hook runs in the
+cell, see :mod:`vramnb._saved`). Afterwards
 each allocation is claimed, in this order, by: the parameters, buffers and
 gradients of each ``nn.Module`` variable, the state of each
 ``torch.optim.Optimizer`` variable, the other tensor variables, activations
@@ -99,7 +101,7 @@ class CellAttribution:
         stack = contextlib.ExitStack()
         if self.cuda:
             self.recorder = CudaRecorder(self.device.index or 0)
-            saved = SavedTensors(self.key, None)
+            saved = SavedTensors(self.key, None, self.recorder)
         else:
             self.recorder = CpuRecorder(tracker)
             # a cell counts the whole process, as the CUDA allocator does: every thread's changes
@@ -107,12 +109,12 @@ class CellAttribution:
             saved = SavedTensors(self.key, self.recorder.interval_of)
         self.recorder.mark("start")
         try:
-            with stack, saved.hooks():
+            with stack, saved.observing_all_threads():
                 yield
         finally:
             self.recorder.mark("end")
             tl = self.recorder.finish()
-            end_claims = self._claims_now()
+            end_claims = self._claims_now(graphs=True)  # graphs still alive: their saved tensors
             keys_end = tensor_keys(self.device) if self.cuda else None
             self._finish(tl, start_claims, end_claims, saved, keys_start, keys_end)
 

@@ -79,6 +79,8 @@ def _read_without_hooks(node: Any, name: str) -> Any:
         return getattr(node, name)
     except _HookCalled:
         return None
+    except Exception:  # a saved tensor modified in place: PyTorch's own backward will say so
+        return None
     finally:
         sys.setprofile(old)
         if was_enabled:

@@ -142,7 +142,7 @@ class _StepRun:
     def run(self) -> tuple[Timeline, float, BaseException | None]:
         if self.cuda:
             self.recorder = CudaRecorder(self.device.index or 0)
-            self.saved = SavedTensors(self.key, None)
+            self.saved = SavedTensors(self.key, None, self.recorder)
             ctx: Any = contextlib.nullcontext()
         else:
             tracker = self.plan.tracker
