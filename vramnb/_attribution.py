@@ -21,6 +21,7 @@ from ._graph import graph_tensors
 from ._saved import observing_backward
 from ._storages import _live_tensors, storage_key, storage_of, storages_of_tensor
 from ._timeline import Timeline
+from ._tracker import cpu_tracker
 
 __all__ = ["key_fn", "keys_of", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
 
@@ -41,12 +42,13 @@ def key_fn(device: torch.device, storages: str | None = None) -> Callable[[torch
         return key
 
     kind = storages or "cpu"
+    same_as = cpu_tracker().same_as if kind == "cpu" else (lambda k: k)
 
     def key_cpu(t: torch.Tensor) -> int | None:
         st = storage_of(t)
         if st is None or st.device.type != kind:
             return None
-        return storage_key(st)
+        return same_as(storage_key(st))  # a second StorageImpl over a storage's bytes is that storage
 
     return key_cpu
 

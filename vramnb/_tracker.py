@@ -17,7 +17,8 @@ callback runs when the storage is freed. Storages are found two ways:
   typed storages, deserialisation); a measurement scans at its start and end.
 
 A storage shared by views, tied weights or a gradient aliasing another tensor
-is counted once (keyed by its ``StorageImpl``). The same weakref technique is
+is counted once (keyed by its ``StorageImpl``), and so is one memory behind two
+``StorageImpl``\\ s (``torch.from_numpy(t.numpy())``), found by data range. The same weakref technique is
 used by ``torch.distributed._tools.mem_tracker.MemTracker``.
 """
 
@@ -33,7 +34,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._graph import graph_tensors
-from ._storages import _PLAIN, _live_tensors, _live_tensors_and_storages, storage_key, storage_of, storages_of_tensor
+from ._storages import (
+    _PLAIN, DataRanges, _live_tensors, _live_tensors_and_storages, data_range, storage_key, storage_of,
+    storages_of_tensor,
+)
 
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
@@ -100,6 +104,10 @@ class StorageTracker:
         self._listeners: list[tuple[Callable[[int, int, int], None], int | None, int, str]] = []
         self._tracking: dict[int, int] = {}  # thread ident -> nesting depth of tracking() and owning()
         self.resets = 0  # times reset_peak was called (lets a measurement notice a reset)
+        self._ranges = DataRanges()  # data ranges of the counted storages
+        self._alias_of: dict[int, int] = {}  # a storage over another's bytes -> that one
+        self._aliases: dict[int, set[int]] = {}
+        self._alias_bytes: dict[int, int] = {}
 
     # -- registration -------------------------------------------------------
     def add_tensor(self, t: Any, owner: Any = "auto") -> None:
@@ -119,7 +127,10 @@ class StorageTracker:
         ``owner``: the thread ident it is attributed to; by default the
         calling thread if it is inside :meth:`tracking`, :meth:`owning` or
         :meth:`listening` (what a recording thread registers is its own),
-        else ``None``."""
+        else ``None``. A storage whose data lies inside a live registered
+        storage's data (``torch.from_numpy(t.numpy())``: a second
+        ``StorageImpl`` over ``t``'s bytes) counts 0 bytes while that one
+        lives (see :meth:`same_as`)."""
         if st.device.type != self.device_type:
             return
         key = storage_key(st)
@@ -129,34 +140,94 @@ class StorageTracker:
             if entry is not None:
                 if entry[0]() is not None:  # alive: the same StorageImpl (two live ones never share an
                     # address), maybe through another Python wrapper (fake tensors make new ones)
-                    if entry[1] != nbytes:
+                    if key in self._alias_of:
+                        self._alias_bytes[key] = nbytes
+                    elif entry[1] != nbytes:
                         self._entries[key] = (entry[0], nbytes, entry[2])
+                        self._ranges.remove(key)
+                        rng = data_range(st)
+                        if rng is not None:
+                            self._ranges.add(key, rng)
                         self._change(key, entry[1], nbytes, entry[2])
                     return
                 # the storage registered under this address was freed and the address reused
                 # before its weakref callback ran: record that free first (the late
                 # callback is then ignored)
-                del self._entries[key]
-                self._change(key, entry[1], 0, entry[2])
+                self._drop(key)
             if owner == "auto":
                 me = threading.get_ident()
                 mine = self._tracking.get(me) or any(ident == me for _, _, ident, _ in self._listeners)
                 owner = me if mine else None
             ref = weakref.ref(st, self._make_callback(key))
+            rng = data_range(st) if self.device_type != "meta" else None
+            container = self._container(rng) if rng is not None else None
+            if container is not None:  # the same bytes as a live storage: counted there
+                self._entries[key] = (ref, 0, owner)
+                self._alias_of[key] = container
+                self._alias_bytes[key] = nbytes
+                self._aliases.setdefault(container, set()).add(key)
+                return
             self._entries[key] = (ref, nbytes, owner)
+            if rng is not None:
+                self._ranges.add(key, rng)
             self._change(key, 0, nbytes, owner)
+
+    def same_as(self, key: int) -> int:
+        """The key under which a storage's bytes are counted: its own, or that of
+        the live storage whose data contains its data."""
+        return self._alias_of.get(key, key)
+
+    # -- data ranges: one memory behind two StorageImpls counts once ----------
+    def _container(self, rng: tuple[int, int]) -> int | None:
+        """The live counted storage whose data contains ``rng``."""
+        while True:
+            found = self._ranges.nearest(rng)
+            if found is None:
+                return None
+            key, contains = found
+            entry = self._entries.get(key)
+            if entry is None or entry[0]() is None:  # freed, its callback not run yet
+                self._ranges.remove(key)
+                self._drop(key)
+                continue
+            return key if contains else None
+
+    def _drop(self, key: int) -> None:
+        """Forget a freed storage; what it counted moves to a live storage over
+        the same bytes, if one is left."""
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        container = self._alias_of.pop(key, None)
+        if container is not None:  # an alias: it counted nothing
+            self._alias_bytes.pop(key, None)
+            self._aliases.get(container, set()).discard(key)
+            return
+        self._ranges.remove(key)
+        self._change(key, entry[1], 0, entry[2])
+        left = []
+        for alias in self._aliases.pop(key, ()):
+            a = self._entries.pop(alias, None)
+            self._alias_of.pop(alias, None)
+            self._alias_bytes.pop(alias, None)
+            st = a[0]() if a is not None else None
+            if st is not None:
+                left.append(((data_range(st) or (0, 0))[0], -st.nbytes(), st, a[2]))
+        for _, _, st, owner in sorted(left, key=lambda x: x[:2]):  # the widest first: it contains the others
+            self.add_storage(st, owner)
 
     def _make_callback(self, key: int) -> Callable[[weakref.ref[Any]], None]:
         def freed(ref: weakref.ref[Any]) -> None:
             with self._lock:
                 entry = self._entries.get(key)
                 if entry is not None and entry[0] is ref:
-                    del self._entries[key]
-                    self._change(key, entry[1], 0, entry[2])
+                    self._drop(key)
 
         return freed
 
     def _change(self, key: int, old: int, new: int, owner: int | None) -> None:
+        if old == new == 0:
+            return
         self.current += new - old
         if self.current > self.peak:
             self.peak = self.current
