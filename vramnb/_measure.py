@@ -12,7 +12,10 @@ that counter at the start (``torch.cuda.reset_peak_memory_stats``); the peak it
 held before is folded into :func:`session_peak` first, so nothing is lost. With
 ``reset_peak=False`` the counter is left alone and the block's peak is exact
 only if it rose above the older peak; otherwise it is reported as a lower
-bound. A reset by other code during the block is detected and the peak is
+bound. A measurement nested inside another (``with vram():`` in a ``%%vram``
+cell) resets the counter too: the peak it held then is handed to every
+measurement running around it, so peaks nest exactly (on CPU and CUDA). A
+reset by other code during the block is detected and the peak is
 marked as a lower bound.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -86,6 +90,15 @@ class Measurement:
     label: str = ""
     holders: Callable[[], list[tuple[str, int]]] | None = None
     report: CellReport | None = field(default=None, init=False)
+    # what nested measurements' resets of the peak counter took away from this one
+    nested_peak: int = field(default=0, init=False)
+    nested_resets: int = field(default=0, init=False)
+
+
+# measurements running now (any thread): a nested one's reset of the device's peak
+# counter hands the peak it held to each of them
+_ACTIVE: list[Measurement] = []
+_ACTIVE_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -147,8 +160,14 @@ def vram(
         compiles = _dynamo_frames()
     start = probe.sample(device_info=False)
     _fold_peak(name, start.peak)
-    if reset_peak:
-        probe.reset_peak()
+    with _ACTIVE_LOCK:
+        if reset_peak:
+            probe.reset_peak()
+            for outer in _ACTIVE:  # peaks nest: the outer blocks keep what the counter held
+                if outer.device == dev:
+                    outer.nested_peak = max(outer.nested_peak, start.peak)
+                    outer.nested_resets += 1
+        _ACTIVE.append(m)
     resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
     exc: BaseException | None = None
     track = contextlib.ExitStack()
@@ -171,6 +190,8 @@ def vram(
         raise
     finally:
         wall = time.perf_counter() - t0
+        with _ACTIVE_LOCK:
+            _ACTIVE.remove(m)
         m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
         if attribution is not None:
             m.report.sources = attribution.rows
@@ -226,6 +247,9 @@ def _finish(
     peak = max(end.peak, start_alloc, end.allocated)
     lower = False
     other_resets = cuda_resets + (probe.tracker.resets - resets_before if isinstance(probe, CpuProbe) else 0)
+    if m.reset_peak and m.nested_resets:  # a `with vram()` inside this block reset the counter
+        peak = max(peak, m.nested_peak)
+        other_resets = max(0, other_resets - m.nested_resets)
     if other_resets or end.peak < start_alloc:
         lower = True
         warns.append("the device's peak counter was reset during this block: the peak shown is a lower bound")
