@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
-from ._graph import MAX_DEPTH, held_tensors, is_tooling
+from ._graph import MAX_DEPTH, held_tensors, is_tooling, module_attributes
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
 
 __all__ = ["CellAttribution"]
@@ -72,6 +72,9 @@ class CellAttribution:
                 out.append((f"parameters of {name}", keys_of(params, key)))
                 out.append((f"buffers of {name}", keys_of(m.buffers(), key)))
                 out.append((f"gradients of {name}", keys_of((p.grad for p in params), key)))
+                attrs = keys_of(held_tensors(module_attributes(m), MAX_DEPTH - 1, {}), key)
+                if attrs:  # caches, hook-collected lists: claimed after named tensors, as containers are
+                    out.append((f"attributes of {name}", attrs))
             except Exception:
                 continue
         for name, o in opts.items():

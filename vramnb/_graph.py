@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["graph_tensors", "held_tensors", "saved_tensors_of", "MAX_DEPTH"]
+__all__ = ["graph_tensors", "held_tensors", "saved_tensors_of", "module_attributes", "MAX_DEPTH"]
 
 MAX_DEPTH = 4
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -158,7 +158,8 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
 
     Follows a tensor's own storage, a leaf's ``.grad`` (with ``grads``) and the
     graph of a result that requires grad; ``nn.Module`` parameters (and their
-    gradients) and buffers; ``torch.optim.Optimizer`` parameters and state;
+    gradients), buffers and the plain attributes of it and its submodules
+    (:func:`module_attributes`); ``torch.optim.Optimizer`` parameters and state;
     dicts, lists, tuples and sets; the ``__dict__`` of plain objects; with
     ``closures``, the cells of functions and the object of bound methods (the
     hooks of saved tensors). Yields tensors and bare ``UntypedStorage`` /
@@ -206,6 +207,8 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             for p in obj.parameters():
                 yield from held_tensors(p, 0, seen, grads=grads)
             yield from obj.buffers()
+            for item in module_attributes(obj):  # tensors in plain attributes: caches, hook-collected lists
+                yield from held_tensors(item, max(depth, 1) - 1, seen, grads=grads)
             return
         if isinstance(obj, torch.optim.Optimizer):
             for group in obj.param_groups:
@@ -231,6 +234,25 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
         return
     for item in items:
         yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
+
+
+_MODULE_OWN = frozenset(torch.nn.Module().__dict__)  # nn.Module's own slots: parameters, hooks...
+
+
+def module_attributes(module: torch.nn.Module) -> list[Any]:
+    """The values of the plain attributes of ``module`` and its submodules
+    (``self.cache = ...``, a list a forward hook appends to, a dict of
+    tensors): everything in their ``__dict__`` but nn.Module's own slots
+    (parameters, buffers, submodules, hooks, flags)."""
+    out = []
+    try:
+        for m in module.modules():
+            for name, value in list(vars(m).items()):
+                if name not in _MODULE_OWN and not isinstance(value, (bool, int, float, str, type(None))):
+                    out.append(value)
+    except Exception:  # a module whose traversal raises: its attributes are not looked at
+        pass
+    return out
 
 
 def _cell_full(cell: Any) -> bool:

@@ -115,6 +115,10 @@ def _detail(obj: Any, device: torch.device) -> str:
                 parts.append(f"gradients {format_bytes(sum(grads.values()))}")
             if bufs:
                 parts.append(f"buffers {format_bytes(sum(bufs.values()))}")
+            known = ps.keys() | grads.keys() | bufs.keys()
+            other = sum(n for k, n in storages_held(obj, device).items() if k not in known)
+            if other:
+                parts.append(f"other attributes {format_bytes(other)}")
             return " · ".join(parts)
         if isinstance(obj, torch.optim.Optimizer):
             state = [v for s in obj.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
