@@ -23,7 +23,7 @@ from ._storages import _live_tensors, storage_key, storage_of, storages_of_tenso
 from ._timeline import Timeline
 from ._tracker import cpu_tracker
 
-__all__ = ["key_fn", "keys_of", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
+__all__ = ["key_fn", "keys_of", "viewed_bytes_of", "Labels", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
 
 
 def key_fn(device: torch.device, storages: str | None = None) -> Callable[[torch.Tensor], int | None]:
@@ -70,6 +70,58 @@ def keys_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor]
                 if kv is not None:
                     out.add(kv)
     return out
+
+
+def viewed_bytes_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor], int | None]) -> dict[int, int]:
+    """``{storage key: bytes these tensors view of it}``: a batch sliced from a
+    dataset held in one tensor (``data[i:i + 32]``) views a few rows of the
+    dataset's storage; a claim with these bytes gets only them, and the rest of
+    the storage keeps its own label ("other": held outside, by the dataset).
+    Overlapping views count once; a tensor whose extent cannot be read claims
+    its whole storage."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    size: dict[int, int] = {}
+    whole: set[int] = set()
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            continue
+        k = key(t)
+        if k is None:
+            continue
+        try:
+            if t.layout != torch.strided or type(t) not in (torch.Tensor, torch.nn.Parameter):
+                raise TypeError
+            item = t.element_size()
+            first = t.storage_offset() * item
+            extent = 0 if t.numel() == 0 else (1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))) * item
+            if any(s < 0 for s in t.stride()):
+                raise TypeError
+        except Exception:
+            whole.add(k)
+            continue
+        spans.setdefault(k, []).append((first, first + extent))
+        size[k] = storage_of(t).nbytes()  # type: ignore[union-attr]
+    out: dict[int, int] = {}
+    for k, ranges in spans.items():
+        total, end = 0, -1
+        for a, b in sorted(ranges):
+            if b > end:
+                total += b - max(a, end)
+                end = b
+        out[k] = total if total < size[k] else _WHOLE  # all of it: the whole block (CUDA rounds blocks up)
+    for k in whole:
+        out[k] = _WHOLE
+    return out
+
+
+_WHOLE = 1 << 62
+
+
+class Labels(list):  # type: ignore[type-arg]
+    """One source per interval (a list of ``str``), and ``split``: interval
+    index -> (bytes of that interval its source gets, the label of the rest)."""
+
+    split: dict[int, tuple[int, str]]
 
 
 def tensor_keys(device: torch.device) -> set[int]:
@@ -202,13 +254,16 @@ def label_intervals(
     Args:
         tl: the timeline.
         claims: in priority order, ``(source, [(point, keys), ...])`` (the
-            intervals alive at ``point`` whose key is in ``keys``) or
+            intervals alive at ``point`` whose key is in ``keys``; a dict
+            ``{key: bytes}`` from :func:`viewed_bytes_of` claims only those
+            bytes of each, the rest is labelled as if unclaimed) or
             ``(source, {interval indices})`` (activations recorded at pack time).
         cuda: apply the CUDA workspace rule (allocated, but backing no tensor:
             alive at the end and not in ``tensor_keys_end``, or alive at the
             start and not in ``tensor_keys_start``).
     """
-    labels = [""] * len(tl.intervals)
+    labels = Labels([""] * len(tl.intervals))
+    labels.split = {}
     cache: dict[int, dict[int, int]] = {}
     for source, what in claims:
         if isinstance(what, (set, frozenset)):
@@ -224,6 +279,8 @@ def label_intervals(
                 i = live.get(k)
                 if i is not None and not labels[i]:
                     labels[i] = source
+                    if isinstance(keys, dict) and keys[k] < tl.intervals[i].size:  # a view of part of it
+                        labels.split[i] = (keys[k], "")
     for i, iv in enumerate(tl.intervals):
         if labels[i]:
             continue
@@ -235,6 +292,8 @@ def label_intervals(
             labels[i] = "other"
         else:
             labels[i] = "temporaries"
+    for i, (n, _) in labels.split.items():  # the rest of a partly claimed storage: as if unclaimed
+        labels.split[i] = (n, "other" if tl.intervals[i].start < 0 else "temporaries")
     return labels
 
 
@@ -242,6 +301,12 @@ def sum_by_label(tl: Timeline, labels: list[str], point: int, names: Iterable[st
     """Bytes per label of the intervals alive at ``point`` (every name in
     ``names`` present, with 0 if none)."""
     out = dict.fromkeys(names, 0)
+    split = getattr(labels, "split", {})
     for i in tl.live_at(point):
-        out[labels[i]] = out.get(labels[i], 0) + tl.intervals[i].size
+        size = tl.intervals[i].size
+        if i in split:
+            n, rest = split[i]
+            out[rest] = out.get(rest, 0) + size - n
+            size = n
+        out[labels[i]] = out.get(labels[i], 0) + size
     return out

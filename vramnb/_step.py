@@ -34,7 +34,7 @@ from ._probe import CpuProbe, CudaProbe, probe_for
 from ._interrupt import InterruptGuard, interruptible, protected
 from ._restore import SetAside, Snapshot, run_all
 from ._sources import SOURCES
-from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys
+from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys, viewed_bytes_of
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
 from ._tracker import cpu_tracker
 from ._units import format_bytes
@@ -300,7 +300,7 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
     start_claims = [
         ("parameters", keys_of(model.parameters(), key)),
         ("buffers", keys_of(model.buffers(), key)),
-        ("input batch", keys_of((t for b in plan.batches for _, t in _batch_tensors(b)), key)),
+        ("input batch", viewed_bytes_of((t for b in plan.batches for _, t in _batch_tensors(b)), key)),
     ]
     keys_start = tensor_keys(device) if run.cuda else None
     tl, elapsed, err = run.run()
