@@ -169,6 +169,7 @@ def vram(
                     outer.nested_resets += 1
         _ACTIVE.append(m)
     resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
+    ops_before = probe.tracker.ops if isinstance(probe, CpuProbe) else 0
     exc: BaseException | None = None
     track = contextlib.ExitStack()
     if isinstance(probe, CpuProbe):
@@ -195,6 +196,10 @@ def vram(
         m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
         if attribution is not None:
             m.report.sources = attribution.rows
+        if isinstance(probe, CpuProbe):
+            note = _tracking_cost_note(probe.tracker, probe.tracker.ops - ops_before, wall)
+            if note:
+                m.report.notes.append(note)
         if isinstance(probe, CpuProbe) and _dynamo_frames() != compiles:
             m.report.peak_is_lower_bound = True
             m.report.notes.append(
@@ -206,6 +211,44 @@ def vram(
         if warn:
             for w in m.report.warnings:
                 warnings.warn(f"vramnb: {w}", ResourceWarning, stacklevel=3)
+
+
+_OP_COST: list[float] = []  # seconds the dispatch mode adds per ATen operator, measured once
+
+
+def op_overhead(tracker: Any) -> float:
+    """Seconds the CPU tracker's dispatch mode adds to one small ATen operator
+    on this machine (measured once: 2000 ``add`` calls plain and tracked)."""
+    if not _OP_COST:
+        a = torch.zeros(4)
+        n = 2000
+
+        def run() -> float:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                torch.add(a, 1)
+            return time.perf_counter() - t0
+
+        plain = min(run() for _ in range(2))
+        with tracker.tracking():
+            tracked = min(run() for _ in range(2))
+        tracker.ops -= 2 * n
+        _OP_COST.append(max(0.0, (tracked - plain) / n))
+    return _OP_COST[0]
+
+
+def _tracking_cost_note(tracker: Any, ops: int, wall: float) -> str:
+    """A note when the tracker's per-operator cost is a sizeable part of the
+    block's time: times measured inside it (``%timeit``, ``%time``) are slowed."""
+    if ops <= 0 or wall <= 0:
+        return ""
+    cost = op_overhead(tracker)
+    added = ops * cost
+    if added < 0.001 or (added < 0.2 * wall and added < 0.01):  # under 1 ms, or a small part of a short block
+        return ""
+    return (f"the CPU tracker saw {ops:,} ATen operators here, each slowed by about {cost * 1e6:.1f} µs "
+            f"(≈{format_seconds(added)} of {format_seconds(wall)}): times measured inside "
+            "(%timeit, %time) include that; time the code outside %%vram / %vram on")
 
 
 def _scan_quietly(tracker: Any) -> None:

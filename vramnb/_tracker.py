@@ -59,6 +59,7 @@ class _Mode(TorchDispatchMode):
         except BaseException:
             del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
             raise
+        self.tracker.ops += 1
         add = self.tracker.add_tensor
         if isinstance(out, torch.Tensor):
             add(out)
@@ -104,6 +105,7 @@ class StorageTracker:
         self._listeners: list[tuple[Callable[[int, int, int], None], int | None, int, str]] = []
         self._tracking: dict[int, int] = {}  # thread ident -> nesting depth of tracking() and owning()
         self.resets = 0  # times reset_peak was called (lets a measurement notice a reset)
+        self.ops = 0  # ATen operators seen by the dispatch mode (what tracking slows down)
         self._ranges = DataRanges()  # data ranges of the counted storages
         self._alias_of: dict[int, int] = {}  # a storage over another's bytes -> that one
         self._aliases: dict[int, set[int]] = {}
@@ -159,7 +161,11 @@ class StorageTracker:
                 mine = self._tracking.get(me) or any(ident == me for _, _, ident, _ in self._listeners)
                 owner = me if mine else None
             ref = weakref.ref(st, self._make_callback(key))
-            rng = data_range(st) if self.device_type != "meta" else None
+            try:
+                ptr = st.data_ptr() if nbytes and self.device_type != "meta" else 0
+            except Exception:  # a storage without data (fake, lazy)
+                ptr = 0
+            rng = (ptr, nbytes) if ptr else None
             container = self._container(rng) if rng is not None else None
             if container is not None:  # the same bytes as a live storage: counted there
                 self._entries[key] = (ref, 0, owner)
