@@ -66,7 +66,7 @@ def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH,
 
 def _same_bytes_once(helds: list[dict[int, int]], ranges: dict[int, tuple[int, int]]) -> None:
     """Rename, in place, storages over another one's bytes to that one (one
-    memory reached through two ``StorageImpl``\\ s counts once)."""
+    memory reached through two ``StorageImpl`` objects counts once)."""
     alias = same_memory(ranges)
     if not alias:
         return

@@ -2,7 +2,7 @@
 
 A storage is named by its ``StorageImpl`` (its ``_cdata``), so views, tied
 weights and a gradient aliasing another tensor share one name. Two
-``StorageImpl``\ s over the same bytes (``torch.from_numpy(t.numpy())``) are
+``StorageImpl`` objects over the same bytes (``torch.from_numpy(t.numpy())``) are
 found by their data ranges (:func:`same_memory`) and counted once.
 """
 

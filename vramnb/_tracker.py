@@ -18,7 +18,7 @@ callback runs when the storage is freed. Storages are found two ways:
 
 A storage shared by views, tied weights or a gradient aliasing another tensor
 is counted once (keyed by its ``StorageImpl``), and so is one memory behind two
-``StorageImpl``\\ s (``torch.from_numpy(t.numpy())``), found by data range. The same weakref technique is
+``StorageImpl`` objects (``torch.from_numpy(t.numpy())``), found by data range. The same weakref technique is
 used by ``torch.distributed._tools.mem_tracker.MemTracker``.
 """
 
@@ -34,6 +34,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._graph import graph_tensors
+from ._same_memory import SameMemory
+from ._tracker_patch import _exit_mode, _patch_acquire, _patch_release
 from ._storages import (
     _PLAIN, DataRanges, _live_tensors, _live_tensors_and_storages, data_range, storage_key, storage_of,
     storages_of_tensor,
@@ -70,7 +72,7 @@ class _Mode(TorchDispatchMode):
         return out
 
 
-class StorageTracker:
+class StorageTracker(SameMemory):
     """Live storages on one device type, their total bytes and its peak.
 
     Attributes:
@@ -177,50 +179,6 @@ class StorageTracker:
             if rng is not None:
                 self._ranges.add(key, rng)
             self._change(key, 0, nbytes, owner)
-
-    def same_as(self, key: int) -> int:
-        """The key under which a storage's bytes are counted: its own, or that of
-        the live storage whose data contains its data."""
-        return self._alias_of.get(key, key)
-
-    # -- data ranges: one memory behind two StorageImpls counts once ----------
-    def _container(self, rng: tuple[int, int]) -> int | None:
-        """The live counted storage whose data contains ``rng``."""
-        while True:
-            found = self._ranges.nearest(rng)
-            if found is None:
-                return None
-            key, contains = found
-            entry = self._entries.get(key)
-            if entry is None or entry[0]() is None:  # freed, its callback not run yet
-                self._ranges.remove(key)
-                self._drop(key)
-                continue
-            return key if contains else None
-
-    def _drop(self, key: int) -> None:
-        """Forget a freed storage; what it counted moves to a live storage over
-        the same bytes, if one is left."""
-        entry = self._entries.pop(key, None)
-        if entry is None:
-            return
-        container = self._alias_of.pop(key, None)
-        if container is not None:  # an alias: it counted nothing
-            self._alias_bytes.pop(key, None)
-            self._aliases.get(container, set()).discard(key)
-            return
-        self._ranges.remove(key)
-        self._change(key, entry[1], 0, entry[2])
-        left = []
-        for alias in self._aliases.pop(key, ()):
-            a = self._entries.pop(alias, None)
-            self._alias_of.pop(alias, None)
-            self._alias_bytes.pop(alias, None)
-            st = a[0]() if a is not None else None
-            if st is not None:
-                left.append(((data_range(st) or (0, 0))[0], -st.nbytes(), st, a[2]))
-        for _, _, st, owner in sorted(left, key=lambda x: x[:2]):  # the widest first: it contains the others
-            self.add_storage(st, owner)
 
     def _make_callback(self, key: int) -> Callable[[weakref.ref[Any]], None]:
         def freed(ref: weakref.ref[Any]) -> None:
@@ -427,65 +385,7 @@ class StorageTracker:
         return len(self._entries) - before
 
 
-def _exit_mode(mode: TorchDispatchMode) -> None:
-    """Leave ``mode`` even if the user's code pushed modes above it and left them
-    on: those are lifted off, the tracker's mode exits, and they go back."""
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode, _push_mode
-
-    stack = _get_current_dispatch_mode_stack()
-    if not stack or stack[-1] is mode or not any(m is mode for m in stack):
-        mode.__exit__(None, None, None)
-        return
-    above = []
-    while _get_current_dispatch_mode_stack()[-1] is not mode:
-        above.append(_pop_mode())
-    mode.__exit__(None, None, None)
-    for m in reversed(above):
-        _push_mode(m)
-
-
 _WARM = False
-
-# The resize_ patch, shared by every tracker while any of them tracks (reference-counted).
-_PATCH_LOCK = threading.Lock()
-_PATCHED: dict[StorageTracker, int] = {}  # tracker -> blocks tracking
-_ORIGINAL_RESIZE: Any = None
-_HAD_OWN_RESIZE = False
-
-
-def _patched_resize_(st: torch.UntypedStorage, size: int) -> Any:
-    # storage.resize_ (FSDP frees and re-allocates its unsharded parameters
-    # this way) changes memory without an ATen operator the mode would see
-    out = _ORIGINAL_RESIZE(st, size)
-    for tracker in list(_PATCHED):
-        tracker.add_storage(st)
-    return out
-
-
-def _patch_acquire(tracker: StorageTracker) -> None:
-    global _ORIGINAL_RESIZE, _HAD_OWN_RESIZE
-    with _PATCH_LOCK:
-        if not _PATCHED:
-            _HAD_OWN_RESIZE = "resize_" in torch.UntypedStorage.__dict__
-            _ORIGINAL_RESIZE = torch.UntypedStorage.resize_
-            torch.UntypedStorage.resize_ = _patched_resize_  # type: ignore[method-assign]
-        _PATCHED[tracker] = _PATCHED.get(tracker, 0) + 1
-
-
-def _patch_release(tracker: StorageTracker) -> None:
-    with _PATCH_LOCK:
-        n = _PATCHED.get(tracker, 0) - 1
-        if n > 0:
-            _PATCHED[tracker] = n
-            return
-        _PATCHED.pop(tracker, None)
-        if not _PATCHED:
-            if _HAD_OWN_RESIZE:
-                torch.UntypedStorage.resize_ = _ORIGINAL_RESIZE  # type: ignore[method-assign]
-            else:  # it was inherited: remove ours so the base class's shows again
-                with contextlib.suppress(AttributeError):
-                    del torch.UntypedStorage.resize_
-
 
 _CPU_TRACKER: StorageTracker | None = None
 
