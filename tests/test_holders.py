@@ -117,3 +117,11 @@ def test_a_module_is_credited_with_tensors_in_its_plain_attributes() -> None:
     (row,) = find_holders({"net": net}, CPU)
     assert row.nbytes == row.unique == params + attrs
     assert row.detail == f"parameters {format_bytes(params)} · other attributes {format_bytes(attrs)}"
+
+
+def test_an_optimizer_is_credited_with_tensors_in_its_plain_attributes() -> None:
+    lin = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    opt.ema = [torch.zeros(100)]  # type: ignore[attr-defined]
+    (row,) = find_holders({"opt": opt}, CPU)
+    assert row.nbytes == (8 * 8 + 8) * 4 + 100 * 4

@@ -218,6 +218,9 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
                 for v in state.values():
                     if isinstance(v, torch.Tensor):
                         yield v
+            for name, v in list(vars(obj).items()):  # plain attributes (an EMA copy, a cache)
+                if name not in ("state", "param_groups", "defaults"):
+                    yield from held_tensors(v, max(depth, 1) - 1, seen, grads=grads)
             return
         if depth <= 0 or is_tooling(obj):
             return
