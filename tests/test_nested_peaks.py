@@ -3,6 +3,7 @@ mechanism hands the pre-reset counter to outer blocks on CUDA)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import vramnb
@@ -31,3 +32,17 @@ def test_vram_block_inside_a_vram_cell_keeps_the_cell_peak(ip):
     r = ip.user_ns["r"]
     assert r.peak_delta == 64 * MIB
     assert not r.peak_is_lower_bound
+
+
+@pytest.mark.cuda
+def test_nested_vram_keeps_the_outer_peak_on_cuda():
+    torch.cuda.init()
+    with vramnb.vram("cuda:0", record=False) as outer:
+        big = torch.ones(64 * MIB, dtype=torch.uint8, device="cuda")
+        del big
+        with vramnb.vram("cuda:0", record=False) as inner:
+            small = torch.ones(1024, dtype=torch.uint8, device="cuda")
+        del small
+    assert outer.report.peak_delta >= 64 * MIB
+    assert not outer.report.peak_is_lower_bound
+    assert inner.report.peak_delta < 64 * MIB

@@ -51,3 +51,19 @@ def test_breakdown_names_the_alias_memory_once(ip):
     run(ip, "%%vram -q -d cpu --breakdown\nt = torch.ones(2**20)\nu = torch.from_numpy(t.numpy())")
     rep = vramnb.history()[-1]
     assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated == MIB4
+
+
+def test_dlpack_and_frombuffer_aliases_count_once():
+    tr = StorageTracker("cpu")
+    t = torch.ones(2**20)
+    tr.add_tensor(t)
+    d = torch.from_dlpack(t)  # a second StorageImpl over t's bytes
+    buf = bytearray(4096)
+    f1 = torch.frombuffer(buf, dtype=torch.uint8)
+    f2 = torch.frombuffer(buf, dtype=torch.uint8, offset=1024)
+    for x in (d, f1, f2):
+        tr.add_tensor(x)
+    assert tr.current == MIB4 + 4096
+    del d, f1, f2, t
+    gc.collect()
+    assert tr.current == 0
