@@ -64,6 +64,6 @@ def test_dlpack_and_frombuffer_aliases_count_once():
     for x in (d, f1, f2):
         tr.add_tensor(x)
     assert tr.current == MIB4 + 4096
-    del d, f1, f2, t
+    del d, f1, f2, t, x
     gc.collect()
     assert tr.current == 0
