@@ -50,7 +50,11 @@ def test_breakdown_names_the_alias_memory_once(ip):
     run(ip, "import numpy as np")
     run(ip, "%%vram -q -d cpu --breakdown\nt = torch.ones(2**20)\nu = torch.from_numpy(t.numpy())")
     rep = vramnb.history()[-1]
-    assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated == MIB4
+    r = {n: (a, b, p) for n, a, b, p in rep.sources}
+    assert r["tensor t"][1] == MIB4
+    assert "tensor u" not in r  # u's bytes are t's
+    assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated
+    assert rep.delta_allocated == MIB4
 
 
 def test_dlpack_and_frombuffer_aliases_count_once():

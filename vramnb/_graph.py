@@ -87,13 +87,17 @@ def _read_without_hooks(node: Any, name: str) -> Any:
             gc.enable()
 
 
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def saved_tensors_of(node: Any, depth: int = MAX_DEPTH) -> Iterator[Any]:
     """The objects one autograd node keeps for backward, hooks never run: saved
     tensors without hooks, and for hooked ones what the pack hook returned and
     the unpack hook itself (see the module docstring). Freed ones yield nothing."""
-    for name in dir(node):
-        if not name.startswith("_raw_saved_"):
-            continue
+    names = _SAVED_NAMES.get(type(node))
+    if names is None:  # dir() is slow and the same for every node of a type: once per type
+        names = _SAVED_NAMES[type(node)] = tuple(n for n in dir(node) if n.startswith("_raw_saved_"))
+    for name in names:
         try:
             raw = getattr(node, name)
         except Exception:
@@ -140,6 +144,17 @@ def graph_tensors(root: Any, seen: dict[int, Any], grads: bool = True, depth: in
             continue
         seen[id(node)] = node
         for obj in saved_tensors_of(node):
+            if type(obj) in _PLAIN:  # the common case, walked here: recursing would nest a generator per node
+                yield obj
+                try:
+                    fn = obj.grad_fn
+                    if fn is not None:
+                        stack.append(fn)
+                    elif grads and obj.grad is not None:
+                        yield obj.grad
+                except Exception:
+                    pass
+                continue
             yield from held_tensors(obj, depth, seen, grads=grads, closures=True)
         ctx = getattr(node, "__dict__", None)  # a custom Function's ctx attributes
         if isinstance(ctx, dict) and ctx:
