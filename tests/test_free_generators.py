@@ -38,6 +38,8 @@ def test_free_does_not_close_a_suspended_generator(ip):
     run(ip, "nxt = next(gen)")
     assert ip.user_ns["nxt"].tolist() == [3.0, 3.0]
     assert ip.user_ns["closed"] == []
+    run(ip, "gen.close()")
+    assert ip.user_ns["closed"] == [True]
 
 
 def test_free_does_not_close_a_suspended_coroutine(ip):

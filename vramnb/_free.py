@@ -229,8 +229,9 @@ def _suspended_frames(frames: list[Any]) -> set[int]:
     if not candidates:
         return set()
     out = set()
+    kinds = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
     for obj in gc.get_objects():
-        if isinstance(obj, (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)):
+        if type(obj) in kinds:  # type(), not isinstance: that reads __class__ and wakes lazy attributes
             f = getattr(obj, "gi_frame", None) or getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None)
             if f is not None and id(f) in candidates:
                 out.add(id(f))
