@@ -57,3 +57,12 @@ def test_memory_retained_in_containers_and_attributes_is_their_holders(ip):
     assert r["Box box"][1] == 300 * 8
     assert r.get("temporaries", (0, 0, 0))[1] == 0  # nothing allocated here is left unnamed
     assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated
+
+
+def test_tensors_in_a_modules_attributes_are_the_modules(ip):
+    run(ip, "class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.l = torch.nn.Linear(8, 8)\n"
+            "        self.cache = []\nnet = Net()")
+    run(ip, "%%vram -d cpu --breakdown\nnet.cache.append(torch.ones(1000))\nnet.kv = torch.zeros(500)")
+    r = rows(vramnb.history()[-1])
+    assert r["attributes of net"][1] == 1500 * F32
+    assert r.get("temporaries", (0, 0, 0))[1] == 0

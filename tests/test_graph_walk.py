@@ -173,3 +173,28 @@ def test_custom_function_ctx_attributes_are_held():
     y = Keep.apply(a)
     held = storages_held(y, CPU)
     assert sum(held.values()) == _nbytes(y) + _nbytes(a) + 1000 * F32  # y, the leaf a (saved), ctx.extra
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_tensors_a_custom_function_saved_for_backward_are_held(legacy, monkeypatch):
+    """ctx.save_for_backward of an intermediate (a fused kernel's workspace kept
+    for backward): the result holds it, on PyTorch with and without SavedTensor.data."""
+    if legacy:
+        monkeypatch.setattr(graph, "_HAS_DATA", False)
+
+    class Fused(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            big = x.repeat(256)
+            ctx.save_for_backward(big)
+            return x.sum()
+
+        @staticmethod
+        def backward(ctx, g):
+            (big,) = ctx.saved_tensors
+            return g * big[:4096]
+
+    x = torch.randn(4096, requires_grad=True)
+    loss = Fused.apply(x)
+    held = storages_held(loss, CPU)
+    assert sum(held.values()) == _nbytes(loss) + _nbytes(x) + 4096 * 256 * F32

@@ -92,3 +92,36 @@ def test_names_ipython_hides_still_keep_memory_alive() -> None:
 def test_a_bare_storage_is_held() -> None:
     s = torch.UntypedStorage(1234)
     assert sum(storages_held({"s": s}, CPU).values()) == 1234
+
+
+def test_a_module_is_credited_with_tensors_in_its_plain_attributes() -> None:
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = torch.nn.Linear(16, 16)
+            self.acts: list[torch.Tensor] = []
+            self.kv_cache = torch.zeros(1024)
+            self.extra = {"mask": torch.ones(512)}
+            self._private = torch.ones(256)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.l(x)
+
+    net = Net()
+    net.register_forward_hook(lambda m, i, o: m.acts.append(o.detach()))
+    with torch.no_grad():
+        for _ in range(3):
+            net(torch.randn(8, 16))
+    attrs = (3 * 8 * 16 + 1024 + 512 + 256) * 4
+    params = (16 * 16 + 16) * 4
+    (row,) = find_holders({"net": net}, CPU)
+    assert row.nbytes == row.unique == params + attrs
+    assert row.detail == f"parameters {format_bytes(params)} · other attributes {format_bytes(attrs)}"
+
+
+def test_an_optimizer_is_credited_with_tensors_in_its_plain_attributes() -> None:
+    lin = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    opt.ema = [torch.zeros(100)]  # type: ignore[attr-defined]
+    (row,) = find_holders({"opt": opt}, CPU)
+    assert row.nbytes == (8 * 8 + 8) * 4 + 100 * 4

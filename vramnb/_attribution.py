@@ -6,8 +6,8 @@ so the order of claims is the priority (parameters before activations, so a
 parameter saved for backward stays a parameter). What no claim covers is
 *workspace* on CUDA when it backs no tensor (library workspaces), otherwise
 *temporaries* if it began inside the timeline and *other* if it was there
-before. Activations are recorded by :class:`SavedTensors`, the pack hook of
-``torch.autograd.graph.saved_tensors_hooks``.
+before. Activations are recorded by :class:`SavedTensors`, which walks the
+graph at each autograd engine call (no saved-tensor hook: :mod:`vramnb._saved`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from typing import Any
 import torch
 
 from ._graph import graph_tensors
+from ._saved import observing_backward
 from ._storages import _live_tensors, storage_key, storage_of, storages_of_tensor
 from ._timeline import Timeline
+from ._tracker import cpu_tracker
 
-__all__ = ["key_fn", "keys_of", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
+__all__ = ["key_fn", "keys_of", "viewed_bytes_of", "Labels", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
 
 
 def key_fn(device: torch.device, storages: str | None = None) -> Callable[[torch.Tensor], int | None]:
@@ -40,12 +42,13 @@ def key_fn(device: torch.device, storages: str | None = None) -> Callable[[torch
         return key
 
     kind = storages or "cpu"
+    same_as = cpu_tracker().same_as if kind == "cpu" else (lambda k: k)
 
     def key_cpu(t: torch.Tensor) -> int | None:
         st = storage_of(t)
         if st is None or st.device.type != kind:
             return None
-        return storage_key(st)
+        return same_as(storage_key(st))  # a second StorageImpl over a storage's bytes is that storage
 
     return key_cpu
 
@@ -67,6 +70,58 @@ def keys_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor]
                 if kv is not None:
                     out.add(kv)
     return out
+
+
+def viewed_bytes_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor], int | None]) -> dict[int, int]:
+    """``{storage key: bytes these tensors view of it}``: a batch sliced from a
+    dataset held in one tensor (``data[i:i + 32]``) views a few rows of the
+    dataset's storage; a claim with these bytes gets only them, and the rest of
+    the storage keeps its own label ("other": held outside, by the dataset).
+    Overlapping views count once; a tensor whose extent cannot be read claims
+    its whole storage."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    size: dict[int, int] = {}
+    whole: set[int] = set()
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            continue
+        k = key(t)
+        if k is None:
+            continue
+        try:
+            if t.layout != torch.strided or type(t) not in (torch.Tensor, torch.nn.Parameter):
+                raise TypeError
+            item = t.element_size()
+            first = t.storage_offset() * item
+            extent = 0 if t.numel() == 0 else (1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))) * item
+            if any(s < 0 for s in t.stride()):
+                raise TypeError
+        except Exception:
+            whole.add(k)
+            continue
+        spans.setdefault(k, []).append((first, first + extent))
+        size[k] = storage_of(t).nbytes()  # type: ignore[union-attr]
+    out: dict[int, int] = {}
+    for k, ranges in spans.items():
+        total, end = 0, -1
+        for a, b in sorted(ranges):
+            if b > end:
+                total += b - max(a, end)
+                end = b
+        out[k] = total if total < size[k] else _WHOLE  # all of it: the whole block (CUDA rounds blocks up)
+    for k in whole:
+        out[k] = _WHOLE
+    return out
+
+
+_WHOLE = 1 << 62
+
+
+class Labels(list):  # type: ignore[type-arg]
+    """One source per interval (a list of ``str``), and ``split``: interval
+    index -> (bytes of that interval its source gets, the label of the rest)."""
+
+    split: dict[int, tuple[int, str]]
 
 
 def tensor_keys(device: torch.device) -> set[int]:
@@ -96,7 +151,7 @@ def saved_in_live_graphs(key: Callable[[torch.Tensor], int | None]) -> set[int]:
         if fn is None:
             continue
         for s in graph_tensors(fn, seen, grads=False):
-            if isinstance(s, torch.Tensor) and s.grad_fn is None and s.is_leaf and s.requires_grad:
+            if _is_leaf(s):
                 continue  # a parameter or input the graph saved: claimed by its owner
             k = key(s)
             if k is not None:
@@ -105,58 +160,85 @@ def saved_in_live_graphs(key: Callable[[torch.Tensor], int | None]) -> set[int]:
 
 
 class SavedTensors:
-    """Pack/unpack hooks recording the storages autograd saves for backward.
+    """The storages autograd saves for backward during a recording, observed
+    without saved-tensor hooks (:mod:`vramnb._saved` says why): the graph of
+    every autograd engine call started inside :meth:`hooks` is walked just
+    before the engine runs, when all its saved tensors are alive.
 
-    On CPU the interval is resolved at pack time through ``interval_of``; on
-    CUDA the address and the phase are kept and resolved after the trace is read.
-    The pack hook returns a detached alias (same storage, no reference cycle
-    through the graph), so memory behaves exactly as without the hooks.
+    On CPU the interval is resolved at once through ``interval_of``; on CUDA
+    the address is kept with the allocator's position (from ``recorder``'s
+    host-side counters) and resolved after the trace is read. Storages that
+    existed before the recording are not the recording's activations (their
+    owner holds them: parameters, a dataset, an earlier graph).
     """
 
-    def __init__(self, key: Callable[[torch.Tensor], int | None], interval_of: Callable[[int], int | None] | None) -> None:
+    def __init__(self, key: Callable[[torch.Tensor], int | None], interval_of: Callable[[int], int | None] | None,
+                 recorder: Any = None) -> None:
         self.key = key
         self.interval_of = interval_of
+        self.recorder = recorder
         self.intervals: set[int] = set()
-        self.addresses: list[tuple[int, str]] = []
+        self.addresses: list[tuple[int, Any]] = []  # (address, allocator counts or the phase)
         self.phase = "forward"
 
-    def pack(self, t: torch.Tensor) -> Any:
-        if self.interval_of is None and type(t) is torch.Tensor:  # the CUDA fast path: host-side only
-            self.addresses.append((t.untyped_storage().data_ptr(), self.phase))
-            return t.detach()
-        k = self.key(t)
-        if k is not None:
+    def observe(self, roots: Iterable[Any]) -> None:
+        """Note the storages the graphs from autograd nodes ``roots`` saved."""
+        where: Any = self.phase
+        if self.interval_of is None and self.recorder is not None and hasattr(self.recorder, "position"):
+            where = self.recorder.position()
+        seen: dict[int, Any] = {}
+        keys: set[int] = set()
+        for root in roots:
+            keys |= keys_of((s for s in graph_tensors(root, seen, grads=False) if not _is_leaf(s)), self.key)
+        seen.clear()
+        for k in keys:
             if self.interval_of is None:
-                self.addresses.append((k, self.phase))
+                self.addresses.append((k, where))
             else:
                 idx = self.interval_of(k)
                 if idx is not None:
                     self.intervals.add(idx)
-        return t.detach()
-
-    @staticmethod
-    def unpack(t: Any) -> torch.Tensor:
-        return t
 
     def hooks(self) -> Any:
-        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+        """While active, observe each autograd engine call of this thread (the
+        name is historical: no saved-tensor hook is installed)."""
+        return observing_backward(self.observe)
+
+    def observing_all_threads(self) -> Any:
+        """As :meth:`hooks`, for engine calls of every thread."""
+        return observing_backward(self.observe, all_threads=True)
 
     def claim(self, tl: Timeline, after_forward: str = "after forward", window_end: str = "after backward") -> set[int]:
         """Interval indices of the saved tensors."""
+        first = tl.marks.get("start", 0)
         if self.interval_of is not None:
-            return set(self.intervals)
+            return {i for i in self.intervals if tl.intervals[i].start >= first}
         out: set[int] = set()
         fw = tl.marks.get(after_forward, tl.n_events)
         end = tl.marks.get(window_end, tl.n_events)
-        live = {tl.intervals[i].key: i for i in tl.live_at(fw)}
-        for addr, phase in self.addresses:
-            if phase == "forward" and addr in live:
-                out.add(live[addr])
+        live_fw = {tl.intervals[i].key: i for i in tl.live_at(fw)}
+        cache: dict[int, dict[int, int]] = {}
+        for addr, where in self.addresses:
+            if isinstance(where, tuple):  # the allocator's counts when the engine started
+                a0, f0 = self.recorder.start_counts
+                point = max(0, min(tl.n_events, (where[0] - a0) + (where[1] - f0)))
+                if point not in cache:
+                    cache[point] = {tl.intervals[i].key: i for i in tl.live_at(point)}
+                i = cache[point].get(addr)
+                if i is not None:
+                    out.add(i)
+            elif where == "forward" and addr in live_fw:
+                out.add(live_fw[addr])
             else:  # saved again while recomputing in backward: the latest such interval
                 cands = [i for i, iv in enumerate(tl.intervals) if iv.key == addr and fw - 1 <= iv.start < end]
                 if cands:
                     out.add(cands[-1])
-        return out
+        return {i for i in out if tl.intervals[i].start >= first}
+
+
+def _is_leaf(s: Any) -> bool:
+    """A leaf that requires grad (a parameter, an input): its owner claims it."""
+    return isinstance(s, torch.Tensor) and s.grad_fn is None and s.is_leaf and s.requires_grad
 
 
 def label_intervals(
@@ -172,13 +254,16 @@ def label_intervals(
     Args:
         tl: the timeline.
         claims: in priority order, ``(source, [(point, keys), ...])`` (the
-            intervals alive at ``point`` whose key is in ``keys``) or
+            intervals alive at ``point`` whose key is in ``keys``; a dict
+            ``{key: bytes}`` from :func:`viewed_bytes_of` claims only those
+            bytes of each, the rest is labelled as if unclaimed) or
             ``(source, {interval indices})`` (activations recorded at pack time).
         cuda: apply the CUDA workspace rule (allocated, but backing no tensor:
             alive at the end and not in ``tensor_keys_end``, or alive at the
             start and not in ``tensor_keys_start``).
     """
-    labels = [""] * len(tl.intervals)
+    labels = Labels([""] * len(tl.intervals))
+    labels.split = {}
     cache: dict[int, dict[int, int]] = {}
     for source, what in claims:
         if isinstance(what, (set, frozenset)):
@@ -194,6 +279,8 @@ def label_intervals(
                 i = live.get(k)
                 if i is not None and not labels[i]:
                     labels[i] = source
+                    if isinstance(keys, dict) and keys[k] < tl.intervals[i].size:  # a view of part of it
+                        labels.split[i] = (keys[k], "")
     for i, iv in enumerate(tl.intervals):
         if labels[i]:
             continue
@@ -205,6 +292,8 @@ def label_intervals(
             labels[i] = "other"
         else:
             labels[i] = "temporaries"
+    for i, (n, _) in labels.split.items():  # the rest of a partly claimed storage: as if unclaimed
+        labels.split[i] = (n, "other" if tl.intervals[i].start < 0 else "temporaries")
     return labels
 
 
@@ -212,6 +301,12 @@ def sum_by_label(tl: Timeline, labels: list[str], point: int, names: Iterable[st
     """Bytes per label of the intervals alive at ``point`` (every name in
     ``names`` present, with 0 if none)."""
     out = dict.fromkeys(names, 0)
+    split = getattr(labels, "split", {})
     for i in tl.live_at(point):
-        out[labels[i]] = out.get(labels[i], 0) + tl.intervals[i].size
+        size = tl.intervals[i].size
+        if i in split:
+            n, rest = split[i]
+            out[rest] = out.get(rest, 0) + size - n
+            size = n
+        out[labels[i]] = out.get(labels[i], 0) + size
     return out

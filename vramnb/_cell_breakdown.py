@@ -1,7 +1,9 @@
 """``%%vram --breakdown``: label a cell's memory by the notebook objects it belongs to.
 
 While the cell runs, every allocation is recorded (the CPU tracker, or the
-CUDA allocator's trace) and the tensors autograd saves are noted. Afterwards
+CUDA allocator's trace) and the tensors autograd saves are noted (at each
+backward and at the end, walking the graphs: no saved-tensor hook runs in the
+cell, see :mod:`vramnb._saved`). Afterwards
 each allocation is claimed, in this order, by: the parameters, buffers and
 gradients of each ``nn.Module`` variable, the state of each
 ``torch.optim.Optimizer`` variable, the other tensor variables, activations
@@ -22,7 +24,7 @@ from typing import Any
 import torch
 
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
-from ._graph import MAX_DEPTH, held_tensors, is_tooling
+from ._graph import MAX_DEPTH, held_tensors, is_tooling, module_attributes
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
 
 __all__ = ["CellAttribution"]
@@ -70,6 +72,9 @@ class CellAttribution:
                 out.append((f"parameters of {name}", keys_of(params, key)))
                 out.append((f"buffers of {name}", keys_of(m.buffers(), key)))
                 out.append((f"gradients of {name}", keys_of((p.grad for p in params), key)))
+                attrs = keys_of(held_tensors(module_attributes(m), MAX_DEPTH - 1, {}), key)
+                if attrs:  # caches, hook-collected lists: claimed after named tensors, as containers are
+                    out.append((f"attributes of {name}", attrs))
             except Exception:
                 continue
         for name, o in opts.items():
@@ -99,7 +104,7 @@ class CellAttribution:
         stack = contextlib.ExitStack()
         if self.cuda:
             self.recorder = CudaRecorder(self.device.index or 0)
-            saved = SavedTensors(self.key, None)
+            saved = SavedTensors(self.key, None, self.recorder)
         else:
             self.recorder = CpuRecorder(tracker)
             # a cell counts the whole process, as the CUDA allocator does: every thread's changes
@@ -107,12 +112,12 @@ class CellAttribution:
             saved = SavedTensors(self.key, self.recorder.interval_of)
         self.recorder.mark("start")
         try:
-            with stack, saved.hooks():
+            with stack, saved.observing_all_threads():
                 yield
         finally:
             self.recorder.mark("end")
             tl = self.recorder.finish()
-            end_claims = self._claims_now()
+            end_claims = self._claims_now(graphs=True)  # graphs still alive: their saved tensors
             keys_end = tensor_keys(self.device) if self.cuda else None
             self._finish(tl, start_claims, end_claims, saved, keys_start, keys_end)
 

@@ -179,7 +179,7 @@ async def run_nodes(shell: Any, nodes: list[ast.stmt], name: str, interactivity:
 # Frames the CPU tracker puts between a user's operator call and the operator:
 # its dispatch mode (wrapped by torch in a dynamo-disable shim) and its
 # ``UntypedStorage.resize_`` wrapper, then torch's ``OpOverload.__call__``.
-_TRACKER_MODULES = ("vramnb._tracker",)
+_TRACKER_MODULES = ("vramnb._tracker", "vramnb._tracker_patch", "vramnb._saved")
 _ABOVE = ("torch._compile", "torch._dynamo.eval_frame", "torch.utils._python_dispatch")
 _BELOW = ("torch._ops", "torch.utils._python_dispatch")
 

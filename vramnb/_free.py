@@ -18,11 +18,12 @@ exception the user keeps in a variable stay as they are.
 from __future__ import annotations
 
 import ast
+import contextlib
 import gc
 import inspect
 import re
 import sys
-import traceback
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,8 +139,12 @@ def _frame_objects(shell: Any) -> list[Any]:
     ns = shell.user_ns
     objs: list[Any] = []
     for tb in _tracebacks(shell):
+        live = _suspended_frames([t.tb_frame for t in _entries(tb)])  # their generators hold them
         while tb is not None:
             f = tb.tb_frame
+            if id(f) in live:
+                tb = tb.tb_next
+                continue
             module = str(f.f_globals.get("__name__", ""))
             if _is_function_frame(f) and not module.startswith(("IPython", "vramnb", "ipykernel")):
                 objs.extend(f.f_locals.values())
@@ -212,18 +217,41 @@ def _clear_output_history(shell: Any, bound: Mapping[str, int]) -> None:
         res.result = None
 
 
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+def _suspended_frames(frames: list[Any]) -> set[int]:
+    """ids of those ``frames`` that belong to a generator, coroutine or async
+    generator that has not finished: ``frame.clear()`` would close it (run its
+    ``finally``, and the next ``next()`` raises StopIteration)."""
+    candidates = {id(f) for f in frames if f.f_code.co_flags & _RESUMABLE}
+    if not candidates:
+        return set()
+    out = set()
+    kinds = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+    for obj in gc.get_objects():
+        if type(obj) in kinds:  # type(), not isinstance: that reads __class__ and wakes lazy attributes
+            f = getattr(obj, "gi_frame", None) or getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None)
+            if f is not None and id(f) in candidates:
+                out.add(id(f))
+    return out
+
+
 def _clear_last_exception(shell: Any) -> None:
     for tb in _tracebacks(shell):
-        traceback.clear_frames(tb)  # drop the frames' locals; the exception itself stays
-        while tb is not None:
+        frames = [t.tb_frame for t in _entries(tb)]
+        live = _suspended_frames(frames)
+        for frame in frames:
+            if id(frame) in live:  # a generator still in use: its frame is its state, left alone
+                continue
+            with contextlib.suppress(RuntimeError):  # a frame still running cannot be cleared
+                frame.clear()  # drop the frame's locals; the exception itself stays
             # Python < 3.13 keeps a snapshot dict of a function's locals on its frame
             # (made when IPython's traceback formatter read f_locals) that clear()
             # leaves alive; reading f_locals again re-syncs it. Only function frames:
             # a module-level or exec() frame's f_locals is a real namespace.
-            frame = tb.tb_frame
             if _is_function_frame(frame) and sys.version_info < (3, 13):  # 3.13: f_locals is a live view
                 frame.f_locals.clear()
-            tb = tb.tb_next
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, name):
             delattr(sys, name)

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["graph_tensors", "held_tensors", "saved_tensors_of", "MAX_DEPTH"]
+__all__ = ["graph_tensors", "held_tensors", "saved_tensors_of", "module_attributes", "MAX_DEPTH"]
 
 MAX_DEPTH = 4
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -79,19 +79,25 @@ def _read_without_hooks(node: Any, name: str) -> Any:
         return getattr(node, name)
     except _HookCalled:
         return None
+    except Exception:  # a saved tensor modified in place: PyTorch's own backward will say so
+        return None
     finally:
         sys.setprofile(old)
         if was_enabled:
             gc.enable()
 
 
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def saved_tensors_of(node: Any, depth: int = MAX_DEPTH) -> Iterator[Any]:
     """The objects one autograd node keeps for backward, hooks never run: saved
     tensors without hooks, and for hooked ones what the pack hook returned and
     the unpack hook itself (see the module docstring). Freed ones yield nothing."""
-    for name in dir(node):
-        if not name.startswith("_raw_saved_"):
-            continue
+    names = _SAVED_NAMES.get(type(node))
+    if names is None:  # dir() is slow and the same for every node of a type: once per type
+        names = _SAVED_NAMES[type(node)] = tuple(n for n in dir(node) if n.startswith("_raw_saved_"))
+    for name in names:
         try:
             raw = getattr(node, name)
         except Exception:
@@ -138,6 +144,17 @@ def graph_tensors(root: Any, seen: dict[int, Any], grads: bool = True, depth: in
             continue
         seen[id(node)] = node
         for obj in saved_tensors_of(node):
+            if type(obj) in _PLAIN:  # the common case, walked here: recursing would nest a generator per node
+                yield obj
+                try:
+                    fn = obj.grad_fn
+                    if fn is not None:
+                        stack.append(fn)
+                    elif grads and obj.grad is not None:
+                        yield obj.grad
+                except Exception:
+                    pass
+                continue
             yield from held_tensors(obj, depth, seen, grads=grads, closures=True)
         ctx = getattr(node, "__dict__", None)  # a custom Function's ctx attributes
         if isinstance(ctx, dict) and ctx:
@@ -156,7 +173,8 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
 
     Follows a tensor's own storage, a leaf's ``.grad`` (with ``grads``) and the
     graph of a result that requires grad; ``nn.Module`` parameters (and their
-    gradients) and buffers; ``torch.optim.Optimizer`` parameters and state;
+    gradients), buffers and the plain attributes of it and its submodules
+    (:func:`module_attributes`); ``torch.optim.Optimizer`` parameters and state;
     dicts, lists, tuples and sets; the ``__dict__`` of plain objects; with
     ``closures``, the cells of functions and the object of bound methods (the
     hooks of saved tensors). Yields tensors and bare ``UntypedStorage`` /
@@ -204,6 +222,8 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             for p in obj.parameters():
                 yield from held_tensors(p, 0, seen, grads=grads)
             yield from obj.buffers()
+            for item in module_attributes(obj):  # tensors in plain attributes: caches, hook-collected lists
+                yield from held_tensors(item, max(depth, 1) - 1, seen, grads=grads)
             return
         if isinstance(obj, torch.optim.Optimizer):
             for group in obj.param_groups:
@@ -213,6 +233,9 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
                 for v in state.values():
                     if isinstance(v, torch.Tensor):
                         yield v
+            for name, v in list(vars(obj).items()):  # plain attributes (an EMA copy, a cache)
+                if name not in ("state", "param_groups", "defaults"):
+                    yield from held_tensors(v, max(depth, 1) - 1, seen, grads=grads)
             return
         if depth <= 0 or is_tooling(obj):
             return
@@ -229,6 +252,25 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
         return
     for item in items:
         yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
+
+
+_MODULE_OWN = frozenset(torch.nn.Module().__dict__)  # nn.Module's own slots: parameters, hooks...
+
+
+def module_attributes(module: torch.nn.Module) -> list[Any]:
+    """The values of the plain attributes of ``module`` and its submodules
+    (``self.cache = ...``, a list a forward hook appends to, a dict of
+    tensors): everything in their ``__dict__`` but nn.Module's own slots
+    (parameters, buffers, submodules, hooks, flags)."""
+    out = []
+    try:
+        for m in module.modules():
+            for name, value in list(vars(m).items()):
+                if name not in _MODULE_OWN and not isinstance(value, (bool, int, float, str, type(None))):
+                    out.append(value)
+    except Exception:  # a module whose traversal raises: its attributes are not looked at
+        pass
+    return out
 
 
 def _cell_full(cell: Any) -> bool:

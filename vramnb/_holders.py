@@ -7,7 +7,8 @@ hold), dicts, sequences and sets, and the ``__dict__`` of plain objects, a
 few levels deep, and the autograd graphs of results that require grad (never
 running saved-tensor hooks: see :mod:`vramnb._graph`). A storage shared by
 several names (a view, tied weights, a model also held by an optimizer, a leaf
-also kept by a graph) is counted once in the total and is "not shared" for
+also kept by a graph, one memory reached through two storage objects such as
+``torch.from_numpy(t.numpy())``) is counted once in the total and is "not shared" for
 none of them: "not shared" is what deleting that name alone frees. Nothing here can fail because of a strange user
 object: whatever raises while being inspected is skipped.
 """
@@ -22,7 +23,7 @@ import torch
 
 from ._graph import MAX_DEPTH, held_tensors
 from ._render import Rendered, Table
-from ._storages import storages_of_tensor
+from ._storages import data_range, same_memory, storages_of_tensor
 from ._units import format_bytes
 
 __all__ = ["Holder", "HoldersReport", "storages_held", "find_holders"]
@@ -35,7 +36,8 @@ def _on_device(st: torch.UntypedStorage, device: torch.device) -> bool:
     return d.type == device.type and (device.index is None or d.index in (None, device.index))
 
 
-def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH) -> dict[int, int]:
+def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH,
+                  ranges: dict[int, tuple[int, int]] | None = None) -> dict[int, int]:
     """``{storage key: bytes}`` of the storages on ``device`` that ``obj`` keeps alive.
 
     Follows tensors (a leaf tensor's ``.grad``; for a result that requires
@@ -46,14 +48,32 @@ def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH) -> di
     gradients, ``torch.optim.Optimizer`` state and parameters, dicts, lists,
     tuples and sets, and the ``__dict__`` of plain objects, up to ``depth``
     levels of nesting (see :func:`vramnb._graph.held_tensors`). Fake and meta
-    tensors hold no device memory and are skipped.
+    tensors hold no device memory and are skipped. ``ranges``, if given, gets each
+    storage's data range (:func:`vramnb._storages.data_range`), to find storages
+    over the same bytes.
     """
     out: dict[int, int] = {}
     for t in held_tensors(obj, depth, {}):
         for key, st in storages_of_tensor(t):
             if _on_device(st, device):
                 out[key] = st.nbytes()
+                if ranges is not None and key not in ranges:
+                    r = data_range(st)
+                    if r is not None:
+                        ranges[key] = r
     return out
+
+
+def _same_bytes_once(helds: list[dict[int, int]], ranges: dict[int, tuple[int, int]]) -> None:
+    """Rename, in place, storages over another one's bytes to that one (one
+    memory reached through two ``StorageImpl`` objects counts once)."""
+    alias = same_memory(ranges)
+    if not alias:
+        return
+    for held in helds:
+        for k in [k for k in held if k in alias]:
+            del held[k]
+            held[alias[k]] = ranges[alias[k]][1]
 
 
 def _own(tensors: Iterable[Any], device: torch.device) -> dict[int, int]:
@@ -95,6 +115,10 @@ def _detail(obj: Any, device: torch.device) -> str:
                 parts.append(f"gradients {format_bytes(sum(grads.values()))}")
             if bufs:
                 parts.append(f"buffers {format_bytes(sum(bufs.values()))}")
+            known = ps.keys() | grads.keys() | bufs.keys()
+            other = sum(n for k, n in storages_held(obj, device).items() if k not in known)
+            if other:
+                parts.append(f"other attributes {format_bytes(other)}")
             return " · ".join(parts)
         if isinstance(obj, torch.optim.Optimizer):
             state = [v for s in obj.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
@@ -222,12 +246,13 @@ def find_holders(
         variable's).
     """
     skip = set(skip)
+    ranges: dict[int, tuple[int, int]] = {}
     found: list[tuple[str, str, Any, dict[int, int], bool]] = []
     others: list[dict[int, int]] = []  # what the skipped names keep: never listed, but they keep memory alive
     for name, obj in list(namespace.items()):
         if obj is namespace:
             continue
-        held = storages_held(obj, device)
+        held = storages_held(obj, device, ranges=ranges)
         if not held:
             continue
         if name in skip:
@@ -235,9 +260,10 @@ def find_holders(
         else:
             found.append((name, _kind(obj), obj, held, False))
     for name, (kind, obj) in (hidden or {}).items():
-        held = storages_held(obj, device)
+        held = storages_held(obj, device, ranges=ranges)
         if held:
             found.append((f"({name})", kind, obj, held, True))
+    _same_bytes_once([r[3] for r in found] + others, ranges)
     holders_of: dict[int, int] = {}  # storage key -> how many roots keep it
     for held in [r[3] for r in found] + others:
         for k in held:

@@ -12,7 +12,10 @@ that counter at the start (``torch.cuda.reset_peak_memory_stats``); the peak it
 held before is folded into :func:`session_peak` first, so nothing is lost. With
 ``reset_peak=False`` the counter is left alone and the block's peak is exact
 only if it rose above the older peak; otherwise it is reported as a lower
-bound. A reset by other code during the block is detected and the peak is
+bound. A measurement nested inside another (``with vram():`` in a ``%%vram``
+cell) resets the counter too: the peak it held then is handed to every
+measurement running around it, so peaks nest exactly (on CPU and CUDA). A
+reset by other code during the block is detected and the peak is
 marked as a lower bound.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -86,6 +90,15 @@ class Measurement:
     label: str = ""
     holders: Callable[[], list[tuple[str, int]]] | None = None
     report: CellReport | None = field(default=None, init=False)
+    # what nested measurements' resets of the peak counter took away from this one
+    nested_peak: int = field(default=0, init=False)
+    nested_resets: int = field(default=0, init=False)
+
+
+# measurements running now (any thread): a nested one's reset of the device's peak
+# counter hands the peak it held to each of them
+_ACTIVE: list[Measurement] = []
+_ACTIVE_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -147,9 +160,16 @@ def vram(
         compiles = _dynamo_frames()
     start = probe.sample(device_info=False)
     _fold_peak(name, start.peak)
-    if reset_peak:
-        probe.reset_peak()
+    with _ACTIVE_LOCK:
+        if reset_peak:
+            probe.reset_peak()
+            for outer in _ACTIVE:  # peaks nest: the outer blocks keep what the counter held
+                if outer.device == dev:
+                    outer.nested_peak = max(outer.nested_peak, start.peak)
+                    outer.nested_resets += 1
+        _ACTIVE.append(m)
     resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
+    ops_before = probe.tracker.ops if isinstance(probe, CpuProbe) else 0
     exc: BaseException | None = None
     track = contextlib.ExitStack()
     if isinstance(probe, CpuProbe):
@@ -171,9 +191,15 @@ def vram(
         raise
     finally:
         wall = time.perf_counter() - t0
+        with _ACTIVE_LOCK:
+            _ACTIVE.remove(m)
         m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
         if attribution is not None:
             m.report.sources = attribution.rows
+        if isinstance(probe, CpuProbe):
+            note = _tracking_cost_note(probe.tracker, probe.tracker.ops - ops_before, wall)
+            if note:
+                m.report.notes.append(note)
         if isinstance(probe, CpuProbe) and _dynamo_frames() != compiles:
             m.report.peak_is_lower_bound = True
             m.report.notes.append(
@@ -185,6 +211,44 @@ def vram(
         if warn:
             for w in m.report.warnings:
                 warnings.warn(f"vramnb: {w}", ResourceWarning, stacklevel=3)
+
+
+_OP_COST: list[float] = []  # seconds the dispatch mode adds per ATen operator, measured once
+
+
+def op_overhead(tracker: Any) -> float:
+    """Seconds the CPU tracker's dispatch mode adds to one small ATen operator
+    on this machine (measured once: 2000 ``add`` calls plain and tracked)."""
+    if not _OP_COST:
+        a = torch.zeros(4)
+        n = 2000
+
+        def run() -> float:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                torch.add(a, 1)
+            return time.perf_counter() - t0
+
+        plain = min(run() for _ in range(2))
+        with tracker.tracking():
+            tracked = min(run() for _ in range(2))
+        tracker.ops -= 2 * n
+        _OP_COST.append(max(0.0, (tracked - plain) / n))
+    return _OP_COST[0]
+
+
+def _tracking_cost_note(tracker: Any, ops: int, wall: float) -> str:
+    """A note when the tracker's per-operator cost is a sizeable part of the
+    block's time: times measured inside it (``%timeit``, ``%time``) are slowed."""
+    if ops <= 0 or wall <= 0:
+        return ""
+    cost = op_overhead(tracker)
+    added = ops * cost
+    if added < 0.001 or (added < 0.2 * wall and added < 0.01):  # under 1 ms, or a small part of a short block
+        return ""
+    return (f"the CPU tracker saw {ops:,} ATen operators here, each slowed by about {cost * 1e6:.1f} µs "
+            f"(≈{format_seconds(added)} of {format_seconds(wall)}): times measured inside "
+            "(%timeit, %time) include that; time the code outside %%vram / %vram on")
 
 
 def _scan_quietly(tracker: Any) -> None:
@@ -226,6 +290,9 @@ def _finish(
     peak = max(end.peak, start_alloc, end.allocated)
     lower = False
     other_resets = cuda_resets + (probe.tracker.resets - resets_before if isinstance(probe, CpuProbe) else 0)
+    if m.reset_peak and m.nested_resets:  # a `with vram()` inside this block reset the counter
+        peak = max(peak, m.nested_peak)
+        other_resets = max(0, other_resets - m.nested_resets)
     if other_resets or end.peak < start_alloc:
         lower = True
         warns.append("the device's peak counter was reset during this block: the peak shown is a lower bound")

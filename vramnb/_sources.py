@@ -45,10 +45,10 @@ COLORS: dict[str, str] = {
 DESCRIPTIONS: dict[str, str] = {
     "parameters": "the model's parameters (weights), each storage once",
     "buffers": "module buffers (e.g. BatchNorm running statistics)",
-    "input batch": "the batch's tensors",
+    "input batch": "the bytes the batch's tensors view (a slice of a dataset: its rows; the rest is other)",
     "gradients": "parameters' .grad",
     "optimizer state": "tensors in optimizer.state (Adam: exp_avg and exp_avg_sq, 2 × parameter bytes)",
-    "activations": "tensors autograd saved for backward (torch.autograd.graph.saved_tensors_hooks)",
+    "activations": "tensors autograd saved for backward (read from the graph when backward starts; no hooks)",
     "workspace": "allocations of libraries (cuBLAS/cuDNN workspaces) that back no tensor",
     "temporaries": "everything else the step allocated: outputs, intermediate results, the loss",
     "other": "memory held before the step by something else in the process",

@@ -37,7 +37,7 @@ from ._sources import SOURCES
 from ._containers import step_batch
 from ._exclusive import one_at_a_time
 from ._reach import Reach
-from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys
+from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys, viewed_bytes_of
 from ._timeline import CpuRecorder, CudaRecorder, Timeline, history_enabled
 from ._tracker import cpu_tracker
 from ._units import format_bytes
@@ -146,7 +146,7 @@ class _StepRun:
     def run(self) -> tuple[Timeline, float, BaseException | None]:
         if self.cuda:
             self.recorder = CudaRecorder(self.device.index or 0)
-            self.saved = SavedTensors(self.key, None)
+            self.saved = SavedTensors(self.key, None, self.recorder)
             ctx: Any = contextlib.nullcontext()
         else:
             tracker = self.plan.tracker
@@ -308,7 +308,7 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
     start_claims = [
         ("parameters", keys_of(model.parameters(), key)),
         ("buffers", keys_of(model.buffers(), key)),
-        ("input batch", keys_of((t for b in plan.batches for _, t in _batch_tensors(b)), key)),
+        ("input batch", viewed_bytes_of((t for b in plan.batches for _, t in _batch_tensors(b)), key)),
     ]
     keys_start = tensor_keys(device) if run.cuda else None
     tl, elapsed, err = run.run()

@@ -1,18 +1,21 @@
 """Storages of tensors, and the tensors and storages the garbage collector knows.
 
 A storage is named by its ``StorageImpl`` (its ``_cdata``), so views, tied
-weights and a gradient aliasing another tensor share one name.
+weights and a gradient aliasing another tensor share one name. Two
+``StorageImpl`` objects over the same bytes (``torch.from_numpy(t.numpy())``) are
+found by their data ranges (:func:`same_memory`) and counted once.
 """
 
 from __future__ import annotations
 
+import bisect
 import gc
 import itertools
 from typing import Any
 
 import torch
 
-__all__ = ["storage_of", "storages_of_tensor", "storage_key", "live_tensors"]
+__all__ = ["storage_of", "storages_of_tensor", "storage_key", "live_tensors", "data_range", "same_memory"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
@@ -106,3 +109,64 @@ def _live_tensors_and_storages() -> tuple[list[torch.Tensor], list[Any]]:
 
 
 live_tensors = _live_tensors
+
+
+def data_range(st: Any) -> tuple[int, int] | None:
+    """``(first byte address, nbytes)`` of a storage's data, or ``None`` when it
+    has none to compare (empty, meta or fake storages)."""
+    try:
+        n = st.nbytes()
+        ptr = st.data_ptr() if n else 0
+    except Exception:
+        return None
+    return (ptr, n) if ptr and n else None
+
+
+def same_memory(ranges: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """``{key: key of the storage whose bytes these are}`` for storages whose
+    data lies inside another storage's data (``torch.from_numpy(t.numpy())``
+    makes a second ``StorageImpl`` over ``t``'s bytes; so do ``frombuffer`` and
+    DLPack round trips): the same memory, to be counted once. ``ranges``: key ->
+    :func:`data_range`. Keys not returned are their own."""
+    out: dict[int, int] = {}
+    cur_key, cur_end = None, -1
+    for key, (ptr, n) in sorted(ranges.items(), key=lambda kv: (kv[1][0], -kv[1][1])):
+        if cur_key is not None and ptr + n <= cur_end:
+            out[key] = cur_key
+            continue
+        cur_key, cur_end = key, ptr + n
+    return out
+
+
+class DataRanges:
+    """Data ranges of counted storages, sorted by start, to find the storage
+    whose data contains another's (counted ranges never nest: the nearest one
+    starting at or before an address decides)."""
+
+    def __init__(self) -> None:
+        self._starts: list[tuple[int, int]] = []  # (start, key)
+        self._span: dict[int, tuple[int, int]] = {}  # key -> (start, end)
+
+    def __bool__(self) -> bool:
+        return bool(self._starts)
+
+    def add(self, key: int, rng: tuple[int, int]) -> None:
+        bisect.insort(self._starts, (rng[0], key))
+        self._span[key] = (rng[0], rng[0] + rng[1])
+
+    def remove(self, key: int) -> None:
+        span = self._span.pop(key, None)
+        if span is None:
+            return
+        i = bisect.bisect_left(self._starts, (span[0], key))
+        if i < len(self._starts) and self._starts[i] == (span[0], key):
+            del self._starts[i]
+
+    def nearest(self, rng: tuple[int, int]) -> tuple[int, bool] | None:
+        """``(key, contains rng)`` of the storage starting nearest at or before
+        ``rng``, or ``None``."""
+        i = bisect.bisect_right(self._starts, (rng[0], float("inf"))) - 1
+        if i < 0:
+            return None
+        key = self._starts[i][1]
+        return key, rng[0] + rng[1] <= self._span[key][1]

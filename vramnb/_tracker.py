@@ -17,7 +17,8 @@ callback runs when the storage is freed. Storages are found two ways:
   typed storages, deserialisation); a measurement scans at its start and end.
 
 A storage shared by views, tied weights or a gradient aliasing another tensor
-is counted once (keyed by its ``StorageImpl``). The same weakref technique is
+is counted once (keyed by its ``StorageImpl``), and so is one memory behind two
+``StorageImpl`` objects (``torch.from_numpy(t.numpy())``), found by data range. The same weakref technique is
 used by ``torch.distributed._tools.mem_tracker.MemTracker``.
 """
 
@@ -33,7 +34,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._graph import graph_tensors
-from ._storages import _PLAIN, _live_tensors_and_storages, storage_key, storage_of, storages_of_tensor
+from ._same_memory import SameMemory
+from ._tracker_patch import _exit_mode, _patch_acquire, _patch_release
+from ._storages import (
+    _PLAIN, DataRanges, _live_tensors_and_storages, data_range, storage_key, storage_of, storages_of_tensor,
+)
 
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
@@ -55,6 +60,7 @@ class _Mode(TorchDispatchMode):
         except BaseException:
             del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
             raise
+        self.tracker.ops += 1
         add = self.tracker.add_tensor
         if isinstance(out, torch.Tensor):
             add(out)
@@ -65,7 +71,7 @@ class _Mode(TorchDispatchMode):
         return out
 
 
-class StorageTracker:
+class StorageTracker(SameMemory):
     """Live storages on one device type, their total bytes and its peak.
 
     Attributes:
@@ -100,6 +106,11 @@ class StorageTracker:
         self._listeners: list[tuple[Callable[[int, int, int], None], int | None, int, str]] = []
         self._tracking: dict[int, int] = {}  # thread ident -> nesting depth of tracking() and owning()
         self.resets = 0  # times reset_peak was called (lets a measurement notice a reset)
+        self.ops = 0  # ATen operators seen by the dispatch mode (what tracking slows down)
+        self._ranges = DataRanges()  # data ranges of the counted storages
+        self._alias_of: dict[int, int] = {}  # a storage over another's bytes -> that one
+        self._aliases: dict[int, set[int]] = {}
+        self._alias_bytes: dict[int, int] = {}
 
     # -- registration -------------------------------------------------------
     def add_tensor(self, t: Any, owner: Any = "auto") -> None:
@@ -119,7 +130,10 @@ class StorageTracker:
         ``owner``: the thread ident it is attributed to; by default the
         calling thread if it is inside :meth:`tracking`, :meth:`owning` or
         :meth:`listening` (what a recording thread registers is its own),
-        else ``None``."""
+        else ``None``. A storage whose data lies inside a live registered
+        storage's data (``torch.from_numpy(t.numpy())``: a second
+        ``StorageImpl`` over ``t``'s bytes) counts 0 bytes while that one
+        lives (see :meth:`same_as`)."""
         if st.device.type != self.device_type:
             return
         key = storage_key(st)
@@ -129,21 +143,40 @@ class StorageTracker:
             if entry is not None:
                 if entry[0]() is not None:  # alive: the same StorageImpl (two live ones never share an
                     # address), maybe through another Python wrapper (fake tensors make new ones)
-                    if entry[1] != nbytes:
+                    if key in self._alias_of:
+                        self._alias_bytes[key] = nbytes
+                    elif entry[1] != nbytes:
                         self._entries[key] = (entry[0], nbytes, entry[2])
+                        self._ranges.remove(key)
+                        rng = data_range(st)
+                        if rng is not None:
+                            self._ranges.add(key, rng)
                         self._change(key, entry[1], nbytes, entry[2])
                     return
                 # the storage registered under this address was freed and the address reused
                 # before its weakref callback ran: record that free first (the late
                 # callback is then ignored)
-                del self._entries[key]
-                self._change(key, entry[1], 0, entry[2])
+                self._drop(key)
             if owner == "auto":
                 me = threading.get_ident()
                 mine = self._tracking.get(me) or any(ident == me for _, _, ident, _ in self._listeners)
                 owner = me if mine else None
             ref = weakref.ref(st, self._make_callback(key))
+            try:
+                ptr = st.data_ptr() if nbytes and self.device_type != "meta" else 0
+            except Exception:  # a storage without data (fake, lazy)
+                ptr = 0
+            rng = (ptr, nbytes) if ptr else None
+            container = self._container(rng) if rng is not None else None
+            if container is not None:  # the same bytes as a live storage: counted there
+                self._entries[key] = (ref, 0, owner)
+                self._alias_of[key] = container
+                self._alias_bytes[key] = nbytes
+                self._aliases.setdefault(container, set()).add(key)
+                return
             self._entries[key] = (ref, nbytes, owner)
+            if rng is not None:
+                self._ranges.add(key, rng)
             self._change(key, 0, nbytes, owner)
 
     def _make_callback(self, key: int) -> Callable[[weakref.ref[Any]], None]:
@@ -151,12 +184,13 @@ class StorageTracker:
             with self._lock:
                 entry = self._entries.get(key)
                 if entry is not None and entry[0] is ref:
-                    del self._entries[key]
-                    self._change(key, entry[1], 0, entry[2])
+                    self._drop(key)
 
         return freed
 
     def _change(self, key: int, old: int, new: int, owner: int | None) -> None:
+        if old == new == 0:
+            return
         self.current += new - old
         if self.current > self.peak:
             self.peak = self.current
@@ -350,65 +384,7 @@ class StorageTracker:
         return len(self._entries) - before
 
 
-def _exit_mode(mode: TorchDispatchMode) -> None:
-    """Leave ``mode`` even if the user's code pushed modes above it and left them
-    on: those are lifted off, the tracker's mode exits, and they go back."""
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode, _push_mode
-
-    stack = _get_current_dispatch_mode_stack()
-    if not stack or stack[-1] is mode or not any(m is mode for m in stack):
-        mode.__exit__(None, None, None)
-        return
-    above = []
-    while _get_current_dispatch_mode_stack()[-1] is not mode:
-        above.append(_pop_mode())
-    mode.__exit__(None, None, None)
-    for m in reversed(above):
-        _push_mode(m)
-
-
 _WARM = False
-
-# The resize_ patch, shared by every tracker while any of them tracks (reference-counted).
-_PATCH_LOCK = threading.Lock()
-_PATCHED: dict[StorageTracker, int] = {}  # tracker -> blocks tracking
-_ORIGINAL_RESIZE: Any = None
-_HAD_OWN_RESIZE = False
-
-
-def _patched_resize_(st: torch.UntypedStorage, size: int) -> Any:
-    # storage.resize_ (FSDP frees and re-allocates its unsharded parameters
-    # this way) changes memory without an ATen operator the mode would see
-    out = _ORIGINAL_RESIZE(st, size)
-    for tracker in list(_PATCHED):
-        tracker.add_storage(st)
-    return out
-
-
-def _patch_acquire(tracker: StorageTracker) -> None:
-    global _ORIGINAL_RESIZE, _HAD_OWN_RESIZE
-    with _PATCH_LOCK:
-        if not _PATCHED:
-            _HAD_OWN_RESIZE = "resize_" in torch.UntypedStorage.__dict__
-            _ORIGINAL_RESIZE = torch.UntypedStorage.resize_
-            torch.UntypedStorage.resize_ = _patched_resize_  # type: ignore[method-assign]
-        _PATCHED[tracker] = _PATCHED.get(tracker, 0) + 1
-
-
-def _patch_release(tracker: StorageTracker) -> None:
-    with _PATCH_LOCK:
-        n = _PATCHED.get(tracker, 0) - 1
-        if n > 0:
-            _PATCHED[tracker] = n
-            return
-        _PATCHED.pop(tracker, None)
-        if not _PATCHED:
-            if _HAD_OWN_RESIZE:
-                torch.UntypedStorage.resize_ = _ORIGINAL_RESIZE  # type: ignore[method-assign]
-            else:  # it was inherited: remove ours so the base class's shows again
-                with contextlib.suppress(AttributeError):
-                    del torch.UntypedStorage.resize_
-
 
 _CPU_TRACKER: StorageTracker | None = None
 
