@@ -458,3 +458,22 @@ def test_hooks_the_step_adds_to_params_and_batch_are_removed():
     for _ in range(2):
         vramnb.profile_step(model, x, loss, None, module_depth=None)
     assert _hook_count(w) == 0 and _hook_count(x) == 0
+
+
+def test_the_snapshot_of_the_rng_is_not_counted_as_the_steps_memory():
+    """The CPU RNG state (5,056 B) was kept as a tensor, and showed up as 'other' in every step."""
+    model = nn.Linear(4, 4)
+    x = torch.ones(2, 4)
+    before = bytes(torch.random.get_rng_state().tolist())  # as bytes: a tensor would be 'other'
+    gc.collect()
+    unsaved = vramnb.profile_step(model, x, lambda m, b: m(b).sum(), None, restore=False).steady.mark("start")
+    rep = vramnb.profile_step(model, x, lambda m, b: m(b).sum(), None)
+    start = rep.steady.mark("start")
+    assert start.sources == unsaved.sources  # the snapshot adds nothing (it added 5,056 B of 'other')
+    assert start.sources["parameters"] + start.sources["input batch"] == 20 * 4 + 8 * 4
+    assert bytes(torch.random.get_rng_state().tolist()) == before
+    g = torch.Generator().manual_seed(3)
+    model.gen = g
+    expected = torch.Generator().manual_seed(3).get_state()
+    vramnb.profile_step(model, x, lambda m, b: (m(b) + torch.rand(2, 4, generator=m.gen)).sum(), None)
+    assert torch.equal(g.get_state(), expected)

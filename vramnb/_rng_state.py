@@ -40,9 +40,19 @@ def _kind(obj: Any) -> str | None:
     return None
 
 
+def _state_bytes(t: torch.Tensor) -> bytes:
+    """A torch RNG state (a CPU uint8 tensor) as bytes: kept as a tensor it would be counted,
+    by the CPU storage tracker, as memory of the step vramnb profiles."""
+    return bytes(t.tolist())
+
+
+def _state_tensor(b: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(b), dtype=torch.uint8) if b else torch.empty(0, dtype=torch.uint8)
+
+
 def _get(obj: Any, kind: str) -> Any:
     if kind == "torch":
-        return obj.get_state()
+        return _state_bytes(obj.get_state())
     if kind == "random":
         return obj.getstate()
     if kind == "numpy":
@@ -52,7 +62,7 @@ def _get(obj: Any, kind: str) -> Any:
 
 def _set(obj: Any, kind: str, state: Any) -> None:
     if kind == "torch":
-        obj.set_state(state)
+        obj.set_state(_state_tensor(state))
     elif kind == "random":
         obj.setstate(state)
     elif kind == "numpy":
@@ -144,11 +154,12 @@ class RngStates:
     reachable from ``model`` and ``functions`` (see the module docstring)."""
 
     def __init__(self, model: torch.nn.Module | None = None, functions: Iterable[Callable[..., Any]] = ()) -> None:
-        self.cpu = torch.random.get_rng_state()
+        self.cpu = _state_bytes(torch.random.get_rng_state())
         self.python = random.getstate()
         np = sys.modules.get("numpy")
         self.numpy = np.random.get_state() if np is not None else None
-        self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        self.cuda = ([_state_bytes(t) for t in torch.cuda.get_rng_state_all()]
+                     if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
         self.objects: list[tuple[Any, str, Any]] = []
         if model is not None:
             ids: set[int] = set()
@@ -159,11 +170,11 @@ class RngStates:
                     self.objects.append((obj, kind, _get(obj, kind)))
 
     def restore(self) -> None:
-        torch.random.set_rng_state(self.cpu)
+        torch.random.set_rng_state(_state_tensor(self.cpu))
         random.setstate(self.python)
         if self.numpy is not None:
             sys.modules["numpy"].random.set_state(self.numpy)
         if self.cuda is not None:
-            torch.cuda.set_rng_state_all(self.cuda)
+            torch.cuda.set_rng_state_all([_state_tensor(b) for b in self.cuda])
         for obj, kind, state in self.objects:
             _set(obj, kind, state)
