@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+import vramnb
 from vramnb._step import profile_step
 
 F32 = 4
@@ -362,3 +363,33 @@ def test_sparse_gradients_are_gradients():
     g = rep.first.mark("after backward")["gradients"]
     # a sparse COO gradient: int64 indices (1 x 4) and float32 values (4 x 8)
     assert g == 1 * 4 * 8 + 4 * 8 * F32
+
+
+def test_a_recipes_optimizer_is_freed_without_waiting_for_the_garbage_collector():
+    """The precision recipe's closure referred back to the plan, a cycle that kept the recipe's
+    SGD-momentum buffers (one copy of the parameters) alive after compare until gc ran."""
+    import gc
+
+    from vramnb._tracker import cpu_tracker
+
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 8))
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(4, 64)
+    lf = lambda m, b: m(b).pow(2).mean()  # noqa: E731
+    lf(model, x).backward()
+    opt.step()
+    opt.zero_grad()
+    gc.collect()
+    tracker = cpu_tracker()
+    tracker.scan()
+    before = sum(tracker.live().values())
+    sgds = {id(o) for o in gc.get_objects() if type(o) is torch.optim.SGD}  # others' (pytest's session may hold some)
+    gc.disable()
+    try:
+        vramnb.compare(model, x, lf, opt, progress=False, toggles={"precision": ["fp32", "bf16"],
+                                                                  "optimizer": ["yours", "SGD momentum"]})
+        tracker.scan()
+        assert sum(tracker.live().values()) == before
+        assert not [o for o in gc.get_objects() if type(o) is torch.optim.SGD and id(o) not in sgds]
+    finally:
+        gc.enable()

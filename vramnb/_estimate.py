@@ -387,6 +387,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     est = Estimate(f"{device} (estimate)", f"estimate: fake tensors, {'exact storage sizes' if tgt is None else 'CUDA allocator model'}",
                    results, name, target=tgt, margin=float(margin), recipe=recipe)
     est.notes.extend(plan.notes)
+    plan.release()
     if dropped:
         est.notes.append(f"{len(dropped)} hook(s) of your own were not run on the fake copy (they would store fake "
                          f"tensors in your objects; memory they keep is not counted): {'; '.join(dropped[:4])}"

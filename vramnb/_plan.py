@@ -75,6 +75,17 @@ class StepPlan:
             return self.autocast(dtype)
         return torch.autocast(self.device.type, dtype=dtype)
 
+    def release(self) -> None:
+        """Drop what the plan holds once its steps are done: the techniques' closures
+        refer back to the plan (``lambda: plan.autocast_context(...)``), a cycle that kept
+        a recipe's optimizer and its state alive until the next ``gc.collect()``."""
+        self.forward_contexts.clear()
+        self.undo.clear()
+        self.batches.clear()
+        self.workspace.clear()
+        self.optimizer = self.user_optimizer = self.scaler = None
+        self.autocast = self.block_size = self.tracker = None
+
     def run_undo(self) -> None:
         """Run every undo, last-first, even when one raises; then raise the first error."""
         from ._restore import run_all

@@ -559,6 +559,7 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
         name = f"{name} · {recipe.describe()}" if not label else name
     report = StepReport(str(device), method, results, name)
     report.notes.extend(plan.notes)
+    plan.release()
     if aside is not None:
         report.notes.append(f"your optimizer's state ({format_bytes(aside.nbytes)}) was moved to host memory for "
                             "these steps, which train with the recipe's optimizer instead")
