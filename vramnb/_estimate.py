@@ -36,7 +36,7 @@ from ._cuda_model import CudaPolicy, Workspaces, unmodelled_kernels
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
 from ._fake_guard import RealTensorGuard, UserState, owned_tensors
-from ._fake_model import drop_user_hooks, without_user_global_hooks
+from ._user_hooks import drop_user_hooks, without_user_global_hooks
 from ._gpus import Target, resolve_target
 from ._plan import StepPlan
 from ._render import Table

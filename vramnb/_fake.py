@@ -165,9 +165,9 @@ def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tens
     """A shallow copy of ``optimizer`` over the fake parameters, with its state
     (exp_avg, momentum buffers, step counters) as fake tensors. Its step hooks are
     the copy's own dicts, without the user's (an EMA update, a logger: they would act
-    on the user's objects; see :func:`vramnb._fake_model.user_hook_filter`), which are
+    on the user's objects; see :func:`vramnb._user_hooks.user_hook_filter`), which are
     named in ``dropped``."""
-    from ._fake_model import user_hook_filter
+    from ._user_hooks import user_hook_filter
 
     fo = copy.copy(optimizer)
     for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks"):  # the copy's own, not the user's dicts

@@ -17,18 +17,11 @@ differences:
   a copy protocol of their own (``__deepcopy__``, ``__reduce__``) are
   deep-copied through it, with the same memo, and shared where that fails.
 
-Hooks on the copy (:func:`drop_user_hooks`): a forward or backward hook is the
-user's code acting on the user's objects (an activation recorder storing
-outputs in a dict of a helper module). Run on the fake copy it would store
-fake tensors in them. Only hooks defined by PyTorch and the model libraries
-(:data:`LIBRARIES`: weight norm, pruning, PEFT's and transformers' own) stay on
-the copy; every other hook is dropped and named in the estimate's notes (the
-memory it keeps is not counted). Optimizer step hooks follow the same rule.
+Hooks on the copy: see :mod:`vramnb._user_hooks`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import enum
 import functools
@@ -37,19 +30,13 @@ import logging
 import threading
 import types
 import weakref
-from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import torch
 
 from ._units import format_bytes
 
-__all__ = ["FakeModel", "fake_model", "drop_user_hooks", "user_hook_filter", "without_user_global_hooks", "LIBRARIES"]
-
-LIBRARIES = frozenset({"torch", "torchvision", "torchao", "transformers", "peft", "accelerate", "bitsandbytes",
-                       "diffusers", "timm", "optimum", "deepspeed", "vramnb"})
-"""Top-level packages whose module and optimizer hooks run on the fake copy: hooks that are part of
-the model's computation (weight norm, pruning masks, adapters, input gradients for checkpointing)."""
+__all__ = ["FakeModel", "fake_model"]
 
 _ATOMIC = (type(None), bool, int, float, complex, str, bytes, type, range, slice, types.FunctionType,
            types.BuiltinFunctionType, types.ModuleType, weakref.ref, enum.Enum, torch.dtype, torch.device,
@@ -201,84 +188,3 @@ def _reduces(m: torch.nn.Module) -> bool:
 def _plain_container(v: Any) -> bool:
     t = type(v)
     return t in (dict, list, set) or (not hasattr(v, "__deepcopy__") and t.__reduce_ex__ in (dict.__reduce_ex__, object.__reduce_ex__))
-
-
-# -- hooks -----------------------------------------------------------------------------
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-_HOOK_FLAGS = ("_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs")
-
-
-def _owner(fn: Any) -> str:
-    """The module that defines the hook ``fn`` (a function, bound method, partial or callable object)."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    if isinstance(fn, types.MethodType):
-        fn = fn.__func__
-    if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)):
-        fn = type(fn)
-    return getattr(fn, "__module__", None) or "?"
-
-
-def user_hook_filter(hooks: dict[Any, Any], where: str, dropped: list[str]) -> dict[Any, Any]:
-    """``hooks`` (a copy of the same type) without the user's: those not defined in :data:`LIBRARIES`."""
-    keep = type(hooks)()
-    for k, fn in hooks.items():
-        owner = _owner(fn)
-        if owner.split(".")[0] in LIBRARIES:
-            keep[k] = fn
-        else:
-            name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-            dropped.append(f"{where}: {name} ({owner})")
-    return keep
-
-
-def drop_user_hooks(model: torch.nn.Module) -> list[str]:
-    """Remove from the fake copy the module hooks that are not PyTorch's or a model library's
-    (see the module docstring). Returns what went, ``"module: hook (where it is defined)"``."""
-    dropped: list[str] = []
-    for name, m in model.named_modules():
-        for attr in _HOOK_DICTS:
-            hooks = getattr(m, attr, None)
-            if isinstance(hooks, dict) and hooks:
-                kept = user_hook_filter(hooks, name or type(m).__name__, dropped)
-                if len(kept) != len(hooks):
-                    setattr(m, attr, kept)
-                    for flag in _HOOK_FLAGS:  # the per-hook flags of the dropped ones
-                        flags = getattr(m, flag, None)
-                        if isinstance(flags, dict):
-                            setattr(m, flag, type(flags)((k, v) for k, v in flags.items()
-                                                         if k not in hooks or k in kept))
-    return dropped
-
-
-_GLOBAL_HOOKS = (("torch.nn.modules.module", "_global_forward_pre_hooks"), ("torch.nn.modules.module", "_global_forward_hooks"),
-                 ("torch.nn.modules.module", "_global_backward_pre_hooks"), ("torch.nn.modules.module", "_global_backward_hooks"),
-                 ("torch.optim.optimizer", "_global_optimizer_pre_hooks"), ("torch.optim.optimizer", "_global_optimizer_post_hooks"))
-
-
-@contextlib.contextmanager
-def without_user_global_hooks(dropped: list[str]) -> Iterator[None]:
-    """Set aside, for the estimate's step, the user's global hooks (``register_module_forward_hook``,
-    ``register_optimizer_step_post_hook``: they run on every module and optimizer, the fake ones
-    too), by the rule of :func:`user_hook_filter`; they are put back, in their order, after. The
-    dicts are PyTorch's own, changed in place, so the user's handles keep working."""
-    import importlib
-
-    saved: list[tuple[dict[Any, Any], list[tuple[Any, Any]]]] = []
-    for modname, name in _GLOBAL_HOOKS:
-        d = getattr(importlib.import_module(modname), name, None)
-        if not isinstance(d, dict) or not d:
-            continue
-        kept = user_hook_filter(d, f"global {name[8:].replace('_', ' ')}", dropped)
-        if len(kept) != len(d):
-            saved.append((d, list(d.items())))
-            d.clear()
-            d.update(kept)
-    try:
-        yield
-    finally:
-        for d, items in saved:
-            added = [(k, v) for k, v in d.items() if k not in dict(items)]  # registered meanwhile, still there
-            d.clear()
-            d.update(items)
-            d.update(added)
