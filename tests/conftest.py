@@ -58,3 +58,52 @@ def run(shell, cell):  # type: ignore[no-untyped-def]
 # tests/browser/ holds the notebook that tests/test_browser.py opens in JupyterLab;
 # it is not a tutorial for nbval to check.
 collect_ignore_glob = ["browser/*.ipynb"]
+
+
+def interrupt_during_restore(monkeypatch, how: str = "signal", at: int = 2) -> dict:  # type: ignore[no-untyped-def]
+    """Make the next snapshot restores raise an interrupt at the ``at``-th tensor they put back
+    (``how``: a real SIGINT, or ``_thread.interrupt_main``). Returns the call counter."""
+    import _thread
+    import signal
+
+    from vramnb import _restore
+
+    calls = {"n": 0, "restoring": False}
+    real_load, real_restore = _restore._load_bytes, _restore.Snapshot.restore
+
+    def restore(self):  # type: ignore[no-untyped-def]
+        calls["restoring"] = True
+        try:
+            real_restore(self)
+        finally:
+            calls["restoring"] = False
+
+    def load(t, buf):  # type: ignore[no-untyped-def]
+        if calls["restoring"]:
+            calls["n"] += 1
+            if calls["n"] == at:  # most of the restore still to do
+                if how == "signal":
+                    signal.raise_signal(signal.SIGINT)
+                else:
+                    _thread.interrupt_main()
+                    for _ in range(1000):  # give the interpreter a chance to run the handler here
+                        pass
+        real_load(t, buf)
+
+    monkeypatch.setattr(_restore, "_load_bytes", load)
+    monkeypatch.setattr(_restore.Snapshot, "restore", restore)
+    return calls
+
+
+F32 = 4  # bytes of a float32
+
+
+def sq_loss(model, batch):  # type: ignore[no-untyped-def]
+    """The loss the step tests train with: the mean square of the output."""
+    return model(batch).square().mean()
+
+
+def mlp():  # type: ignore[no-untyped-def]
+    """The small model of the step tests (64 -> 128 -> 10), the same weights every time."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 import vramnb
-from tests.conftest import run
+from tests.conftest import interrupt_during_restore, run
 from vramnb.techniques import REGISTRY
 
 pytest.importorskip("ipywidgets")
@@ -206,38 +206,16 @@ def test_panel_is_exported():
     assert "Panel" in vramnb.__all__ and vramnb.Panel is Panel
 
 
-# -- items 3 and 12, through the panel (the shared restore and set-aside of fix-step) -----
+# -- an interrupt and the user's optimizer state, through the panel (profile_step's restore and set-aside) --
 def test_interrupt_during_the_restore_of_a_panel_run_restores_everything(setup, monkeypatch):
-    """Needs the fix-step branch (vramnb/_restore.py's InterruptGuard)."""
-    import signal
-
-    from vramnb import _restore
-
+    """The panel's run goes through profile_step's restore and its interrupt guard."""
     model, batch, opt = setup
     sq(model, batch).backward()
     opt.step()
     before = ({k: v.clone() for k, v in model.state_dict().items()},
               {id(q): {k: v.clone() for k, v in st.items()} for q, st in opt.state.items()},
               [q.grad.clone() for q in model.parameters()])
-    calls = {"n": 0, "restoring": False}
-    real_load, real_restore = _restore._load_bytes, _restore.Snapshot.restore
-
-    def restore(self):
-        calls["restoring"] = True
-        try:
-            real_restore(self)
-        finally:
-            calls["restoring"] = False
-
-    def load(t, buf):
-        if calls["restoring"]:
-            calls["n"] += 1
-            if calls["n"] == 2:
-                signal.raise_signal(signal.SIGINT)
-        real_load(t, buf)
-
-    monkeypatch.setattr(_restore, "_load_bytes", load)
-    monkeypatch.setattr(_restore.Snapshot, "restore", restore)
+    calls = interrupt_during_restore(monkeypatch)
     p = vramnb.panel(model, batch, sq, opt, display=False)
     with pytest.raises(KeyboardInterrupt):
         p.run()
@@ -257,8 +235,8 @@ def test_interrupt_during_the_restore_of_a_panel_run_restores_everything(setup, 
 
 def test_existing_optimizer_state_is_not_counted_as_other(setup):
     """After one Adam step, "SGD momentum" keeps one copy of the parameters where
-    Adam keeps two: the user's Adam state must not appear as "other" in its run.
-    Needs the fix-step branch (the user's optimizer state set aside)."""
+    Adam keeps two: the user's Adam state must not appear as "other" in its run
+    (profile_step sets it aside)."""
     model, batch, opt = setup
     sq(model, batch).backward()
     opt.step()

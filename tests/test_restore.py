@@ -5,7 +5,6 @@ step frees what it allocated (exact bytes with the CPU tracker)."""
 
 from __future__ import annotations
 
-import _thread
 import copy
 import gc
 import signal
@@ -17,20 +16,10 @@ from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 import vramnb
+from tests.conftest import interrupt_during_restore, mlp, sq_loss
 from vramnb import _restore
 from vramnb._tracker import cpu_tracker
 from vramnb.techniques import Recipe
-
-F32 = 4
-
-
-def sq_loss(model, batch):
-    return model(batch).square().mean()
-
-
-def mlp():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
 def state_of(model, opt):
@@ -119,30 +108,7 @@ def test_interrupt_during_restore_is_held_back_until_everything_is_back(monkeypa
     opt = torch.optim.AdamW(model.parameters())
     trained(model, opt, x)
     before = state_of(model, opt)
-    calls = {"n": 0, "restoring": False}
-    real_load, real_restore = _restore._load_bytes, _restore.Snapshot.restore
-
-    def restore(self):
-        calls["restoring"] = True
-        try:
-            real_restore(self)
-        finally:
-            calls["restoring"] = False
-
-    def load(t, buf):
-        if calls["restoring"]:
-            calls["n"] += 1
-            if calls["n"] == 2:  # the second tensor of the restore: most of it still to do
-                if how == "signal":
-                    signal.raise_signal(signal.SIGINT)
-                else:
-                    _thread.interrupt_main()
-                    for _ in range(1000):  # give the interpreter a chance to run the handler here
-                        pass
-        real_load(t, buf)
-
-    monkeypatch.setattr(_restore, "_load_bytes", load)
-    monkeypatch.setattr(_restore.Snapshot, "restore", restore)
+    calls = interrupt_during_restore(monkeypatch, how)
     torch.manual_seed(7)
     expected = torch.rand(3)
     torch.manual_seed(7)

@@ -7,18 +7,8 @@ import torch
 from torch import nn
 
 import vramnb
+from tests.conftest import F32, mlp, sq_loss
 from vramnb._step import profile_step
-
-F32 = 4
-
-
-def sq_loss(model, batch):
-    return model(batch).square().mean()
-
-
-def mlp():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
 def nbytes(*tensors):
