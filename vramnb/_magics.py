@@ -12,6 +12,7 @@ and the report is displayed after the cell's own outputs.
 from __future__ import annotations
 
 import keyword
+import re
 import sys
 from typing import Any
 
@@ -39,6 +40,19 @@ def _loop_running() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+_TIMING = re.compile(r"(^|[\s;(])%{1,2}(timeit|time)\b|\btimeit\.|\bperf_counter\(")
+
+
+def times_itself(cell: str) -> bool:
+    """Whether a cell times its own code (``%timeit``, ``%%time``, the ``timeit`` module,
+    ``perf_counter``): its report then says what the CPU tracker's cost added.
+
+    >>> times_itself("%timeit m(x)"), times_itself("y = m(x)")
+    (True, False)
+    """
+    return bool(_TIMING.search(cell))
 
 
 @magics_class
@@ -74,7 +88,7 @@ class VramMagics(Magics):
             label = raw.splitlines()[0][:80] if raw else ""
             a = self._auto
             self._auto_cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"]),
-                                 budget=a["budget"], reset_peak=a["reset_peak"], warn=False)
+                                 budget=a["budget"], reset_peak=a["reset_peak"], warn=False, timed=times_itself(raw))
             self._auto_m = self._auto_cm.__enter__()
             self._auto_cell = self._count()
             self._auto_tb = clean_tracebacks(self.shell)
@@ -257,7 +271,7 @@ class VramMagics(Magics):
             interactivity = shell.ast_node_interactivity
         label = next((ln.strip() for ln in cell.splitlines() if ln.strip()), "")[:80]
         cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev), warn=False,
-                  breakdown=shell.user_ns if args.breakdown else None)
+                  breakdown=shell.user_ns if args.breakdown else None, timed=times_itself(cell))
 
         async def body() -> None:
             __tracebackhide__ = True

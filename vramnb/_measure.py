@@ -112,6 +112,7 @@ def vram(
     holders: Callable[[], list[tuple[str, int]]] | None = None,
     warn: bool = True,
     breakdown: Mapping[str, Any] | None = None,
+    timed: bool = False,
 ) -> Iterator[Measurement]:
     """Measure the device memory a block of code uses.
 
@@ -128,6 +129,8 @@ def vram(
             as ``(name, bytes)`` pairs.
         warn: also issue report warnings (over budget, peak counter reset) as
             Python ``ResourceWarning``s; the magics show them in the report instead.
+        timed: the block times itself (``%timeit``, ``%time``, ``timeit``): on CPU, the
+            report says how much the storage tracker's per-operator cost added to it.
         breakdown: a namespace (e.g. ``globals()``): label the block's memory
             by its modules, optimizers and tensors (``report.sources``). Records
             every allocation (CPU tracker, or the CUDA allocator trace) while
@@ -196,7 +199,7 @@ def vram(
         m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
         if attribution is not None:
             m.report.sources = attribution.rows
-        if isinstance(probe, CpuProbe):
+        if timed and isinstance(probe, CpuProbe):
             note = _tracking_cost_note(probe.tracker, probe.tracker.ops - ops_before, wall)
             if note:
                 m.report.notes.append(note)
@@ -238,14 +241,12 @@ def op_overhead(tracker: Any) -> float:
 
 
 def _tracking_cost_note(tracker: Any, ops: int, wall: float) -> str:
-    """A note when the tracker's per-operator cost is a sizeable part of the
-    block's time: times measured inside it (``%timeit``, ``%time``) are slowed."""
+    """The note for a block that times itself: times measured inside it (``%timeit``,
+    ``%time``) include the tracker's per-operator cost."""
     if ops <= 0 or wall <= 0:
         return ""
     cost = op_overhead(tracker)
     added = ops * cost
-    if added < 0.001 or (added < 0.2 * wall and added < 0.01):  # under 1 ms, or a small part of a short block
-        return ""
     return (f"the CPU tracker saw {ops:,} ATen operators here, each slowed by about {cost * 1e6:.1f} µs "
             f"(≈{format_seconds(added)} of {format_seconds(wall)}): times measured inside "
             "(%timeit, %time) include that; time the code outside %%vram / %vram on")
