@@ -383,3 +383,26 @@ def test_a_recipes_optimizer_is_freed_without_waiting_for_the_garbage_collector(
         assert not [o for o in gc.get_objects() if type(o) is torch.optim.SGD and id(o) not in sgds]
     finally:
         gc.enable()
+
+
+def test_optimizer_state_held_in_wrapper_subclasses_is_counted_exactly():
+    """torchao's 8-bit AdamW keeps its state in tensor subclasses whose bytes are in inner
+    tensors; their own storage has no data (on CUDA reading it raised, and the recipe failed)."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    class TwoStateSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, {"lr": lr})
+
+        @torch.no_grad()
+        def step(self):
+            for g in self.param_groups:
+                for p in g["params"]:
+                    st = self.state[p]
+                    if "m" not in st:
+                        st["m"] = TwoTensor(torch.zeros_like(p), torch.zeros_like(p))
+                    p.add_(p.grad, alpha=-g["lr"])
+
+    model = nn.Linear(64, 32)
+    rep = profile_step(model, torch.randn(8, 64), lambda m, b: m(b).sum(), TwoStateSGD(model.parameters()))
+    assert rep.steady.mark("after optimizer step").sources["optimizer state"] == 2 * (64 * 32 + 32) * F32

@@ -84,12 +84,13 @@ class _StepRun:
         return self.recorder.timeline.n_events
 
     def mark(self, name: str) -> None:
-        self.recorder.mark(name)
         params = list(self.model.parameters())
-        self.mark_keys[name] = {
+        keys = {  # first, so that a mark is all there or not at all
             "gradients": keys_of((p.grad for p in params), self.key),
             "optimizer state": keys_of(_state_tensors(self.optimizer), self.key),
         }
+        self.recorder.mark(name)
+        self.mark_keys[name] = keys
         # no synchronisation inside the step: the allocator's counters are host-side;
         # device-wide figures (cudaMemGetInfo) only at the end
         if self.plan.tracker is not None:  # an estimate: the timeline's own sums are the figures

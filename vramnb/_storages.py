@@ -28,6 +28,8 @@ def storage_of(t: Any) -> torch.UntypedStorage | None:
         return t
     if isinstance(t, torch.TypedStorage):
         return t._untyped_storage
+    if type(t) not in _PLAIN and hasattr(t, "__tensor_flatten__"):
+        return None  # a wrapper subclass (torchao's 8-bit optimizer state, DTensor): its data is in its inner tensors
     try:
         with torch._C.DisableTorchFunctionSubclass():
             st = t.untyped_storage()
