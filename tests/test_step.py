@@ -406,3 +406,34 @@ def test_optimizer_state_held_in_wrapper_subclasses_is_counted_exactly():
     model = nn.Linear(64, 32)
     rep = profile_step(model, torch.randn(8, 64), lambda m, b: m(b).sum(), TwoStateSGD(model.parameters()))
     assert rep.steady.mark("after optimizer step").sources["optimizer state"] == 2 * (64 * 32 + 32) * F32
+
+
+def test_a_failed_recipe_leaves_no_optimizer_behind():
+    import gc
+
+    from vramnb._tracker import cpu_tracker
+
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 8))
+    x = torch.randn(4, 64)
+    calls = {"n": 0}
+
+    def lf(m, b):
+        calls["n"] += 1
+        if calls["n"] == 4:  # the recipe's second step (the baseline's two come first), once SGD's momentum exists
+            raise RuntimeError("boom")
+        return m(b).pow(2).mean()
+
+    gc.collect()
+    tracker = cpu_tracker()
+    tracker.scan()
+    before = sum(tracker.live().values())
+    sgds = {id(o) for o in gc.get_objects() if type(o) is torch.optim.SGD}
+    gc.disable()
+    try:
+        cmp = vramnb.compare(model, x, lf, progress=False, recipes=[{"optimizer": "SGD momentum"}])
+        assert [v.error is not None for v in cmp.variants] == [False, True]
+        tracker.scan()
+        assert sum(tracker.live().values()) == before
+        assert not [o for o in gc.get_objects() if type(o) is torch.optim.SGD and id(o) not in sgds]
+    finally:
+        gc.enable()

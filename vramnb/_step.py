@@ -553,6 +553,8 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
                 raise
             if hasattr(err, "add_note"):
                 err.add_note(f"restoring after the failure also raised {type(undo_err).__name__}: {undo_err}")
+        finally:
+            plan.release()  # also when vramnb's own bookkeeping raised: a recipe's optimizer must not outlive it
     probe = probe_for(device)
     method = "CUDA caching allocator trace" if isinstance(probe, CudaProbe) else CpuProbe.method
     name = label or f"{type(model).__name__}" + (f" · {type(optimizer).__name__}" if optimizer is not None else "")
@@ -560,7 +562,6 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
         name = f"{name} · {recipe.describe()}" if not label else name
     report = StepReport(str(device), method, results, name)
     report.notes.extend(plan.notes)
-    plan.release()
     if aside is not None:
         report.notes.append(f"your optimizer's state ({format_bytes(aside.nbytes)}) was moved to host memory for "
                             "these steps, which train with the recipe's optimizer instead")
