@@ -54,17 +54,21 @@ def mlp(width: int = 4096, depth: int = 8) -> nn.Module:
 
 
 def optimizer_state(out: dict) -> None:
-    import bitsandbytes as bnb
-    from torchao.optim import AdamW8bit as AoAdamW8bit
+    import importlib.util
 
+    makers = [("torch.optim.AdamW", lambda ps: torch.optim.AdamW(ps, lr=1e-4))]
+    if importlib.util.find_spec("bitsandbytes") is not None:  # each library only where it was carried
+        import bitsandbytes as bnb
+
+        makers.append(("bitsandbytes.optim.AdamW8bit", lambda ps: bnb.optim.AdamW8bit(ps, lr=1e-4)))
+    if importlib.util.find_spec("torchao") is not None:
+        from torchao.optim import AdamW8bit as AoAdamW8bit
+
+        makers.append(("torchao.optim.AdamW8bit", lambda ps: AoAdamW8bit(ps, lr=1e-4)))
     dev = torch.device("cuda")
     rows = []
     for name, build in (("gpt2-124M", lambda: gpt2()), ("mlp-8x4096", lambda: mlp())):
-        for opt_name, make in (
-            ("torch.optim.AdamW", lambda ps: torch.optim.AdamW(ps, lr=1e-4)),
-            ("bitsandbytes.optim.AdamW8bit", lambda ps: bnb.optim.AdamW8bit(ps, lr=1e-4)),
-            ("torchao.optim.AdamW8bit", lambda ps: AoAdamW8bit(ps, lr=1e-4)),
-        ):
+        for opt_name, make in makers:
             torch.manual_seed(0)
             model = build().to(dev)
             n_params = sum(p.numel() for p in model.parameters())
