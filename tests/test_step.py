@@ -437,3 +437,24 @@ def test_a_failed_recipe_leaves_no_optimizer_behind():
         assert not [o for o in gc.get_objects() if type(o) is torch.optim.SGD and id(o) not in sgds]
     finally:
         gc.enable()
+
+
+def test_a_gradient_penalty_step_is_profiled_with_per_module_attribution():
+    """autograd.grad on a batch that requires grad (WGAN-GP's penalty) failed inside torch's
+    ModTracker, whose multi-grad hooks on leaf inputs PyTorch refuses under autograd.grad."""
+    import warnings
+
+    def gp_loss(m, x):
+        x = x.clone().requires_grad_(True)
+        out = m(x)
+        (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        return out.mean() + ((g.norm(2, dim=1) - 1) ** 2).mean()
+
+    x = torch.randn(8, 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        per_module = profile_step(mlp(), x, gp_loss, None, module_depth=1)
+    plain = profile_step(mlp(), x, gp_loss, None, module_depth=None)
+    assert per_module.steady.peak.sources == plain.steady.peak.sources
+    assert per_module.steady.mark("after backward").sources["gradients"] == (64 * 128 + 128 + 128 * 10 + 10) * F32
+    assert per_module.steady.modules  # the per-module rows are there

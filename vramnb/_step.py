@@ -130,8 +130,15 @@ class _StepRun:
         original = getattr(mt_module, "register_multi_grad_hook", None)
         handles: list[Any] = []
 
-        def collecting(*args: Any, **kwargs: Any) -> Any:
-            h = original(*args, **kwargs)  # type: ignore[misc]
+        def collecting(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            # not on leaves (a batch that requires grad): PyTorch refuses a multi-grad hook on a
+            # leaf under autograd.grad ("A leaf node was passed to _will_engine_execute_node"),
+            # which a gradient penalty calls; a module whose inputs are all leaves is then not
+            # seen leaving its backward, nothing else changes
+            tensors = [t for t in tensors if t.grad_fn is not None]
+            if not tensors:
+                return _NoHook()
+            h = original(tensors, *args, **kwargs)  # type: ignore[misc]
             handles.append(h)
             return h
 
@@ -249,6 +256,13 @@ def _clear_own_frames(tb: Any) -> None:
                     f.clear()
             f = f.f_back
         tb = tb.tb_next
+
+
+class _NoHook:
+    """The handle of a hook that was not registered."""
+
+    def remove(self) -> None:
+        pass
 
 
 @protected
