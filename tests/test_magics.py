@@ -351,3 +351,19 @@ def test_free_clears_frames_of_chained_exceptions(ip):
     run(ip, "outer()")
     run(ip, "%vram free -d cpu -q -o fr")
     assert dict(ip.user_ns["fr"].freed)["last exception (traceback frames)"] == 4 * 2**20
+
+
+def test_the_free_hint_shows_when_only_out_of_sight_rows_keep_memory(ip):
+    """A displayed then deleted tensor is kept by Out and by _: each alone frees nothing
+    ("not shared" 0 B), together they keep its bytes; the hint said nothing then."""
+    run(ip, "hint_t = torch.zeros(1000)")
+    run(ip, "hint_t")
+    run(ip, "del hint_t")
+    run(ip, "%vram -q -o who_hint")
+    who = ip.user_ns["who_hint"]
+    assert who.out_of_sight >= 4000
+    assert "`%vram free` releases it" in who._table().to_text()
+    run(ip, "%vram free -q")
+    run(ip, "%vram -q -o who_hint")
+    assert ip.user_ns["who_hint"].out_of_sight == 0
+    assert "%vram free` releases" not in ip.user_ns["who_hint"]._table().to_text()

@@ -159,6 +159,7 @@ class HoldersReport(Rendered):
         device: the device measured.
         holders: :class:`Holder` rows, largest first.
         total: bytes held by all of them together, each storage counted once.
+        out_of_sight: bytes only the out-of-sight rows keep alive (``%vram free`` releases them).
         allocated: bytes allocated on the device now (all tensors, also those
             held by no name).
         reserved, total_memory, free, non_pytorch: device state where known
@@ -174,6 +175,7 @@ class HoldersReport(Rendered):
     free: int | None = None
     non_pytorch: int | None = None
     method: str = ""
+    out_of_sight: int = 0
 
     def _table(self) -> Table:
         t = Table(f"vram · {self.device} · what holds the memory", ("name", "type", "holds", "not shared", "detail"))
@@ -199,8 +201,9 @@ class HoldersReport(Rendered):
                 f"{format_bytes(self.allocated - self.total)} allocated is held by no name listed "
                 "(autograd graphs, objects outside the namespace, caches)"
             )
-        if any(h.hidden and h.unique for h in self.holders):
-            t.note("rows in parentheses are held out of sight: `%vram free` releases them", warn=True)
+        if self.out_of_sight:
+            t.note(f"rows in parentheses keep {format_bytes(self.out_of_sight)} alive out of sight "
+                   "(no name above holds it): `%vram free` releases it", warn=True)
         if self.method:
             t.note(f"measured by the {self.method}")
         return t
@@ -211,9 +214,12 @@ class HoldersReport(Rendered):
 
 class HolderRows(list):  # type: ignore[type-arg]
     """The :class:`Holder` rows of :func:`find_holders`, with ``total``: the
-    bytes all of them keep alive together, each storage counted once."""
+    bytes all of them keep alive together, each storage counted once; and
+    ``out_of_sight``: the bytes only out-of-sight holders keep alive (what
+    ``%vram free`` gives back), each storage counted once."""
 
     total: int = 0
+    out_of_sight: int = 0
 
 
 def find_holders(
@@ -274,6 +280,12 @@ def find_holders(
         unique = sum(n for k, n in held.items() if holders_of[k] == 1)
         union.update(held)
         rows.append(Holder(name, kind, sum(held.values()), unique, "" if is_hidden else _detail(obj, device), is_hidden))
+    seen: dict[int, int] = {}  # storage key -> how many listed names (not out-of-sight rows) keep it
+    for _, _, _, held, is_hidden in found:
+        for k in held:
+            seen[k] = seen.get(k, 0) + (0 if is_hidden else 1)
+    rows.out_of_sight = sum(n for k, n in union.items() if seen[k] == 0
+                            and any(k in r[3] for r in found if r[4]))
     rows.sort(key=lambda h: -h.nbytes)
     rows.total = sum(union.values())
     if limit:

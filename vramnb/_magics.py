@@ -419,6 +419,7 @@ class VramMagics(Magics):
             device=str(dev),
             holders=rows,
             total=rows.total,
+            out_of_sight=rows.out_of_sight,
             allocated=sample.allocated,
             reserved=sample.reserved,
             total_memory=sample.total,
