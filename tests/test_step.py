@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from torch import nn
@@ -9,6 +11,29 @@ from torch import nn
 import vramnb
 from tests.conftest import F32, mlp, sq_loss
 from vramnb._step import profile_step
+
+
+@contextlib.contextmanager
+def nothing_left_without_gc():
+    """With the garbage collector off, the block leaves no CPU bytes and no new SGD optimizer
+    alive (a reference cycle would keep them until gc ran)."""
+    import gc
+
+    from vramnb._tracker import cpu_tracker
+
+    gc.collect()
+    tracker = cpu_tracker()
+    tracker.scan()
+    before = sum(tracker.live().values())
+    sgds = {id(o) for o in gc.get_objects() if type(o) is torch.optim.SGD}  # others' (pytest's session may hold some)
+    gc.disable()
+    try:
+        yield
+        tracker.scan()
+        assert sum(tracker.live().values()) == before
+        assert not [o for o in gc.get_objects() if type(o) is torch.optim.SGD and id(o) not in sgds]
+    finally:
+        gc.enable()
 
 
 def nbytes(*tensors):
@@ -358,9 +383,7 @@ def test_sparse_gradients_are_gradients():
 def test_a_recipes_optimizer_is_freed_without_waiting_for_the_garbage_collector():
     """The precision recipe's closure referred back to the plan, a cycle that kept the recipe's
     SGD-momentum buffers (one copy of the parameters) alive after compare until gc ran."""
-    import gc
 
-    from vramnb._tracker import cpu_tracker
 
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 8))
     opt = torch.optim.Adam(model.parameters())
@@ -369,20 +392,9 @@ def test_a_recipes_optimizer_is_freed_without_waiting_for_the_garbage_collector(
     lf(model, x).backward()
     opt.step()
     opt.zero_grad()
-    gc.collect()
-    tracker = cpu_tracker()
-    tracker.scan()
-    before = sum(tracker.live().values())
-    sgds = {id(o) for o in gc.get_objects() if type(o) is torch.optim.SGD}  # others' (pytest's session may hold some)
-    gc.disable()
-    try:
+    with nothing_left_without_gc():
         vramnb.compare(model, x, lf, opt, progress=False, toggles={"precision": ["fp32", "bf16"],
                                                                   "optimizer": ["yours", "SGD momentum"]})
-        tracker.scan()
-        assert sum(tracker.live().values()) == before
-        assert not [o for o in gc.get_objects() if type(o) is torch.optim.SGD and id(o) not in sgds]
-    finally:
-        gc.enable()
 
 
 def test_optimizer_state_held_in_wrapper_subclasses_is_counted_exactly():
@@ -409,9 +421,7 @@ def test_optimizer_state_held_in_wrapper_subclasses_is_counted_exactly():
 
 
 def test_a_failed_recipe_leaves_no_optimizer_behind():
-    import gc
 
-    from vramnb._tracker import cpu_tracker
 
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 8))
     x = torch.randn(4, 64)
@@ -423,20 +433,9 @@ def test_a_failed_recipe_leaves_no_optimizer_behind():
             raise RuntimeError("boom")
         return m(b).pow(2).mean()
 
-    gc.collect()
-    tracker = cpu_tracker()
-    tracker.scan()
-    before = sum(tracker.live().values())
-    sgds = {id(o) for o in gc.get_objects() if type(o) is torch.optim.SGD}
-    gc.disable()
-    try:
+    with nothing_left_without_gc():
         cmp = vramnb.compare(model, x, lf, progress=False, recipes=[{"optimizer": "SGD momentum"}])
         assert [v.error is not None for v in cmp.variants] == [False, True]
-        tracker.scan()
-        assert sum(tracker.live().values()) == before
-        assert not [o for o in gc.get_objects() if type(o) is torch.optim.SGD and id(o) not in sgds]
-    finally:
-        gc.enable()
 
 
 def test_a_gradient_penalty_step_is_profiled_with_per_module_attribution():
