@@ -123,7 +123,7 @@ def _replay_trace():
     """The real run's own allocations and frees (the allocator's trace) replayed
     through vramnb's allocator model: the model's error alone, apart from the
     estimate's event sequence."""
-    from vramnb._allocator import replay
+    from vramnb.predict._allocator import replay
 
     snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
@@ -315,7 +315,7 @@ def bench_batch_search(args, out):
     free, tot = torch.cuda.mem_get_info()
     ids = torch.randint(0, 50257, (8, seq), device=device)
     t0 = time.perf_counter()
-    from vramnb._cuda_model import CUDA_CONTEXT
+    from vramnb.predict._cuda_model import CUDA_CONTEXT
 
     s = vramnb.max_batch_size(model, {"input_ids": ids, "labels": ids}, None, lambda p: torch.optim.AdamW(p),
                               target=card + CUDA_CONTEXT["H200"], recipe=recipe, progress=False)

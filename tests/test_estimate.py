@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 import vramnb
-from vramnb._allocator import LARGE_BUFFER, MiB, SMALL_BUFFER, AllocatorModel, replay, round_size, segment_size
-from vramnb._gpus import GPUS
+from vramnb.predict._allocator import LARGE_BUFFER, MiB, SMALL_BUFFER, AllocatorModel, replay, round_size, segment_size
+from vramnb.predict._gpus import GPUS
 
 torch.manual_seed(0)
 
@@ -153,7 +153,7 @@ def test_known_cards_resolve_by_short_name():
     for name in GPUS:
         short = name.split(" (")[0]
         assert vramnb.estimate.__module__  # the public name exists
-        from vramnb._estimate import resolve_target
+        from vramnb.predict._estimate import resolve_target
 
         assert resolve_target(short.lower()).memory == GPUS[name] or short in ("V100", "A100")
 

@@ -376,8 +376,8 @@ class VramMagics(Magics):
 
     def _estimate(self, args: Any) -> Any:
         model, batch, loss_fn, optimizer = self._step_args(args)
-        from ._batch_search import max_batch_size
-        from ._estimate import estimate
+        from .predict._batch_search import max_batch_size
+        from .predict._estimate import estimate
 
         if args.max_batch and args.batch_size is not None:
             raise UsageError("--max-batch searches the batch size: leave out --batch-size")

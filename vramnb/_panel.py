@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ._gpus import GPUS, gpu_memory
+from .predict._gpus import GPUS, gpu_memory
 from ._panel_table import _RED, RunsTable
 from ._step import check_inputs, check_options, profile_step
 from ._units import format_bytes
@@ -270,7 +270,7 @@ class Panel(RunsTable):
     def _predict(self, record: dict[str, Any], recipe: Recipe, model: Any, batch: Any, loss_fn: Any,
                  optimizer: Any) -> None:
         """The same step estimated on the target card, beside the measurement."""
-        from ._estimate import estimate
+        from .predict._estimate import estimate
 
         if self.target_bytes() is None:
             record["estimate_error"] = f"{self.target.value!r} is not a card or a size: type a name from the list or e.g. 24GiB"

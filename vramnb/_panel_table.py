@@ -13,8 +13,8 @@ import html
 import io
 from typing import Any
 
-from ._cuda_model import CUDA_CONTEXT
-from ._gpus import gpu_memory
+from .predict._cuda_model import CUDA_CONTEXT
+from .predict._gpus import gpu_memory
 from ._render import dataframe
 from ._units import format_bytes, format_delta, format_seconds
 

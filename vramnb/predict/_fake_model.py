@@ -17,7 +17,7 @@ differences:
   a copy protocol of their own (``__deepcopy__``, ``__reduce__``) are
   deep-copied through it, with the same memo, and shared where that fails.
 
-Hooks on the copy: see :mod:`vramnb._user_hooks`.
+Hooks on the copy: see :mod:`vramnb.predict._user_hooks`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ._units import format_bytes
+from .._units import format_bytes
 
 __all__ = ["FakeModel", "fake_model"]
 

@@ -123,7 +123,7 @@ def shard(model: torch.nn.Module, parallel: str, world_size: int,
 
 def rebuild_optimizer(opt: Any, model: torch.nn.Module) -> Any:
     """The same optimizer class and settings over the sharded parameters."""
-    from ._optim import rebuild_optimizer as rebuild
+    from .._optim import rebuild_optimizer as rebuild
 
     if opt is None:
         return None

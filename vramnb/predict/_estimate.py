@@ -7,13 +7,13 @@ storages with the exact storage tracker. For a CUDA target it then:
 
 1. makes CUDA's kernel choices on the fake CPU tensors (attention backend,
    CUDA autocast policy, cuBLAS workspaces, ``foreach`` optimizers:
-   :mod:`vramnb._cuda_model`);
+   :mod:`vramnb.predict._cuda_model`);
 2. replays every allocation and free through a model of the CUDA caching
-   allocator (:mod:`vramnb._allocator`): block rounding, segments, unsplit
+   allocator (:mod:`vramnb.predict._allocator`): block rounding, segments, unsplit
    blocks, ``expandable_segments``, and the card's capacity (the allocator
    frees its cache and retries before it gives up);
 3. adds the CUDA context and library memory outside PyTorch
-   (:data:`vramnb._cuda_model.CUDA_CONTEXT`) for what ``nvidia-smi`` shows.
+   (:data:`vramnb.predict._cuda_model.CUDA_CONTEXT`) for what ``nvidia-smi`` shows.
 
 With ``device="cpu"`` it predicts a CPU step, which the CPU tracker measures
 identically (same dispatch, same storages): the test of the machinery.
@@ -31,19 +31,19 @@ from typing import Any
 import torch
 
 from ._allocator import replay, round_size
-from ._breakdown import StepReport
+from .._breakdown import StepReport
 from ._cuda_model import CudaPolicy, Workspaces, unmodelled_kernels
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
 from ._fake_guard import RealTensorGuard, UserState, owned_tensors
 from ._user_hooks import drop_user_hooks, without_user_global_hooks
 from ._gpus import Target, resolve_target
-from ._plan import StepPlan
-from ._render import Table
-from ._step import _batch_tensors, _one_step, check_loss_fn, check_options, default_loss
-from ._tracker import StorageTracker
-from ._units import format_bytes
-from .techniques import Recipe
+from .._plan import StepPlan
+from .._render import Table
+from .._step import _batch_tensors, _one_step, check_loss_fn, check_options, default_loss
+from .._tracker import StorageTracker
+from .._units import format_bytes
+from ..techniques import Recipe
 
 __all__ = ["estimate", "Estimate", "Target", "resolve_target"]
 
@@ -205,7 +205,7 @@ def estimate(
         world_size, parallel: predict one GPU of ``world_size`` under
             ``parallel``: ``"ddp"``, ``"fsdp"``/``"zero3"`` (everything sharded)
             or ``"zero2"`` (gradients and optimizer state sharded); PyTorch's
-            FSDP2 runs against a fake process group (:mod:`vramnb._parallel`).
+            FSDP2 runs against a fake process group (:mod:`vramnb.predict._parallel`).
             The batch is the per-GPU batch.
         warm_optimizer: create the optimizer's state before the profiled
             steps (one ``optimizer.step()`` on zero gradients), so that even
@@ -258,7 +258,7 @@ def _autocast_off() -> Any:
 def _host_default_device() -> Any:
     """Tensors made without a device go on the CPU during the estimate, where the caller has set
     ``torch.set_default_device("cuda")``: the fake CPU tensors stand for the card's (a fake ``cuda``
-    tensor is refused, see :class:`vramnb._fake.HostDevicesOnly`)."""
+    tensor is refused, see :class:`vramnb.predict._fake.HostDevicesOnly`)."""
     from torch.utils import _device
 
     # DeviceContext (torch.device(...) / set_default_device) records its device here on entry;
@@ -338,7 +338,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
         if parallel is not None:
-            from .techniques.checkpointing import find_blocks
+            from ..techniques.checkpointing import find_blocks
 
             try:
                 blocks = find_blocks(fmodel)

@@ -23,8 +23,8 @@ import torch
 from ._estimate import Estimate, estimate
 from ._estimate_inputs import as_recipe
 from ._fake import resize_batch
-from ._render import Rendered, Table
-from ._units import format_bytes, format_seconds
+from .._render import Rendered, Table
+from .._units import format_bytes, format_seconds
 
 __all__ = ["max_batch_size", "BatchSearch"]
 
@@ -228,8 +228,8 @@ def _bar(progress: bool) -> Any:
 
 def _verify(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: Any, recipe: Any, n: int) -> Any:
     """One real step at batch size ``n`` (the batch's rows repeated to fill it)."""
-    from ._containers import map_tensors
-    from ._step import profile_step
+    from .._containers import map_tensors
+    from .._step import profile_step
 
     def grow(t: torch.Tensor) -> torch.Tensor:
         if t.dim() == 0:

@@ -3,7 +3,7 @@ structure, no data (``torch._subclasses.fake_tensor.FakeTensorMode``).
 
 The user's objects are never changed: the copy's parameters, buffers,
 gradients, optimizer state and batch are new fake CPU tensors (the model's copy:
-:mod:`vramnb._fake_model`). Fake tensors carry a ``meta`` storage of the real
+:mod:`vramnb.predict._fake_model`). Fake tensors carry a ``meta`` storage of the real
 size, which the storage tracker counts (``StorageTracker("meta")``).
 """
 
@@ -17,7 +17,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._containers import map_tensors
+from .._containers import map_tensors
 
 __all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_batch", "fake_optimizer",
            "check_batch", "resize_batch"]
@@ -113,7 +113,7 @@ def check_batch(batch: Any) -> list[tuple[str, torch.Tensor]]:
         ValueError: ``batch`` is not a tensor or a tuple/list/dict of tensors, or
             holds a nested (ragged) tensor, which has no fake copy (pad it).
     """
-    from ._step import _batch_tensors
+    from .._step import _batch_tensors
 
     named = _batch_tensors(batch)  # ValueError naming what is not a tensor
     for name, t in named:
@@ -165,7 +165,7 @@ def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tens
     """A shallow copy of ``optimizer`` over the fake parameters, with its state
     (exp_avg, momentum buffers, step counters) as fake tensors. Its step hooks are
     the copy's own dicts, without the user's (an EMA update, a logger: they would act
-    on the user's objects; see :func:`vramnb._user_hooks.user_hook_filter`), which are
+    on the user's objects; see :func:`vramnb.predict._user_hooks.user_hook_filter`), which are
     named in ``dropped``."""
     from ._user_hooks import user_hook_filter
 

@@ -2,7 +2,7 @@
 
 An estimate runs the step on fake *CPU* tensors: fake ``cuda`` tensors abort
 the process in backward on a PyTorch built without CUDA (a step that makes one
-is refused first: :class:`vramnb._fake.HostDevicesOnly`), and CPU kernels make
+is refused first: :class:`vramnb.predict._fake.HostDevicesOnly`), and CPU kernels make
 other choices than CUDA ones. :class:`CudaPolicy` (kernels registered at the dispatcher while it runs)
 makes the CUDA choices that change memory:
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._units import parse_size
+from .._units import parse_size
 
 __all__ = ["GPUS", "CAPABILITY", "gpu_memory", "gpu_name", "Target", "resolve_target"]
 
@@ -99,7 +99,7 @@ class Target:
     """A card to predict for.
 
     Attributes:
-        name: a name from :data:`vramnb._gpus.GPUS`, ``"this GPU"``, or a size as typed.
+        name: a name from :data:`vramnb.predict._gpus.GPUS`, ``"this GPU"``, or a size as typed.
         memory: total device memory in bytes (what ``nvidia-smi`` shows as total).
         capability: CUDA compute capability (decides attention kernels, workspaces).
         context: bytes outside PyTorch's allocator (CUDA context, libraries).

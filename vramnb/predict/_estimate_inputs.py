@@ -18,8 +18,8 @@ import torch
 
 from ._fake import HostDevicesOnly, fake_optimizer
 from ._fake_model import FakeModel, fake_model
-from ._step import check_closure
-from .techniques import Recipe
+from .._step import check_closure
+from ..techniques import Recipe
 
 __all__ = ["as_recipe", "build_model", "build_optimizer", "check_arguments", "explain"]
 
@@ -91,7 +91,7 @@ def _uses_cuda(err: BaseException) -> bool:
 def build_model(model: Any, mode: Any) -> FakeModel:
     """The fake copy of ``model`` (a module, or a factory called under ``torch.device("meta")``),
     the map from the original tensors to the fakes, and what was shared rather than copied
-    (:func:`vramnb._fake_model.fake_model`).
+    (:func:`vramnb.predict._fake_model.fake_model`).
 
     Raises:
         ValueError: not a module or a factory of one; a TorchScript or lazy module; a factory
@@ -123,7 +123,7 @@ def build_model(model: Any, mode: Any) -> FakeModel:
 def build_optimizer(optimizer: Any, fmodel: torch.nn.Module, fakes: dict[int, torch.Tensor], mode: Any,
                     guard: Any = None, dropped: list[str] | None = None) -> Any:
     """The fake optimizer: a copy of the user's over the fake parameters, or the factory's
-    (run under ``guard``, a :class:`vramnb._fake_guard.RealTensorGuard`, where given); the user's
+    (run under ``guard``, a :class:`vramnb.predict._fake_guard.RealTensorGuard`, where given); the user's
     step hooks it leaves out are named in ``dropped``.
 
     Raises:

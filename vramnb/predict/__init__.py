@@ -1,0 +1,26 @@
+"""The prediction engine: a training step's memory on a GPU you do not have.
+
+Nothing here allocates on a device or changes the user's objects. The pipeline,
+in the order the data flows (each module feeds the next, never the reverse):
+
+1. ``_estimate_inputs``: check what :func:`~vramnb.estimate` is given (model,
+   batch, optimizer, recipe, target) and turn failures into errors naming the
+   valid choices;
+2. ``_fake_model``, ``_fake``, ``_user_hooks``: fake copies (``FakeTensorMode``:
+   shapes, dtypes and storages, no data) of the model, the batch and the
+   optimizer, with the user's hooks that may run on them;
+   ``_fake_guard`` keeps the fake step off the user's real tensors;
+3. ``_cuda_model``: the CUDA kernels' memory-relevant choices made for fake
+   *CPU* tensors (attention backend, CUDA's autocast policy, fused dropout,
+   cuBLAS workspaces), registered at the dispatcher while the step runs;
+   ``_parallel``: one rank of DDP/FSDP/ZeRO against a fake process group;
+4. the step itself: the same runner and attribution as
+   :func:`vramnb.profile_step` (``vramnb._step``), its storages counted by the
+   exact storage tracker;
+5. ``_allocator``: the allocations replayed through a model of CUDA's caching
+   allocator (block rounding, segments, ``expandable_segments``, the card's
+   capacity); ``_gpus``: card sizes, compute capabilities and the memory
+   outside PyTorch;
+6. ``_estimate``: the :class:`~vramnb.Estimate` report;
+   ``_batch_search``: :func:`~vramnb.max_batch_size`, a search over estimates.
+"""
