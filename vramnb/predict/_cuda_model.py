@@ -15,6 +15,10 @@ makes the CUDA choices that change memory:
   (matmuls and convolutions in 16 bits; softmax, log-softmax, layer and group
   norm, losses, sums in fp32), which differs from CPU autocast's lists; a
   weight's 16-bit copy is cached for the forward as autocast does;
+* **the step's own** ``torch.autocast("cuda", ...)`` (and ``torch.cuda.amp.autocast``):
+  a region of CUDA's policy on the fake CPU tensors, as the estimate's own
+  ``precision`` recipe is (without this, CUDA autocast never touches a CPU
+  tensor, and on a machine without CUDA it disables itself with a warning);
 * **dropout**: CUDA's fused kernel, which keeps a 1-byte mask for backward
   (CPU's keeps a noise tensor of the input's size and dtype);
 * **cuBLAS workspace**: the first matrix multiply on a thread takes a
@@ -31,7 +35,7 @@ import contextlib
 import functools
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -149,6 +153,8 @@ class CudaPolicy:
         self._cache: dict[int, torch.Tensor] = {}
         self._lib: Any = None
         self._owner: int | None = None
+        self._autocast_patch: Any = None
+        self.user_autocast = 0  # the step's own CUDA autocast regions entered (shown in the estimate's notes)
 
     def _mine(self) -> bool:
         return threading.get_ident() == self._owner
@@ -179,10 +185,14 @@ class CudaPolicy:
             lib.impl("dropout", self._dropout, "CompositeImplicitAutograd")
         self._lib = lib
         self._owner = threading.get_ident()
+        self._autocast_patch = _patch_user_autocast(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._cache.clear()
+        if self._autocast_patch is not None:
+            self._autocast_patch()
+            self._autocast_patch = None
         if self._lib is not None:
             self._lib._destroy()
             self._lib = None
@@ -294,6 +304,39 @@ class CudaPolicy:
             rep = query.shape[1] // key.shape[1]
             key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
         return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, **kw)[0]
+
+
+def _patch_user_autocast(policy: CudaPolicy) -> Callable[[], None]:
+    """Make the step's own ``torch.autocast("cuda", dtype)`` regions (in the policy's thread)
+    regions of CUDA's policy on the fake CPU tensors: ``torch.autocast`` (``torch.amp.autocast``,
+    and ``torch.cuda.amp.autocast``, its subclass) is entered for ``"cpu"``, where the policy's
+    kernels are registered, with CUDA's default dtype (fp16) when none is given. Code that takes
+    the device from a tensor (``torch.autocast(x.device.type, enabled=False)``) already names
+    ``"cpu"``. The weight-cast cache is emptied when the outermost region exits, as autocast's own
+    is. Returns the function that puts ``autocast`` back."""
+    cls = torch.amp.autocast_mode.autocast
+    init, exit_ = cls.__init__, cls.__exit__
+
+    def __init__(self: Any, device_type: str, dtype: Any = None, enabled: bool = True,
+                 cache_enabled: Any = None) -> None:
+        if device_type == "cuda" and policy._mine():
+            if dtype is None:
+                dtype = torch.float16  # CUDA autocast's default (torch.get_autocast_dtype("cuda"))
+            device_type = "cpu"
+            policy.user_autocast += 1
+        init(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    def __exit__(self: Any, *exc: Any) -> Any:
+        out = exit_(self, *exc)
+        if policy._mine() and not torch.is_autocast_enabled("cpu"):
+            policy._cache.clear()
+        return out
+
+    cls.__init__, cls.__exit__ = __init__, __exit__  # type: ignore[method-assign]
+
+    def undo() -> None:
+        cls.__init__, cls.__exit__ = init, exit_  # type: ignore[method-assign]
+    return undo
 
 
 def _no_autocast() -> Any:

@@ -401,6 +401,9 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
         est.backends = dict(kernels.backends)
         if kernels.backends:
             est.notes.append("attention backends (CUDA's choice): " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()))
+        if kernels.user_autocast:
+            est.notes.append(f"the step's own torch.autocast('cuda') ({kernels.user_autocast} region(s)) modelled with "
+                             "CUDA's autocast policy")
         _apply_allocator(est, events, offsets, tgt, expandable_segments, margin)
     else:
         est.peak_allocated = max(s.peak.allocated for s in results)
