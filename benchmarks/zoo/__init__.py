@@ -3,8 +3,9 @@
 Every case is a model, a batch and a loss as their own libraries document them:
 every classification, segmentation, detection and video model that
 ``torchvision.models.list_models()`` returns, Hugging Face architecture families
-built from their configs at a small size (``zoo/hf.py``), and PyTorch's own
-modules (``zoo/native.py``). Recipes are written as users write them (their own
+built from their configs at a small size (``zoo/hf.py``), PyTorch's own
+modules (``zoo/native.py``), and single operators with the flags that decide their CUDA
+kernels (``zoo/ops.py``: the op-level conformance). Recipes are written as users write them (their own
 ``torch.autocast`` and ``GradScaler``, the model's own checkpointing), not as
 vramnb's recipes.
 
@@ -73,6 +74,7 @@ class Case:
     enable_checkpointing: Callable[[torch.nn.Module], None] | None = None
     values_change_shapes: bool = False
     notes: list[str] = field(default_factory=list)
+    recipe_list: list[str] | None = None  # the recipes to run (default: every recipe that applies)
 
     @property
     def validation(self) -> bool:
@@ -80,6 +82,8 @@ class Case:
 
     def recipes(self) -> list[str]:
         """The recipes that apply (checkpointing only where the model has its own)."""
+        if self.recipe_list is not None:
+            return list(self.recipe_list)
         return [r for r in RECIPES if r != "checkpointing" or self.enable_checkpointing is not None]
 
     def loss(self, model: torch.nn.Module, batch: Any, recipe: str, device_type: str = "cuda") -> torch.Tensor:
@@ -96,18 +100,23 @@ class Case:
 
 
 def cases(source: str | None = None) -> list[Case]:
-    """Every case of the zoo (``source``: ``"torchvision"``, ``"hf"`` or ``"nn"`` for one part).
-    A part whose library is not installed is left out."""
+    """Every case of the zoo (``source``: ``"nn"``, ``"torchvision"``, ``"hf"`` or ``"op"`` for one
+    part). A part whose library (torchvision, transformers) is not installed is left out."""
+    import importlib
+    import importlib.util
+    import os
+
+    parts = {"nn": ("native", None), "torchvision": ("tv", "torchvision"), "hf": ("hf", "transformers"),
+             "op": ("ops", None)}
+    if source is not None and source not in parts:
+        raise ValueError(f"unknown zoo part {source!r}; valid: {', '.join(parts)}")
     out: list[Case] = []
-    if source in (None, "nn"):
-        from . import native
-        out += native.cases()
-    if source in (None, "torchvision"):
-        with contextlib.suppress(ImportError):
-            from . import tv
-            out += tv.cases()
-    if source in (None, "hf"):
-        with contextlib.suppress(ImportError):
-            from . import hf
-            out += hf.cases()
+    for name, (module, library) in parts.items():
+        if source not in (None, name):
+            continue
+        if not os.path.exists(os.path.join(os.path.dirname(__file__), f"{module}.py")):
+            continue
+        if library is not None and importlib.util.find_spec(library) is None:
+            continue
+        out += importlib.import_module(f"{__name__}.{module}").cases()
     return out

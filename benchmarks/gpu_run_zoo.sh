@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The predictions issue's GPU runs (issue 12), on the GPU machine:
+#   bash benchmarks/gpu_run_zoo.sh ops      # context memory by workload + the op-level cases
+#   bash benchmarks/gpu_run_zoo.sh sample   # the 35-architecture sample, every recipe
+#   bash benchmarks/gpu_run_zoo.sh <args>   # anything else: passed to zoo_gpu.py
+# Everything lands under $OUT (a tarball per part: the tool brings back few files).
+set -u
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+part=${1:-sample}; shift || true
+budget=${BUDGET:-520}
+{ date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv;
+  python -c "import sys, torch, torchvision, transformers; print(sys.version.split()[0], torch.__version__, torchvision.__version__, transformers.__version__)"; } > "$OUT/versions.txt" 2>&1
+start=$(date +%s)
+work=/tmp/zoo-$part; rm -rf "$work"; mkdir -p "$work"
+case "$part" in
+  ops)
+    timeout 150 python benchmarks/context_memory.py --out "$work/context.json" --repeat 1 > "$work/context.log" 2>&1
+    left=$(( budget - ($(date +%s) - start) ))
+    python benchmarks/zoo_gpu.py --cases $(python -c "import sys; sys.path.insert(0,'benchmarks'); from zoo import cases; print(' '.join(c.name for c in cases('op')))") \
+      --jobs 15 --deadline $(( left - 40 )) --timeout 240 --out "$work/runs" "$@" > "$work/zoo.log" 2>&1 ;;
+  sample)
+    python benchmarks/zoo_gpu.py --sample --jobs 15 --deadline $(( budget - 40 )) --timeout 300 --out "$work/runs" "$@" > "$work/zoo.log" 2>&1 ;;
+  *)
+    python benchmarks/zoo_gpu.py "$part" "$@" --jobs 15 --deadline $(( budget - 40 )) --out "$work/runs" > "$work/zoo.log" 2>&1 ;;
+esac
+python benchmarks/compare_zoo.py "$work/runs" --ops > "$work/compare.txt" 2>&1
+tar czf "$OUT/zoo-$part.tgz" -C "$work" .
+tail -5 "$work/zoo.log"; head -60 "$work/compare.txt" | cut -c1-200; cat "$work/context.log" 2>/dev/null
