@@ -13,14 +13,14 @@ import html
 import io
 from typing import Any
 
-from .predict._cuda_model import CUDA_CONTEXT
+from .predict._cuda_model import TYPICAL_STEP_OUTSIDE
 from .predict._gpus import gpu_memory
 from ._render import dataframe
 from ._units import format_bytes, format_delta, format_seconds
 
 __all__ = ["RunsTable"]
 
-_CONTEXT_ESTIMATE = CUDA_CONTEXT["default"]  # CUDA context + libraries when not measured (bytes; measured on an H200)
+_CONTEXT_ESTIMATE = TYPICAL_STEP_OUTSIDE  # CUDA context + libraries when not measured (bytes; measured on an H200)
 # fits / does not fit and failures: the theme's own colours in JupyterLab (legible in light and dark), else fixed ones
 _GREEN, _RED = "var(--jp-success-color1, #2e7d32)", "var(--jp-error-color1, #c62828)"
 

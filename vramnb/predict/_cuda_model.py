@@ -21,10 +21,10 @@ makes the CUDA choices that change memory:
   tensor, and on a machine without CUDA it disables itself with a warning);
 * **dropout**: CUDA's fused kernel, which keeps a 1-byte mask for backward
   (CPU's keeps a noise tensor of the input's size and dtype);
-* **cuBLAS workspace**: the first matrix multiply on a thread takes a
-  workspace from the caching allocator and keeps it
-  (``CublasHandlePool.cpp``); the forward and autograd's backward thread each
-  have one.
+* **recurrent layers**: ``nn.LSTM``/``nn.GRU``/``nn.RNN`` run as one cuDNN
+  kernel with its reserve (:func:`vramnb.predict._kernels.cudnn_rnn`), not step by step;
+* **memory inside kernels** (softmax backward, cuDNN convolutions, cuBLAS
+  workspaces): :class:`vramnb.predict._kernels.Workspaces`.
 
 The optimizer's CUDA default (``foreach=True``) is set by the estimator.
 """
@@ -39,32 +39,36 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["CudaPolicy", "Workspaces", "CUDA_CONTEXT", "workspace_bytes", "sdpa_backend"]
+from ._kernels import Workspaces, cudnn_attention, cudnn_rnn
+
+__all__ = ["CudaPolicy", "CUDA_CONTEXT", "LIBRARY_MEMORY", "outside_pytorch", "sdpa_backend"]
 
 MiB = 1 << 20
 
-#: Device memory outside PyTorch's allocator once a CUDA step has run (context,
-#: cuBLAS/cuDNN handles, loaded kernels), by GPU family. H200: measured with
-#: torch 2.11 (benchmarks/results/2026-11-29-h200-run3: 750-810 MiB; the
-#: median 790 MiB is used). Other cards: not measured by us; the same figure
-#: is used and the estimate says so.
-CUDA_CONTEXT: dict[str, int] = {"H200": 790 * MiB, "default": 790 * MiB}
+#: Device memory outside PyTorch's allocator once CUDA is initialised (the context and
+#: the runtime), by GPU family. H200: measured with torch 2.11 and CUDA 13, a fresh process
+#: with the GPU otherwise idle (benchmarks/results/2026-12-01-h200-run13-zoo-ops, context.json:
+#: 619 MiB). Other cards: not measured by us; the same figure is used and the estimate says so.
+CUDA_CONTEXT: dict[str, int] = {"H200": 619 * MiB, "default": 619 * MiB}
+
+#: More outside PyTorch once a library has run in the process (same run): cuBLAS's handle and
+#: kernels, per thread that ran a matrix multiply (forward +66 MiB, autograd's backward thread
+#: +64 MiB), and cuDNN's (convolution, batch norm, RNN or attention: +18 MiB). The workloads
+#: measured: 619 (init), 685 (a matmul), 749 (matmul forward and backward), 637 (a convolution,
+#: an LSTM, 16-bit attention), 751 (a GPT-2 step), 767 (a ResNet-18 step in bf16) MiB.
+LIBRARY_MEMORY: dict[str, int] = {"cublas:forward": 66 * MiB, "cublas:backward": 64 * MiB, "cudnn": 18 * MiB}
+
+#: A training step that uses both libraries (what a card holds outside PyTorch when no step is known).
+TYPICAL_STEP_OUTSIDE = CUDA_CONTEXT["default"] + sum(LIBRARY_MEMORY.values())
 
 
-def workspace_bytes(capability: tuple[int, int]) -> int:
-    """cuBLAS workspace the caching allocator hands to one handle.
-
-    PyTorch's default ``CUBLAS_WORKSPACE_CONFIG`` is ``:4096:8`` (32 MiB) on
-    compute capability 9.0 and newer, ``:4096:2:16:8`` (8 MiB + 128 KiB) before
-    (``CublasHandlePool.cpp``). Measured on an H200, torch 2.11: 65.0 MiB for a
-    training step = two handles (forward, backward thread) + 1 MiB cuBLASLt.
-    """
-    return 32 * MiB if capability >= (9, 0) else 8 * MiB + 128 * 1024
+def outside_pytorch(context: int, libraries: Any) -> int:
+    """Device memory outside PyTorch's allocator (bytes) for a process that ran ``libraries``
+    (:attr:`vramnb.predict._kernels.Workspaces.libraries`) on a card whose context is ``context``."""
+    return context + sum(LIBRARY_MEMORY.get(lib, 0) for lib in libraries)
 
 
-LT_WORKSPACE = 1 * MiB
 
 # CUDA autocast policy, aten/src/ATen/autocast_mode.cpp (PyTorch 2.4-2.11), by op name
 _LOWER = (
@@ -90,6 +94,7 @@ _FP32_SET_OPT_DTYPE = ("prod", "softmax", "log_softmax", "cumprod", "cumsum", "l
 _PROMOTE = ("addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler", "index_put",
             "scatter_add", "tensordot", "cat", "stack", "index_copy")
 _LOW_DTYPES = (torch.float16, torch.bfloat16)
+_RNN_MODES = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 _SDPA_CODES = {"math": 0, "flash": 1, "efficient": 2}
 
 
@@ -102,18 +107,20 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     and a multiple of 8, 4-D inputs. Memory-efficient: compute capability ≥ 5.0,
     fp32/fp16/bf16, head size a multiple of 8 (4 for fp32), masks allowed.
 
-    On an H200 with torch 2.11, 16-bit inputs take cuDNN's attention
-    (``benchmarks/sdpa_choices.py``, results/2026-11-29-h200-run9-sdpa); it is
-    modelled as flash, whose memory it matched for causal attention with
-    dropout (GPT-2 small: −0.02 %) and without (ViT-B/16: −1.7 %); non-causal
-    attention with dropout held more on the GPU (BERT-base: −13 %, not modelled).
-    fp32 with grouped-query heads takes the math path, as here.
+    Compute capability 9.0 and newer, 16-bit: ``"cudnn"``: an H200 with torch 2.11
+    took cuDNN's fused attention for every 16-bit case, masks, dropout and
+    grouped-query heads included (``benchmarks/sdpa_choices.py``, results/2026-11-29-h200-run9-sdpa,
+    and the op-level cases of results/2026-12-01-h200-run13-zoo-ops); modelled by
+    :class:`vramnb.predict._kernels.CudnnAttention`. fp32 with grouped-query heads
+    takes the math path, as here.
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "math"
     d, dv = q.shape[-1], v.shape[-1]
     same = q.dtype == k.dtype == v.dtype
     gqa_ok = q.shape[1] == k.shape[1] or enable_gqa
+    if same and gqa_ok and capability >= (9, 0) and q.dtype in _LOW_DTYPES and d == dv and d <= 256 and d % 8 == 0:
+        return "cudnn"  # an H200 took cuDNN's attention for every 16-bit case, masks and dropout included (run 13)
     if (same and gqa_ok and capability >= (8, 0) and q.dtype in _LOW_DTYPES and attn_mask is None
             and d == dv and d <= 256 and d % 8 == 0):
         return "flash"
@@ -147,13 +154,15 @@ class CudaPolicy:
         capability: the target's compute capability, e.g. ``(9, 0)``.
     """
 
-    def __init__(self, capability: tuple[int, int]) -> None:
+    def __init__(self, capability: tuple[int, int], workspaces: Workspaces | None = None) -> None:
         self.capability = capability
+        self.workspaces = workspaces
         self.backends: dict[str, int] = {}  # backend -> calls (shown in the estimate's notes)
         self._cache: dict[int, torch.Tensor] = {}
         self._lib: Any = None
         self._owner: int | None = None
         self._autocast_patch: Any = None
+        self._rnn_patch: Any = None
         self.user_autocast = 0  # the step's own CUDA autocast regions entered (shown in the estimate's notes)
 
     def _mine(self) -> bool:
@@ -182,10 +191,12 @@ class CudaPolicy:
                     op = getattr(packet, overload)
                     lib.impl(f"{base}.{overload}" if overload != "default" else base, policy(op), "AutocastCPU")
             lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
+
             lib.impl("dropout", self._dropout, "CompositeImplicitAutograd")
         self._lib = lib
         self._owner = threading.get_ident()
         self._autocast_patch = _patch_user_autocast(self)
+        self._rnn_patch = self._patch_rnns() if self.workspaces is not None else None
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -193,6 +204,9 @@ class CudaPolicy:
         if self._autocast_patch is not None:
             self._autocast_patch()
             self._autocast_patch = None
+        if self._rnn_patch is not None:
+            self._rnn_patch()
+            self._rnn_patch = None
         if self._lib is not None:
             self._lib._destroy()
             self._lib = None
@@ -274,6 +288,37 @@ class CudaPolicy:
             return input * noise
         return torch.ops.aten.native_dropout(input, p, train)[0]
 
+    # -- recurrent layers ---------------------------------------------------------------
+    def _patch_rnns(self) -> Callable[[], None]:
+        """``nn.LSTM``/``GRU``/``RNN`` call ``torch._VF.<mode>``: in the policy's thread, a
+        sequence (not packed) of a dtype cuDNN takes runs as cuDNN's one kernel."""
+        from torch import _VF
+
+        originals = {mode: getattr(_VF, mode) for mode in _RNN_MODES}
+
+        def patched(mode: str) -> Any:
+            plain = originals[mode]
+
+            def vf(*args: Any) -> Any:
+                packed = len(args) > 3 and isinstance(args[3], (list, tuple))
+                x = args[0]
+                if (not self._mine() or packed or not isinstance(x, torch.Tensor) or x.dim() != 3
+                        or x.dtype not in (torch.float32, *_LOW_DTYPES)):
+                    return plain(*args)
+                hx, params, _bias, layers, _dropout, train, bidirectional, batch_first = args[1:9]
+                self.backends["cudnn rnn"] = self.backends.get("cudnn rnn", 0) + 1
+                return cudnn_rnn(self.workspaces, mode, x, hx, list(params), layers, bidirectional, batch_first,
+                                 train=train)
+            return vf
+
+        for mode in _RNN_MODES:
+            setattr(_VF, mode, patched(mode))
+
+        def undo() -> None:
+            for mode in _RNN_MODES:
+                _VF.__dict__.pop(mode, None)
+        return undo
+
     # -- attention -------------------------------------------------------------------
     def _sdpa(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any = None,
               dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
@@ -285,7 +330,9 @@ class CudaPolicy:
         backend = sdpa_backend(query, key, value, attn_mask, dropout_p, self.capability, enable_gqa)
         self.backends[backend] = self.backends.get(backend, 0) + 1
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-        if backend == "flash":
+        if backend == "cudnn" and self.workspaces is not None:
+            return cudnn_attention(self.workspaces, query, key, value, attn_mask)
+        if backend in ("flash", "cudnn"):
             if key.shape[1] != query.shape[1]:  # GQA: the flash kernel takes expanded keys and values
                 rep = query.shape[1] // key.shape[1]
                 key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
@@ -367,40 +414,6 @@ def _cpu_autocast_ops() -> tuple[str, ...]:
     names = torch._C._dispatch_get_all_op_names()
     return tuple(n.split("::", 1)[1] for n in names
                  if n.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, "AutocastCPU"))
-
-
-_MATMULS = frozenset(getattr(torch.ops.aten, n) for n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv",
-                                                         "_addmm_activation", "linear", "matmul"))  # the last two reach here undecomposed under inference_mode
-
-
-class Workspaces(TorchDispatchMode):
-    """cuBLAS workspaces: the first matrix multiply on a thread (the forward's,
-    then autograd's backward thread) takes one from the caching allocator,
-    which keeps it for the process (``CublasHandlePool.cpp``). A dispatch mode,
-    so that backward's matmuls are seen too.
-
-    Args:
-        capability: the target's compute capability.
-        keep: the list the workspace tensors live in.
-        register: called with each new workspace tensor (the storage tracker's
-            ``add_tensor``: modes above this one do not see tensors made here).
-    """
-
-    def __init__(self, capability: tuple[int, int], keep: list[torch.Tensor], register: Any) -> None:
-        super().__init__()
-        self.capability, self.keep, self.register = capability, keep, register
-        self._threads: set[str] = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        if func.overloadpacket in _MATMULS:
-            thread = "backward" if torch._C._current_autograd_node() is not None else "forward"
-            if thread not in self._threads:
-                self._threads.add(thread)
-                n = workspace_bytes(self.capability) + (LT_WORKSPACE if not self.keep else 0)
-                ws = torch.empty(n, dtype=torch.uint8)
-                self.keep.append(ws)
-                self.register(ws)
-        return func(*args, **(kwargs or {}))
 
 
 #: Module types whose CUDA kernels the estimate does not model, with the error measured

@@ -32,7 +32,8 @@ import torch
 
 from ._allocator import replay, round_size
 from .._breakdown import StepReport
-from ._cuda_model import CudaPolicy, Workspaces, unmodelled_kernels
+from ._cuda_model import CudaPolicy, outside_pytorch, unmodelled_kernels
+from ._kernels import Workspaces
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
 from ._fake_guard import RealTensorGuard, UserState, owned_tensors
@@ -66,6 +67,9 @@ class Estimate(StepReport):
         runtime: seconds the estimate took.
         demand: device memory the steps would take on a card without limit
             (bytes): the caching allocator keeps what it has cached.
+        outside_pytorch: device memory outside PyTorch's allocator (bytes): the CUDA
+            context plus the libraries the step uses (cuBLAS per thread, cuDNN;
+            :data:`vramnb.predict._cuda_model.LIBRARY_MEMORY`).
     """
 
     target: Target | None = None
@@ -76,6 +80,7 @@ class Estimate(StepReport):
     margin: float = 0.0
     runtime: float = 0.0
     demand: int | None = None
+    outside_pytorch: int | None = None
     backends: dict[str, int] = field(default_factory=dict)
 
     _time_label = "time to trace on this machine"  # fake tensors on this CPU, not the GPU's step time
@@ -321,8 +326,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
     keep: list[torch.Tensor] = []
-    kernels = CudaPolicy(tgt.capability) if tgt is not None else None
     workspaces = Workspaces(tgt.capability, keep, tracker.add_tensor) if tgt is not None else None
+    kernels = CudaPolicy(tgt.capability, workspaces) if tgt is not None else None
     plan = StepPlan(fmodel, [fbatch], loss_fn or default_loss, fopt, torch.device("cpu"), set_to_none=set_to_none,
                     user_optimizer=fopt, modelled=device if device == "cuda" else None, tracker=tracker,
                     autocast=kernels.autocast if kernels is not None else None,
@@ -404,14 +409,15 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
         if kernels.user_autocast:
             est.notes.append(f"the step's own torch.autocast('cuda') ({kernels.user_autocast} region(s)) modelled with "
                              "CUDA's autocast policy")
-        _apply_allocator(est, events, offsets, tgt, expandable_segments, margin)
+        _apply_allocator(est, events, offsets, tgt, expandable_segments, margin,
+                         outside_pytorch(tgt.context, workspaces.libraries))
     else:
         est.peak_allocated = max(s.peak.allocated for s in results)
     return est
 
 
 def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets: list[int], tgt: Target,
-                     expandable: bool, margin: float) -> None:
+                     expandable: bool, margin: float, outside: int) -> None:
     """Replace the tracker's sums by what the caching allocator would read."""
     blocks = [(k, round_size(o) if o else 0, round_size(n) if n else 0) for k, o, n in events]
     rp = replay(blocks, expandable=expandable)
@@ -424,23 +430,24 @@ def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets:
         rng = range(off - 1, off + n)
         res.peak.allocated = max(at(i, rp.allocated) for i in rng)
         res.peak.reserved = max(at(i, rp.reserved) for i in rng)
-        res.peak.non_pytorch = tgt.context
+        res.peak.non_pytorch = outside
         for mark, bd in res.marks:
             p = res.mark_points.get(mark, 0)
             bd.allocated = at(off + p - 1, rp.allocated)
             bd.reserved = at(off + p - 1, rp.reserved)
-            bd.non_pytorch = tgt.context
+            bd.non_pytorch = outside
         for bd in res.phase_peaks.values():
-            bd.non_pytorch = tgt.context
+            bd.non_pytorch = outside
     est.peak_allocated = max(s.peak.allocated for s in est.steps)
     est.peak_reserved = max(rp.reserved) if rp.reserved else 0
-    est.device_memory = est.demand = est.peak_reserved + tgt.context
+    est.outside_pytorch = outside
+    est.device_memory = est.demand = est.peak_reserved + outside
     if tgt.memory is not None:
-        capacity = int(tgt.memory * (1 - margin)) - tgt.context
+        capacity = int(tgt.memory * (1 - margin)) - outside
         fitted = replay(blocks, capacity=max(capacity, 0), expandable=expandable)
         est.fits = fitted.oom_at is None
         if est.fits:  # what the card holds: the allocator gives back cached segments under pressure
             est.peak_reserved = max(fitted.reserved) if fitted.reserved else 0
-            est.device_memory = est.peak_reserved + tgt.context
+            est.device_memory = est.peak_reserved + outside
         if expandable:
             est.notes.append("allocator modelled with expandable_segments:True")

@@ -1,0 +1,254 @@
+"""Memory that CUDA kernels take and no dispatcher sees, modelled for fake CPU tensors.
+
+An estimate's fake step sees every ATen operator's outputs, but not what a CUDA
+kernel allocates inside itself through the caching allocator, nor the saved
+buffers of kernels the CPU never runs. Measured on an H200 (torch 2.11, cuDNN 9,
+op-level run ``benchmarks/results/2026-12-01-h200-run13-zoo-ops``: each operator
+between two linear maps, allocated bytes before, during and after it):
+
+* **temporaries inside a kernel** (:data:`TRANSIENT`): the softmax backward holds a
+  temporary of its gradient's size; ``_safe_softmax`` (attention's math path) a
+  boolean mask of its input's size; cuDNN convolutions a workspace of about their
+  input plus output (layout copies for tensor cores), except pointwise and
+  depthwise forwards. Modelled as an allocation alive for the operator only;
+* **cuDNN's RNN** (:class:`CudnnRNN`): one kernel for the whole sequence, which
+  keeps a *reserve* for backward (``D·(L·k + L − 1)·B·T·H`` elements of the
+  compute dtype + 256 B; ``k`` = 5 for LSTM, 6 for GRU, 1 for tanh/ReLU RNN: exact
+  on all 27 measured cases) and a workspace during forward and backward; under
+  autocast it runs in fp16 on a fresh flat fp16 copy of the weights
+  (``autocast_mode.cpp: _cudnn_rnn_cast_reflatten``), whatever the autocast dtype.
+  On the CPU the same layer runs step by step and keeps other tensors;
+* **cuDNN's fused attention** (:class:`CudnnAttention`), which an H200 takes for
+  every 16-bit ``scaled_dot_product_attention``: output and log-sum-exp; keys and
+  values of grouped-query attention are kept unexpanded; backward takes an fp32
+  accumulator of the query's size, plus expanded key and value gradients for
+  grouped-query attention;
+* **cuBLAS workspaces** (:class:`Workspaces`): the first matrix multiply on a
+  thread takes one from the caching allocator and keeps it (``CublasHandlePool.cpp``).
+
+:class:`Workspaces` is the dispatch mode that applies the first and last, and
+records which libraries the step used (:attr:`Workspaces.libraries`), which
+decide the memory outside PyTorch (:func:`vramnb.predict._gpus.outside_pytorch`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["Workspaces", "CudnnRNN", "CudnnAttention", "TRANSIENT", "workspace_bytes", "rnn_reserve_bytes"]
+
+MiB = 1 << 20
+LT_WORKSPACE = 1 * MiB
+_LOW = (torch.float16, torch.bfloat16)
+
+
+def workspace_bytes(capability: tuple[int, int]) -> int:
+    """cuBLAS workspace the caching allocator hands to one handle.
+
+    PyTorch's default ``CUBLAS_WORKSPACE_CONFIG`` is ``:4096:8`` (32 MiB) on
+    compute capability 9.0 and newer, ``:4096:2:16:8`` (8 MiB + 128 KiB) before
+    (``CublasHandlePool.cpp``). Measured on an H200, torch 2.11: 65.0 MiB for a
+    training step = two handles (forward, backward thread) + 1 MiB cuBLASLt.
+    """
+    return 32 * MiB if capability >= (9, 0) else 8 * MiB + 128 * 1024
+
+
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
+def _conv_workspace(func: Any, args: tuple, out: Any) -> int:
+    """cuDNN convolution workspace (measured, H200/cuDNN 9, NCHW): input + output bytes;
+    none for a pointwise or depthwise forward, nor for their backward in fp32."""
+    if func is torch.ops.aten.convolution.default:
+        x, w, groups = args[0], args[1], args[8]
+        y = out
+    else:  # convolution_backward(grad_output, input, weight, ...)
+        y, x, w, groups = args[0], args[1], args[2], args[9]
+    if not isinstance(x, torch.Tensor) or x.dim() < 4:
+        return 0
+    pointwise = all(s == 1 for s in w.shape[2:])
+    depthwise = groups > 1 and groups == x.shape[1]
+    if pointwise or depthwise:
+        if func is torch.ops.aten.convolution.default or x.dtype not in _LOW:
+            return 0
+    return _nbytes(x) + _nbytes(y)
+
+
+#: op -> (bytes the CUDA kernel holds while it runs, as a function of (op, args, output)), with the evidence
+TRANSIENT: dict[Any, tuple[Callable[[Any, tuple, Any], int], str]] = {
+    torch.ops.aten._softmax_backward_data.default: (
+        lambda f, a, o: _nbytes(a[0]), "a temporary of the gradient's size (measured: 256 and 512 MiB)"),
+    torch.ops.aten.convolution.default: (_conv_workspace, "cuDNN workspace"),
+    torch.ops.aten.convolution_backward.default: (_conv_workspace, "cuDNN workspace"),
+}
+if hasattr(torch.ops.aten, "_safe_softmax"):
+    TRANSIENT[torch.ops.aten._safe_softmax.default] = (
+        lambda f, a, o: a[0].numel(), "a boolean mask of the input's size (measured: 128 MiB)")
+
+_MATMULS = frozenset(getattr(torch.ops.aten, n) for n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv",
+                                                         "_addmm_activation", "linear", "matmul"))  # the last two reach here undecomposed under inference_mode
+_CUDNN_OPS = frozenset((torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default))
+
+
+class Workspaces(TorchDispatchMode):
+    """cuBLAS workspaces and kernel temporaries (see the module's docstring). A
+    dispatch mode, so that backward's operators are seen too.
+
+    Args:
+        capability: the target's compute capability.
+        keep: the list the kept workspace tensors live in.
+        register: called with each new tensor made here (the storage tracker's
+            ``add_tensor``: modes above this one do not see tensors made here).
+
+    Attributes:
+        libraries: ``"cublas:forward"``, ``"cublas:backward"`` (the threads that ran
+            a matrix multiply), ``"cudnn"`` (convolution, RNN or cuDNN attention).
+    """
+
+    def __init__(self, capability: tuple[int, int], keep: list[torch.Tensor], register: Any) -> None:
+        super().__init__()
+        self.capability, self.keep, self.register = capability, keep, register
+        self.libraries: set[str] = set()
+
+    def hold(self, nbytes: int) -> torch.Tensor | None:
+        """A temporary of ``nbytes`` (fake, uint8), counted until the caller drops it."""
+        if nbytes <= 0:
+            return None
+        t = torch.empty(nbytes, dtype=torch.uint8)
+        self.register(t)
+        return t
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func.overloadpacket in _MATMULS:
+            thread = "backward" if torch._C._current_autograd_node() is not None else "forward"
+            if f"cublas:{thread}" not in self.libraries:
+                self.libraries.add(f"cublas:{thread}")
+                n = workspace_bytes(self.capability) + (LT_WORKSPACE if not self.keep else 0)
+                ws = torch.empty(n, dtype=torch.uint8)
+                self.keep.append(ws)
+                self.register(ws)
+        out = func(*args, **(kwargs or {}))
+        rule = TRANSIENT.get(func)
+        if rule is not None:
+            if func in _CUDNN_OPS:
+                self.libraries.add("cudnn")
+            for o in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(o, torch.Tensor):
+                    self.register(o)  # the outputs first (as the kernel had them), then its temporary
+            tmp = self.hold(rule[0](func, args, out))
+            del tmp  # alive while the kernel ran: beside its inputs and outputs, freed before the next operator
+        return out
+
+
+# -- cuDNN RNN -----------------------------------------------------------------------------
+_RNN_K = {"lstm": 5, "gru": 6, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+def rnn_reserve_bytes(mode: str, layers: int, directions: int, batch: int, steps: int, hidden: int,
+                      dtype: torch.dtype) -> int:
+    """cuDNN's training reserve for ``torch.nn.{LSTM,GRU,RNN}`` (bytes): what the forward
+    keeps for backward. Fitted exactly on 27 measured layers (H200, cuDNN 9: 1-2 layers,
+    one or two directions, fp32 and fp16): ``D·(L·k + L − 1)·B·T·H`` elements + 256 B."""
+    size = torch.empty((), dtype=dtype).element_size()
+    return directions * (layers * _RNN_K[mode] + layers - 1) * batch * steps * hidden * size + 256
+
+
+#: workspace cuDNN's RNN kernels took during forward and backward, in units of B·T·H·D elements
+#: of the compute dtype (measured 7.4-9.1 in fp32, 8.5-24.5 in fp16; the fp32 figure is used)
+RNN_WORKSPACE_UNITS = 9
+
+
+class CudnnRNN(torch.autograd.Function):
+    """The memory of ``_cudnn_rnn`` and its backward on fake tensors (shapes only)."""
+
+    @staticmethod
+    def forward(ctx: Any, ws: Workspaces, mode: str, layers: int, bidirectional: bool, batch_first: bool,
+                hidden: int, train: bool, x: torch.Tensor, hx: torch.Tensor, cx: torch.Tensor | None,
+                *weights: torch.Tensor) -> Any:
+        d = 2 if bidirectional else 1
+        b, t = (x.shape[0], x.shape[1]) if batch_first else (x.shape[1], x.shape[0])
+        width = d * hx.shape[-1]
+        out = x.new_empty((t, b, width)).transpose(0, 1) if batch_first else x.new_empty((t, b, width))
+        hy = hx.new_empty(hx.shape)
+        cy = cx.new_empty(cx.shape) if cx is not None else None
+        reserve = x.new_empty(rnn_reserve_bytes(mode, layers, d, b, t, hidden, x.dtype) if train else 0,
+                              dtype=torch.uint8)
+        tmp = ws.hold(RNN_WORKSPACE_UNITS * d * b * t * hidden * x.element_size())
+        del tmp
+        ctx.save_for_backward(x, hx, cx if cx is not None else hx.new_empty(0), out, reserve, *weights)
+        ctx.shape = (d, b, t, hidden)
+        ctx.ws, ctx.has_cx = ws, cx is not None
+        return (out, hy, cy) if cx is not None else (out, hy)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        x, hx, cx, _out, _reserve, *weights = ctx.saved_tensors
+        d, b, t, hidden = ctx.shape
+        tmp = ctx.ws.hold(RNN_WORKSPACE_UNITS * d * b * t * hidden * x.element_size())
+        dx, dhx = torch.empty_like(x), torch.empty_like(hx)
+        dcx = torch.empty_like(cx) if ctx.has_cx else None
+        dw = [torch.empty_like(w) for w in weights]
+        del tmp
+        return (None,) * 7 + (dx, dhx, dcx, *dw)
+
+
+def cudnn_rnn(ws: Workspaces, mode: str, x: torch.Tensor, hx: Any, params: list[torch.Tensor], num_layers: int,
+              bidirectional: bool, batch_first: bool, train: bool = True) -> tuple[torch.Tensor, ...]:
+    """``aten::lstm/gru/rnn_*`` (``.input``) as CUDA runs it: one cuDNN call. Under autocast
+    it runs in fp16 on a new flat fp16 copy of the weights (whatever the autocast dtype)."""
+    ws.libraries.add("cudnn")
+    h, c = (hx[0], hx[1]) if isinstance(hx, (list, tuple)) and len(hx) == 2 else (
+        hx[0] if isinstance(hx, (list, tuple)) else hx, None)
+    hidden = c.shape[-1] if c is not None else h.shape[-1]  # the cell's size (an LSTM's proj_size shrinks h)
+    train = bool(train) and torch.is_grad_enabled()
+    if torch.is_autocast_enabled("cpu"):
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)):
+            flat = torch.zeros(sum(p.numel() for p in params), dtype=torch.float16)
+            views, offset = [], 0
+            for p in params:  # the fp16 copy is one buffer; each weight a view into it (cast, then copied)
+                views.append(flat[offset:offset + p.numel()].view(p.shape).copy_(p))
+                offset += p.numel()
+            params = views
+            x, h = x.half(), h.half()
+            c = c.half() if c is not None else None
+    return CudnnRNN.apply(ws, mode, num_layers, bidirectional, batch_first, hidden, train, x, h, c, *params)
+
+
+# -- cuDNN attention -----------------------------------------------------------------------
+class CudnnAttention(torch.autograd.Function):
+    """The memory of ``_scaled_dot_product_cudnn_attention`` and its backward."""
+
+    @staticmethod
+    def forward(ctx: Any, ws: Workspaces, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                mask: torch.Tensor | None) -> torch.Tensor:
+        b, h, tq, _ = q.shape
+        out = q.new_empty((b, tq, h, v.shape[-1])).transpose(1, 2)
+        lse = q.new_empty((b, h, tq, 1), dtype=torch.float32)
+        ctx.save_for_backward(q, k, v, out, lse, *([mask] if mask is not None else []))
+        ctx.ws = ws
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, gout: torch.Tensor) -> Any:
+        q, k, v = ctx.saved_tensors[:3]
+        extra = q.numel() * 4  # dq accumulated in fp32
+        if k.shape[1] != q.shape[1]:  # grouped-query: key/value gradients per query head, then summed
+            extra += 2 * q.shape[0] * q.shape[1] * k.shape[2] * k.shape[3] * k.element_size()
+        tmp = ctx.ws.hold(extra)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        del tmp
+        return None, dq, dk, dv, None
+
+
+def cudnn_attention(ws: Workspaces, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any) -> torch.Tensor:
+    """``scaled_dot_product_attention`` as cuDNN's fused kernel holds it (16-bit, sm90)."""
+    ws.libraries.add("cudnn")
+    if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:  # made additive in the query's dtype
+        mask = torch.zeros(mask.shape, dtype=q.dtype).masked_fill_(mask.logical_not(), -math.inf)
+    return CudnnAttention.apply(ws, q, k, v, mask if isinstance(mask, torch.Tensor) else None)
