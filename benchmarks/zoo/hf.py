@@ -150,17 +150,17 @@ SPECS: list[tuple[str, str, str, dict[str, Any], int, dict[str, int]]] = [
     ("m2m_100", "encoder-decoder", "seq2seq", _bart_like(), 32, _S2S),
     ("blenderbot", "encoder-decoder", "seq2seq", _bart_like(), 32, _S2S),
     # vision transformers
-    ("vit", "vit", "image", _vit_like(), 64, _IMG),
-    ("deit", "vit", "image", _vit_like(), 64, _IMG),
-    ("beit", "vit", "image", _vit_like(), 64, _IMG),
-    ("dinov2", "vit", "image", _vit_like(patch_size=14), 64, _IMG),
+    ("vit", "vit", "image", _vit_like(), 128, _IMG),
+    ("deit", "vit", "image", _vit_like(), 128, _IMG),
+    ("beit", "vit", "image", _vit_like(), 128, _IMG),
+    ("dinov2", "vit", "image", _vit_like(patch_size=14), 128, _IMG),
     ("swin", "vit", "image", dict(embed_dim=64, depths=[1, 1, 1, 1], num_heads=[2, 4, 8, 16], image_size=224,
                                   num_labels=10), 64, _IMG),
     ("swinv2", "vit", "image", dict(embed_dim=64, depths=[1, 1, 1, 1], num_heads=[2, 4, 8, 16], image_size=224,
                                     num_labels=10), 64, _IMG),
     # convolutional networks
     ("resnet", "cnn", "image", dict(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[1, 1, 1, 1],
-                                    layer_type="basic", num_labels=10), 64, _IMG),
+                                    layer_type="basic", num_labels=10), 128, _IMG),
     ("convnext", "cnn", "image", dict(hidden_sizes=[64, 128, 256, 512], depths=[1, 1, 2, 1], num_labels=10), 64, _IMG),
     ("convnextv2", "cnn", "image", dict(hidden_sizes=[64, 128, 256, 512], depths=[1, 1, 2, 1], num_labels=10), 64,
      _IMG),
@@ -185,7 +185,7 @@ SPECS: list[tuple[str, str, str, dict[str, Any], int, dict[str, int]]] = [
     ("wavlm", "speech", "ctc", _wav2vec2_like(), 16, {"samples": 32000, "tgt": 40}),
     ("audio-spectrogram-transformer", "speech", "audio-cls",
      dict(hidden_size=H, num_hidden_layers=L, num_attention_heads=A, intermediate_size=I, max_length=1024,
-          num_mel_bins=128, num_labels=10), 16, {"frames": 1024, "mels": 128}),
+          num_mel_bins=128, num_labels=10), 32, {"frames": 1024, "mels": 128}),
 ]
 
 #: notes that say what a family's forward does with tensor values
