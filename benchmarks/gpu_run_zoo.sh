@@ -20,7 +20,7 @@ case "$part" in
     python benchmarks/zoo_gpu.py --cases $(python -c "import sys; sys.path.insert(0,'benchmarks'); from zoo import cases; print(' '.join(c.name for c in cases('op')))") \
       --jobs 15 --deadline $(( left - 40 )) --timeout 240 --out "$work/runs" "$@" > "$work/zoo.log" 2>&1 ;;
   sample)
-    python benchmarks/zoo_gpu.py --sample --jobs 15 --deadline $(( budget - 40 )) --timeout 300 --out "$work/runs" "$@" > "$work/zoo.log" 2>&1 ;;
+    ZOO_TRACE=1 python benchmarks/zoo_gpu.py --sample --jobs 15 --deadline $(( budget - 40 )) --timeout 300 --out "$work/runs" "$@" > "$work/zoo.log" 2>&1 ;;
   *)
     python benchmarks/zoo_gpu.py "$part" "$@" --jobs 15 --deadline $(( budget - 40 )) --out "$work/runs" > "$work/zoo.log" 2>&1 ;;
 esac

@@ -41,7 +41,7 @@ SAMPLE = [
     "torchvision/maxvit_t", "torchvision/mvit_v2_s",
     "hf/bert", "hf/gpt2", "hf/llama", "hf/qwen2", "hf/t5", "hf/bart", "hf/mixtral", "hf/whisper", "hf/wav2vec2",
     "hf/vit", "hf/swin", "hf/falcon", "hf/deberta-v2", "hf/gpt_neox", "hf/segformer", "hf/phi3",
-    "nn/transformer_encoder", "nn/transformer", "nn/lstm", "nn/gru", "nn/conv3d",
+    "nn/transformer-encoder", "nn/transformer", "nn/lstm", "nn/gru", "nn/conv3d",
 ]
 
 
@@ -94,6 +94,9 @@ class _null:
         return False
 
 
+TRACE = bool(os.environ.get("ZOO_TRACE"))
+
+
 def one(name: str, recipe: str, out: str, cuda_hidden: bool) -> None:
     import torch
 
@@ -139,6 +142,8 @@ def one(name: str, recipe: str, out: str, cuda_hidden: bool) -> None:
             opt.zero_grad(set_to_none=True)
 
         real: dict = {}
+        if TRACE:
+            torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python", context=None)
         for i in range(2):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -147,6 +152,15 @@ def one(name: str, recipe: str, out: str, cuda_hidden: bool) -> None:
             torch.cuda.synchronize()
             real[f"step{i}"] = {"peak": torch.cuda.max_memory_allocated(), "reserved": torch.cuda.max_memory_reserved(),
                                 "seconds": time.perf_counter() - t0}
+        if TRACE:
+            snap = torch.cuda.memory._snapshot()
+            torch.cuda.memory._record_memory_history(enabled=None)
+            keep = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+                    "segment_unmap")
+            trace = [(e["action"], e["addr"], e["size"], e.get("stream", 0)) for tr in snap["device_traces"] for e in tr
+                     if e["action"] in keep]
+            with gzip.open(stem + ".trace.json.gz", "wt") as f:
+                json.dump(trace, f)
         real["allocated_between"] = torch.cuda.memory_allocated()
         real["reserved_now"] = torch.cuda.memory_reserved()
         used = _smi_used(os.getpid())
