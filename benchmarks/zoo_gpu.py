@@ -142,6 +142,12 @@ def one(name: str, recipe: str, out: str, cuda_hidden: bool) -> None:
             opt.zero_grad(set_to_none=True)
 
         real: dict = {}
+        if scaler is not None:  # GradScaler's first steps overflow and skip the optimizer: warm it to a real step
+            for _ in range(30):
+                step()
+                if opt.state:
+                    break
+            real["scaler_warmup_steps"] = _ + 1
         if TRACE:
             torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python", context=None)
         for i in range(2):

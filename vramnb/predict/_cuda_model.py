@@ -107,7 +107,7 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     and a multiple of 8, 4-D inputs. Memory-efficient: compute capability ≥ 5.0,
     fp32/fp16/bf16, head size a multiple of 8 (4 for fp32), masks allowed.
 
-    Compute capability 9.0 and newer, 16-bit: ``"cudnn"``: an H200 with torch 2.11
+    A mask that requires grad: ``"math"``. Compute capability 9.0 and newer, 16-bit: ``"cudnn"``: an H200 with torch 2.11
     took cuDNN's fused attention for every 16-bit case, masks, dropout and
     grouped-query heads included (``benchmarks/sdpa_choices.py``, results/2026-11-29-h200-run9-sdpa,
     and the op-level cases of results/2026-12-01-h200-run13-zoo-ops); modelled by
@@ -115,6 +115,10 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     takes the math path, as here.
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return "math"
+    if isinstance(attn_mask, torch.Tensor) and attn_mask.requires_grad and torch.is_grad_enabled():
+        # a mask that is trained (T5's position bias): sdp_utils_cpp.h check_attn_mask_shape refuses it, and an
+        # H200 ran T5's self-attention on the math path in fp32 and bf16 (run 14)
         return "math"
     d, dv = q.shape[-1], v.shape[-1]
     same = q.dtype == k.dtype == v.dtype
@@ -252,14 +256,18 @@ class CudaPolicy:
         return kernel
 
     def _fp32_opt(self, op: Any) -> Any:
-        takes_dtype = any(a.name == "dtype" for a in op._schema.arguments)
+        names = [a.name for a in op._schema.arguments]
+        at = names.index("dtype") if "dtype" in names else None  # position of the dtype argument
 
         def kernel(*args: Any, **kwargs: Any) -> Any:
             with _no_autocast():
                 first = args[0] if args else None
-                if (takes_dtype and self._mine() and isinstance(first, torch.Tensor) and first.dtype in _LOW_DTYPES
-                        and kwargs.get("dtype") is None):
-                    kwargs["dtype"] = torch.float32
+                if at is not None and self._mine() and isinstance(first, torch.Tensor) and first.dtype in _LOW_DTYPES:
+                    if len(args) > at:  # given by position: only an unset (None) dtype becomes fp32
+                        if args[at] is None:
+                            args = (*args[:at], torch.float32, *args[at + 1:])
+                    elif kwargs.get("dtype") is None:
+                        kwargs["dtype"] = torch.float32
                 return op(*args, **kwargs)
         return kernel
 
@@ -402,7 +410,15 @@ def _op(base: str, overload: str) -> Any:
 
 
 def _passthrough(op: Any) -> Any:
+    """An op on CPU autocast's lists but not on CUDA's: it runs as CUDA runs it, without a
+    cast of its own. A composite op (``cross_entropy_loss``) runs its decomposition with
+    autocast on, so that the ops inside it get CUDA's policy (``nll_loss`` in fp32: a copy of
+    the log-probabilities); an op with a kernel of its own runs with autocast off."""
+    composite = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+
     def kernel(*args: Any, **kwargs: Any) -> Any:
+        if composite:
+            return op.decompose(*args, **kwargs)
         with _no_autocast():
             return op(*args, **kwargs)
     return kernel

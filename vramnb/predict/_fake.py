@@ -188,11 +188,22 @@ _BATCH_NORMS = frozenset(getattr(torch.ops.aten, n) for n in ("native_batch_norm
                          if hasattr(torch.ops.aten, n))
 
 
+_GROUPED_MM = getattr(torch.ops.aten, "_grouped_mm", None)
+
+
+def _fp32_tensors(args: Any) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args[:2])
+
+
 class KernelFixes(TorchDispatchMode):
     """Where a fake (meta) kernel allocates other than the real kernels, make it
     allocate what they do. Known case: batch norm on 16-bit input saves its
     mean and inverse std in fp32 on CPU and CUDA, the meta kernel in the input's
     dtype (PyTorch 2.4-2.13).
+
+    ``_grouped_mm`` (mixture-of-experts layers) in fp32: CUDA's kernel takes it, the meta
+    kernel of PyTorch 2.11-2.13 refuses anything but bf16; the output's shape is the meta
+    kernel's for bf16 inputs, in fp32.
 
     While :attr:`scalar_reads` is on (the optimizer's step), reading a fake
     scalar (``.item()``: Adafactor's parameter norm) gives 1: such values set
@@ -204,6 +215,10 @@ class KernelFixes(TorchDispatchMode):
         if self.scalar_reads and func is torch.ops.aten._local_scalar_dense.default:
             t = args[0]
             return True if t.dtype == torch.bool else (1.0 if t.is_floating_point() else 1)
+        if func.overloadpacket is _GROUPED_MM and _fp32_tensors(args):
+            low = [a.to(torch.bfloat16) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
+            shape = func(*low, **(kwargs or {}))
+            return torch.empty(shape.shape, dtype=torch.float32)  # the fp32 result CUDA's kernel returns
         out = func(*args, **(kwargs or {}))
         if func.overloadpacket in _BATCH_NORMS and isinstance(out, tuple) and len(out) == 3:
             y, mean, invstd = out
