@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ._accuracy import ExpectedError, StepOps, classify, expected_error
 from ._allocator import replay, round_size
 from .._breakdown import StepReport
 from ._cuda_model import CudaPolicy, Workspaces, unmodelled_kernels
@@ -66,6 +67,9 @@ class Estimate(StepReport):
         runtime: seconds the estimate took.
         demand: device memory the steps would take on a card without limit
             (bytes): the caching allocator keeps what it has cached.
+        expected_error: how far estimates of steps of this kind were from the real
+            steps in the zoo benchmark (:class:`vramnb.predict._accuracy.ExpectedError`:
+            ``kinds``, ``median``, ``worst_under`` as fractions); ``None`` for a CPU estimate.
     """
 
     target: Target | None = None
@@ -77,6 +81,7 @@ class Estimate(StepReport):
     runtime: float = 0.0
     demand: int | None = None
     backends: dict[str, int] = field(default_factory=dict)
+    expected_error: ExpectedError | None = None
 
     _time_label = "time to trace on this machine"  # fake tensors on this CPU, not the GPU's step time
 
@@ -332,6 +337,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     err: BaseException | None = None
     sharded = parallel is not None and parallel != "ddp"
     fixes = KernelFixes()
+    ops = StepOps(kernels.backends if kernels is not None else None)  # what decides the step's kinds
     with without_user_global_hooks(dropped), (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, \
             HostDevicesOnly(), guard, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
@@ -371,7 +377,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                 with tracker.tracking():  # its allocations are events the allocator replays
                     _create_state(plan.optimizer)
             for i in range(steps):
-                res, err = _one_step(plan, module_depth, None, i)
+                with ops if kernels is not None and i == 0 else contextlib.nullcontext():  # kinds: the first step's
+                    res, err = _one_step(plan, module_depth, None, i)
                 results.append(res)
                 offsets.append(len(events) - (len(res.timeline) - 1))
                 if err is not None:
@@ -402,6 +409,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
         if kernels.backends:
             est.notes.append("attention backends (CUDA's choice): " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()))
         _apply_allocator(est, events, offsets, tgt, expandable_segments, margin)
+        est.expected_error = expected_error(classify(fmodel, ops))
+        est.notes.append(est.expected_error.note())
     else:
         est.peak_allocated = max(s.peak.allocated for s in results)
     return est
