@@ -254,3 +254,21 @@ def test_max_batch_size_finds_the_boundary_when_memory_jumps_with_the_batch():
     fits = {n: vramnb.estimate(_Jump(), batch, loss, target=card, batch_size=n).fits for n in (46, 47, 48, 49, 200)}
     assert fits == {46: True, 47: True, 48: False, 49: False, 200: False}
     assert s.batch_size == 47
+
+
+def test_max_batch_size_finds_the_boundary_when_memory_is_quadratic_in_the_batch():
+    """A contrastive loss (CLIP's): a batch x batch similarity matrix, saved for backward; the line
+    through two estimates under-estimates the growth, the search must still land on the boundary."""
+    model = nn.Linear(64, 64)
+
+    def loss(m, b):
+        h = m(b)
+        return (h @ h.T).softmax(-1).diagonal().sum()
+
+    card = 1 << 30
+    s = vramnb.max_batch_size(model, torch.randn(8, 64), loss, target=card, progress=False, safety="none",
+                              limit=1 << 16)
+    at = vramnb.estimate(model, torch.randn(8, 64), loss, target=card, batch_size=s.batch_size)
+    above = vramnb.estimate(model, torch.randn(8, 64), loss, target=card, batch_size=s.batch_size + 1)
+    assert at.fits and not above.fits and s.batch_size > 1000
+    assert len(s.tried) <= (1 << 16).bit_length() + 3

@@ -232,9 +232,14 @@ def _search(est: Callable[[int], Estimate], n0: int, limit: int) -> tuple[int, i
     estimate's per-example memory (its activations, temporaries and batch)
     and then the line through two estimates predict where the card is full;
     the search then steps by one across the boundary, or bisects a wide
-    bracket."""
+    bracket. Where memory is not affine (a batch x batch matrix, a kernel that
+    changes with the size, the allocator's steps) the line can creep towards
+    the boundary from one side: where an estimate did not halve the bracket
+    the next one bisects it, so the search takes at most about twice
+    log2(limit) estimates."""
     good, bad = 0, limit + 1
     pts: list[tuple[int, int]] = []
+    widths: list[int] = []  # bad - good after each estimate
     n = max(1, min(n0, limit))
     stride = 1  # galloping up while no size is known not to fit
     while bad - good > 1:
@@ -245,10 +250,13 @@ def _search(est: Callable[[int], Estimate], n0: int, limit: int) -> tuple[int, i
             bad = min(bad, n)
         if bad - good <= 1:
             break
+        widths.append(bad - good)
         pts.append((n, e.demand or 0))
         guess = _model_guess(pts, e)
         tried = {m for m, _ in pts}
-        if guess is None or guess in tried or not good < guess < bad:
+        if bad <= limit and bad - good > 4 and len(widths) >= 2 and widths[-1] > widths[-2] // 2:
+            guess = (good + bad) // 2  # the line is not closing in: bisect
+        elif guess is None or guess in tried or not good < guess < bad:
             # the line is spent (or bent by the allocator's steps): walk across the
             # boundary when it is near, else double or bisect
             if bad - good <= 4:
