@@ -76,7 +76,9 @@ def render(records: list[dict[str, Any]], source: dict[str, str]) -> str:
                          f"under-estimates {p['under']} of {p['cases']}")
     else:
         lines.append("# no validation records in this run")
-    lines.append(f"SOURCE: dict[str, str] = {json.dumps(source)}")
+    lines.append("SOURCE: dict[str, str] = {")
+    lines += [f"    {json.dumps(k)}: {json.dumps(v)}," for k, v in source.items()]
+    lines.append("}")
     lines.append("MEASURED: dict[str, dict[str, dict[str, float | int]]] = {")
     for kind, t in table(records).items():
         lines.append(f"    {json.dumps(kind)}: {{")
@@ -117,7 +119,8 @@ def from_run8(path: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
                         "est_peak": row["vramnb"]["steady_peak"], "real_device": row["real"].get("device_memory"),
                         "est_device": row["vramnb"].get("device_memory"),
                         "validation": False})  # the 8 architectures the estimate was tuned on
-    source = {"run": os.path.basename(os.path.dirname(os.path.abspath(path))), "date": run.get("date", "?"),
+    source = {"benchmark": "8-architecture benchmark", "run": os.path.basename(os.path.dirname(os.path.abspath(path))),
+              "date": run.get("date", "?"),
               "gpu": run.get("gpu", "?"), "torch": run.get("torch", "?")}
     return records, source
 
@@ -131,6 +134,7 @@ def main() -> int:
     ap.add_argument("--torch")
     ap.add_argument("--date")
     ap.add_argument("--run", help="the run's name (default: the results' folder)")
+    ap.add_argument("--benchmark", help="what the estimate's note calls it (default: 'zoo benchmark')")
     args = ap.parse_args()
     if bool(args.results) == bool(args.from_run8):
         ap.error("give a results JSON or --from-run8, one of them")
@@ -141,9 +145,9 @@ def main() -> int:
             data = json.load(f)
         records = data["records"] if isinstance(data, dict) else data
         meta = data if isinstance(data, dict) else {}
-        source = {"run": os.path.basename(os.path.dirname(os.path.abspath(args.results))),
+        source = {"benchmark": "zoo benchmark", "run": os.path.basename(os.path.dirname(os.path.abspath(args.results))),
                   "date": meta.get("date", "?"), "gpu": meta.get("gpu", "?"), "torch": meta.get("torch", "?")}
-    for k in ("run", "date", "gpu", "torch"):
+    for k in ("benchmark", "run", "date", "gpu", "torch"):
         if getattr(args, k):
             source[k] = getattr(args, k)
     if args.save_records:

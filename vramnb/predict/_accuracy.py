@@ -222,7 +222,13 @@ def classify(model: nn.Module, ops: StepOps) -> tuple[str, ...]:
 # zoo benchmark 2026-11-29-h200-run8-estimate: 2026-11-29, NVIDIA H200, torch 2.11.0+cu130; 32 steps (0 of the validation third)
 # printed by benchmarks/zoo/accuracy_table.py; fractions: (estimate - real) / real
 # no validation records in this run
-SOURCE: dict[str, str] = {"run": "2026-11-29-h200-run8-estimate", "date": "2026-11-29", "gpu": "NVIDIA H200", "torch": "2.11.0+cu130"}
+SOURCE: dict[str, str] = {
+    "benchmark": "8-architecture benchmark",
+    "run": "2026-11-29-h200-run8-estimate",
+    "date": "2026-11-29",
+    "gpu": "NVIDIA H200",
+    "torch": "2.11.0+cu130",
+}
 MEASURED: dict[str, dict[str, dict[str, float | int]]] = {
     "convolutional/16-bit": {
         "peak": {"cases": 6, "median_abs": 0.009208, "worst": -0.017245, "under": 5, "worst_under": -0.017245},
@@ -275,7 +281,7 @@ class ExpectedError:
         worst_under_device: the same for device memory (``None`` where not measured).
         cases, under: the deciding kind's cases and how many of them were under-estimated.
         kind: the deciding kind (the worst under-estimate, then the largest median).
-        source: the run (``gpu``, ``torch``, ``date``, ``run``).
+        source: the run (``benchmark``, ``gpu``, ``torch``, ``date``, ``run``).
     """
 
     kinds: tuple[str, ...]
@@ -298,7 +304,8 @@ class ExpectedError:
         src = ", ".join(x for x in (self.source.get("gpu", "").replace("NVIDIA ", ""),
                                     f"torch {_short(self.source.get('torch', ''))}" if self.source.get("torch") else "")
                         if x)
-        line = (f"expected error (zoo benchmark{', ' + src if src else ''}, {self.cases} steps of this kind: {self.kind}): "
+        bench = self.source.get("benchmark", "zoo benchmark")
+        line = (f"expected error ({bench}{', ' + src if src else ''}, {self.cases} steps of this kind: {self.kind}): "
                 f"median {_pct(self.median)}, worst {_pct(self.worst, signed=True)}; under-estimates {self.under} of {self.cases}")
         if len(self.measured) > 1:
             line += f" (the worst of its kinds {', '.join(self.measured)})"
@@ -356,7 +363,7 @@ def safety_basis(expected: ExpectedError | None, table: Mapping[str, Any] | None
                                              f"worst of every measured kind ({basis.kind})")
     if basis.worst_under is None:
         return None, None, "no benchmark figures yet: nothing added"
-    return basis.worst_under, basis.worst_under_device, why + " in the zoo benchmark"
+    return basis.worst_under, basis.worst_under_device, f"{why} in the {basis.source.get('benchmark', 'zoo benchmark')}"
 
 
 def safe_margin(margin: float, card: int, worst_under: float | None, worst_under_device: float | None = None,
@@ -371,6 +378,10 @@ def safe_margin(margin: float, card: int, worst_under: float | None, worst_under
     ``d <= (card * (1 - margin) - rounding) * (1 + u)``, a margin ``(card - that) / card``. Device memory (CUDA context
     included) holds the rounding already: ``d <= card * (1 - margin) * (1 + u_device)``.
     The larger of the two margins; ``margin`` itself where nothing was measured.
+
+    The benchmark measures errors as fractions of whole steps at batches where
+    activations dominate; a step whose batch-dependent part is a larger share of the
+    card than there errs by a larger fraction (parameters and optimizer state are exact).
     """
     if worst_under is None:
         return margin
