@@ -83,6 +83,19 @@ def test_kinds_come_from_what_the_step_contains():
                   recipe={"precision": "bf16"}) == ("convolutional/16-bit",)
     sdpa = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)  # need_weights=False: through SDPA
     assert _kinds(sdpa, torch.randn(2, 5, 16)) == ("sdpa/fp32",)
+
+    class Causal(nn.Module):  # a decoder's attention: every call causal, in a fused kernel
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(32, 96)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(x).view(b, t, 3, 4, 8).permute(2, 0, 3, 1, 4).unbind(0)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.1)
+
+    assert _kinds(Causal(), torch.randn(2, 6, 32)) == ("sdpa-causal/fp32",)
+    assert _kinds(Causal(), torch.randn(2, 6, 32), recipe={"precision": "bf16"}) == ("sdpa-causal/16-bit",)
     assert _kinds(_MatmulAttention(), torch.randn(2, 5, 16)) == ("matmul-attention/fp32",)
     assert _kinds(_MatmulAttention(), torch.randn(2, 5, 16), recipe={"precision": "bf16"}) == \
         ("matmul-attention/16-bit",)

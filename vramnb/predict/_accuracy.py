@@ -8,7 +8,9 @@ same Python-level calls the user's code and its libraries make) and
 * ``rnn``: an ``nn.RNNBase`` module (LSTM, GRU, RNN) or a call of the RNN ops;
 * ``conv3d``: a convolution over a 5-D input (``Conv3d``, ``ConvTranspose3d``);
 * ``convolutional``: 1-D or 2-D convolutions;
-* ``sdpa``: attention through ``F.scaled_dot_product_attention``;
+* ``sdpa-causal``: attention through ``F.scaled_dot_product_attention``, every
+  call with ``is_causal=True`` in a fused kernel (decoders);
+  ``sdpa``: any other (an encoder's, a mask, the math path);
 * ``matmul-attention``: attention written out: a softmax over the output of a
   product of two activations (``matmul``/``bmm``/``baddbmm``/``einsum``, no
   parameter among the operands), as T5 or ``nn.MultiheadAttention`` with
@@ -49,7 +51,7 @@ from ._allocator import LARGE_BUFFER
 __all__ = ["MEASURED", "ROUNDING", "SOURCE", "ExpectedError", "StepOps", "classify", "expected_error", "safe_margin",
            "safety_basis"]
 
-KINDS = ("rnn", "conv3d", "convolutional", "sdpa", "matmul-attention", "moe", "other")
+KINDS = ("rnn", "conv3d", "convolutional", "sdpa-causal", "sdpa", "matmul-attention", "moe", "other")
 PRECISIONS = ("fp32", "16-bit")
 
 #: the most the caching allocator reserves beyond an allocation it was not told of: a request under
@@ -94,6 +96,7 @@ class StepOps(TorchDispatchMode):
     Attributes:
         sdpa: calls of a fused attention kernel (``_scaled_dot_product_*``; the math
             path runs as products and a softmax, counted by the CUDA model's backends).
+        sdpa_causal: those of them with ``is_causal=True``.
         backends: the CUDA model's attention backends -> calls while this watched the step.
         products: ``(elements, last dim)`` of ``bmm``/``baddbmm`` outputs of 3+ dimensions.
         softmax: ``(elements, last dim)`` of each softmax input of 3+ dimensions, in call order.
@@ -110,6 +113,7 @@ class StepOps(TorchDispatchMode):
         self._live = backends  # the CUDA model's attention backends, read when the watched step ends
         self.backends: dict[str, int] = {}
         self.sdpa = 0
+        self.sdpa_causal = 0
         self.products: set[tuple[int, int]] = set()
         self.softmax: list[tuple[int, int]] = []
         self.conv_dims: set[int] = set()
@@ -132,11 +136,17 @@ class StepOps(TorchDispatchMode):
         if name is not None:
             with contextlib.suppress(Exception):  # watching never changes the step
                 self._see(name, args, out)
+                if self._is_sdpa(name):
+                    self.sdpa_causal += bool(_argument(func, args, kwargs or {}, "is_causal"))
         return out
+
+    @staticmethod
+    def _is_sdpa(name: str) -> bool:
+        return name.startswith("_scaled_dot_product_") and "backward" not in name and "math" not in name
 
     def _see(self, name: str, args: tuple, out: Any) -> None:
         x = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        if name.startswith("_scaled_dot_product_") and "backward" not in name and "math" not in name:
+        if self._is_sdpa(name):
             self.sdpa += 1
             self._precision(out)
         elif name in _PRODUCTS:
@@ -163,6 +173,15 @@ class StepOps(TorchDispatchMode):
         if not self.half:
             t = _first_tensor(out)
             self.half = t is not None and t.dtype in _HALF
+
+
+def _argument(func: Any, args: tuple, kwargs: Mapping, name: str) -> Any:
+    """An operator's argument by its name in the schema (positional or keyword)."""
+    if name in kwargs:
+        return kwargs[name]
+    names = [a.name for a in func._schema.arguments]
+    i = names.index(name)
+    return args[i] if i < len(args) else func._schema.arguments[i].default_value
 
 
 def _expert_counts(model: nn.Module) -> set[int]:
@@ -201,7 +220,10 @@ def classify(model: nn.Module, ops: StepOps) -> tuple[str, ...]:
     if ops.conv_dims & {3, 4}:
         kinds.append("convolutional")
     if ops.sdpa or sum(backends.values()):
-        kinds.append("sdpa")
+        # causal attention only (decoders) takes other kernels than attention over every position;
+        # the math path's flags are not seen: plain "sdpa", the kind that holds both
+        causal = ops.sdpa and ops.sdpa_causal == ops.sdpa and not backends.get("math")
+        kinds.append("sdpa-causal" if causal else "sdpa")
     if sum(1 for k in ops.softmax if k in ops.products) > backends.get("math", 0):
         kinds.append("matmul-attention")
     if ops.indexing and ops.routed & _expert_counts(model):
@@ -254,13 +276,21 @@ MEASURED: dict[str, dict[str, dict[str, float | int]]] = {
         "peak": {"cases": 2, "median_abs": 0.074373, "worst": -0.077082, "under": 2, "worst_under": -0.077082},
         "device": {"cases": 2, "median_abs": 0.110652, "worst": -0.110821, "under": 2, "worst_under": -0.110821},
     },
+    "sdpa-causal/16-bit": {
+        "peak": {"cases": 4, "median_abs": 0.000794, "worst": 0.022506, "under": 2, "worst_under": -0.000272},
+        "device": {"cases": 4, "median_abs": 0.003451, "worst": 0.01992, "under": 2, "worst_under": -0.003595},
+    },
+    "sdpa-causal/fp32": {
+        "peak": {"cases": 2, "median_abs": 8.5e-05, "worst": -9e-05, "under": 2, "worst_under": -9e-05},
+        "device": {"cases": 2, "median_abs": 0.000677, "worst": 0.000677, "under": 0, "worst_under": 0.0},
+    },
     "sdpa/16-bit": {
-        "peak": {"cases": 8, "median_abs": 0.00928, "worst": -0.230537, "under": 6, "worst_under": -0.230537},
-        "device": {"cases": 8, "median_abs": 0.020168, "worst": -0.252792, "under": 6, "worst_under": -0.252792},
+        "peak": {"cases": 4, "median_abs": 0.075321, "worst": -0.230537, "under": 4, "worst_under": -0.230537},
+        "device": {"cases": 4, "median_abs": 0.144289, "worst": -0.252792, "under": 4, "worst_under": -0.252792},
     },
     "sdpa/fp32": {
-        "peak": {"cases": 8, "median_abs": 0.000454, "worst": -0.008144, "under": 4, "worst_under": -0.008144},
-        "device": {"cases": 8, "median_abs": 0.015763, "worst": 0.09436, "under": 5, "worst_under": -0.030314},
+        "peak": {"cases": 6, "median_abs": 0.000784, "worst": -0.008144, "under": 2, "worst_under": -0.008144},
+        "device": {"cases": 6, "median_abs": 0.021997, "worst": 0.09436, "under": 5, "worst_under": -0.030314},
     },
 }
 
