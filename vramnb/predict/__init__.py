@@ -21,6 +21,9 @@ in the order the data flows (each module feeds the next, never the reverse):
    allocator (block rounding, segments, ``expandable_segments``, the card's
    capacity); ``_gpus``: card sizes, compute capabilities and the memory
    outside PyTorch;
-6. ``_estimate``: the :class:`~vramnb.Estimate` report;
-   ``_batch_search``: :func:`~vramnb.max_batch_size`, a search over estimates.
+6. ``_estimate``: the :class:`~vramnb.Estimate` report, with ``_accuracy``'s
+   expected error (the step's kinds, classified from the operators it ran, and
+   what the zoo benchmark measured for them);
+   ``_batch_search``: :func:`~vramnb.max_batch_size`, a search over estimates
+   (its safe mode widens the margin by the kinds' worst under-estimate).
 """

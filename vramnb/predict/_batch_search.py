@@ -9,6 +9,11 @@ brackets the answer (a size that fits, the next that does not) by
 interpolation, falling back to bisection where the caching allocator's
 rounding bends the line. Each estimate runs the step on fake tensors in
 about a second, whatever the card.
+
+``safety="worst"`` (the default) widens the margin by the worst under-estimate
+the zoo benchmark measured for the step's kinds (:mod:`vramnb.predict._accuracy`),
+so that the answer fits wherever the estimate errs no worse than it did there;
+``safety="none"`` searches on the estimates as they are.
 """
 
 from __future__ import annotations
@@ -20,13 +25,17 @@ from typing import Any
 
 import torch
 
+from .._render import Rendered, Table
+from .._units import format_bytes, format_seconds
+from ._accuracy import ROUNDING, ExpectedError, safe_margin, safety_basis
 from ._estimate import Estimate, estimate
 from ._estimate_inputs import as_recipe
 from ._fake import resize_batch
-from .._render import Rendered, Table
-from .._units import format_bytes, format_seconds
 
-__all__ = ["max_batch_size", "BatchSearch"]
+__all__ = ["SAFETY", "BatchSearch", "max_batch_size"]
+
+#: the choices of ``max_batch_size(safety=...)``
+SAFETY = ("worst", "none")
 
 
 @dataclass
@@ -43,6 +52,12 @@ class BatchSearch(Rendered):
         at_limit: the search stopped at its ``limit`` with every size fitting:
             ``batch_size`` is the limit, and larger batches may fit too.
         limit: the largest batch size the search considered.
+        safety: the ``safety`` the search ran with.
+        margin: the margin it used (fraction of the card): the one asked for, widened by
+            ``safety="worst"``; ``margin_reason`` says by what.
+        expected_error: the step's expected error (kinds, benchmark figures).
+        estimates: how many estimates the search ran (``tried``, and the first one
+            where ``safety="worst"`` changed the margin after it).
     """
 
     batch_size: int
@@ -52,6 +67,11 @@ class BatchSearch(Rendered):
     verified: Any = None
     at_limit: bool = False
     limit: int = 0
+    safety: str = "worst"
+    margin: float = 0.0
+    margin_reason: str = ""
+    expected_error: ExpectedError | None = None
+    estimates: int = 0
 
     def __repr__(self) -> str:
         return self._table().to_text()
@@ -70,7 +90,9 @@ class BatchSearch(Rendered):
         else:
             found = f"largest batch that fits: {self.batch_size}"
         t.note(f"{found} (predicted device memory {format_bytes(e.device_memory or 0)}, margin {e.margin:.0%}); "
-               f"{len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}", warn=self.at_limit or not self.batch_size)
+               f"{self.estimates or len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}", warn=self.at_limit or not self.batch_size)
+        if self.margin_reason:
+            t.note(f"safety {self.safety!r}: margin {self.margin:.1%}: {self.margin_reason}")
         if self.verified is not None:
             v = self.verified.steady.peak
             t.note(f"verified by one real step: peak allocated {format_bytes(v.allocated)} "
@@ -91,6 +113,7 @@ def max_batch_size(
     expandable_segments: bool = False,
     verify: bool = False,
     progress: bool = True,
+    safety: str = "worst",
 ) -> BatchSearch:
     """The largest batch size whose predicted memory fits ``target``.
 
@@ -99,6 +122,12 @@ def max_batch_size(
             as for :func:`vramnb.estimate`; the batch's tensors share their
             first dimension, the batch size, which the search changes.
         margin: fraction of the card to keep free (e.g. 0.05).
+        safety: ``"worst"`` (default): add to ``margin`` the worst under-estimate that
+            the zoo benchmark measured for steps of this kind (its device memory, or its
+            peak plus the allocator's rounding, the larger), so the batch found fits
+            whenever the estimate errs no worse than there (a kind without figures is
+            held to the worst of every kind); one estimate more classifies the step.
+            ``"none"``: the estimates as they are (the largest batch predicted to fit).
         limit: the largest batch size considered; where it fits, the result's
             ``at_limit`` is ``True`` and its report says the search stopped there.
         verify: where a CUDA GPU is present and the model is on it, run one
@@ -113,10 +142,13 @@ def max_batch_size(
         ValueError: as :func:`vramnb.estimate`; a batch without a batch
             dimension (a 0-dim tensor, a dict of scalars, no tensors) or whose
             tensors do not share a first dimension; a ``limit`` below 1; a
-            ``batch_size`` in the recipe; a target without a size.
+            ``batch_size`` in the recipe; a target without a size; a ``safety``
+            other than ``"worst"`` or ``"none"``.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"limit must be a positive integer, not {limit!r}")
+    if not isinstance(safety, str) or safety not in SAFETY:
+        raise ValueError(f"safety must be one of {', '.join(map(repr, SAFETY))}, not {safety!r}")
     recipe = as_recipe(recipe)  # ValueError for what is not a recipe, before any estimate
     settings = recipe.changed() if recipe is not None else {}
     if settings.get("batch_size") not in (None, "as given"):
@@ -128,33 +160,69 @@ def max_batch_size(
     tried: list[tuple[int, bool, int]] = []
     bar = _bar(progress)
 
+    used = margin
+
+    runs = [0]
+
+    def run(n: int, m: float) -> Estimate:
+        runs[0] += 1
+        e = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, batch_size=n,
+                     margin=m, expandable_segments=expandable_segments)
+        if e.fits is None:
+            raise ValueError("max_batch_size needs a target with a size (a GPU name or a size such as '24GiB')")
+        return e
+
     def est(k: int) -> Estimate:
         n = k * step  # the search runs over k; the batch has k × micro-batches examples
         if n not in cache:
-            e = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, batch_size=n,
-                         margin=margin, expandable_segments=expandable_segments)
-            if e.fits is None:
-                raise ValueError("max_batch_size needs a target with a size (a GPU name or a size such as '24GiB')")
-            cache[n] = e
+            cache[n] = e = run(n, used)
             tried.append((n, bool(e.fits), e.device_memory or 0))
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(f"batch {n}: {'fits' if e.fits else 'too big'}")
         return cache[n]
 
+    n0 = max(1, min(start, limit) // step)
     try:
-        good, bad = _search(est, max(1, min(start, limit) // step), limit // step)
+        first = run(n0 * step, margin)  # its kinds decide the margin
+        if bar is not None:
+            bar.update(1)
+        used, reason = _margin(first, margin, safety)
+        if used == margin:  # the first estimate holds for the search
+            cache[n0 * step] = first
+            tried.append((n0 * step, bool(first.fits), first.device_memory or 0))
+        good, bad = _search(est, n0, limit // step)
         best = est(max(good, 1))
         good *= step
     finally:
         if bar is not None:
             bar.close()
     # every size up to the limit fits (the smallest that does not is past it): the answer is the limit, not a maximum
-    result = BatchSearch(good, best, tried, time.perf_counter() - t0, at_limit=bad > limit // step, limit=limit)
+    result = BatchSearch(good, best, tried, time.perf_counter() - t0, at_limit=bad > limit // step, limit=limit,
+                         safety=safety, margin=used, margin_reason=reason, expected_error=first.expected_error,
+                         estimates=runs[0])
     if verify and good and torch.cuda.is_available() and isinstance(model, torch.nn.Module):
         result.verified = _verify(model, batch, loss_fn, optimizer, recipe, good)
         result.seconds = time.perf_counter() - t0
     return result
+
+
+def _margin(first: Estimate, margin: float, safety: str) -> tuple[float, str]:
+    """The margin the search uses, and why (see :func:`vramnb.predict._accuracy.safe_margin`)."""
+    if safety == "none":
+        return margin, ""
+    under, under_device, why = safety_basis(first.expected_error)
+    card = first.target.memory if first.target is not None else None
+    if not card or under is None:
+        return margin, why
+    used = safe_margin(margin, card, under, under_device)
+    if used >= 1:
+        raise ValueError(f"safety='worst' leaves nothing of the card: {why} with margin={margin} covers all of it; "
+                         "pass safety='none' or a smaller margin")
+    by_peak = safe_margin(margin, card, under)
+    what = (f"the steady peak under-estimated by up to {abs(under):.1%} plus {format_bytes(ROUNDING)} the allocator may "
+            "round up" if by_peak >= used else f"device memory under-estimated by up to {abs(under_device or 0):.1%}")
+    return used, f"your margin {margin:.1%} + {what}: {why}"
 
 
 def _search(est: Callable[[int], Estimate], n0: int, limit: int) -> tuple[int, int]:
@@ -164,9 +232,14 @@ def _search(est: Callable[[int], Estimate], n0: int, limit: int) -> tuple[int, i
     estimate's per-example memory (its activations, temporaries and batch)
     and then the line through two estimates predict where the card is full;
     the search then steps by one across the boundary, or bisects a wide
-    bracket."""
+    bracket. Where memory is not affine (a batch x batch matrix, a kernel that
+    changes with the size, the allocator's steps) the line can creep towards
+    the boundary from one side: where an estimate did not halve the bracket
+    the next one bisects it, so the search takes at most about twice
+    log2(limit) estimates."""
     good, bad = 0, limit + 1
     pts: list[tuple[int, int]] = []
+    widths: list[int] = []  # bad - good after each estimate
     n = max(1, min(n0, limit))
     stride = 1  # galloping up while no size is known not to fit
     while bad - good > 1:
@@ -177,10 +250,13 @@ def _search(est: Callable[[int], Estimate], n0: int, limit: int) -> tuple[int, i
             bad = min(bad, n)
         if bad - good <= 1:
             break
+        widths.append(bad - good)
         pts.append((n, e.demand or 0))
         guess = _model_guess(pts, e)
         tried = {m for m, _ in pts}
-        if guess is None or guess in tried or not good < guess < bad:
+        if bad <= limit and bad - good > 4 and len(widths) >= 2 and widths[-1] > widths[-2] // 2:
+            guess = (good + bad) // 2  # the line is not closing in: bisect
+        elif guess is None or guess in tried or not good < guess < bad:
             # the line is spent (or bent by the allocator's steps): walk across the
             # boundary when it is near, else double or bisect
             if bad - good <= 4:

@@ -430,19 +430,3 @@ def _cpu_autocast_ops() -> tuple[str, ...]:
     names = torch._C._dispatch_get_all_op_names()
     return tuple(n.split("::", 1)[1] for n in names
                  if n.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, "AutocastCPU"))
-
-
-#: Module types whose CUDA kernels the estimate does not model, with the error measured
-#: on an H200 (torch 2.11) for the predictions issue's untuned zoo, 2026-12-01.
-UNMODELLED: tuple[tuple[type[torch.nn.Module], str], ...] = (
-    (torch.nn.RNNBase, "cuDNN's RNN kernels (nn.LSTM, nn.GRU, nn.RNN) are not modelled: their workspace and "
-                       "reserve are missing (measured: -26 % for a GRU, -30 % for an LSTM, in 16-bit)"),
-    (torch.nn.Conv3d, "cuDNN's 3-D convolution workspaces are not modelled (measured: -7 % in 16-bit)"),
-)
-
-
-def unmodelled_kernels(model: torch.nn.Module) -> list[str]:
-    """Notes for the layers of ``model`` whose CUDA memory the estimate is known to
-    under-predict (see ``UNMODELLED``), each once, ending with what to do."""
-    found = [text for kind, text in UNMODELLED if any(isinstance(m, kind) for m in model.modules())]
-    return [f"⚠ {text}: keep a margin (margin=0.2) and check with one real step" for text in found]

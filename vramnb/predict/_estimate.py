@@ -30,9 +30,10 @@ from typing import Any
 
 import torch
 
+from ._accuracy import ExpectedError, StepOps, classify, expected_error
 from ._allocator import replay, round_size
 from .._breakdown import StepReport
-from ._cuda_model import CudaPolicy, outside_pytorch, unmodelled_kernels
+from ._cuda_model import CudaPolicy, outside_pytorch
 from ._kernels import Workspaces
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
@@ -70,6 +71,9 @@ class Estimate(StepReport):
         outside_pytorch: device memory outside PyTorch's allocator (bytes): the CUDA
             context plus the libraries the step uses (cuBLAS per thread, cuDNN;
             :data:`vramnb.predict._cuda_model.LIBRARY_MEMORY`).
+        expected_error: how far estimates of steps of this kind were from the real
+            steps in the zoo benchmark (:class:`vramnb.predict._accuracy.ExpectedError`:
+            ``kinds``, ``median``, ``worst_under`` as fractions); ``None`` for a CPU estimate.
     """
 
     target: Target | None = None
@@ -82,6 +86,7 @@ class Estimate(StepReport):
     demand: int | None = None
     outside_pytorch: int | None = None
     backends: dict[str, int] = field(default_factory=dict)
+    expected_error: ExpectedError | None = None
 
     _time_label = "time to trace on this machine"  # fake tensors on this CPU, not the GPU's step time
 
@@ -337,6 +342,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     err: BaseException | None = None
     sharded = parallel is not None and parallel != "ddp"
     fixes = KernelFixes()
+    ops = StepOps(kernels.backends if kernels is not None else None)  # what decides the step's kinds
     with without_user_global_hooks(dropped), (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, \
             HostDevicesOnly(), guard, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
@@ -376,7 +382,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                 with tracker.tracking():  # its allocations are events the allocator replays
                     _create_state(plan.optimizer)
             for i in range(steps):
-                res, err = _one_step(plan, module_depth, None, i)
+                with ops if kernels is not None and i == 0 else contextlib.nullcontext():  # kinds: the first step's
+                    res, err = _one_step(plan, module_depth, None, i)
                 results.append(res)
                 offsets.append(len(events) - (len(res.timeline) - 1))
                 if err is not None:
@@ -402,7 +409,6 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                          f"would change yours): {'; '.join(shared[:4])}" + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
     est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
     if kernels is not None:
-        est.notes.extend(unmodelled_kernels(fmodel))
         est.backends = dict(kernels.backends)
         if kernels.backends:
             est.notes.append("attention backends (CUDA's choice): " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()))
@@ -411,6 +417,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                              "CUDA's autocast policy")
         _apply_allocator(est, events, offsets, tgt, expandable_segments, margin,
                          outside_pytorch(tgt.context, workspaces.libraries))
+        est.expected_error = expected_error(classify(fmodel, ops))
+        est.notes.append(est.expected_error.note())
     else:
         est.peak_allocated = max(s.peak.allocated for s in results)
     return est

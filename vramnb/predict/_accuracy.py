@@ -1,0 +1,422 @@
+"""How sure an estimate is: what the zoo benchmark measured, by kind of step.
+
+A step's *kinds* are decided from what the step contains, never from a model's
+name: :class:`StepOps` watches the torch functions the fake step calls (the
+same Python-level calls the user's code and its libraries make) and
+:func:`classify` turns them, with the model's modules, into kinds:
+
+* ``rnn``: an ``nn.RNNBase`` module (LSTM, GRU, RNN) or a call of the RNN ops;
+* ``conv3d``: a convolution over a 5-D input (``Conv3d``, ``ConvTranspose3d``);
+* ``convolutional``: 1-D or 2-D convolutions;
+* ``sdpa-causal``: attention through ``F.scaled_dot_product_attention``, every
+  call with ``is_causal=True`` in a fused kernel (decoders);
+  ``sdpa``: any other (an encoder's, a mask, the math path);
+* ``matmul-attention``: attention written out: a softmax over the output of a
+  product of two activations (``matmul``/``bmm``/``baddbmm``/``einsum``, no
+  parameter among the operands), as T5 or ``nn.MultiheadAttention`` with
+  ``need_weights=True`` do;
+* ``moe``: a mixture of experts: a top-k (or argmax) over a dimension whose
+  size is a number of experts (identical sibling modules, or the leading
+  dimension of a 3-D parameter holding them fused), with the routing's
+  index/scatter ops;
+* ``other``: none of these (an MLP).
+
+Each kind carries the step's precision, ``/16-bit`` (a product, convolution,
+attention or RNN computed in float16/bfloat16: autocast or a 16-bit model) or
+``/fp32``: CUDA takes other kernels in 16-bit (cuDNN attention and RNNs).
+Kinds are features, not nested families: a step has all of its kinds and its
+expected error is the worst of theirs (a broad family such as "transformer"
+would pool every attention model's worst case onto each of them).
+
+:data:`MEASURED` holds per kind the errors the benchmark measured (printed by
+``benchmarks/zoo/accuracy_table.py`` from a results JSON), :data:`SOURCE` the
+run they come from. :func:`expected_error` reads them for a step's kinds and
+:func:`safe_margin` turns the worst under-estimate into the margin with which
+:func:`vramnb.max_batch_size` keeps its answer inside the card.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ._allocator import LARGE_BUFFER
+
+__all__ = ["MEASURED", "ROUNDING", "SOURCE", "ExpectedError", "StepOps", "classify", "expected_error", "safe_margin",
+           "safety_basis"]
+
+KINDS = ("rnn", "conv3d", "convolutional", "sdpa-causal", "sdpa", "matmul-attention", "moe", "other")
+PRECISIONS = ("fp32", "16-bit")
+
+#: the most the caching allocator reserves beyond an allocation it was not told of: a request under
+#: 10 MiB may open a 20 MiB segment of its own (``kLargeBuffer``); larger ones round up to 2 MiB
+ROUNDING = LARGE_BUFFER
+
+# -- the operators that decide kinds ------------------------------------------------------
+_PRODUCTS = ("bmm", "baddbmm")  # what matmul/einsum of activations of 3+ dimensions dispatch to (2-D: mm)
+_COMPUTE = ("bmm", "baddbmm", "mm", "addmm", "convolution", "_cudnn_rnn")  # their output dtype is the precision
+_ROUTING_REDUCE = ("topk", "argmax", "max")
+_ROUTING_INDEX = ("index_add", "index_add_", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce",
+                  "scatter_reduce_", "index_select", "gather", "nonzero", "bincount")
+_RNN_OPS = ("lstm", "gru", "rnn_tanh", "rnn_relu", "_cudnn_rnn", "lstm_cell", "gru_cell", "_thnn_fused_lstm_cell",
+            "_thnn_fused_gru_cell")
+_HALF = (torch.float16, torch.bfloat16)
+_NAMES = frozenset(_PRODUCTS + _COMPUTE + _ROUTING_REDUCE + _ROUTING_INDEX + _RNN_OPS + ("_softmax", "convolution"))
+_WATCHED: dict[Any, str | None] = {}  # operator overload -> its name where it decides kinds, else None
+_UNSEEN = object()
+
+
+def _first_tensor(x: Any) -> torch.Tensor | None:
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (tuple, list)):
+        for v in x:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    return None
+
+
+def _key(t: torch.Tensor) -> tuple[int, int]:
+    """A product's output and the softmax over it, matched through the views between
+    them (``matmul`` of 4-D tensors runs a 3-D ``bmm``): elements and last dimension."""
+    return (t.numel(), int(t.shape[-1]))
+
+
+class StepOps(TorchDispatchMode):
+    """Watches the ATen operators a step runs (after autocast, inside every library
+    function) and keeps what decides its kinds: counts and shapes, no tensor.
+
+    Attributes:
+        sdpa: calls of a fused attention kernel (``_scaled_dot_product_*``; the math
+            path runs as products and a softmax, counted by the CUDA model's backends).
+        sdpa_causal: those of them with ``is_causal=True``.
+        backends: the CUDA model's attention backends -> calls while this watched the step.
+        products: ``(elements, last dim)`` of ``bmm``/``baddbmm`` outputs of 3+ dimensions.
+        softmax: ``(elements, last dim)`` of each softmax input of 3+ dimensions, in call order.
+        conv_dims: input dimensions of the convolutions (4: 2-D, 5: 3-D).
+        rnn: calls of the RNN operators.
+        routed: sizes of the dimensions reduced by ``topk``/``argmax``/``max(dim)`` in the forward.
+        indexing: calls of index/scatter operators in the forward (a mixture of experts' dispatch;
+            the forward is where grad mode is on: backward and the optimizer run without it).
+        half: a product, convolution, attention or RNN returned a float16/bfloat16 tensor.
+    """
+
+    def __init__(self, backends: Mapping[str, int] | None = None) -> None:
+        super().__init__()
+        self._live = backends  # the CUDA model's attention backends, read when the watched step ends
+        self.backends: dict[str, int] = {}
+        self.sdpa = 0
+        self.sdpa_causal = 0
+        self.products: set[tuple[int, int]] = set()
+        self.softmax: list[tuple[int, int]] = []
+        self.conv_dims: set[int] = set()
+        self.rnn = 0
+        self.routed: set[int] = set()
+        self.indexing = 0
+        self.half = False
+
+    def __exit__(self, *exc: object) -> Any:
+        if self._live is not None:
+            self.backends = dict(self._live)
+        return super().__exit__(*exc)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Mapping | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        name = _WATCHED.get(func, _UNSEEN)
+        if name is _UNSEEN:
+            n = func.overloadpacket.__name__
+            name = _WATCHED[func] = n if n in _NAMES or n.startswith("_scaled_dot_product_") else None
+        if name is not None:
+            with contextlib.suppress(Exception):  # watching never changes the step
+                self._see(name, args, out)
+                if self._is_sdpa(name):
+                    self.sdpa_causal += bool(_argument(func, args, kwargs or {}, "is_causal"))
+        return out
+
+    @staticmethod
+    def _is_sdpa(name: str) -> bool:
+        return name.startswith("_scaled_dot_product_") and "backward" not in name and "math" not in name
+
+    def _see(self, name: str, args: tuple, out: Any) -> None:
+        x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if self._is_sdpa(name):
+            self.sdpa += 1
+            self._precision(out)
+        elif name in _PRODUCTS:
+            if isinstance(out, torch.Tensor) and out.dim() >= 3:
+                self.products.add(_key(out))
+        elif name == "_softmax" and x is not None and x.dim() >= 3:
+            self.softmax.append(_key(x))
+        elif name == "convolution" and x is not None:
+            self.conv_dims.add(x.dim())
+        elif not torch.is_grad_enabled():  # backward (topk's scatters its gradient) or the optimizer: no routing
+            pass
+        elif name in _ROUTING_REDUCE and x is not None and x.dim() and (len(args) > 1 or name == "topk"):
+            dim = (args[2] if len(args) > 2 else -1) if name == "topk" else args[1]
+            if isinstance(dim, int):
+                self.routed.add(int(x.shape[dim]))
+        elif name in _ROUTING_INDEX:
+            self.indexing += 1
+        if name in _RNN_OPS:
+            self.rnn += 1
+        if name in _COMPUTE or name in _RNN_OPS:
+            self._precision(out)
+
+    def _precision(self, out: Any) -> None:
+        if not self.half:
+            t = _first_tensor(out)
+            self.half = t is not None and t.dtype in _HALF
+
+
+def _argument(func: Any, args: tuple, kwargs: Mapping, name: str) -> Any:
+    """An operator's argument by its name in the schema (positional or keyword)."""
+    if name in kwargs:
+        return kwargs[name]
+    names = [a.name for a in func._schema.arguments]
+    i = names.index(name)
+    return args[i] if i < len(args) else func._schema.arguments[i].default_value
+
+
+def _expert_counts(model: nn.Module) -> set[int]:
+    """How many experts a module could hold: the length of a list of identical
+    sibling modules with parameters (same class, same parameter shapes), and the
+    leading dimension of a 3-D parameter (experts' weights fused in one tensor)."""
+    out: set[int] = set()
+    for m in model.modules():
+        if isinstance(m, (nn.ModuleList, nn.ModuleDict)) and len(m) >= 2:
+            kids = list(m.values()) if isinstance(m, nn.ModuleDict) else list(m)
+            shapes = {(type(k), tuple(tuple(p.shape) for p in k.parameters())) for k in kids}
+            if len(shapes) == 1 and any(True for _ in kids[0].parameters()):
+                out.add(len(kids))
+    for p in model.parameters():
+        if p.dim() == 3 and p.shape[0] >= 2:
+            out.add(int(p.shape[0]))
+    return out
+
+
+def classify(model: nn.Module, ops: StepOps) -> tuple[str, ...]:
+    """The kinds of a step (see the module's docstring), each with its precision, e.g.
+    ``("sdpa/16-bit",)``; ``("other/fp32",)`` when no kind applies.
+
+    Args:
+        model: the step's model (its modules: RNNs, experts).
+        ops: what :class:`StepOps` saw while the step ran, with the attention backends
+            the CUDA model chose meanwhile: ``math`` runs as products and a softmax, which
+            are then SDPA's, not attention written out.
+    """
+    backends = ops.backends
+    kinds: list[str] = []
+    if ops.rnn or any(isinstance(m, nn.RNNBase) for m in model.modules()):
+        kinds.append("rnn")
+    if 5 in ops.conv_dims:
+        kinds.append("conv3d")
+    if ops.conv_dims & {3, 4}:
+        kinds.append("convolutional")
+    if ops.sdpa or sum(backends.values()):
+        # causal attention only (decoders) takes other kernels than attention over every position;
+        # the math path's flags are not seen: plain "sdpa", the kind that holds both
+        causal = ops.sdpa and ops.sdpa_causal == ops.sdpa and not backends.get("math")
+        kinds.append("sdpa-causal" if causal else "sdpa")
+    if sum(1 for k in ops.softmax if k in ops.products) > backends.get("math", 0):
+        kinds.append("matmul-attention")
+    if ops.indexing and ops.routed & _expert_counts(model):
+        kinds.append("moe")
+    precision = "16-bit" if ops.half else "fp32"
+    return tuple(f"{k}/{precision}" for k in (kinds or ["other"]))
+
+
+# -- what the benchmark measured -------------------------------------------------------------
+#: :data:`SOURCE`: the run :data:`MEASURED` comes from. :data:`MEASURED`: kind -> {"peak": the steady-state
+#: peak allocated, "device": device memory (what nvidia-smi shows)} -> ``cases``, ``median_abs`` (fraction),
+#: ``worst`` (signed fraction, (estimate - real) / real), ``under`` (cases under-estimated), ``worst_under``
+#: (the most negative error, 0.0 if none).
+#: Until the zoo's own GPU run lands, the figures are those of the 8 architectures x 4 recipes of
+#: benchmarks/results/2026-11-29-h200-run8-estimate (estimate.json, the estimate of that day's code, with
+#: which it was tuned: no validation third), converted by ``accuracy_table.py --from-run8`` (kinds found by
+#: running each architecture on fake tensors with this classifier, torch 2.14.1 on the CPU).
+# zoo benchmark 2026-11-29-h200-run8-estimate: 2026-11-29, NVIDIA H200, torch 2.11.0+cu130; 32 steps (0 of the validation third)
+# printed by benchmarks/zoo/accuracy_table.py; fractions: (estimate - real) / real
+# no validation records in this run
+SOURCE: dict[str, str] = {
+    "benchmark": "8-architecture benchmark",
+    "run": "2026-11-29-h200-run8-estimate",
+    "date": "2026-11-29",
+    "gpu": "NVIDIA H200",
+    "torch": "2.11.0+cu130",
+}
+MEASURED: dict[str, dict[str, dict[str, float | int]]] = {
+    "convolutional/16-bit": {
+        "peak": {"cases": 6, "median_abs": 0.009208, "worst": -0.017245, "under": 5, "worst_under": -0.017245},
+        "device": {"cases": 6, "median_abs": 0.032785, "worst": -0.063583, "under": 4, "worst_under": -0.063583},
+    },
+    "convolutional/fp32": {
+        "peak": {"cases": 6, "median_abs": 0.002497, "worst": -0.008144, "under": 5, "worst_under": -0.008144},
+        "device": {"cases": 6, "median_abs": 0.028987, "worst": -0.087133, "under": 4, "worst_under": -0.087133},
+    },
+    "other/16-bit": {
+        "peak": {"cases": 2, "median_abs": 0.000873, "worst": 0.001396, "under": 0, "worst_under": 0.0},
+        "device": {"cases": 2, "median_abs": 0.059207, "worst": -0.064171, "under": 2, "worst_under": -0.064171},
+    },
+    "other/fp32": {
+        "peak": {"cases": 2, "median_abs": 0.00154, "worst": 0.001684, "under": 0, "worst_under": 0.0},
+        "device": {"cases": 2, "median_abs": 0.047311, "worst": -0.05676, "under": 2, "worst_under": -0.05676},
+    },
+    "rnn/16-bit": {
+        "peak": {"cases": 2, "median_abs": 0.287532, "worst": -0.298553, "under": 2, "worst_under": -0.298553},
+        "device": {"cases": 2, "median_abs": 0.317536, "worst": -0.317536, "under": 2, "worst_under": -0.317536},
+    },
+    "rnn/fp32": {
+        "peak": {"cases": 2, "median_abs": 0.074373, "worst": -0.077082, "under": 2, "worst_under": -0.077082},
+        "device": {"cases": 2, "median_abs": 0.110652, "worst": -0.110821, "under": 2, "worst_under": -0.110821},
+    },
+    "sdpa-causal/16-bit": {
+        "peak": {"cases": 4, "median_abs": 0.000794, "worst": 0.022506, "under": 2, "worst_under": -0.000272},
+        "device": {"cases": 4, "median_abs": 0.003451, "worst": 0.01992, "under": 2, "worst_under": -0.003595},
+    },
+    "sdpa-causal/fp32": {
+        "peak": {"cases": 2, "median_abs": 8.5e-05, "worst": -9e-05, "under": 2, "worst_under": -9e-05},
+        "device": {"cases": 2, "median_abs": 0.000677, "worst": 0.000677, "under": 0, "worst_under": 0.0},
+    },
+    "sdpa/16-bit": {
+        "peak": {"cases": 4, "median_abs": 0.075321, "worst": -0.230537, "under": 4, "worst_under": -0.230537},
+        "device": {"cases": 4, "median_abs": 0.144289, "worst": -0.252792, "under": 4, "worst_under": -0.252792},
+    },
+    "sdpa/fp32": {
+        "peak": {"cases": 6, "median_abs": 0.000784, "worst": -0.008144, "under": 2, "worst_under": -0.008144},
+        "device": {"cases": 6, "median_abs": 0.021997, "worst": 0.09436, "under": 5, "worst_under": -0.030314},
+    },
+}
+
+
+@dataclass(frozen=True)
+class ExpectedError:
+    """How far the estimate of a step of these kinds was from the real step in the
+    zoo benchmark (:data:`MEASURED`), the worst of the step's kinds.
+
+    Attributes:
+        kinds: the step's kinds (:func:`classify`).
+        measured: the kinds with benchmark figures.
+        missing: the kinds without (no figures for this kind of step yet).
+        median: the largest median absolute error of the measured kinds (fraction; ``None``: no figures).
+        worst: the signed worst error of the deciding kind (fraction, negative: under-estimated).
+        worst_under: the most negative error of the measured kinds, steady peak allocated
+            (fraction <= 0; 0.0 when none was under-estimated; ``None``: no figures).
+        worst_under_device: the same for device memory (``None`` where not measured).
+        cases, under: the deciding kind's cases and how many of them were under-estimated.
+        kind: the deciding kind (the worst under-estimate, then the largest median).
+        source: the run (``benchmark``, ``gpu``, ``torch``, ``date``, ``run``).
+    """
+
+    kinds: tuple[str, ...]
+    measured: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    median: float | None = None
+    worst: float | None = None
+    worst_under: float | None = None
+    worst_under_device: float | None = None
+    cases: int = 0
+    under: int = 0
+    kind: str | None = None
+    source: Mapping[str, str] = field(default_factory=dict)
+
+    def note(self) -> str:
+        """One line for the estimate's report."""
+        if self.kind is None:
+            return (f"expected error: no benchmark figures for this kind of step yet ({', '.join(self.kinds)}); "
+                    "the estimate's accuracy on it is unknown")
+        src = ", ".join(x for x in (self.source.get("gpu", "").replace("NVIDIA ", ""),
+                                    f"torch {_short(self.source.get('torch', ''))}" if self.source.get("torch") else "")
+                        if x)
+        bench = self.source.get("benchmark", "zoo benchmark")
+        line = (f"expected error ({bench}{', ' + src if src else ''}, {self.cases} steps of this kind: {self.kind}): "
+                f"median {_pct(self.median)}, worst {_pct(self.worst, signed=True)}; under-estimates {self.under} of {self.cases}")
+        if len(self.measured) > 1:
+            line += f" (the worst of its kinds {', '.join(self.measured)})"
+        if self.missing:
+            line += f"; no benchmark figures for {', '.join(self.missing)} yet"
+        return line
+
+
+def _short(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def _pct(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "?"
+    s = f"{abs(x) * 100:.1f} %"
+    return ("−" if x < 0 else "+") + s if signed and x != 0 else s
+
+
+def expected_error(kinds: Iterable[str], table: Mapping[str, Any] | None = None,
+                   source: Mapping[str, str] | None = None) -> ExpectedError:
+    """The expected error of a step of ``kinds`` from ``table`` (default :data:`MEASURED`)."""
+    table = MEASURED if table is None else table
+    source = SOURCE if source is None else source
+    kinds = tuple(kinds)
+    have = [k for k in kinds if k in table and table[k].get("peak", {}).get("cases")]
+    missing = tuple(k for k in kinds if k not in have)
+    if not have:
+        return ExpectedError(kinds, missing=missing, source=dict(source))
+    peak = {k: table[k]["peak"] for k in have}
+    deciding = min(have, key=lambda k: (peak[k]["worst_under"], -peak[k]["median_abs"]))
+    devices = [table[k]["device"]["worst_under"] for k in have if table[k].get("device", {}).get("cases")]
+    p = peak[deciding]
+    return ExpectedError(kinds, tuple(have), missing, median=max(peak[k]["median_abs"] for k in have),
+                         worst=p["worst"], worst_under=min(peak[k]["worst_under"] for k in have),
+                         worst_under_device=min(devices) if devices else None, cases=int(p["cases"]),
+                         under=int(p["under"]), kind=deciding, source=dict(source))
+
+
+def safety_basis(expected: ExpectedError | None, table: Mapping[str, Any] | None = None
+                 ) -> tuple[float | None, float | None, str]:
+    """``(worst under-estimate of the peak, of device memory, why)`` that the safe mode of
+    :func:`vramnb.max_batch_size` holds a step of ``expected``'s kinds to (fractions <= 0;
+    ``None``: the table has no figures at all). A kind without figures is held to the worst
+    under-estimate of every measured kind: nothing says it does better."""
+    table = MEASURED if table is None else table
+    if expected is None:
+        return None, None, "no CUDA estimate: no benchmark figures"
+    everything = [k for k in table if table[k].get("peak", {}).get("cases")]
+    basis = expected
+    why = f"the worst of steps of its kinds ({', '.join(expected.measured)})" if expected.measured else ""
+    if expected.missing and everything:
+        basis = expected_error(everything, table)
+        why = (f"{why}; " if why else "") + (f"{', '.join(expected.missing)} without benchmark figures: held to the "
+                                             f"worst of every measured kind ({basis.kind})")
+    if basis.worst_under is None:
+        return None, None, "no benchmark figures yet: nothing added"
+    return basis.worst_under, basis.worst_under_device, f"{why} in the {basis.source.get('benchmark', 'zoo benchmark')}"
+
+
+def safe_margin(margin: float, card: int, worst_under: float | None, worst_under_device: float | None = None,
+                rounding: int = ROUNDING) -> float:
+    """The margin that keeps the real step inside ``card`` bytes less ``margin`` when the
+    estimate errs as badly as ``worst_under`` (the steady peak's worst under-estimate,
+    ``estimate = real * (1 + u)``, ``u <= 0``) and ``worst_under_device`` (device memory's).
+
+    The estimate's device memory ``d`` fits a margin ``m`` when ``d <= card * (1 - m)``. The
+    real peak is then up to ``d / (1 + u)``, plus at most ``rounding`` bytes the allocator
+    reserves for what it was not told of; it fits ``card * (1 - margin)`` when
+    ``d <= (card * (1 - margin) - rounding) * (1 + u)``, a margin ``(card - that) / card``. Device memory (CUDA context
+    included) holds the rounding already: ``d <= card * (1 - margin) * (1 + u_device)``.
+    The larger of the two margins; ``margin`` itself where nothing was measured.
+
+    The benchmark measures errors as fractions of whole steps at batches where
+    activations dominate; a step whose batch-dependent part is a larger share of the
+    card than there errs by a larger fraction (parameters and optimizer state are exact).
+    """
+    if worst_under is None:
+        return margin
+    room = card * (1 - margin)
+    need = [(room - rounding) * (1 + min(worst_under, 0.0))]
+    if worst_under_device is not None:
+        need.append(room * (1 + min(worst_under_device, 0.0)))
+    return max(margin, (card - min(need)) / card)
