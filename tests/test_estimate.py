@@ -547,7 +547,7 @@ def test_a_tuple_batch_without_loss_fn_that_forward_cannot_take_is_named():
         vramnb.estimate(torch.nn.Linear(8, 2), (x, y))
 
 
-def test_an_estimate_names_the_cuda_kernels_it_does_not_model():
+def test_an_rnn_estimate_runs_cudnn_and_says_how_sure_it_is():
     class LM(nn.Module):
         def __init__(self):
             super().__init__()
@@ -560,9 +560,8 @@ def test_an_estimate_names_the_cuda_kernels_it_does_not_model():
 
     ids = torch.randint(0, 50, (2, 8))
     est = vramnb.estimate(LM(), ids, target="A100")
-    assert any("cuDNN's RNN kernels" in n and "margin" in n for n in est.notes)
-    assert "cuDNN's RNN kernels" in str(est)
-    plain = vramnb.estimate(nn.Sequential(nn.Linear(16, 4)), torch.randn(2, 16), lambda m, b: m(b).sum(), target="A100")
-    assert not any("not modelled" in n for n in plain.notes)
+    assert est.backends == {"cudnn rnn": 1}  # one cuDNN kernel for the sequence, not a loop of cells
+    assert est.expected_error.kinds == ("rnn/fp32",)
+    assert any(n.startswith("expected error") and "rnn/fp32" in n for n in est.notes)
     on_cpu = vramnb.estimate(LM(), ids, device="cpu")  # a CPU estimate runs the CPU kernels themselves
-    assert not any("cuDNN" in n for n in on_cpu.notes)
+    assert on_cpu.backends == {} and on_cpu.expected_error is None

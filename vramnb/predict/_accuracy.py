@@ -201,6 +201,9 @@ def _expert_counts(model: nn.Module) -> set[int]:
     return out
 
 
+_ATTENTION_BACKENDS = ("flash", "efficient", "math", "cudnn")
+
+
 def classify(model: nn.Module, ops: StepOps) -> tuple[str, ...]:
     """The kinds of a step (see the module's docstring), each with its precision, e.g.
     ``("sdpa/16-bit",)``; ``("other/fp32",)`` when no kind applies.
@@ -219,10 +222,14 @@ def classify(model: nn.Module, ops: StepOps) -> tuple[str, ...]:
         kinds.append("conv3d")
     if ops.conv_dims & {3, 4}:
         kinds.append("convolutional")
-    if ops.sdpa or sum(backends.values()):
+    attention = sum(n for b, n in backends.items() if b in _ATTENTION_BACKENDS)
+    if ops.sdpa or attention:
         # causal attention only (decoders) takes other kernels than attention over every position;
-        # the math path's flags are not seen: plain "sdpa", the kind that holds both
-        causal = ops.sdpa and ops.sdpa_causal == ops.sdpa and not backends.get("math")
+        # the math path's flags are not seen: plain "sdpa", the kind that holds both. cuDNN's
+        # attention is modelled in Python (no ATen call to see): the CUDA model counts its causal calls
+        fused = ops.sdpa + backends.get("cudnn", 0)
+        causal_calls = ops.sdpa_causal + backends.get("cudnn causal", 0)
+        causal = fused and causal_calls == fused and not backends.get("math")
         kinds.append("sdpa-causal" if causal else "sdpa")
     if sum(1 for k in ops.softmax if k in ops.products) > backends.get("math", 0):
         kinds.append("matmul-attention")

@@ -339,6 +339,8 @@ class CudaPolicy:
         self.backends[backend] = self.backends.get(backend, 0) + 1
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
         if backend == "cudnn" and self.workspaces is not None:
+            if is_causal:
+                self.backends["cudnn causal"] = self.backends.get("cudnn causal", 0) + 1
             return cudnn_attention(self.workspaces, query, key, value, attn_mask)
         if backend in ("flash", "cudnn"):
             if key.shape[1] != query.shape[1]:  # GQA: the flash kernel takes expanded keys and values

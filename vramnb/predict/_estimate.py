@@ -409,9 +409,10 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                          f"would change yours): {'; '.join(shared[:4])}" + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
     est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
     if kernels is not None:
-        est.backends = dict(kernels.backends)
+        est.backends = {k: v for k, v in kernels.backends.items() if k != "cudnn causal"}
         if kernels.backends:
-            est.notes.append("attention backends (CUDA's choice): " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()))
+            est.notes.append("CUDA kernels chosen: " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()
+                                                                 if k != "cudnn causal"))
         if kernels.user_autocast:
             est.notes.append(f"the step's own torch.autocast('cuda') ({kernels.user_autocast} region(s)) modelled with "
                              "CUDA's autocast policy")
