@@ -1,0 +1,168 @@
+"""estimate() on steps that read tensor values: values come from the batch the user
+passed (real CPU shadows of the fake batch), and the CPU estimate still equals the
+CPU tracker's measurement byte for byte; values that do not come from the batch, or
+a batch on ``meta``, are refused naming the operator and the user's line."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import vramnb
+
+HERE = os.path.basename(__file__)
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def _batch(ignored: int):
+    torch.manual_seed(1)
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    y[:ignored] = -100
+    return x, y
+
+
+def _mine(bd):
+    return {k: v for k, v in bd.sources.items() if k != "other"}
+
+
+def _same_as_measured(model, batch, loss_fn, **kw):
+    opt = torch.optim.AdamW(model.parameters())
+    est = vramnb.estimate(model, batch, loss_fn, opt, device="cpu", **kw)
+    real = vramnb.profile_step(model, batch, loss_fn, opt, module_depth=None)
+    assert len(est.steps) == len(real.steps) == 2
+    for e, r in zip(est.steps, real.steps):
+        assert _mine(e.peak) == _mine(r.peak)
+        assert e.peak_phase == r.peak_phase
+    return est
+
+
+LINES: dict[str, int] = {}
+
+
+def _item_check(m, b):
+    x, y = b
+    LINES["item"] = sys._getframe().f_lineno + 1
+    if (y == -100).sum().item() > 0:  # an .item() check on the labels: an extra term when some are ignored
+        return nn.functional.cross_entropy(m(x), y.clamp(min=0)) + m(x).pow(2).mean()
+    return nn.functional.cross_entropy(m(x), y)
+
+
+def _any_check(m, b):
+    x, y = b
+    out = m(x)
+    LINES["any"] = sys._getframe().f_lineno + 1
+    if torch.any(y == -100):
+        out = out + m[0](x).repeat(64, 1).mean()  # memory that only this branch takes
+    return nn.functional.cross_entropy(out, y, ignore_index=-100)
+
+
+@pytest.mark.parametrize("loss_fn,key,values", [(_item_check, "item", ("5", "0")), (_any_check, "any", ("True", "False"))],
+                         ids=[".item()", "torch.any"])
+def test_a_value_read_from_the_labels_is_the_batch_value(loss_fn, key, values):
+    model = _model()
+    with_ignored = _same_as_measured(model, _batch(5), loss_fn)
+    without = _same_as_measured(model, _batch(0), loss_fn)
+    # the branch taken follows the batch's values: more memory when some labels are ignored
+    assert with_ignored.steady.peak.total > without.steady.peak.total
+    note = f"read from your batch: `aten._local_scalar_dense` at {__file__}:{LINES[key]} of your code"
+    assert any(n.startswith(note) and n.endswith(f"= {values[0]} (2 reads)") for n in with_ignored.notes), with_ignored.notes
+    assert any(n.startswith(note) and n.endswith(f"= {values[1]} (2 reads)") for n in without.notes), without.notes
+
+
+def _masked_loss(m, b):
+    x, y = b
+    logits = m(x)
+    keep = y != -100
+    LINES["index"] = sys._getframe().f_lineno + 1
+    return nn.functional.cross_entropy(logits[keep], y[keep])  # boolean indexing: the loss's input shape
+
+
+def test_boolean_indexing_by_the_labels_takes_the_batch_shape():
+    model = _model()
+    few = _same_as_measured(model, _batch(20), _masked_loss)
+    many = _same_as_measured(model, _batch(2), _masked_loss)
+    assert few.steady.peak_phase and many.steady.peak.total >= few.steady.peak.total
+    at = f"`aten.index` at {__file__}:{LINES['index']} of your code"
+    assert any(at in n and "shape (12, 10)" in n for n in few.notes), few.notes
+    assert any(at in n and "shape (30, 10)" in n for n in many.notes), many.notes
+
+
+def _writes_labels(m, b):
+    x, y = b
+    y.masked_fill_(y == -100, 0)  # in place, into the (fake) batch
+    if bool((y == 0).any()):
+        return nn.functional.cross_entropy(m(x), y) * 2
+    return nn.functional.cross_entropy(m(x), y)
+
+
+def test_a_step_writing_into_the_batch_reads_its_own_writes_and_leaves_the_users_batch():
+    x, y = _batch(5)
+    before = y.clone()
+    est = vramnb.estimate(_model(), (x, y), _writes_labels, device="cpu")
+    assert torch.equal(y, before)
+    assert any("read from your batch" in n and n.endswith("= True (2 reads)") for n in est.notes), est.notes
+
+
+def test_a_resized_batch_repeats_the_batch_rows():
+    model = _model()
+    x, y = _batch(5)
+    est = vramnb.estimate(model, (x, y), _masked_loss, torch.optim.AdamW(model.parameters()), device="cpu",
+                          batch_size=64)
+    rows = torch.arange(64) % 32
+    real = vramnb.profile_step(model, (x[rows], y[rows]), _masked_loss, torch.optim.AdamW(model.parameters()),
+                               module_depth=None)
+    for e, r in zip(est.steps, real.steps):
+        assert _mine(e.peak) == _mine(r.peak)
+    assert any("its 32 rows repeated to 64" in n and "shape (54, 10)" in n for n in est.notes), est.notes
+
+
+def _weight_mask(m, b):
+    out = m(b[0])
+    LINES["weights"] = sys._getframe().f_lineno + 1
+    return out[out > 0].sum()  # the mask comes from activations
+
+
+def test_a_shape_from_activations_names_the_op_and_the_line():
+    x, y = _batch(0)
+    with pytest.raises(ValueError) as err:
+        vramnb.estimate(_model(), (x, y), _weight_mask, device="cpu")
+    msg = str(err.value)
+    assert "`aten.index`" in msg and f"{HERE}:{LINES['weights']}" in msg
+    assert "weights or activations" in msg and "vramnb.profile_step" in msg
+
+
+def test_a_value_of_a_meta_batch_says_to_pass_a_real_batch():
+    batch = (torch.empty(32, 64, device="meta"), torch.empty(32, dtype=torch.long, device="meta"))
+    with pytest.raises(ValueError) as err:
+        vramnb.estimate(_model(), batch, _any_check, device="cpu")
+    msg = str(err.value)
+    assert "`aten._local_scalar_dense`" in msg and f"{HERE}:{LINES['any']}" in msg
+    assert "meta device" in msg and "Pass a real batch" in msg
+
+
+def test_a_speech_model_that_checks_its_labels_and_takes_ctc_lengths():
+    """Hugging Face's CTC heads (wav2vec2, HuBERT, WavLM, data2vec-audio, SEW) check ``labels.max()``,
+    ``masked_select`` the labels and give CTC tensor lengths: all read from the batch."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                      conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4), vocab_size=20,
+                                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, layerdrop=0.0,
+                                      mask_time_prob=0.0)
+    torch.manual_seed(0)
+    model = transformers.Wav2Vec2ForCTC(cfg)
+    labels = torch.randint(1, 20, (2, 12))
+    labels[0, 9:] = -100  # padding: 21 targets
+    batch = {"input_values": torch.randn(2, 4000), "labels": labels}
+    est = _same_as_measured(model, batch, lambda m, b: m(**b).loss)
+    assert any("read from your batch: `aten._local_scalar_dense`" in n and "labels.max()" in n and "= False" in n
+               for n in est.notes), est.notes
+    assert any("`aten.masked_select`" in n and "shape (21,)" in n for n in est.notes), est.notes
+    assert any("`aten._ctc_loss`" in n for n in est.notes), est.notes
