@@ -166,3 +166,68 @@ def test_a_speech_model_that_checks_its_labels_and_takes_ctc_lengths():
                for n in est.notes), est.notes
     assert any("`aten.masked_select`" in n and "shape (21,)" in n for n in est.notes), est.notes
     assert any("`aten._ctc_loss`" in n for n in est.notes), est.notes
+
+
+# -- more reads of the same kind: shapes and values that follow the labels ---------------------------------
+def _nonzero(m, b):
+    x, y = b
+    idx = (y != -100).nonzero().squeeze(1)
+    return nn.functional.cross_entropy(m(x).index_select(0, idx), y[idx])
+
+
+def _unique(m, b):
+    x, y = b
+    return nn.functional.cross_entropy(m(x), y.clamp(min=0)) * torch.unique(y[y >= 0]).numel()
+
+
+def _where(m, b):
+    x, y = b
+    (i,) = torch.where(y >= 0)
+    return nn.functional.cross_entropy(m(x[i]), y[i])
+
+
+def _repeat(m, b):
+    x, y = b
+    return torch.repeat_interleave(m(x), y.clamp(min=0), dim=0).pow(2).mean()
+
+
+def _equal(m, b):
+    x, y = b
+    return nn.functional.cross_entropy(m(x), y.clamp(min=0)) * (2 if torch.equal(y, y.clamp(min=0)) else 1)
+
+
+def _tolist(m, b):
+    x, y = b
+    n = sum(1 for v in y.tolist() if v >= 0)
+    return nn.functional.cross_entropy(m(x[:n]), y.clamp(min=0)[:n])
+
+
+def _bincount(m, b):
+    x, y = b
+    w = 1.0 / torch.bincount(y.clamp(min=0), minlength=10).clamp(min=1).float()
+    return nn.functional.cross_entropy(m(x), y.clamp(min=0), weight=w)
+
+
+def _int_slice(m, b):
+    x, y = b
+    k = int((y >= 0).sum())
+    return nn.functional.cross_entropy(m(x[:k]), y[-k:])
+
+
+def _setitem(m, b):
+    x, y = b
+    y = y.clone()
+    y[y == -100] = 0
+    if y.min().item() == 0:
+        return nn.functional.cross_entropy(m(torch.cat([x, x])), torch.cat([y, y]))
+    return nn.functional.cross_entropy(m(x), y)
+
+
+@pytest.mark.parametrize("loss_fn,op", [(_nonzero, "nonzero"), (_unique, "_unique2"), (_where, "nonzero"),
+                                        (_repeat, "repeat_interleave"), (_equal, "equal"),
+                                        (_tolist, "_local_scalar_dense"), (_bincount, "bincount"),
+                                        (_int_slice, "_local_scalar_dense"), (_setitem, "_local_scalar_dense")],
+                         ids=lambda v: getattr(v, "__name__", v))
+def test_reads_that_follow_the_labels_equal_the_measurement(loss_fn, op):
+    est = _same_as_measured(_model(), _batch(5), loss_fn)
+    assert any(n.startswith(f"read from your batch: `aten.{op}` at {__file__}:") for n in est.notes), est.notes
