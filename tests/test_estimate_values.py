@@ -231,3 +231,45 @@ def _setitem(m, b):
 def test_reads_that_follow_the_labels_equal_the_measurement(loss_fn, op):
     est = _same_as_measured(_model(), _batch(5), loss_fn)
     assert any(n.startswith(f"read from your batch: `aten.{op}` at {__file__}:") for n in est.notes), est.notes
+
+
+def _layer_drop(m, b):
+    x, y = b
+    out = m(x)
+    LINES["drop"] = sys._getframe().f_lineno + 1
+    if torch.rand(()) < 2.0:  # LayerDrop's draw (always true here): the extra branch runs
+        out = out + m[0](x).repeat(64, 1).mean()
+    return nn.functional.cross_entropy(out, y.clamp(min=0))
+
+
+def test_a_random_draw_read_in_the_step_is_drawn_by_the_estimate_not_from_the_users_generator():
+    model, batch = _model(), _batch(0)
+    state = torch.get_rng_state()
+    est = vramnb.estimate(model, batch, _layer_drop, device="cpu")
+    assert torch.equal(torch.get_rng_state(), state)
+    assert any(n.startswith(f"drawn at random by the estimate (your step draws its own values): "
+                            f"`aten._local_scalar_dense` at {__file__}:{LINES['drop']} of your code") and "= True" in n
+               for n in est.notes), est.notes
+    _same_as_measured(model, batch, _layer_drop)
+
+
+class _Packed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = nn.GRU(64, 16, batch_first=True), nn.Linear(16, 10)
+
+    def forward(self, x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        LINES["packed"] = sys._getframe().f_lineno + 1
+        _, h = self.rnn(packed)
+        return self.fc(h[-1])
+
+
+def test_data_read_inside_a_cpp_kernel_names_the_line():
+    """An RNN on a PackedSequence reads batch_sizes in C++, below any dispatch mode: refused clearly."""
+    torch.manual_seed(0)
+    batch = (torch.randn(8, 7, 64), torch.randint(0, 10, (8,)), torch.randint(1, 8, (8,)))
+    with pytest.raises(ValueError) as err:
+        vramnb.estimate(_Packed(), batch, lambda m, b: nn.functional.cross_entropy(m(b[0], b[2]), b[1]), device="cpu")
+    msg = str(err.value)
+    assert f"{HERE}:{LINES['packed']}" in msg and "PackedSequence" in msg and "vramnb.profile_step" in msg

@@ -29,6 +29,12 @@ When the fake mode refuses an operator for want of values
   innermost frame outside torch and vramnb) and what to do: the value comes from
   the weights or activations, or the batch is on ``meta`` (no values at all).
 
+A random draw whose inputs are known (LayerDrop's ``torch.rand([]) < p``) is
+drawn from the estimate's own generator (the user's is not advanced) and noted
+as such: the real step draws its own. Kernels that read data in C++ below the
+dispatcher (an RNN on a ``PackedSequence``) cannot be given values by a mode;
+:func:`vramnb.predict._estimate_inputs.explain` names the user's line for them.
+
 Costs: the batch's shadows are copies of the batch (real CPU memory of the
 batch's size; with ``batch_size=`` the resized batch, its rows repeated), and
 every tensor derived from it alone has a real shadow while its fake lives
@@ -37,7 +43,10 @@ every tensor derived from it alone has a real shadow while its fake lives
 larger than :data:`CONSTANTS` bytes. Shadows are real CPU
 storages, never meta ones, so the estimate's ``StorageTracker("meta")`` does
 not count them, and the operators that make them run with dispatch off (no mode
-sees them); they are freed when the estimate ends (:meth:`BatchValues.close`).
+sees them) on one intra-op thread (``torch.set_num_threads(1)`` for the call, put
+back at once); they are freed when the estimate ends (:meth:`BatchValues.close`).
+A step that reads no values pays one dispatch-mode layer and the shadow
+operators of its batch-only tensors (GPT-2's shifted labels, position ids).
 """
 
 from __future__ import annotations
@@ -58,7 +67,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._storages import storage_of, storage_key
 from .._units import format_bytes
 
-__all__ = ["BatchValues", "LIMIT", "CONSTANTS"]
+__all__ = ["BatchValues", "LIMIT", "CONSTANTS", "line_of", "user_line"]
 
 LIMIT = 64 * 2**20
 """Bytes: a shadow derived from the batch above this size (or twice the batch's bytes, the larger) is not kept."""
@@ -71,7 +80,8 @@ _LARGE = "large"  # derived from the batch, too large to keep
 _READS = {"_local_scalar_dense": "a tensor's value (.item(), bool(tensor), int(tensor), float(tensor), .tolist())",
           "equal": "torch.equal"}
 _RANDOM = getattr(torch.Tag, "nondeterministic_seeded", None)  # dropout, randn, bernoulli: values of their own
-_OPS: dict[Any, tuple[bool, bool]] = {}  # operator -> (its values are its own: random, uninitialised; it writes)
+_OPS: dict[Any, tuple[Any, bool, bool]] = {}  # operator -> (its generator= overload if random, no values, it writes)
+_RANDOMLY = 2  # the origin of values drawn by the estimate's own generator
 _TAG = "_vramnb_values"  # set on the fake tensors whose storage has (or had) a shadow
 _UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"})
 # operators whose output shapes follow the values of some arguments only (positions in the schema)
@@ -86,7 +96,19 @@ class Read:
     where: str
     source: str
     value: str
-    batch: bool  # from the batch's values (else from constants of the step)
+    batch: int  # from the batch's values (1), from constants of the step (0), from a random draw (_RANDOMLY)
+
+
+def _drawing(func: Any) -> Any:
+    """The overload of a random operator that takes a ``generator=`` (``aten.rand.generator`` for
+    ``aten.rand.default``), or ``None``."""
+    if any(a.name == "generator" for a in func._schema.arguments):
+        return func
+    other = getattr(func.overloadpacket, "generator", None)
+    if other is not None and [a.name for a in other._schema.arguments if a.name != "generator"] == [
+            a.name for a in func._schema.arguments]:
+        return other
+    return None
 
 
 def _flat(args: Any) -> list[Any]:
@@ -138,6 +160,19 @@ def user_line() -> tuple[str, str]:
     return f"{backward}an unknown line", ""
 
 
+def line_of(err: BaseException) -> tuple[str, str]:
+    """:func:`user_line` for where ``err`` was raised (its traceback's innermost frame of the user's)."""
+    frames = []
+    tb = err.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    for name, line in reversed(frames):
+        if not name.startswith(_SKIP) and not name.startswith("<frozen"):
+            return f"{name}:{line}", linecache.getline(name, line).strip()
+    return "an unknown line", ""
+
+
 class BatchValues(TorchDispatchMode):
     """Shadows of the batch-derived fake tensors, and the values read from them (see the module docstring).
 
@@ -152,6 +187,7 @@ class BatchValues(TorchDispatchMode):
         self.reads: list[Read] = []
         self.limit = LIMIT
         self.repeated: str = ""
+        self._generator = torch.Generator().manual_seed(0)  # draws of the estimate's own (the user's RNG is not used)
 
     # -- the batch -------------------------------------------------------------
     def add_batch(self, real: list[torch.Tensor], fake: list[torch.Tensor]) -> None:
@@ -203,14 +239,16 @@ class BatchValues(TorchDispatchMode):
 
         self._shadows[key] = (weakref.ref(st, freed), value, batch)
 
-    def _from_batch(self, tensors: list[Any]) -> bool:
-        """Some of ``tensors`` carry values that come from the batch (not only from constants)."""
+    def _from_batch(self, tensors: list[Any]) -> int:
+        """Where the values of ``tensors`` come from: :data:`_RANDOMLY` (a draw of the estimate's),
+        1 (the batch) or 0 (constants alone), the first that any of them has."""
+        origin = 0
         for t in tensors:
             st = storage_of(t) if isinstance(t, FakeTensor) else None
             entry = self._shadows.get(storage_key(st)) if st is not None else None
-            if entry is not None and entry[0]() is st and entry[2]:
-                return True
-        return False
+            if entry is not None and entry[0]() is st:
+                origin = max(origin, int(entry[2]))
+        return origin
 
     def _lookup(self, t: Any) -> Any:
         """A real tensor with ``t``'s values, ``_META``/``_LARGE``, or ``None`` (not known)."""
@@ -289,17 +327,18 @@ class BatchValues(TorchDispatchMode):
         info = _OPS.get(func)
         if info is None:
             name = func.overloadpacket.__name__
-            info = _OPS[func] = ((_RANDOM is not None and _RANDOM in func.tags) or name in _UNINITIALISED,
-                                 func._schema.is_mutable)
+            random = _RANDOM is not None and _RANDOM in func.tags
+            drawn = _drawing(func) if random else None
+            info = _OPS[func] = (drawn, name in _UNINITIALISED or (random and drawn is None), func._schema.is_mutable)
         tensors = [t for t in _flat([*args, *kwargs.values()]) if isinstance(t, torch.Tensor)]
         # (the fast test first: a fake tensor never tagged holds no values, unless a constant of the fake mode)
-        if info[0] or not all(not isinstance(t, FakeTensor) or _TAG in t.__dict__ or t.constant is not None
+        if info[1] or not all(not isinstance(t, FakeTensor) or _TAG in t.__dict__ or t.constant is not None
                               for t in tensors):
             shadows = None
         else:
             shadows = [self._lookup(t) for t in tensors]
         if shadows is None or any(s is None for s in shadows):
-            if info[1] and self._shadows:  # written with values not known (random, uninitialised): forget them
+            if info[2] and self._shadows:  # written with values not known: forget them
                 self._forget_written(func, args, kwargs)
             return out
         fakes = [f for f in _flat([out]) if isinstance(f, FakeTensor)]
@@ -308,11 +347,14 @@ class BatchValues(TorchDispatchMode):
         if any(s is _META for s in shadows) or any(s is _LARGE for s in shadows):
             self._mark(out, _META if any(s is _META for s in shadows) else _LARGE)
             return out
-        batch = self._from_batch(tensors)
-        if sum(f.untyped_storage().nbytes() for f in fakes) > (self.limit if batch else CONSTANTS):
+        batch = _RANDOMLY if info[0] is not None else self._from_batch(tensors)
+        if sum(f.untyped_storage().nbytes() for f in fakes) > (self.limit if batch == 1 else CONSTANTS):
             self._mark(out, _LARGE)
             return out
-        real = self._run(func, args, kwargs, tensors, shadows)
+        if info[0] is not None:  # a draw (LayerDrop's torch.rand([]) < p): the estimate's own generator's, not the user's
+            real = self._run(info[0], args, {**kwargs, "generator": self._generator}, tensors, shadows)
+        else:
+            real = self._run(func, args, kwargs, tensors, shadows)
         if real is None:
             self._forget_outputs(out)
         else:
@@ -434,7 +476,7 @@ class BatchValues(TorchDispatchMode):
             return type(real)(fake(r) if isinstance(r, torch.Tensor) else r for r in real)
         return real
 
-    def _note(self, name: str, where: str, source: str, real: Any, batch: bool) -> None:
+    def _note(self, name: str, where: str, source: str, real: Any, batch: int) -> None:
         if isinstance(real, torch.Tensor):
             value = f"shape {tuple(real.shape)}"
         elif isinstance(real, (list, tuple)):
@@ -472,6 +514,7 @@ class BatchValues(TorchDispatchMode):
             shown = ", ".join(values[:4]) + (", ..." if len(values) > 4 else "")
             src = f" (`{rs[0].source}`)" if rs[0].source else ""
             times = f" ({len(rs)} reads)" if len(rs) > 1 else ""
-            origin = f"read from your batch{self.repeated}" if batch else "read from constants of the step"
+            origin = (f"read from your batch{self.repeated}" if batch == 1 else "read from constants of the step"
+                      if not batch else "drawn at random by the estimate (your step draws its own values)")
             lines.append(f"{origin}: `{op}` at {where} of your code{src} = {shown}{times}")
         return lines
