@@ -51,52 +51,45 @@ operators of its batch-only tensors (GPT-2's shifted labels, position ids).
 
 from __future__ import annotations
 
-import linecache
-import os
-import sys
-import sysconfig
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensor
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+)
 from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .._storages import storage_of, storage_key
-from .._units import format_bytes
+from .._storages import storage_key, storage_of
+from ._value_reads import (
+    CONSTANTS,
+    META,
+    RANDOMLY,
+    Read,
+    notes,
+    refusal,
+    shown,
+    user_line,
+)
 
-__all__ = ["BatchValues", "LIMIT", "CONSTANTS", "line_of", "user_line"]
+__all__ = ["LIMIT", "BatchValues"]
 
 LIMIT = 64 * 2**20
 """Bytes: a shadow derived from the batch above this size (or twice the batch's bytes, the larger) is not kept."""
-CONSTANTS = 64 * 2**10
-"""Bytes: a shadow of constants alone (a factory such as ``torch.arange``, a real CPU constant) above this
-size is not kept: models build large constant masks (GPT-2's ``tril(ones(1024, 1024))``) that nothing reads."""
 
-_META = "meta"  # the storage derives from a meta batch: no values to read
+
+_META = META  # the storage derives from a meta batch: no values to read
 _LARGE = "large"  # derived from the batch, too large to keep
-_READS = {"_local_scalar_dense": "a tensor's value (.item(), bool(tensor), int(tensor), float(tensor), .tolist())",
-          "equal": "torch.equal"}
 _RANDOM = getattr(torch.Tag, "nondeterministic_seeded", None)  # dropout, randn, bernoulli: values of their own
 _OPS: dict[Any, tuple[Any, bool, bool]] = {}  # operator -> (its generator= overload if random, no values, it writes)
-_RANDOMLY = 2  # the origin of values drawn by the estimate's own generator
+_RANDOMLY = RANDOMLY
 _TAG = "_vramnb_values"  # set on the fake tensors whose storage has (or had) a shadow
 _UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"})
 # operators whose output shapes follow the values of some arguments only (positions in the schema)
 _SHAPE_ARGS = {"_ctc_loss": (2, 3), "_pack_padded_sequence": (1,), "bincount": (0,), "repeat_interleave": (0, 1)}
-
-
-@dataclass
-class Read:
-    """One value the step read: the operator, the user's line, what it gave."""
-
-    op: str
-    where: str
-    source: str
-    value: str
-    batch: int  # from the batch's values (1), from constants of the step (0), from a random draw (_RANDOMLY)
 
 
 def _drawing(func: Any) -> Any:
@@ -132,45 +125,6 @@ def _map(x: Any, fn: Any) -> Any:
 def _view(st: torch.UntypedStorage, t: torch.Tensor) -> torch.Tensor:
     """A real tensor over ``st`` with ``t``'s dtype and geometry (call with dispatch off)."""
     return torch.empty(0, dtype=t.dtype).set_(st, t.storage_offset(), t.shape, t.stride())
-
-
-def _skip_dirs() -> tuple[str, ...]:
-    dirs = [os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__))]
-    paths = sysconfig.get_paths()
-    lib = paths.get("stdlib")
-    if lib and not any(paths.get(k, "").startswith(lib) for k in ("purelib", "platlib")):
-        dirs.append(lib)
-    return tuple(os.path.join(d, "") for d in dirs)
-
-
-_SKIP = _skip_dirs()
-
-
-def user_line() -> tuple[str, str]:
-    """``("file:line", source text)`` of the innermost frame outside torch, vramnb and the standard library
-    (in the backward pass: the line that started it, said so)."""
-    task = getattr(torch._C, "_current_graph_task_id", None)
-    backward = "the backward pass started by " if task is not None and task() != -1 else ""
-    f = sys._getframe(1)
-    while f is not None:
-        name = f.f_code.co_filename
-        if not name.startswith(_SKIP) and not name.startswith("<frozen"):
-            return f"{backward}{name}:{f.f_lineno}", linecache.getline(name, f.f_lineno).strip()
-        f = f.f_back
-    return f"{backward}an unknown line", ""
-
-
-def line_of(err: BaseException) -> tuple[str, str]:
-    """:func:`user_line` for where ``err`` was raised (its traceback's innermost frame of the user's)."""
-    frames = []
-    tb = err.__traceback__
-    while tb is not None:
-        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
-        tb = tb.tb_next
-    for name, line in reversed(frames):
-        if not name.startswith(_SKIP) and not name.startswith("<frozen"):
-            return f"{name}:{line}", linecache.getline(name, line).strip()
-    return "an unknown line", ""
 
 
 class BatchValues(TorchDispatchMode):
@@ -383,7 +337,7 @@ class BatchValues(TorchDispatchMode):
             torch.set_num_threads(1)
             with no_dispatch(), torch.no_grad():
                 return func(*[_map(a, swap) for a in args], **{k: _map(v, swap) for k, v in kwargs.items()})
-        except Exception:
+        except Exception:  # noqa: BLE001 - a shadow that cannot be computed is a value not known
             return None
         finally:
             torch.set_num_threads(threads)
@@ -399,14 +353,14 @@ class BatchValues(TorchDispatchMode):
                 out = self._fake_outputs(real, args, kwargs, tensors, shadows)
                 batch = self._from_batch(tensors)
                 self._keep(out, real, shadows, batch)
-                self._note(name, where, source, real, batch)
+                self.reads.append(Read(f"aten.{name}", where, source, shown(real), batch))
                 return out
         decided = self._shape_from(func, args, kwargs)
         if decided is not None:
             out, real = decided
-            self._note(name, where, source, real, self._from_batch(tensors))
+            self.reads.append(Read(f"aten.{name}", where, source, shown(real), self._from_batch(tensors)))
             return out
-        raise self._refusal(func, where, source, tensors, shadows)
+        raise refusal(func.overloadpacket.__name__, where, source, _META if _META in shadows else _LARGE if _LARGE in shadows else None, self.limit)
 
     def _shape_from(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """(fake output, what decided its shape) where only the shape-deciding arguments have shadows."""
@@ -476,45 +430,6 @@ class BatchValues(TorchDispatchMode):
             return type(real)(fake(r) if isinstance(r, torch.Tensor) else r for r in real)
         return real
 
-    def _note(self, name: str, where: str, source: str, real: Any, batch: int) -> None:
-        if isinstance(real, torch.Tensor):
-            value = f"shape {tuple(real.shape)}"
-        elif isinstance(real, (list, tuple)):
-            value = "shapes " + ", ".join(str(tuple(r.shape)) for r in real if isinstance(r, torch.Tensor))
-        else:
-            value = repr(real)
-        self.reads.append(Read(f"aten.{name}", where, source, value, batch))
-
-    def _refusal(self, func: Any, where: str, source: str, tensors: list[Any], shadows: list[Any]) -> ValueError:
-        name = f"aten.{func.overloadpacket.__name__}"
-        what = _READS.get(func.overloadpacket.__name__, f"its output's shape follows the input's values")
-        line = f"`{name}` ({what}) at {where} of your code" + (f" (`{source}`)" if source else "")
-        if any(s is _META for s in shadows):
-            return ValueError(f"the step reads a value of your batch: {line}; but the batch is on the meta device and "
-                              "has no values. Pass a real batch (e.g. one batch from your DataLoader, on the CPU: "
-                              "only its values are read, nothing is allocated on the device)")
-        if any(s is _LARGE for s in shadows):
-            return ValueError(f"the step reads a value computed through a tensor larger than the estimate keeps "
-                              f"values for ({format_bytes(self.limit)} derived from your batch, "
-                              f"{format_bytes(CONSTANTS)} of constants alone): {line}. Measure the step with "
-                              "vramnb.profile_step on the real device")
-        return ValueError(f"the step needs a tensor's value that does not come from your batch: {line} reads a value "
-                          "computed from the model's weights or activations, which an estimate does not compute (fake "
-                          "tensors have shapes, no data). Measure the step with vramnb.profile_step on the real device, "
-                          "or make the step not read it (no .item(), bool(tensor) or boolean indexing on activations)")
-
     def notes(self) -> list[str]:
-        """One line per place that read values from the batch: ``read from your batch: `op` at file:line = value``."""
-        grouped: dict[tuple[str, str, bool], list[Read]] = {}
-        for r in self.reads:
-            grouped.setdefault((r.op, r.where, r.batch), []).append(r)
-        lines = []
-        for (op, where, batch), rs in grouped.items():
-            values = list(dict.fromkeys(r.value for r in rs))
-            shown = ", ".join(values[:4]) + (", ..." if len(values) > 4 else "")
-            src = f" (`{rs[0].source}`)" if rs[0].source else ""
-            times = f" ({len(rs)} reads)" if len(rs) > 1 else ""
-            origin = (f"read from your batch{self.repeated}" if batch == 1 else "read from constants of the step"
-                      if not batch else "drawn at random by the estimate (your step draws its own values)")
-            lines.append(f"{origin}: `{op}` at {where} of your code{src} = {shown}{times}")
-        return lines
+        """One line per place that read values: ``read from your batch: `op` at file:line = value``."""
+        return notes(self.reads, self.repeated)

@@ -172,7 +172,7 @@ def explain(err: BaseException) -> BaseException:
     if isinstance(err, RuntimeError) and "data is not allocated yet" in str(err):
         # a C++ kernel reading a fake tensor's data below the dispatcher (an RNN's PackedSequence batch_sizes),
         # where no dispatch mode can give it the batch's values
-        from ._batch_values import line_of
+        from ._value_reads import line_of
 
         where, source = line_of(err)
         return ValueError(f"the step reads tensor data inside a PyTorch function at {where} of your code"
