@@ -166,6 +166,8 @@ def test_a_speech_model_that_checks_its_labels_and_takes_ctc_lengths():
                for n in est.notes), est.notes
     assert any("`aten.masked_select`" in n and "shape (21,)" in n for n in est.notes), est.notes
     assert any("`aten._ctc_loss`" in n for n in est.notes), est.notes
+    cuda = vramnb.estimate(model, batch, lambda m, b: m(**b).loss, target="A100")  # the CUDA model on top reads them too
+    assert cuda.fits and any("`aten.masked_select`" in n for n in cuda.notes)
 
 
 # -- more reads of the same kind: shapes and values that follow the labels ---------------------------------
@@ -273,3 +275,24 @@ def test_data_read_inside_a_cpp_kernel_names_the_line():
         vramnb.estimate(_Packed(), batch, lambda m, b: nn.functional.cross_entropy(m(b[0], b[2]), b[1]), device="cpu")
     msg = str(err.value)
     assert f"{HERE}:{LINES['packed']}" in msg and "PackedSequence" in msg and "vramnb.profile_step" in msg
+
+
+def test_shadows_are_not_counted_and_are_freed_after_the_estimate(monkeypatch):
+    """The batch's shadows are real CPU storages: the estimate's meta tracker never counts them (the bytes equal
+    the measurement above), and none outlives the estimate."""
+    import weakref
+
+    from vramnb.predict import _batch_values, _estimate
+
+    made = []
+
+    class Recording(_batch_values.BatchValues):
+        def add_batch(self, real, fake):
+            super().add_batch(real, fake)
+            made.extend(weakref.ref(e[1]) for e in self._shadows.values()
+                        if isinstance(e[1], torch.UntypedStorage))
+
+    monkeypatch.setattr(_estimate, "BatchValues", Recording)
+    est = _same_as_measured(_model(), _batch(5), _masked_loss)
+    assert made and all(r() is None for r in made)
+    assert any("read from your batch" in n for n in est.notes)
