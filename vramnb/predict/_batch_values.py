@@ -104,6 +104,22 @@ def _drawing(func: Any) -> Any:
     return None
 
 
+def _tagged(args: Any, kwargs: dict[str, Any]) -> list[Any] | None:
+    """The tensor arguments, or ``None`` as soon as one is a fake tensor without values: never tagged, and not a
+    constant of the fake mode (the fast test, on every operator)."""
+    out = []
+    for group in (args, kwargs.values()):
+        for a in group:
+            for t in (a,) if isinstance(a, torch.Tensor) else a if isinstance(a, (list, tuple)) else ():
+                if isinstance(t, FakeTensor):
+                    if _TAG not in t.__dict__ and t.constant is None:
+                        return None
+                    out.append(t)
+                elif isinstance(t, torch.Tensor):
+                    out.append(t)
+    return out
+
+
 def _flat(args: Any) -> list[Any]:
     out: list[Any] = []
     for a in args:
@@ -284,13 +300,8 @@ class BatchValues(TorchDispatchMode):
             random = _RANDOM is not None and _RANDOM in func.tags
             drawn = _drawing(func) if random else None
             info = _OPS[func] = (drawn, name in _UNINITIALISED or (random and drawn is None), func._schema.is_mutable)
-        tensors = [t for t in _flat([*args, *kwargs.values()]) if isinstance(t, torch.Tensor)]
-        # (the fast test first: a fake tensor never tagged holds no values, unless a constant of the fake mode)
-        if info[1] or not all(not isinstance(t, FakeTensor) or _TAG in t.__dict__ or t.constant is not None
-                              for t in tensors):
-            shadows = None
-        else:
-            shadows = [self._lookup(t) for t in tensors]
+        tensors = None if info[1] else _tagged(args, kwargs)
+        shadows = None if tensors is None else [self._lookup(t) for t in tensors]
         if shadows is None or any(s is None for s in shadows):
             if info[2] and self._shadows:  # written with values not known: forget them
                 self._forget_written(func, args, kwargs)
