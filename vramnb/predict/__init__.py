@@ -10,6 +10,9 @@ in the order the data flows (each module feeds the next, never the reverse):
    shapes, dtypes and storages, no data) of the model, the batch and the
    optimizer, with the user's hooks that may run on them;
    ``_fake_guard`` keeps the fake step off the user's real tensors;
+   ``_batch_values`` keeps real CPU shadows of what derives from the batch, for
+   the values the step reads (``.item()``, boolean masks, lengths), and
+   ``_value_reads`` says which it read (notes) or why it could not (errors);
 3. ``_cuda_model``: the CUDA kernels' memory-relevant choices made for fake
    *CPU* tensors (attention backend, CUDA's autocast policy, fused dropout,
    cuBLAS workspaces), registered at the dispatcher while the step runs;

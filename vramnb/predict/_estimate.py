@@ -32,6 +32,7 @@ import torch
 
 from ._accuracy import ExpectedError, StepOps, classify, expected_error
 from ._allocator import replay, round_size
+from ._batch_values import BatchValues
 from .._breakdown import StepReport
 from ._cuda_model import CudaPolicy, outside_pytorch
 from ._kernels import Workspaces
@@ -199,8 +200,12 @@ def estimate(
     Args:
         model: an ``nn.Module`` (on any device, or ``meta``), or a function
             building one (called under ``torch.device("meta")``: no memory).
-        batch: a tensor, or a tuple/list/dict of tensors (real or ``meta``;
-            only shapes and dtypes are used).
+        batch: a tensor, or a tuple/list/dict of tensors (real or ``meta``).
+            Shapes and dtypes make the fake batch; where the step reads values
+            (``.item()``, ``if torch.any(labels == -100):``, ``labels[labels != -100]``,
+            CTC lengths) they are taken from a real batch's values, and the notes
+            say which (:mod:`vramnb.predict._batch_values`; a copy of the batch in
+            CPU memory while the estimate runs).
         loss_fn: ``loss_fn(model, batch) -> scalar``; default as in :func:`vramnb.profile_step`.
         optimizer: the user's optimizer over ``model`` (its settings and
             state are copied), a function ``params -> optimizer``, or ``None``.
@@ -233,8 +238,10 @@ def estimate(
             (the message names the valid choices); the step makes tensors on
             a device itself (``device="cuda"``, ``.cuda()``, ``.to("cuda")``:
             refused before they reach autograd, which would abort a PyTorch
-            built without CUDA); or the step needs tensor *values*
-            (data-dependent shapes or ``.item()``), which fake tensors do not have.
+            built without CUDA); or the step needs tensor *values* (``.item()``,
+            data-dependent shapes) that do not come from the batch (they depend
+            on the weights or activations) or of a batch on ``meta``: the message
+            names the operator and the line of the user's code that reads it.
     """
     with _ONE_AT_A_TIME, torch.enable_grad(), _autocast_off(), _host_default_device():
         # one estimate at a time (its dispatcher kernels are process-wide); the
@@ -327,6 +334,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     if not any(p.requires_grad for p in fmodel.parameters()):
         raise ValueError(f"{type(fmodel).__name__} has no trainable parameters: nothing to train")
     fbatch = fake_batch(batch, mode, batch_size)
+    values = BatchValues()  # values the step reads, from the user's batch (real CPU shadows: _batch_values)
+    values.add_batch([t for _, t in _batch_tensors(batch)], [t for _, t in _batch_tensors(fbatch)])
     fopt = build_optimizer(optimizer, fmodel, fakes, mode, guard, dropped)
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
@@ -344,7 +353,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     fixes = KernelFixes()
     ops = StepOps(kernels.backends if kernels is not None else None)  # what decides the step's kinds
     with without_user_global_hooks(dropped), (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, \
-            HostDevicesOnly(), guard, fixes, \
+            values, HostDevicesOnly(), guard, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
@@ -390,6 +399,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                     break
         finally:
             plan.run_undo()
+            values.close()
     if err is not None:
         raise explain(err) from err
     name = label or model_name + (f" · {type(plan.optimizer).__name__}" if plan.optimizer is not None else "")
@@ -399,6 +409,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     est = Estimate(f"{device} (estimate)", f"estimate: fake tensors, {'exact storage sizes' if tgt is None else 'CUDA allocator model'}",
                    results, name, target=tgt, margin=float(margin), recipe=recipe)
     est.notes.extend(plan.notes)
+    est.notes.extend(values.notes())
     plan.release()
     if dropped:
         est.notes.append(f"{len(dropped)} hook(s) of your own were not run on the fake copy (they would store fake "

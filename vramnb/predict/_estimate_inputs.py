@@ -169,6 +169,16 @@ def explain(err: BaseException) -> BaseException:
         return ValueError(f"the step uses CUDA itself ({str(err).splitlines()[0]}); an estimate runs the step on fake "
                           "CPU tensors and models the card on top. Create tensors on the device of the model or batch "
                           "instead (e.g. torch.zeros(..., device=x.device)), and leave torch.cuda calls out of the step")
+    if isinstance(err, RuntimeError) and "data is not allocated yet" in str(err):
+        # a C++ kernel reading a fake tensor's data below the dispatcher (an RNN's PackedSequence batch_sizes),
+        # where no dispatch mode can give it the batch's values
+        from ._value_reads import line_of
+
+        where, source = line_of(err)
+        return ValueError(f"the step reads tensor data inside a PyTorch function at {where} of your code"
+                          + (f" (`{source}`)" if source else "") + " (e.g. an RNN on a PackedSequence reads its batch_sizes "
+                          "in C++, below the dispatcher), which fake tensors cannot give it: measure the step with "
+                          "vramnb.profile_step, or estimate it on padded batches without packing")
     if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
         return ValueError(f"the step needs tensor values ({err}): fake tensors have shapes but no data. "
                           "Make the step not depend on values (e.g. no .item() or boolean indexing in the "
