@@ -19,11 +19,23 @@ case "$part" in
     left=$(( budget - ($(date +%s) - start) ))
     python benchmarks/zoo_gpu.py --cases $(python -c "import sys; sys.path.insert(0,'benchmarks'); from zoo import cases; print(' '.join(c.name for c in cases('op')))") \
       --jobs 15 --deadline $(( left - 40 )) --timeout 240 --out "$work/runs" "$@" > "$work/zoo.log" 2>&1 ;;
+  final1)  # every op-level case and the sample: real, estimate with the GPU present, MemTracker (sample)
+    ops=$(python -c "import sys; sys.path.insert(0,'benchmarks'); from zoo import cases; print(' '.join(c.name for c in cases('op')))")
+    sample=$(python -c "import sys; sys.path.insert(0,'benchmarks'); from zoo_gpu import SAMPLE; print(' '.join(SAMPLE))")
+    ZOO_MEMTRACKER=1 python benchmarks/zoo_gpu.py --cases $sample $ops --jobs 15 --deadline $(( budget - 40 )) --timeout 300 \
+      --out "$work/runs" > "$work/zoo.log" 2>&1 ;;
+  final2)  # the same estimates with CUDA hidden (CPU only), and max_batch_size on an emulated 16 GiB card
+    ops=$(python -c "import sys; sys.path.insert(0,'benchmarks'); from zoo import cases; print(' '.join(c.name for c in cases('op')))")
+    sample=$(python -c "import sys; sys.path.insert(0,'benchmarks'); from zoo_gpu import SAMPLE; print(' '.join(SAMPLE))")
+    python benchmarks/zoo_batch.py --card 16 --timeout $(( budget - 60 )) --out "$work/batch" > "$work/batch.log" 2>&1 &
+    python benchmarks/zoo_gpu.py --cases $sample $ops --cuda-hidden --jobs 11 --deadline $(( budget - 60 )) --timeout 240 \
+      --out "$work/runs" > "$work/zoo.log" 2>&1
+    wait ;;
   sample)
     ZOO_TRACE=1 python benchmarks/zoo_gpu.py --sample --jobs 15 --deadline $(( budget - 40 )) --timeout 300 --out "$work/runs" "$@" > "$work/zoo.log" 2>&1 ;;
   *)
     python benchmarks/zoo_gpu.py "$part" "$@" --jobs 15 --deadline $(( budget - 40 )) --out "$work/runs" > "$work/zoo.log" 2>&1 ;;
 esac
-python benchmarks/compare_zoo.py "$work/runs" --ops > "$work/compare.txt" 2>&1
+python benchmarks/compare_zoo.py "$work/runs" --ops --records "$work/records.json" > "$work/compare.txt" 2>&1
 tar czf "$OUT/zoo-$part.tgz" -C "$work" .
-tail -5 "$work/zoo.log"; head -60 "$work/compare.txt" | cut -c1-200; cat "$work/context.log" 2>/dev/null
+tail -3 "$work/zoo.log"; grep -E "^peak|^device" "$work/compare.txt"; cat "$work/batch.log" 2>/dev/null | tail -8; cat "$work/context.log" 2>/dev/null

@@ -83,7 +83,40 @@ def _estimate(case, recipe: str, model, target, log=None) -> dict:
     return {"seconds": time.perf_counter() - t0, "peak_first": est.steps[0].peak.allocated,
             "peak": est.steps[-1].peak.allocated, "reserved": est.peak_reserved, "device": est.device_memory,
             "context": est.target.context if est.target else None, "backends": est.backends, "notes": est.notes,
-            "sources_at_peak": dict(est.steps[-1].peak.sources), "torch": torch.__version__}
+            "sources_at_peak": dict(est.steps[-1].peak.sources), "torch": torch.__version__,
+            "kinds": list(est.expected_error.kinds) if getattr(est, "expected_error", None) else None,
+            "outside_pytorch": getattr(est, "outside_pytorch", None)}
+
+
+def _memtracker(case, recipe: str, device: str) -> dict:
+    """PyTorch's MemTracker under FakeTensorMode (its documented fake-mode use), fake ``device`` tensors."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    t0 = time.perf_counter()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = case.build()
+        if recipe == "checkpointing":
+            case.enable_checkpointing(model)
+        batch = case.make_batch(case.batch_size, device)
+        opt = case.optimizer(model.parameters(), recipe)
+        mt = MemTracker()
+        mt.track_external(model, opt)
+        with mt:
+            for i in range(2):
+                loss = case.loss(model, batch, recipe, device)
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                del loss
+                if i == 0:
+                    mt.reset_mod_stats()
+        snap = mt.get_tracker_snapshot("peak")
+    dev = [d for d in snap if str(d).startswith(device)]
+    return {"peak": snap[dev[0]]["Total"], "seconds": time.perf_counter() - t0}
 
 
 class _null:
@@ -117,6 +150,12 @@ def one(name: str, recipe: str, out: str, cuda_hidden: bool) -> None:
             rec["estimate_error"] = f"{type(e).__name__}: {str(e)[:2000]}"
         json.dump(rec, open(stem + ".json", "w"), indent=1)
         return
+    if os.environ.get("ZOO_MEMTRACKER") and recipe in ("fp32", "bf16"):
+        for dev in ("cuda", "cpu"):
+            try:
+                rec[f"memtracker_{dev}"] = _memtracker(case, recipe, dev)
+            except Exception as e:  # noqa: BLE001
+                rec[f"memtracker_{dev}_error"] = f"{type(e).__name__}: {str(e)[:300]}"
     flog = OpLog()
     try:
         rec["estimate"] = _estimate(case, recipe, model, None, flog)

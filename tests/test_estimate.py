@@ -560,7 +560,7 @@ def test_an_rnn_estimate_runs_cudnn_and_says_how_sure_it_is():
 
     ids = torch.randint(0, 50, (2, 8))
     est = vramnb.estimate(LM(), ids, target="A100")
-    assert est.backends == {"cudnn rnn": 1}  # one cuDNN kernel for the sequence, not a loop of cells
+    assert est.backends == {"cudnn rnn": 2}  # one cuDNN kernel per step for the sequence, not a loop of cells
     assert est.expected_error.kinds == ("rnn/fp32",)
     assert any(n.startswith("expected error") and "rnn/fp32" in n for n in est.notes)
     on_cpu = vramnb.estimate(LM(), ids, device="cpu")  # a CPU estimate runs the CPU kernels themselves
