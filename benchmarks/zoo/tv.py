@@ -60,7 +60,7 @@ _CPU_BATCH_2 = {"inception_v3", "deeplabv3_mobilenet_v3_large", "deeplabv3_resne
                 "lraspp_mobilenet_v3_large"}
 
 
-def _gen(device: str, seed: int = 0) -> torch.Generator:
+def _gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
@@ -74,9 +74,10 @@ def _smallest_crop(name: str) -> int:
 
 
 # -- classification ----------------------------------------------------------------------
-def _cls_batch(size: int, classes: int = 1000):
+def classification_batch(size: int, classes: int = 1000):
+    """(n, device) -> (n x 3 x size x size images, a class per image)."""
     def make(n: int, device: str) -> Any:
-        g = _gen(device)
+        g = _gen()
         x = torch.randn(n, 3, size, size, generator=g)
         y = torch.randint(0, classes, (n,), generator=g)
         return x.to(device), y.to(device)
@@ -112,8 +113,8 @@ def _densenet_checkpointing(model: torch.nn.Module) -> None:
 def _builder(name: str, **kwargs: Any):
     def build() -> torch.nn.Module:
         kw = dict(kwargs)
-        if name == "inception_v3":
-            kw["init_weights"] = True  # weights=None's default, said explicitly (no warning)
+        if name in ("inception_v3", "googlenet"):
+            kw["init_weights"] = True  # the current default for weights=None, said explicitly (no warning)
         return M.get_model(name, weights=None, **kw).train()
     return build
 
@@ -126,7 +127,7 @@ def _classification() -> list[Case]:
         ckpt = _densenet_checkpointing if name.startswith("densenet") else None
         family = "vit" if name.startswith(("vit_", "swin", "maxvit")) else "cnn"
         out.append(Case(
-            name=f"torchvision/{name}", family=family, build=_builder(name), make_batch=_cls_batch(size),
+            name=f"torchvision/{name}", family=family, build=_builder(name), make_batch=classification_batch(size),
             forward_loss=loss, batch_size=_GPU_BATCH.get(name, 32),
             cpu_batch_size=2 if name in _CPU_BATCH_2 else 1, enable_checkpointing=ckpt,
             notes=[f"input 3x{size}x{size}"]))
@@ -135,7 +136,7 @@ def _classification() -> list[Case]:
 
 # -- segmentation ------------------------------------------------------------------------
 def _seg_batch(n: int, device: str) -> Any:
-    g = _gen(device)
+    g = _gen()
     x = torch.randn(n, 3, _SEG_SIZE, _SEG_SIZE, generator=g)
     y = torch.randint(0, 21, (n, _SEG_SIZE, _SEG_SIZE), generator=g)
     return x.to(device), y.to(device)
@@ -154,7 +155,7 @@ def _segmentation() -> list[Case]:
     for name in M.list_models(module=M.segmentation):
         kw = {} if name.startswith("lraspp") else {"aux_loss": True}
         out.append(Case(
-            name=f"torchvision/{name}", family="segmentation", build=_builder(name, num_classes=21, **kw),
+            name=f"torchvision/{name}", family="segmentation", build=_builder(name, num_classes=21, weights_backbone=None, **kw),
             make_batch=_seg_batch, forward_loss=_seg_loss, batch_size=_GPU_BATCH.get(name, 8),
             cpu_batch_size=2 if name in _CPU_BATCH_2 else 1,
             notes=[f"input 3x{_SEG_SIZE}x{_SEG_SIZE}, 21 classes" + (", aux head" if kw else "")]))
@@ -164,7 +165,7 @@ def _segmentation() -> list[Case]:
 # -- detection ---------------------------------------------------------------------------
 def _det_batch(kind: str):
     def make(n: int, device: str) -> Any:
-        g = _gen(device)
+        g = _gen()
         h, w = _DET_IMAGE
         images, targets = [], []
         for _ in range(n):
@@ -209,7 +210,7 @@ def _detection() -> list[Case]:
 # -- video -------------------------------------------------------------------------------
 def _video_batch(size: int):
     def make(n: int, device: str) -> Any:
-        g = _gen(device)
+        g = _gen()
         x = torch.randn(n, 3, _VIDEO_FRAMES, size, size, generator=g)
         y = torch.randint(0, 400, (n,), generator=g)
         return x.to(device), y.to(device)
