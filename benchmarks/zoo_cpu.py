@@ -24,6 +24,7 @@ rewritten after every case, so a hang, a crash or an interrupt loses nothing;
     python benchmarks/zoo_cpu.py --out /tmp/zoo_cpu.json              # the whole zoo
     python benchmarks/zoo_cpu.py --source nn --out nn.json
     python benchmarks/zoo_cpu.py --only resnet18 densenet121 --recipes fp32,bf16
+    python benchmarks/zoo_cpu.py --report /tmp/zoo_cpu.json              # the table
 """
 
 from __future__ import annotations
@@ -184,6 +185,25 @@ def summary(records: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
+def report(paths: list[str]) -> str:
+    """A text table of result files (the last record of a case x recipe wins)."""
+    recs: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in paths:
+        with open(path) as f:
+            for r in json.load(f)["records"]:
+                recs[r["case"], r["recipe"]] = r
+    lines = [json.dumps(summary(list(recs.values())))]
+    for (case, recipe), r in sorted(recs.items()):
+        if r["status"] == "equal":
+            what = "" if not r.get("marks_differ") else "steady peak equal; " + "; ".join(r["marks_differ"])
+        elif r["status"] == "differs":
+            what = f"{r['diff_bytes']:+d} B, by source {r['diff_sources']}; " + "; ".join(r.get("marks_differ", []))
+        else:
+            what = r.get("estimate_error") or r.get("real_error") or r.get("error", "")
+        lines.append(f"{case:45s} {recipe:13s} {r['status']:11s} {what}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", choices=["nn", "torchvision", "hf"], help="one part of the zoo (default: all)")
@@ -192,6 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="zoo_cpu.json", help="results file (JSON), rewritten after every case")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per case (all its recipes)")
     ap.add_argument("--resume", action="store_true", help="keep the results in --out and skip their cases")
+    ap.add_argument("--report", nargs="+", metavar="JSON", help="print the table of these result files and exit")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-out", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -199,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     bad = [r for r in recipes if r not in CPU_RECIPES]
     if bad:
         ap.error(f"unknown recipe(s) {bad}; choose from {list(CPU_RECIPES)}")
+    if a.report:
+        print(report(a.report))
+        return
     if a.child:
         _child(a.child, a.source, recipes, a.child_out)
         return

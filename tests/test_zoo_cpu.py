@@ -52,7 +52,6 @@ _SMALL = {c.name: c for c in native.cases(small=True)}
 CI = [_param(c, "fp32") for c in _SMALL.values()] + [
     _param(_SMALL["nn/transformer-encoder"], "bf16"),
     _param(_SMALL["nn/transformer-encoder-causal"], "checkpointing"),
-    _param(_SMALL["nn/conv3d"], "sgd"),
 ]
 
 
