@@ -87,7 +87,7 @@ _GPU_BATCH: dict[str, int] = {
 
 #: train-mode BatchNorm after a 1x1 map at batch 1 raises "Expected more than 1 value per channel"
 _CPU_BATCH_2 = {"inception_v3", "deeplabv3_mobilenet_v3_large", "deeplabv3_resnet50", "deeplabv3_resnet101",
-                "lraspp_mobilenet_v3_large"}
+                "lraspp_mobilenet_v3_large", "ssdlite320_mobilenet_v3_large"}
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -232,7 +232,7 @@ def _detection() -> list[Case]:
         out.append(Case(
             name=f"torchvision/{name}", family="detection", build=_builder(name, weights_backbone=None),
             make_batch=_det_batch(kind), forward_loss=_det_loss, batch_size=_GPU_BATCH.get(name, 8),
-            cpu_batch_size=1, values_change_shapes=True,
+            cpu_batch_size=2 if name in _CPU_BATCH_2 else 1, values_change_shapes=True,
             notes=[f"images 3x{_DET_IMAGE[0]}x{_DET_IMAGE[1]}, {_DET_BOXES} boxes" + (f", {kind}s" if kind != "box" else "")]))
     return out
 
