@@ -31,9 +31,9 @@ Checkpointing: only DenseNet has its own (``memory_efficient=True``), switched
 on per dense layer exactly as the constructor flag sets it.
 
 ``batch_size`` (GPU) aims at a fp32 AdamW step of a few GiB on an H200 with
-activations dominating (from ``vramnb.estimate`` at the model's H200, see
-``_GPU_BATCH``); ``cpu_batch_size`` is 1 (2 where train-mode BatchNorm sees a
-single value per channel at batch 1) for the nightly CPU check.
+activations the larger part (see ``_GPU_BATCH`` for the rule; 8 for a model
+torchvision adds later); ``cpu_batch_size`` is 1 (2 where train-mode BatchNorm
+sees a single value per channel at batch 1) for the nightly CPU check.
 """
 
 from __future__ import annotations
@@ -51,16 +51,46 @@ _DET_IMAGE = (480, 640)
 _VIDEO_FRAMES = 16
 _DET_BOXES = 4
 
-#: GPU batch sizes: a fp32 AdamW step of ~1-6 GiB on an H200 (activations dominating where
-#: the weights and optimizer state allow); see module docstring. Default 32 for classification.
-_GPU_BATCH: dict[str, int] = {}
+#: GPU batch sizes: a fp32 AdamW step of ~2-6 GiB on an H200 with activations the larger part.
+#: Rule: static = 4 x parameter bytes (weights, gradients, AdamW's two states); per sample =
+#: 1.25 x the bytes saved for backward in a forward on the meta device (the 0.25: temporaries);
+#: the largest power of 2 with static + batch x per sample <= 4 GiB, else <= 6 GiB while
+#: activations stay under the static part, else the smallest power of 2 whose activations
+#: reach the static part (ViT-L/H, RegNet-Y-128GF: 11-26 GiB). Detection (values decide the
+#: memory): the per-GPU batch of torchvision's references/detection (2; SSD 16 for 4 x 300 px,
+#: SSDlite 24), 8-16 for the MobileNet FPNs. A model missing here (added to torchvision later) gets 8.
+_GPU_BATCH: dict[str, int] = {
+    "alexnet": 512, "convnext_base": 8, "convnext_large": 8, "convnext_small": 16, "convnext_tiny": 16,
+    "deeplabv3_mobilenet_v3_large": 8, "deeplabv3_resnet101": 2, "deeplabv3_resnet50": 2, "densenet121": 16,
+    "densenet161": 8, "densenet169": 16, "densenet201": 8, "efficientnet_b0": 32, "efficientnet_b1": 16,
+    "efficientnet_b2": 8, "efficientnet_b3": 8, "efficientnet_b4": 4, "efficientnet_b5": 2, "efficientnet_b6": 1,
+    "efficientnet_b7": 1, "efficientnet_v2_l": 1, "efficientnet_v2_m": 2, "efficientnet_v2_s": 4,
+    "fasterrcnn_mobilenet_v3_large_320_fpn": 16, "fasterrcnn_mobilenet_v3_large_fpn": 8,
+    "fasterrcnn_resnet50_fpn": 2, "fasterrcnn_resnet50_fpn_v2": 2, "fcn_resnet101": 1, "fcn_resnet50": 2,
+    "fcos_resnet50_fpn": 2, "googlenet": 64, "inception_v3": 16, "keypointrcnn_resnet50_fpn": 2,
+    "lraspp_mobilenet_v3_large": 8, "maskrcnn_resnet50_fpn": 2, "maskrcnn_resnet50_fpn_v2": 2, "maxvit_t": 8,
+    "mc3_18": 8, "mnasnet0_5": 128, "mnasnet0_75": 64, "mnasnet1_0": 64, "mnasnet1_3": 32, "mobilenet_v2": 32,
+    "mobilenet_v3_large": 64, "mobilenet_v3_small": 128, "mvit_v1_b": 2, "mvit_v2_s": 1, "r2plus1d_18": 4,
+    "r3d_18": 16, "regnet_x_16gf": 8, "regnet_x_1_6gf": 32, "regnet_x_32gf": 8, "regnet_x_3_2gf": 32,
+    "regnet_x_400mf": 128, "regnet_x_800mf": 64, "regnet_x_8gf": 16, "regnet_y_128gf": 16, "regnet_y_16gf": 8,
+    "regnet_y_1_6gf": 32, "regnet_y_32gf": 8, "regnet_y_3_2gf": 16, "regnet_y_400mf": 64, "regnet_y_800mf": 64,
+    "regnet_y_8gf": 16, "resnet101": 16, "resnet152": 8, "resnet18": 128, "resnet34": 64, "resnet50": 32,
+    "resnext101_32x8d": 8, "resnext101_64x4d": 8, "resnext50_32x4d": 16, "retinanet_resnet50_fpn": 2,
+    "retinanet_resnet50_fpn_v2": 2, "s3d": 4, "shufflenet_v2_x0_5": 256, "shufflenet_v2_x1_0": 128,
+    "shufflenet_v2_x1_5": 64, "shufflenet_v2_x2_0": 64, "squeezenet1_0": 64, "squeezenet1_1": 128,
+    "ssd300_vgg16": 16, "ssdlite320_mobilenet_v3_large": 24, "swin3d_b": 1, "swin3d_s": 1, "swin3d_t": 2,
+    "swin_b": 8, "swin_s": 16, "swin_t": 16, "swin_v2_b": 4, "swin_v2_s": 8, "swin_v2_t": 16, "vgg11": 64,
+    "vgg11_bn": 32, "vgg13": 32, "vgg13_bn": 16, "vgg16": 32, "vgg16_bn": 16, "vgg19": 32, "vgg19_bn": 16,
+    "vit_b_16": 8, "vit_b_32": 64, "vit_h_14": 16, "vit_l_16": 16, "vit_l_32": 64, "wide_resnet101_2": 16,
+    "wide_resnet50_2": 16,
+}
 
 #: train-mode BatchNorm after a 1x1 map at batch 1 raises "Expected more than 1 value per channel"
 _CPU_BATCH_2 = {"inception_v3", "deeplabv3_mobilenet_v3_large", "deeplabv3_resnet50", "deeplabv3_resnet101",
-                "lraspp_mobilenet_v3_large"}
+                "lraspp_mobilenet_v3_large", "ssdlite320_mobilenet_v3_large"}
 
 
-def _gen(device: str, seed: int = 0) -> torch.Generator:
+def _gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
@@ -74,9 +104,10 @@ def _smallest_crop(name: str) -> int:
 
 
 # -- classification ----------------------------------------------------------------------
-def _cls_batch(size: int, classes: int = 1000):
+def classification_batch(size: int, classes: int = 1000):
+    """(n, device) -> (n x 3 x size x size images, a class per image)."""
     def make(n: int, device: str) -> Any:
-        g = _gen(device)
+        g = _gen()
         x = torch.randn(n, 3, size, size, generator=g)
         y = torch.randint(0, classes, (n,), generator=g)
         return x.to(device), y.to(device)
@@ -112,8 +143,8 @@ def _densenet_checkpointing(model: torch.nn.Module) -> None:
 def _builder(name: str, **kwargs: Any):
     def build() -> torch.nn.Module:
         kw = dict(kwargs)
-        if name == "inception_v3":
-            kw["init_weights"] = True  # weights=None's default, said explicitly (no warning)
+        if name in ("inception_v3", "googlenet"):
+            kw["init_weights"] = True  # the current default for weights=None, said explicitly (no warning)
         return M.get_model(name, weights=None, **kw).train()
     return build
 
@@ -126,8 +157,8 @@ def _classification() -> list[Case]:
         ckpt = _densenet_checkpointing if name.startswith("densenet") else None
         family = "vit" if name.startswith(("vit_", "swin", "maxvit")) else "cnn"
         out.append(Case(
-            name=f"torchvision/{name}", family=family, build=_builder(name), make_batch=_cls_batch(size),
-            forward_loss=loss, batch_size=_GPU_BATCH.get(name, 32),
+            name=f"torchvision/{name}", family=family, build=_builder(name), make_batch=classification_batch(size),
+            forward_loss=loss, batch_size=_GPU_BATCH.get(name, 8),
             cpu_batch_size=2 if name in _CPU_BATCH_2 else 1, enable_checkpointing=ckpt,
             notes=[f"input 3x{size}x{size}"]))
     return out
@@ -135,7 +166,7 @@ def _classification() -> list[Case]:
 
 # -- segmentation ------------------------------------------------------------------------
 def _seg_batch(n: int, device: str) -> Any:
-    g = _gen(device)
+    g = _gen()
     x = torch.randn(n, 3, _SEG_SIZE, _SEG_SIZE, generator=g)
     y = torch.randint(0, 21, (n, _SEG_SIZE, _SEG_SIZE), generator=g)
     return x.to(device), y.to(device)
@@ -154,7 +185,7 @@ def _segmentation() -> list[Case]:
     for name in M.list_models(module=M.segmentation):
         kw = {} if name.startswith("lraspp") else {"aux_loss": True}
         out.append(Case(
-            name=f"torchvision/{name}", family="segmentation", build=_builder(name, num_classes=21, **kw),
+            name=f"torchvision/{name}", family="segmentation", build=_builder(name, num_classes=21, weights_backbone=None, **kw),
             make_batch=_seg_batch, forward_loss=_seg_loss, batch_size=_GPU_BATCH.get(name, 8),
             cpu_batch_size=2 if name in _CPU_BATCH_2 else 1,
             notes=[f"input 3x{_SEG_SIZE}x{_SEG_SIZE}, 21 classes" + (", aux head" if kw else "")]))
@@ -164,7 +195,7 @@ def _segmentation() -> list[Case]:
 # -- detection ---------------------------------------------------------------------------
 def _det_batch(kind: str):
     def make(n: int, device: str) -> Any:
-        g = _gen(device)
+        g = _gen()
         h, w = _DET_IMAGE
         images, targets = [], []
         for _ in range(n):
@@ -201,7 +232,7 @@ def _detection() -> list[Case]:
         out.append(Case(
             name=f"torchvision/{name}", family="detection", build=_builder(name, weights_backbone=None),
             make_batch=_det_batch(kind), forward_loss=_det_loss, batch_size=_GPU_BATCH.get(name, 8),
-            cpu_batch_size=1, values_change_shapes=True,
+            cpu_batch_size=2 if name in _CPU_BATCH_2 else 1, values_change_shapes=True,
             notes=[f"images 3x{_DET_IMAGE[0]}x{_DET_IMAGE[1]}, {_DET_BOXES} boxes" + (f", {kind}s" if kind != "box" else "")]))
     return out
 
@@ -209,7 +240,7 @@ def _detection() -> list[Case]:
 # -- video -------------------------------------------------------------------------------
 def _video_batch(size: int):
     def make(n: int, device: str) -> Any:
-        g = _gen(device)
+        g = _gen()
         x = torch.randn(n, 3, _VIDEO_FRAMES, size, size, generator=g)
         y = torch.randint(0, 400, (n,), generator=g)
         return x.to(device), y.to(device)
