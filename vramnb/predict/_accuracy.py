@@ -239,65 +239,84 @@ def classify(model: nn.Module, ops: StepOps) -> tuple[str, ...]:
     return tuple(f"{k}/{precision}" for k in (kinds or ["other"]))
 
 
-# -- what the benchmark measured -------------------------------------------------------------
-#: :data:`SOURCE`: the run :data:`MEASURED` comes from. :data:`MEASURED`: kind -> {"peak": the steady-state
-#: peak allocated, "device": device memory (what nvidia-smi shows)} -> ``cases``, ``median_abs`` (fraction),
-#: ``worst`` (signed fraction, (estimate - real) / real), ``under`` (cases under-estimated), ``worst_under``
-#: (the most negative error, 0.0 if none).
-#: Until the zoo's own GPU run lands, the figures are those of the 8 architectures x 4 recipes of
-#: benchmarks/results/2026-11-29-h200-run8-estimate (estimate.json, the estimate of that day's code, with
-#: which it was tuned: no validation third), converted by ``accuracy_table.py --from-run8`` (kinds found by
-#: running each architecture on fake tensors with this classifier, torch 2.14.1 on the CPU).
-# zoo benchmark 2026-11-29-h200-run8-estimate: 2026-11-29, NVIDIA H200, torch 2.11.0+cu130; 32 steps (0 of the validation third)
+# zoo benchmark run15: 2026-12-01, NVIDIA H200, torch 2.11.0; 265 steps (81 of the validation third)
 # printed by benchmarks/zoo/accuracy_table.py; fractions: (estimate - real) / real
-# no validation records in this run
+# validation third apart (steady peak allocated):
+#   conv3d/16-bit: 5 steps, median 0.52%, worst +0.66%, under-estimates 2 of 5
+#   conv3d/fp32: 4 steps, median 0.07%, worst -0.10%, under-estimates 2 of 4
+#   convolutional/16-bit: 10 steps, median 0.35%, worst -5.36%, under-estimates 6 of 10
+#   convolutional/fp32: 7 steps, median 0.09%, worst +0.17%, under-estimates 2 of 7
+#   matmul-attention/16-bit: 6 steps, median 0.17%, worst +0.66%, under-estimates 0 of 6
+#   matmul-attention/fp32: 5 steps, median 0.10%, worst +0.17%, under-estimates 0 of 5
+#   rnn/16-bit: 12 steps, median 2.86%, worst -26.25%, under-estimates 12 of 12
+#   rnn/fp32: 7 steps, median 1.58%, worst +4.56%, under-estimates 5 of 7
+#   sdpa-causal/16-bit: 8 steps, median 0.52%, worst +0.53%, under-estimates 0 of 8
+#   sdpa-causal/fp32: 2 steps, median 0.64%, worst -0.71%, under-estimates 2 of 2
+#   sdpa/16-bit: 16 steps, median 0.51%, worst -5.36%, under-estimates 3 of 16
+#   sdpa/fp32: 12 steps, median 0.36%, worst +3.79%, under-estimates 3 of 12
 SOURCE: dict[str, str] = {
-    "benchmark": "8-architecture benchmark",
-    "run": "2026-11-29-h200-run8-estimate",
-    "date": "2026-11-29",
+    "benchmark": "zoo benchmark",
+    "run": "run15",
+    "date": "2026-12-01",
     "gpu": "NVIDIA H200",
-    "torch": "2.11.0+cu130",
+    "torch": "2.11.0",
 }
 MEASURED: dict[str, dict[str, dict[str, float | int]]] = {
+    "conv3d/16-bit": {
+        "peak": {"cases": 15, "median_abs": 0.001508, "worst": 0.006595, "under": 6, "worst_under": -0.005462},
+        "device": {"cases": 15, "median_abs": 0.027513, "worst": -0.220918, "under": 8, "worst_under": -0.220918},
+    },
+    "conv3d/fp32": {
+        "peak": {"cases": 10, "median_abs": 0.000663, "worst": -0.00175, "under": 5, "worst_under": -0.00175},
+        "device": {"cases": 10, "median_abs": 0.144781, "worst": -0.188123, "under": 9, "worst_under": -0.188123},
+    },
     "convolutional/16-bit": {
-        "peak": {"cases": 6, "median_abs": 0.009208, "worst": -0.017245, "under": 5, "worst_under": -0.017245},
-        "device": {"cases": 6, "median_abs": 0.032785, "worst": -0.063583, "under": 4, "worst_under": -0.063583},
+        "peak": {"cases": 48, "median_abs": 0.004618, "worst": 0.195578, "under": 25, "worst_under": -0.068017},
+        "device": {"cases": 48, "median_abs": 0.060724, "worst": 0.145383, "under": 31, "worst_under": -0.125891},
     },
     "convolutional/fp32": {
-        "peak": {"cases": 6, "median_abs": 0.002497, "worst": -0.008144, "under": 5, "worst_under": -0.008144},
-        "device": {"cases": 6, "median_abs": 0.028987, "worst": -0.087133, "under": 4, "worst_under": -0.087133},
+        "peak": {"cases": 38, "median_abs": 0.001854, "worst": -0.086606, "under": 22, "worst_under": -0.086606},
+        "device": {"cases": 38, "median_abs": 0.021058, "worst": -0.302685, "under": 32, "worst_under": -0.302685},
+    },
+    "matmul-attention/16-bit": {
+        "peak": {"cases": 13, "median_abs": 0.001442, "worst": 0.006595, "under": 1, "worst_under": -0.000949},
+        "device": {"cases": 13, "median_abs": 0.004787, "worst": -0.061089, "under": 3, "worst_under": -0.061089},
+    },
+    "matmul-attention/fp32": {
+        "peak": {"cases": 10, "median_abs": 0.000663, "worst": 0.001687, "under": 2, "worst_under": -0.000738},
+        "device": {"cases": 10, "median_abs": 0.003969, "worst": -0.050842, "under": 5, "worst_under": -0.050842},
     },
     "other/16-bit": {
-        "peak": {"cases": 2, "median_abs": 0.000873, "worst": 0.001396, "under": 0, "worst_under": 0.0},
-        "device": {"cases": 2, "median_abs": 0.059207, "worst": -0.064171, "under": 2, "worst_under": -0.064171},
+        "peak": {"cases": 8, "median_abs": 0.001345, "worst": 0.001805, "under": 0, "worst_under": 0.0},
+        "device": {"cases": 8, "median_abs": 0.037466, "worst": -0.120673, "under": 6, "worst_under": -0.120673},
     },
     "other/fp32": {
-        "peak": {"cases": 2, "median_abs": 0.00154, "worst": 0.001684, "under": 0, "worst_under": 0.0},
-        "device": {"cases": 2, "median_abs": 0.047311, "worst": -0.05676, "under": 2, "worst_under": -0.05676},
+        "peak": {"cases": 4, "median_abs": 0.00174, "worst": -0.012442, "under": 1, "worst_under": -0.012442},
+        "device": {"cases": 4, "median_abs": 0.098635, "worst": -0.120712, "under": 3, "worst_under": -0.120712},
     },
     "rnn/16-bit": {
-        "peak": {"cases": 2, "median_abs": 0.287532, "worst": -0.298553, "under": 2, "worst_under": -0.298553},
-        "device": {"cases": 2, "median_abs": 0.317536, "worst": -0.317536, "under": 2, "worst_under": -0.317536},
+        "peak": {"cases": 22, "median_abs": 0.021783, "worst": -0.32753, "under": 18, "worst_under": -0.32753},
+        "device": {"cases": 22, "median_abs": 0.037821, "worst": -0.129549, "under": 17, "worst_under": -0.129549},
     },
     "rnn/fp32": {
-        "peak": {"cases": 2, "median_abs": 0.074373, "worst": -0.077082, "under": 2, "worst_under": -0.077082},
-        "device": {"cases": 2, "median_abs": 0.110652, "worst": -0.110821, "under": 2, "worst_under": -0.110821},
+        "peak": {"cases": 13, "median_abs": 0.021858, "worst": 0.045592, "under": 8, "worst_under": -0.042408},
+        "device": {"cases": 13, "median_abs": 0.069558, "worst": 0.180037, "under": 5, "worst_under": -0.079173},
     },
     "sdpa-causal/16-bit": {
-        "peak": {"cases": 4, "median_abs": 0.000794, "worst": 0.022506, "under": 2, "worst_under": -0.000272},
-        "device": {"cases": 4, "median_abs": 0.003451, "worst": 0.01992, "under": 2, "worst_under": -0.003595},
+        "peak": {"cases": 12, "median_abs": 0.004888, "worst": 0.005315, "under": 0, "worst_under": 0.0},
+        "device": {"cases": 12, "median_abs": 0.00841, "worst": 0.00937, "under": 0, "worst_under": 0.0},
     },
     "sdpa-causal/fp32": {
-        "peak": {"cases": 2, "median_abs": 8.5e-05, "worst": -9e-05, "under": 2, "worst_under": -9e-05},
-        "device": {"cases": 2, "median_abs": 0.000677, "worst": 0.000677, "under": 0, "worst_under": 0.0},
+        "peak": {"cases": 4, "median_abs": 0.00685, "worst": -0.007144, "under": 4, "worst_under": -0.007144},
+        "device": {"cases": 4, "median_abs": 0.005766, "worst": -0.020627, "under": 1, "worst_under": -0.020627},
     },
     "sdpa/16-bit": {
-        "peak": {"cases": 4, "median_abs": 0.075321, "worst": -0.230537, "under": 4, "worst_under": -0.230537},
-        "device": {"cases": 4, "median_abs": 0.144289, "worst": -0.252792, "under": 4, "worst_under": -0.252792},
+        "peak": {"cases": 65, "median_abs": 0.005578, "worst": 0.195578, "under": 9, "worst_under": -0.068017},
+        "device": {"cases": 65, "median_abs": 0.012062, "worst": 0.145383, "under": 17, "worst_under": -0.093447},
     },
     "sdpa/fp32": {
-        "peak": {"cases": 6, "median_abs": 0.000784, "worst": -0.008144, "under": 2, "worst_under": -0.008144},
-        "device": {"cases": 6, "median_abs": 0.021997, "worst": 0.09436, "under": 5, "worst_under": -0.030314},
+        "peak": {"cases": 44, "median_abs": 0.01695, "worst": -0.086606, "under": 23, "worst_under": -0.086606},
+        "device": {"cases": 44, "median_abs": 0.020684, "worst": -0.302685, "under": 21, "worst_under": -0.302685},
     },
 }
 

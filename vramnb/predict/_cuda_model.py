@@ -107,7 +107,9 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     and a multiple of 8, 4-D inputs. Memory-efficient: compute capability ≥ 5.0,
     fp32/fp16/bf16, head size a multiple of 8 (4 for fp32), masks allowed.
 
-    A mask that requires grad: ``"math"``. Compute capability 9.0 and newer, 16-bit: ``"cudnn"``: an H200 with torch 2.11
+    A mask that requires grad: never cuDNN (``check_attn_mask_shape``); with dropout, ``"math"``
+    (measured: Swin's trained bias without dropout ran memory-efficient, T5's with dropout the math path).
+    Compute capability 9.0 and newer, 16-bit: ``"cudnn"``: an H200 with torch 2.11
     took cuDNN's fused attention for every 16-bit case, masks, dropout and
     grouped-query heads included (``benchmarks/sdpa_choices.py``, results/2026-11-29-h200-run9-sdpa,
     and the op-level cases of results/2026-12-01-h200-run13-zoo-ops); modelled by
@@ -116,14 +118,16 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "math"
-    if isinstance(attn_mask, torch.Tensor) and attn_mask.requires_grad and torch.is_grad_enabled():
-        # a mask that is trained (T5's position bias): sdp_utils_cpp.h check_attn_mask_shape refuses it, and an
-        # H200 ran T5's self-attention on the math path in fp32 and bf16 (run 14)
+    trained_mask = isinstance(attn_mask, torch.Tensor) and attn_mask.requires_grad and torch.is_grad_enabled()
+    if trained_mask and dropout_p > 0:
+        # a trained mask (T5's position bias) with dropout: an H200 ran T5's self-attention on the math path,
+        # in fp32 and bf16 (runs 14, 15)
         return "math"
     d, dv = q.shape[-1], v.shape[-1]
     same = q.dtype == k.dtype == v.dtype
     gqa_ok = q.shape[1] == k.shape[1] or enable_gqa
-    if same and gqa_ok and capability >= (9, 0) and q.dtype in _LOW_DTYPES and d == dv and d <= 256 and d % 8 == 0:
+    if (same and gqa_ok and capability >= (9, 0) and q.dtype in _LOW_DTYPES and d == dv and d <= 256 and d % 8 == 0
+            and not trained_mask):  # cuDNN refuses a mask that requires grad (sdp_utils_cpp.h check_attn_mask_shape)
         return "cudnn"  # an H200 took cuDNN's attention for every 16-bit case, masks and dropout included (run 13)
     if (same and gqa_ok and capability >= (8, 0) and q.dtype in _LOW_DTYPES and attn_mask is None
             and d == dv and d <= 256 and d % 8 == 0):

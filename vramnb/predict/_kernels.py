@@ -64,13 +64,14 @@ def _nbytes(t: Any) -> int:
 
 def _conv_workspace(func: Any, args: tuple, out: Any) -> int:
     """cuDNN convolution workspace (measured, H200/cuDNN 9, NCHW): input + output bytes;
-    none for a pointwise or depthwise forward, nor for their backward in fp32."""
+    none for a pointwise or depthwise forward, nor for their backward in fp32. 1-D convolutions
+    too (wav2vec2's feature encoder: 310 MiB for 200 MiB in, 100 MiB out; run 15)."""
     if func is torch.ops.aten.convolution.default:
         x, w, groups = args[0], args[1], args[8]
         y = out
     else:  # convolution_backward(grad_output, input, weight, ...)
         y, x, w, groups = args[0], args[1], args[2], args[9]
-    if not isinstance(x, torch.Tensor) or x.dim() < 4:
+    if not isinstance(x, torch.Tensor) or x.dim() < 3:  # 1-D convolutions run as cuDNN's 2-D ones
         return 0
     pointwise = all(s == 1 for s in w.shape[2:])
     depthwise = groups > 1 and groups == x.shape[1]
