@@ -168,7 +168,7 @@ SPECS: list[tuple[str, str, str, dict[str, Any], int, dict[str, int]]] = [
                                     num_labels=10), 64, _IMG),
     ("efficientnet", "cnn", "image", dict(image_size=224, width_coefficient=1.0, depth_coefficient=1.0,
                                           hidden_dim=1280, num_labels=10), 32, _IMG),
-    ("mobilevit", "cnn", "image", dict(image_size=256, num_labels=10), 32, {"image": 256}),
+    ("mobilevit", "cnn", "image", dict(image_size=256, num_labels=10), 16, {"image": 256}),
     # segmentation
     ("segformer", "segmentation", "segment", dict(num_labels=19), 16, {"image": 512}),
     # speech
