@@ -18,13 +18,15 @@ import torch
 
 pytest.importorskip("transformers", reason="the Hugging Face zoo needs transformers")
 
-import vramnb  # noqa: E402
+import vramnb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from zoo import hf  # noqa: E402
+from zoo import hf
 
-_FAKE_MASK = ("transformers' is_tracing() takes vramnb's FakeTensors for a trace, so create_causal_mask "
-              "materializes the attention mask that the real step skips (all-ones attention_mask)")
+_FAKE_MASK = ("transformers' masking_utils._ignore_causal_mask_sdpa/_ignore_bidirectional_mask_sdpa answer False "
+              "for a FakeTensor attention_mask (is_tracing() -> is_fake_tensor), so the estimate materializes the "
+              "mask that the real step skips after reading the batch's all-ones attention_mask (with both made to "
+              "skip it, estimate == measurement to the byte)")
 
 #: the CI subset: one family of each kind; the known misses of the estimate, by their exact bytes
 SUBSET = [

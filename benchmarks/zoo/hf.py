@@ -104,8 +104,8 @@ SPECS: list[tuple[str, str, str, dict[str, Any], int, dict[str, int]]] = [
     ("albert", "encoder", "mlm", _bert_like(embedding_size=128), 64, _LM),
     ("deberta-v2", "encoder", "mlm", _bert_like(), 32, _LM),
     ("mpnet", "encoder", "mlm", _bert_like(), 64, _LM),
-    ("distilbert", "encoder", "mlm",
-     dict(vocab_size=V, dim=H, n_layers=L, n_heads=A, hidden_dim=I, max_position_embeddings=512, pad_token_id=1), 64, _LM),
+    ("distilbert", "encoder", "mlm", dict(vocab_size=V, dim=H, n_layers=L, n_heads=A, hidden_dim=I,
+                                          max_position_embeddings=512, pad_token_id=1), 64, _LM),
     # decoders, causal language modelling
     ("gpt2", "decoder", "clm", dict(vocab_size=V, n_embd=H, n_layer=L, n_head=A, n_inner=I, n_positions=1024,
                                     bos_token_id=0, eos_token_id=2), 64, _LM),
@@ -190,8 +190,8 @@ SPECS: list[tuple[str, str, str, dict[str, Any], int, dict[str, int]]] = [
 
 #: notes that say what a family's forward does with tensor values
 _NOTES = {
-    "ctc": ["CTC loss: labels.max() is read for a check; masked_select(labels >= 0) sizes the targets "
-            "from the batch's labels"],
+    "ctc": [("CTC loss: labels.max() is read for a check; masked_select(labels >= 0) sizes the targets "
+             "from the batch's labels")],
 }
 
 
