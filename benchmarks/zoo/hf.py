@@ -283,14 +283,22 @@ def case(model_type: str) -> HFCase:
 
 def _case(model_type: str, family: str, task: str, config: dict[str, Any], batch_size: int,
           shape: dict[str, int]) -> HFCase:
+    import transformers
+
     checkpointing = getattr(_model_class(model_type, task), "supports_gradient_checkpointing", False)
+    notes = list(_NOTES.get(task, []))
+    cfg = transformers.AutoConfig.for_model(model_type, **config)
+    drops = {k: getattr(cfg, k) for k in ("layerdrop", "encoder_layerdrop", "decoder_layerdrop")
+             if getattr(cfg, k, 0.0)}
+    if drops:  # the library's default, kept: a step skips layers at random (torch.rand(()) read in the forward)
+        notes.append(f"LayerDrop {drops}: each training step skips layers at random (a value read in the forward)")
     return HFCase(
         name=f"hf/{model_type}", family=family,
         build=lambda: _build(model_type, task, config),
         make_batch=lambda b, device: _make_batch(task, config, shape, b, device),
         forward_loss=_forward_loss, batch_size=batch_size, cpu_batch_size=2,
         enable_checkpointing=_enable_checkpointing if checkpointing else None,
-        notes=list(_NOTES.get(task, [])), model_type=model_type, task=task, config=dict(config), shape=dict(shape))
+        notes=notes, model_type=model_type, task=task, config=dict(config), shape=dict(shape))
 
 
 def cases() -> list[Case]:
