@@ -18,13 +18,32 @@ import torch
 
 pytest.importorskip("transformers", reason="the Hugging Face zoo needs transformers")
 
-import vramnb  # noqa: E402
+import vramnb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from zoo import hf  # noqa: E402
+from zoo import hf
 
-#: the CI subset: one family of each kind
-SUBSET = ["bert", "mistral", "mixtral", "t5", "vit", "whisper"]
+_FAKE_MASK = ("transformers' masking_utils._ignore_causal_mask_sdpa/_ignore_bidirectional_mask_sdpa answer False "
+              "for a FakeTensor attention_mask (is_tracing() -> is_fake_tensor), so the estimate materializes the "
+              "mask that the real step skips after reading the batch's all-ones attention_mask (with both made to "
+              "skip it, estimate == measurement to the byte)")
+
+#: the CI subset: one family of each kind; the known misses of the estimate, by their exact bytes
+SUBSET = [
+    "bert",
+    pytest.param("mistral", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+        "estimate +4194304 B activations at the steady-state peak (K and V repeated for GQA in all 4 layers, "
+        "2 x 512 KiB each): " + _FAKE_MASK + ", and with a mask SDPA gets repeat_kv'd K/V instead of enable_gqa"))),
+    pytest.param("mixtral", marks=pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
+        "estimate raises 'Expected inputs of BF16 type but got mat_a.dtype=torch.float32 and "
+        "mat_b.dtype=torch.float32.': torch's meta function of aten._grouped_mm accepts bf16 only, "
+        "the real CPU kernel (transformers' default experts_implementation='grouped_mm') runs fp32"))),
+    pytest.param("t5", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+        "estimate +131072 B activations at the steady-state peak (the decoder's 2 x 1 x 128 x 128 fp32 "
+        "causal mask): " + _FAKE_MASK))),
+    "vit",
+    "whisper",
+]
 
 
 def _mine(bd):  # type: ignore[no-untyped-def]
@@ -39,6 +58,7 @@ def test_the_zoo_has_the_families_the_issue_asks_for():
     assert {"encoder", "decoder", "moe", "encoder-decoder", "vit", "cnn", "segmentation", "speech"} <= kinds
     gqa = [c for c in cases if c.config.get("num_key_value_heads", 0) not in (0, c.config.get("num_attention_heads"))]
     assert {"mistral", "qwen2", "mixtral"} <= {c.model_type for c in gqa}
+    assert len({hf.case(m if isinstance(m, str) else m.values[0]).family for m in SUBSET}) == 6
     assert hf.case("qwen2").config["vocab_size"] == 151936
     with pytest.raises(ValueError, match="no Hugging Face family 'nope'.*bert"):
         hf.case("nope")

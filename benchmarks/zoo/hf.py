@@ -104,8 +104,8 @@ SPECS: list[tuple[str, str, str, dict[str, Any], int, dict[str, int]]] = [
     ("albert", "encoder", "mlm", _bert_like(embedding_size=128), 64, _LM),
     ("deberta-v2", "encoder", "mlm", _bert_like(), 32, _LM),
     ("mpnet", "encoder", "mlm", _bert_like(), 64, _LM),
-    ("distilbert", "encoder", "mlm",
-     dict(vocab_size=V, dim=H, n_layers=L, n_heads=A, hidden_dim=I, max_position_embeddings=512, pad_token_id=1), 64, _LM),
+    ("distilbert", "encoder", "mlm", dict(vocab_size=V, dim=H, n_layers=L, n_heads=A, hidden_dim=I,
+                                          max_position_embeddings=512, pad_token_id=1), 64, _LM),
     # decoders, causal language modelling
     ("gpt2", "decoder", "clm", dict(vocab_size=V, n_embd=H, n_layer=L, n_head=A, n_inner=I, n_positions=1024,
                                     bos_token_id=0, eos_token_id=2), 64, _LM),
@@ -168,7 +168,7 @@ SPECS: list[tuple[str, str, str, dict[str, Any], int, dict[str, int]]] = [
                                     num_labels=10), 64, _IMG),
     ("efficientnet", "cnn", "image", dict(image_size=224, width_coefficient=1.0, depth_coefficient=1.0,
                                           hidden_dim=1280, num_labels=10), 32, _IMG),
-    ("mobilevit", "cnn", "image", dict(image_size=256, num_labels=10), 32, {"image": 256}),
+    ("mobilevit", "cnn", "image", dict(image_size=256, num_labels=10), 16, {"image": 256}),
     # segmentation
     ("segformer", "segmentation", "segment", dict(num_labels=19), 16, {"image": 512}),
     # speech
@@ -190,8 +190,8 @@ SPECS: list[tuple[str, str, str, dict[str, Any], int, dict[str, int]]] = [
 
 #: notes that say what a family's forward does with tensor values
 _NOTES = {
-    "ctc": ["CTC loss: labels.max() is read for a check; masked_select(labels >= 0) sizes the targets "
-            "from the batch's labels"],
+    "ctc": [("CTC loss: labels.max() is read for a check; masked_select(labels >= 0) sizes the targets "
+             "from the batch's labels")],
 }
 
 
@@ -283,14 +283,22 @@ def case(model_type: str) -> HFCase:
 
 def _case(model_type: str, family: str, task: str, config: dict[str, Any], batch_size: int,
           shape: dict[str, int]) -> HFCase:
+    import transformers
+
     checkpointing = getattr(_model_class(model_type, task), "supports_gradient_checkpointing", False)
+    notes = list(_NOTES.get(task, []))
+    cfg = transformers.AutoConfig.for_model(model_type, **config)
+    drops = {k: getattr(cfg, k) for k in ("layerdrop", "encoder_layerdrop", "decoder_layerdrop")
+             if getattr(cfg, k, 0.0)}
+    if drops:  # the library's default, kept: a step skips layers at random (torch.rand(()) read in the forward)
+        notes.append(f"LayerDrop {drops}: each training step skips layers at random (a value read in the forward)")
     return HFCase(
         name=f"hf/{model_type}", family=family,
         build=lambda: _build(model_type, task, config),
         make_batch=lambda b, device: _make_batch(task, config, shape, b, device),
         forward_loss=_forward_loss, batch_size=batch_size, cpu_batch_size=2,
         enable_checkpointing=_enable_checkpointing if checkpointing else None,
-        notes=list(_NOTES.get(task, [])), model_type=model_type, task=task, config=dict(config), shape=dict(shape))
+        notes=notes, model_type=model_type, task=task, config=dict(config), shape=dict(shape))
 
 
 def cases() -> list[Case]:
