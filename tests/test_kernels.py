@@ -132,3 +132,25 @@ def test_outside_pytorch_counts_the_libraries_a_step_uses():
     assert conv.outside_pytorch == conv.target.context + LIBRARY_MEMORY["cudnn"]  # no matmul: no cuBLAS
     mlp = vramnb.estimate(nn.Linear(8, 8), torch.randn(4, 8), lambda m, b: m(b).sum(), target="H200")
     assert mlp.outside_pytorch == mlp.target.context + LIBRARY_MEMORY["cublas:forward"] + LIBRARY_MEMORY["cublas:backward"]
+
+
+@pytest.mark.parametrize("norm", [nn.LayerNorm(64), nn.GroupNorm(4, 64)])
+def test_norm_statistics_of_a_16_bit_input_with_fp32_weights_are_fp32_on_the_cpu(norm):
+    # CPU autocast feeds a bf16 activation to an fp32-weighted norm (torchvision's Swin in bf16)
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.norm = nn.Linear(64, 64), norm
+
+        def forward(self, x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                h = self.lin(x)
+            return self.norm(h if isinstance(self.norm, nn.LayerNorm) else h.transpose(1, 2)).float().pow(2).mean()
+
+    torch.manual_seed(0)
+    m, x = M(), torch.randn(8, 128, 64)
+    est = vramnb.estimate(m, x, lambda m, b: m(b), device="cpu", steps=1)
+    real = vramnb.profile_step(m, x, lambda m, b: m(b), steps=1)
+    def sources(r):  # 'other' is the process's own leftovers (a real run's 512-byte scalars), not the step
+        return {k: v for k, v in r.steps[0].peak.sources.items() if k != "other"}
+    assert sources(est) == sources(real)
