@@ -296,3 +296,22 @@ def test_shadows_are_not_counted_and_are_freed_after_the_estimate(monkeypatch):
     est = _same_as_measured(_model(), _batch(5), _masked_loss)
     assert made and all(r() is None for r in made)
     assert any("read from your batch" in n for n in est.notes)
+
+
+def test_transformers_is_fake_tensor_is_answered_only_inside_an_estimate_and_put_back():
+    pytest.importorskip("transformers")
+    from transformers.utils import import_utils
+
+    from vramnb.predict._library_hooks import untraced_where_known
+
+    original = import_utils.is_fake_tensor
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        t = torch.empty(3)
+    with untraced_where_known(lambda x: x is t):
+        assert import_utils.is_fake_tensor(t) is False  # its values are known: not a trace
+        with FakeTensorMode():
+            u = torch.empty(3)
+        assert import_utils.is_fake_tensor(u) is True  # unknown values: still fake to transformers
+    assert import_utils.is_fake_tensor is original and original(t)

@@ -220,6 +220,11 @@ class BatchValues(TorchDispatchMode):
                 origin = max(origin, int(entry[2]))
         return origin
 
+    def known(self, t: Any) -> bool:
+        """Whether the estimate holds the values of the fake tensor ``t`` (computed from the batch)."""
+        v = self._lookup(t)
+        return isinstance(v, torch.Tensor)
+
     def _lookup(self, t: Any) -> Any:
         """A real tensor with ``t``'s values, ``_META``/``_LARGE``, or ``None`` (not known)."""
         if not isinstance(t, FakeTensor):

@@ -33,6 +33,7 @@ import torch
 from ._accuracy import ExpectedError, StepOps, classify, expected_error
 from ._allocator import replay, round_size
 from ._batch_values import BatchValues
+from ._library_hooks import untraced_where_known
 from .._breakdown import StepReport
 from ._cuda_model import CudaPolicy, outside_pytorch
 from ._kernels import Workspaces
@@ -353,7 +354,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     fixes = KernelFixes()
     ops = StepOps(kernels.backends if kernels is not None else None)  # what decides the step's kinds
     with without_user_global_hooks(dropped), (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, \
-            values, HostDevicesOnly(), guard, fixes, \
+            values, untraced_where_known(values.known), HostDevicesOnly(), guard, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
