@@ -45,6 +45,8 @@ def main() -> None:
     ap.add_argument("real")
     ap.add_argument("--hidden")
     ap.add_argument("--batch")
+    ap.add_argument("--records", help="write the records benchmarks/zoo/accuracy_table.py reads: real steps of REAL_DIR, "
+                                      "estimates of --hidden where given (else REAL_DIR's own)")
     a = ap.parse_args()
     real = load(a.real)
     hidden = load(a.hidden) if a.hidden else {}
@@ -65,6 +67,17 @@ def main() -> None:
             if m:
                 row[f"mt_{dev}"] = 100 * (m["peak"] - rp) / rp
         rows.append(row)
+    if a.records:
+        recs = []
+        for key, r in sorted(real.items()):
+            est = (hidden.get(key) or {}).get("estimate") if hidden else r.get("estimate")
+            if "real" not in r or not est:
+                continue
+            recs.append({"case": key[0], "family": r["family"], "recipe": key[1], "kinds": est.get("kinds") or [],
+                         "real_peak": r["real"]["step1"]["peak"], "est_peak": est["peak"],
+                         "real_device": r["real"].get("device_used"), "est_device": est.get("device"),
+                         "validation": bool(r.get("validation"))})
+        json.dump(recs, open(a.records, "w"), indent=1)
     same = [r for r in rows if "gpu_bytes" in r and "hidden_bytes" in r]
     print(f"GPU present vs CUDA hidden, same bytes: {sum(r['gpu_bytes'] == r['hidden_bytes'] for r in same)} of {len(same)}")
     for part, sel in (("zoo sample", lambda r: not r["op"]), ("op-level cases", lambda r: r["op"])):

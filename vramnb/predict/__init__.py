@@ -13,9 +13,15 @@ in the order the data flows (each module feeds the next, never the reverse):
    ``_batch_values`` keeps real CPU shadows of what derives from the batch, for
    the values the step reads (``.item()``, boolean masks, lengths), and
    ``_value_reads`` says which it read (notes) or why it could not (errors);
+   ``_library_hooks`` answers a library's "am I traced?" for tensors whose
+   values are known (transformers then drops an all-ones mask, as on the GPU);
 3. ``_cuda_model``: the CUDA kernels' memory-relevant choices made for fake
    *CPU* tensors (attention backend, CUDA's autocast policy, fused dropout,
-   cuBLAS workspaces), registered at the dispatcher while the step runs;
+   the step's own ``torch.autocast("cuda")``), registered at the dispatcher while
+   the step runs, and the memory outside PyTorch by the libraries used;
+   ``_kernels``: what CUDA kernels hold that no dispatcher sees (softmax-backward
+   and cuDNN convolution temporaries, cuDNN's RNN with its reserve, cuDNN's
+   attention, cuBLAS workspaces), pinned to op-level measurements on an H200;
    ``_parallel``: one rank of DDP/FSDP/ZeRO against a fake process group;
 4. the step itself: the same runner and attribution as
    :func:`vramnb.profile_step` (``vramnb._step``), its storages counted by the
