@@ -97,7 +97,9 @@ class StepOps(TorchDispatchMode):
         sdpa: calls of a fused attention kernel (``_scaled_dot_product_*``; the math
             path runs as products and a softmax, counted by the CUDA model's backends).
         sdpa_causal: those of them with ``is_causal=True``.
-        backends: the CUDA model's attention backends -> calls while this watched the step.
+        backends: the CUDA model's kernel choices -> calls while this watched the step.
+        cudnn_causal: the CUDA model's cuDNN attention calls with ``is_causal=True`` (modelled in
+            Python, so no ATen attention call to see).
         products: ``(elements, last dim)`` of ``bmm``/``baddbmm`` outputs of 3+ dimensions.
         softmax: ``(elements, last dim)`` of each softmax input of 3+ dimensions, in call order.
         conv_dims: input dimensions of the convolutions (4: 2-D, 5: 3-D).
@@ -108,10 +110,11 @@ class StepOps(TorchDispatchMode):
         half: a product, convolution, attention or RNN returned a float16/bfloat16 tensor.
     """
 
-    def __init__(self, backends: Mapping[str, int] | None = None) -> None:
+    def __init__(self, policy: Any = None) -> None:
         super().__init__()
-        self._live = backends  # the CUDA model's attention backends, read when the watched step ends
+        self._policy = policy  # the CUDA model (its choices are read when the watched step ends), or None
         self.backends: dict[str, int] = {}
+        self.cudnn_causal = 0
         self.sdpa = 0
         self.sdpa_causal = 0
         self.products: set[tuple[int, int]] = set()
@@ -123,8 +126,9 @@ class StepOps(TorchDispatchMode):
         self.half = False
 
     def __exit__(self, *exc: object) -> Any:
-        if self._live is not None:
-            self.backends = dict(self._live)
+        if self._policy is not None:
+            self.backends = dict(self._policy.backends)
+            self.cudnn_causal = self._policy.cudnn_causal
         return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Mapping | None = None) -> Any:
@@ -228,7 +232,7 @@ def classify(model: nn.Module, ops: StepOps) -> tuple[str, ...]:
         # the math path's flags are not seen: plain "sdpa", the kind that holds both. cuDNN's
         # attention is modelled in Python (no ATen call to see): the CUDA model counts its causal calls
         fused = ops.sdpa + backends.get("cudnn", 0)
-        causal_calls = ops.sdpa_causal + backends.get("cudnn causal", 0)
+        causal_calls = ops.sdpa_causal + ops.cudnn_causal
         causal = fused and causal_calls == fused and not backends.get("math")
         kinds.append("sdpa-causal" if causal else "sdpa")
     if sum(1 for k in ops.softmax if k in ops.products) > backends.get("math", 0):

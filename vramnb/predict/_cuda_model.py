@@ -160,12 +160,15 @@ class CudaPolicy:
 
     Args:
         capability: the target's compute capability, e.g. ``(9, 0)``.
+        workspaces: the estimate's :class:`~vramnb.predict._kernels.Workspaces`, which holds the
+            modelled kernels' temporaries (cuDNN's RNN and attention) and records the libraries used.
     """
 
-    def __init__(self, capability: tuple[int, int], workspaces: Workspaces | None = None) -> None:
+    def __init__(self, capability: tuple[int, int], workspaces: Workspaces) -> None:
         self.capability = capability
         self.workspaces = workspaces
         self.backends: dict[str, int] = {}  # backend -> calls (shown in the estimate's notes)
+        self.cudnn_causal = 0  # cuDNN attention calls with is_causal (the accuracy classifier's decoders)
         self._cache: dict[int, torch.Tensor] = {}
         self._lib: Any = None
         self._owner: int | None = None
@@ -204,7 +207,7 @@ class CudaPolicy:
         self._lib = lib
         self._owner = threading.get_ident()
         self._autocast_patch = _patch_user_autocast(self)
-        self._rnn_patch = self._patch_rnns() if self.workspaces is not None else None
+        self._rnn_patch = self._patch_rnns()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -342,11 +345,10 @@ class CudaPolicy:
         backend = sdpa_backend(query, key, value, attn_mask, dropout_p, self.capability, enable_gqa)
         self.backends[backend] = self.backends.get(backend, 0) + 1
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-        if backend == "cudnn" and self.workspaces is not None:
-            if is_causal:
-                self.backends["cudnn causal"] = self.backends.get("cudnn causal", 0) + 1
+        if backend == "cudnn":
+            self.cudnn_causal += bool(is_causal)
             return cudnn_attention(self.workspaces, query, key, value, attn_mask)
-        if backend in ("flash", "cudnn"):
+        if backend == "flash":
             if key.shape[1] != query.shape[1]:  # GQA: the flash kernel takes expanded keys and values
                 rep = query.shape[1] // key.shape[1]
                 key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)

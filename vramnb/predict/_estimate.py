@@ -352,7 +352,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     err: BaseException | None = None
     sharded = parallel is not None and parallel != "ddp"
     fixes = KernelFixes()
-    ops = StepOps(kernels.backends if kernels is not None else None)  # what decides the step's kinds
+    ops = StepOps(kernels)  # what decides the step's kinds
     with without_user_global_hooks(dropped), (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, \
             values, untraced_where_known(values.known), HostDevicesOnly(), guard, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
@@ -421,10 +421,9 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                          f"would change yours): {'; '.join(shared[:4])}" + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
     est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
     if kernels is not None:
-        est.backends = {k: v for k, v in kernels.backends.items() if k != "cudnn causal"}
+        est.backends = dict(kernels.backends)
         if kernels.backends:
-            est.notes.append("CUDA kernels chosen: " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()
-                                                                 if k != "cudnn causal"))
+            est.notes.append("CUDA kernels chosen: " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()))
         if kernels.user_autocast:
             est.notes.append(f"the step's own torch.autocast('cuda') ({kernels.user_autocast} region(s)) modelled with "
                              "CUDA's autocast policy")
