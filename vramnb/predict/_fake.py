@@ -184,12 +184,30 @@ def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tens
     return fo
 
 
-_BATCH_NORMS = frozenset(getattr(torch.ops.aten, n) for n in ("native_batch_norm", "_native_batch_norm_legit")
-                         if hasattr(torch.ops.aten, n))
-
+#: norms whose (output, mean, inverse std) the meta kernels give in the input's dtype -> the position of the
+#: weight that decides whether the device kernels keep fp32 statistics (None: always, for a 16-bit input)
+_STATISTICS: dict[Any, int | None] = {getattr(torch.ops.aten, n): None for n in ("native_batch_norm",
+                                                                                "_native_batch_norm_legit")
+                                      if hasattr(torch.ops.aten, n)}
+_STATISTICS[torch.ops.aten.native_layer_norm] = 2  # (input, normalized_shape, weight, bias, eps)
+_STATISTICS[torch.ops.aten.native_group_norm] = 1  # (input, weight, bias, N, C, HxW, group, eps)
 
 _GROUPED_MM = getattr(torch.ops.aten, "_grouped_mm", None)
-_NORMS = frozenset((torch.ops.aten.native_layer_norm, torch.ops.aten.native_group_norm))
+
+
+def _fp32_statistics(func: Any, args: tuple, out: Any) -> Any:
+    """A norm's (output, mean, inverse std) with the statistics in fp32 where the real kernels keep them so."""
+    if not (isinstance(out, tuple) and len(out) == 3):
+        return out
+    y, mean, rstd = out
+    if mean.dtype not in (torch.float16, torch.bfloat16) or not mean.numel():
+        return out
+    at = _STATISTICS[func.overloadpacket]
+    if at is not None:  # layer/group norm: fp32 statistics only beside fp32 weights
+        w = args[at] if len(args) > at else None
+        if not (isinstance(w, torch.Tensor) and w.dtype == torch.float32):
+            return out
+    return (y, mean.float(), rstd.float())
 
 
 def _fp32_tensors(args: Any) -> bool:
@@ -225,17 +243,8 @@ class KernelFixes(TorchDispatchMode):
             shape = func(*low, **(kwargs or {}))
             return torch.empty(shape.shape, dtype=torch.float32)  # the fp32 result CUDA's kernel returns
         out = func(*args, **(kwargs or {}))
-        if func.overloadpacket in _NORMS and isinstance(out, tuple) and len(out) == 3:
-            y, mean, rstd = out
-            w = args[2] if func.overloadpacket is torch.ops.aten.native_group_norm else (args[2] if len(args) > 2 else None)
-            if (mean.dtype in (torch.float16, torch.bfloat16) and isinstance(w, torch.Tensor)
-                    and w.dtype == torch.float32 and mean.numel()):
-                out = (y, mean.float(), rstd.float())  # a 16-bit input with fp32 weights: the kernels keep fp32 statistics
-        if func.overloadpacket in _BATCH_NORMS and isinstance(out, tuple) and len(out) == 3:
-            y, mean, invstd = out
-            if mean.dtype in (torch.float16, torch.bfloat16) and mean.numel():
-                mean, invstd = mean.float(), invstd.float()  # in fp32, as the device kernels return them
-                out = (y, mean, invstd)
+        if func.overloadpacket in _STATISTICS:
+            out = _fp32_statistics(func, args, out)
         return out
 
 
