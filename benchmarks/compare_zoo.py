@@ -130,19 +130,11 @@ def main() -> None:
     ap.add_argument("--ops", action="store_true")
     ap.add_argument("--case")
     ap.add_argument("--quiet", action="store_true")
-    ap.add_argument("--records", help="write the records benchmarks/zoo/accuracy_table.py reads (JSON)")
     a = ap.parse_args()
     rows = load(a.dir)
     if a.case:
         rows = [r for r in rows if a.case in r["case"]]
     tasks(rows, verbose=not a.quiet)
-    if a.records:
-        recs = [{"case": r["case"], "family": r["family"], "recipe": r["recipe"], "kinds": r["estimate"].get("kinds") or [],
-                 "real_peak": r["real"]["step1"]["peak"], "est_peak": r["estimate"]["peak"],
-                 "real_device": r["real"].get("device_used"), "est_device": r["estimate"].get("device"),
-                 "validation": bool(r.get("validation"))}
-                for r in rows if r.get("real") and r.get("estimate")]
-        json.dump(recs, open(a.records, "w"), indent=1)
     if a.ops:
         ops(rows)
 

@@ -37,5 +37,5 @@ case "$part" in
     python benchmarks/zoo_gpu.py "$part" "$@" --jobs 15 --deadline $(( budget - 40 )) --out "$work/runs" > "$work/zoo.log" 2>&1 ;;
 esac
 tar czf "$OUT/zoo-$part.tgz" --exclude='*.trace.json.gz' -C "$work" .  # first: a time limit loses nothing
-[ "$part" = final2 ] || python benchmarks/compare_zoo.py "$work/runs" --records "$work/records.json" > "$work/compare.txt" 2>&1
-tail -3 "$work/zoo.log"; grep -E "^peak|^device" "$work/compare.txt"; cat "$work/batch.log" 2>/dev/null | tail -8; cat "$work/context.log" 2>/dev/null
+[ "$part" = final2 ] || python benchmarks/zoo_report.py "$work/runs" --records "$work/records.json" > "$work/compare.txt" 2>&1
+tail -3 "$work/zoo.log"; grep -E "peak:|device:" "$work/compare.txt"; cat "$work/batch.log" 2>/dev/null | tail -8; cat "$work/context.log" 2>/dev/null

@@ -17,7 +17,7 @@ import os
 import statistics
 
 
-def load(d: str, hidden: bool = False) -> dict:
+def load(d: str) -> dict:
     out = {}
     for f in glob.glob(os.path.join(d, "*.json")):
         r = json.load(open(f))
