@@ -57,11 +57,16 @@ def test_user_cuda_autocast_defaults_to_fp16():
     assert [s.peak.allocated for s in default.steps] == [s.peak.allocated for s in fp16.steps]
 
 
-def test_autocast_is_put_back():
+def test_autocast_and_the_rnn_entry_points_are_put_back():
+    from torch import _VF
+
     cls = torch.amp.autocast_mode.autocast
     init, exit_ = cls.__init__, cls.__exit__
+    rnns = {m: getattr(_VF, m) for m in ("lstm", "gru", "rnn_tanh", "rnn_relu")}
     _est(_loss("cuda", torch.bfloat16))
     assert (cls.__init__, cls.__exit__) == (init, exit_)
+    assert {m: getattr(_VF, m) for m in rnns} == rnns and not set(rnns) & set(vars(_VF))
     with pytest.raises(RuntimeError, match="boom"):
         _est(lambda m, b: (_ for _ in ()).throw(RuntimeError("boom")))
     assert (cls.__init__, cls.__exit__) == (init, exit_)
+    assert {m: getattr(_VF, m) for m in rnns} == rnns and not set(rnns) & set(vars(_VF))

@@ -206,8 +206,12 @@ class CudaPolicy:
             lib.impl("dropout", self._dropout, "CompositeImplicitAutograd")
         self._lib = lib
         self._owner = threading.get_ident()
-        self._autocast_patch = _patch_user_autocast(self)
-        self._rnn_patch = self._patch_rnns()
+        try:
+            self._autocast_patch = _patch_user_autocast(self)
+            self._rnn_patch = self._patch_rnns()
+        except BaseException:  # an interrupt between the patches: put back what is in place
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
