@@ -341,7 +341,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
     keep: list[torch.Tensor] = []
-    workspaces = Workspaces(tgt.capability, keep, tracker.add_tensor) if tgt is not None else None
+    workspaces = Workspaces(tgt.capability, keep, tracker.add_tensor, tgt.multiprocessors) if tgt is not None else None
     kernels = CudaPolicy(tgt.capability, workspaces) if tgt is not None else None
     plan = StepPlan(fmodel, [fbatch], loss_fn or default_loss, fopt, torch.device("cpu"), set_to_none=set_to_none,
                     user_optimizer=fopt, modelled=device if device == "cuda" else None, tracker=tracker,

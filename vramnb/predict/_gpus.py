@@ -12,7 +12,7 @@ from typing import Any
 
 from .._units import parse_size
 
-__all__ = ["GPUS", "CAPABILITY", "gpu_memory", "gpu_name", "Target", "resolve_target"]
+__all__ = ["GPUS", "CAPABILITY", "MULTIPROCESSORS", "gpu_memory", "gpu_name", "Target", "resolve_target"]
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -41,6 +41,19 @@ CAPABILITY: dict[str, tuple[int, int]] = {
     "A10 (24 GB)": (8, 6), "L4 (24 GB)": (8, 9), "V100 (16 GB)": (7, 0), "V100 (32 GB)": (7, 0),
     "A100 (40 GB)": (8, 0), "A100 (80 GB)": (8, 0), "L40S (48 GB)": (8, 9), "RTX A6000 (48 GB)": (8, 6),
     "H100 (80 GB)": (9, 0), "H200 (141 GB)": (9, 0),
+}
+
+
+#: name -> (streaming multiprocessors, resident threads per multiprocessor), from NVIDIA's
+#: specifications (what ``torch.cuda.get_device_properties`` reports as
+#: ``multi_processor_count`` and ``max_threads_per_multi_processor``); they size the
+#: staging buffers of PyTorch's CUDA reductions (``Reduce.cuh``)
+MULTIPROCESSORS: dict[str, tuple[int, int]] = {
+    "T4 (16 GB)": (40, 1024), "RTX 3060 (12 GB)": (28, 1536), "RTX 3090 (24 GB)": (82, 1536),
+    "RTX 4090 (24 GB)": (128, 1536), "A10 (24 GB)": (72, 1536), "L4 (24 GB)": (58, 1536),
+    "V100 (16 GB)": (80, 2048), "V100 (32 GB)": (80, 2048), "A100 (40 GB)": (108, 2048),
+    "A100 (80 GB)": (108, 2048), "L40S (48 GB)": (142, 1536), "RTX A6000 (48 GB)": (84, 1536),
+    "H100 (80 GB)": (132, 2048), "H200 (141 GB)": (132, 2048),
 }
 
 
@@ -104,6 +117,8 @@ class Target:
         capability: CUDA compute capability (decides attention kernels, workspaces).
         context: bytes outside PyTorch's allocator (CUDA context, libraries).
         assumed: what was assumed rather than known (shown in the report).
+        multiprocessors: streaming multiprocessors and resident threads per
+            multiprocessor (size the staging buffers of CUDA reductions).
     """
 
     name: str
@@ -111,6 +126,7 @@ class Target:
     capability: tuple[int, int]
     context: int
     assumed: tuple[str, ...] = ()
+    multiprocessors: tuple[int, int] = (132, 2048)
 
 
 def resolve_target(target: Any = None) -> Target:
@@ -129,7 +145,8 @@ def resolve_target(target: Any = None) -> Target:
         if torch.cuda.is_available():
             props = torch.cuda.get_device_properties(0)
             return Target(f"this GPU ({props.name})", props.total_memory, (props.major, props.minor),
-                          _context(props.name))
+                          _context(props.name), (),
+                          (props.multi_processor_count, props.max_threads_per_multi_processor))
         target = "H100"
     name = gpu_name(target)
     if name is not None:
@@ -137,11 +154,11 @@ def resolve_target(target: Any = None) -> Target:
         same = [n for n in GPUS if n.split(" (")[0] == name.split(" (")[0]]
         if len(same) > 1 and str(target).strip().lower() != name.lower():
             assumed += (f"{target!r} taken as the {name}; also: {', '.join(n for n in same if n != name)}",)
-        return Target(name, GPUS[name], CAPABILITY[name], _context(name), assumed)
+        return Target(name, GPUS[name], CAPABILITY[name], _context(name), assumed, MULTIPROCESSORS[name])
     memory = gpu_memory(target)  # raises ValueError listing the cards
     return Target(str(target), memory, (9, 0), CUDA_CONTEXT["default"],
-                  ("compute capability 9.0 (give a card's name to choose its kernels)",
-                   "CUDA context size as measured on an H200"))
+                  ("compute capability 9.0 and an H200's 132 multiprocessors (give a card's name to choose "
+                   "its kernels)", "CUDA context size as measured on an H200"))
 
 
 def _context(name: str) -> int:
