@@ -188,3 +188,39 @@ def test_norm_statistics_of_a_16_bit_input_with_fp32_weights_are_fp32_on_the_cpu
     def sources(r):  # 'other' is the process's own leftovers (a real run's 512-byte scalars), not the step
         return {k: v for k, v in r.steps[0].peak.sources.items() if k != "other"}
     assert sources(est) == sources(real)
+
+
+def test_cudnn_attention_output_follows_the_query_layout():
+    # alloc_with_matching_layout (sdp_utils.h): the output's dimensions in the order of q's strides.
+    # Measured (Whisper, bf16, run 15): a query made contiguous in [B, H, L, D] gave an output that
+    # `.transpose(1, 2).contiguous()` then copied: 11.7 MiB more kept per encoder layer
+    q = torch.empty(2, 4, 16, 8, dtype=torch.bfloat16)  # contiguous [B, H, L, D]
+    assert K._matching_layout(q, (2, 4, 16, 8)).is_contiguous()
+    qt = torch.empty(2, 16, 4, 8, dtype=torch.bfloat16).transpose(1, 2)  # [B, L, H, D] storage
+    out = K._matching_layout(qt, (2, 4, 16, 8))
+    assert out.stride() == qt.stride() and not out.is_contiguous()
+
+    class A(nn.Module):
+        def __init__(self, contiguous):
+            super().__init__()
+            self.qkv, self.o, self.contiguous = nn.Linear(256, 3 * 256), nn.Linear(256, 256), contiguous
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = (y.view(b, t, 4, 64).transpose(1, 2) for y in self.qkv(x).chunk(3, -1))
+            if self.contiguous:
+                q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+            y = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).contiguous().view(b, t, 256)
+            return self.o(y)
+
+    x = torch.randn(8, 512, 256)
+
+    def loss(m, b):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return m(b).float().sum()
+    acts = {c: vramnb.estimate(A(c), x, loss, target="H200", steps=1).steps[0].marks[1][1].sources["activations"]
+            for c in (False, True)}
+    # contiguous q, k, v: their copies are kept instead of the qkv projection (which they free: +-0); the
+    # output, now [B, H, L, D], is copied by .contiguous() and the copy kept by the output Linear, besides the
+    # output attention keeps (with a [B, L, H, D] query both are one tensor): one copy more
+    assert acts[True] - acts[False] == round_size(8 * 512 * 256 * 2)

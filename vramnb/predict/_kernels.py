@@ -331,6 +331,20 @@ def cudnn_rnn(ws: Workspaces, mode: str, x: torch.Tensor, hx: Any, params: list[
 
 
 # -- cuDNN attention -----------------------------------------------------------------------
+def _matching_layout(q: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """An empty tensor of ``shape`` whose dimensions are laid out in the order of
+    ``q``'s strides: ``alloc_with_matching_layout`` (``aten/src/ATen/native/transformers/
+    sdp_utils.h``), how cuDNN attention allocates its output. A query made contiguous
+    in ``[B, H, L, D]`` gives an output that the caller's ``transpose(1, 2)`` leaves
+    non-contiguous, so a following ``.contiguous()`` copies it (Whisper, run 15)."""
+    order = sorted(range(len(shape)), key=lambda i: q.stride(i))  # stable, as std::stable_sort
+    strides, step = [0] * len(shape), 1
+    for i in order:
+        strides[i] = step
+        step *= shape[i]
+    return torch.empty_strided(shape, strides, dtype=q.dtype, device=q.device)
+
+
 class CudnnAttention(torch.autograd.Function):
     """The memory of ``_scaled_dot_product_cudnn_attention`` and its backward."""
 
@@ -338,7 +352,7 @@ class CudnnAttention(torch.autograd.Function):
     def forward(ctx: Any, ws: Workspaces, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 mask: torch.Tensor | None) -> torch.Tensor:
         b, h, tq, _ = q.shape
-        out = q.new_empty((b, tq, h, v.shape[-1])).transpose(1, 2)
+        out = _matching_layout(q, (b, h, tq, v.shape[-1]))
         lse = q.new_empty((b, h, tq, 1), dtype=torch.float32)
         ctx.save_for_backward(q, k, v, out, lse, *([mask] if mask is not None else []))
         ctx.ws = ws
