@@ -20,8 +20,8 @@ in the order the data flows (each module feeds the next, never the reverse):
    the step's own ``torch.autocast("cuda")``), registered at the dispatcher while
    the step runs, and the memory outside PyTorch by the libraries used;
    ``_kernels``: what CUDA kernels hold that no dispatcher sees (softmax-backward
-   and cuDNN convolution temporaries, cuDNN's RNN with its reserve, cuDNN's
-   attention, cuBLAS workspaces), pinned to op-level measurements on an H200;
+   and cuDNN convolution temporaries, reductions' staging buffers, cuDNN's RNN
+   with its reserve, cuDNN's attention, cuBLAS workspaces), pinned to op-level measurements on an H200;
    ``_parallel``: one rank of DDP/FSDP/ZeRO against a fake process group;
 4. the step itself: the same runner and attribution as
    :func:`vramnb.profile_step` (``vramnb._step``), its storages counted by the

@@ -10,7 +10,10 @@ between two linear maps, allocated bytes before, during and after it):
   temporary of its gradient's size; ``_safe_softmax`` (attention's math path) a
   boolean mask of its input's size; cuDNN convolutions a workspace of about their
   input plus output (layout copies for tensor cores), except pointwise and
-  depthwise forwards. Modelled as an allocation alive for the operator only;
+  depthwise forwards; a reduction that splits each output across thread blocks
+  (a bias gradient ``grad.sum(0)``) a staging buffer sized by ``Reduce.cuh`` from the
+  card's multiprocessors (:func:`reduction_staging_bytes`; run 16). Modelled as an
+  allocation alive for the operator only;
 * **cuDNN's RNN** (:class:`CudnnRNN`): one kernel for the whole sequence, which
   keeps a *reserve* for backward (``D·(L·k + L − 1)·B·T·H`` elements of the
   compute dtype + 256 B; ``k`` = 5 for LSTM, 6 for GRU, 1 for tanh/ReLU RNN: exact
