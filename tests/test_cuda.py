@@ -196,3 +196,55 @@ def test_trace_file_opens_like_pytorchs_snapshot(tmp_path):
     assert any(e["action"] == "alloc" for e in snap["device_traces"][0])
     fig = rep.plot("sources")
     assert fig._repr_png_()[:4] == b"\x89PNG"
+
+
+def test_oom_post_mortem_at_the_failure_under_a_cap(cuda_ip):
+    # the scenario: a list of 512 MiB tensors built in a function under a 4 GiB cap; the
+    # state is read inside the failed allocation, before the list is unwound
+    total = torch.cuda.get_device_properties(0).total_memory
+    run(cuda_ip, "def build():\n    keep = []\n    while True:\n"
+                 "        keep.append(torch.empty(512 * 2**20, dtype=torch.uint8, device='cuda'))")
+    torch.cuda.set_per_process_memory_fraction(4 * GiB / total)
+    try:
+        res, _ = run(cuda_ip, "%%vram\nbuild()")
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert type(res.error_in_exec).__name__ == "OutOfMemoryError"
+    oom = vramnb.history()[-1].oom
+    assert oom.state.at_failure and oom.state.cap == 4 * GiB
+    assert oom.requested == 512 * MiB
+    assert oom.live == oom.state.allocated >= 3 * GiB  # the list at the failure (after unwinding: 0)
+    assert oom.state.frames[0][1] == "keep" and oom.state.frames[0][2] == oom.state.allocated
+    assert oom.verdict.kind == "per-process cap"
+    assert "verdict: per-process cap" in str(vramnb.history()[-1]._table())
+
+
+def test_oom_post_mortem_fragmentation_verdict(cuda_ip):
+    # the scenario: 25 live 20 MiB blocks in a cached 1 GiB segment, a cap that leaves no
+    # room for a new segment, then 600 MiB asked: free memory suffices, no free block does
+    ip = cuda_ip
+    total = torch.cuda.get_device_properties(0).total_memory
+    run(ip, "seg = torch.empty(2**30, dtype=torch.uint8, device='cuda'); del seg\n"
+            "blocks = [torch.empty(20 * 2**20, dtype=torch.uint8, device='cuda') for _ in range(50)]\n"
+            "keep = blocks[::2]; del blocks")
+    reserved = torch.cuda.memory_reserved()
+    torch.cuda.set_per_process_memory_fraction((reserved + 300 * MiB) / total)
+    try:
+        res, _ = run(ip, "%%vram\nbig = torch.empty(600 * 2**20, dtype=torch.uint8, device='cuda')")
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert type(res.error_in_exec).__name__ == "OutOfMemoryError"
+    oom = vramnb.history()[-1].oom
+    assert oom.state.at_failure
+    assert oom.state.largest_free_block == 44 * MiB  # the last hole joined the segment's 24 MiB tail
+    assert oom.verdict.kind == "fragmentation", oom.verdict
+    run(ip, "del keep")
+
+
+def test_oom_observer_does_nothing_outside_a_measurement(cuda_ip):
+    from vramnb.diagnose import _postmortem as pm
+
+    assert pm.install_cuda_observer()
+    with pytest.raises(torch.OutOfMemoryError):
+        torch.empty(2**45, dtype=torch.uint8, device="cuda")
+    assert not pm._CAPTURES  # nothing listened, nothing was captured

@@ -88,6 +88,7 @@ class VramMagics(Magics):
             label = raw.splitlines()[0][:80] if raw else ""
             a = self._auto
             self._auto_cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"]),
+                                 hidden=self._hidden_fn(a["device"]),
                                  budget=a["budget"], reset_peak=a["reset_peak"], warn=False, timed=times_itself(raw))
             self._auto_m = self._auto_cm.__enter__()
             self._auto_cell = self._count()
@@ -163,6 +164,14 @@ class VramMagics(Magics):
             return [(h.name, h.unique) for h in rows]
 
         return top
+
+    def _hidden_fn(self, device: Any) -> Any:
+        def hidden() -> list[tuple[str, int]]:
+            dev = resolve_device(device)
+            objs = {name: obj for name, (_, obj) in hidden_holders(self.shell).items()}
+            return [(h.name, h.unique) for h in find_holders(objs, dev, limit=5) if h.unique]
+
+        return hidden
 
     # -- the magic ----------------------------------------------------------
     @no_var_expand
@@ -270,7 +279,7 @@ class VramMagics(Magics):
         else:
             interactivity = shell.ast_node_interactivity
         label = next((ln.strip() for ln in cell.splitlines() if ln.strip()), "")[:80]
-        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev), warn=False,
+        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev), hidden=self._hidden_fn(dev), warn=False,
                   breakdown=shell.user_ns if args.breakdown else None, timed=times_itself(cell))
 
         async def body() -> None:

@@ -34,6 +34,8 @@ import torch
 
 from ._cell_breakdown import CellAttribution
 from ._oom import is_oom, requested_bytes
+from .diagnose import OOMState, install_cuda_observer, verdict
+from .diagnose._postmortem import listening
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
 from ._render import Rendered, Table, dataframe
 from ._report import CellReport, OOMInfo
@@ -89,7 +91,10 @@ class Measurement:
     budget: int | None = None
     label: str = ""
     holders: Callable[[], list[tuple[str, int]]] | None = None
+    hidden: Callable[[], list[tuple[str, int]]] | None = None
     report: CellReport | None = field(default=None, init=False)
+    # the state of the first out-of-memory failure during the block, taken at the failure
+    oom_state: Any = field(default=None, init=False)
     # what nested measurements' resets of the peak counter took away from this one
     nested_peak: int = field(default=0, init=False)
     nested_resets: int = field(default=0, init=False)
@@ -110,6 +115,7 @@ def vram(
     label: str = "",
     record: bool = True,
     holders: Callable[[], list[tuple[str, int]]] | None = None,
+    hidden: Callable[[], list[tuple[str, int]]] | None = None,
     warn: bool = True,
     breakdown: Mapping[str, Any] | None = None,
     timed: bool = False,
@@ -127,6 +133,8 @@ def vram(
         record: append the report to :func:`history`.
         holders: called on an out-of-memory error to name the largest holders,
             as ``(name, bytes)`` pairs.
+        hidden: called on an out-of-memory error: ``(name, bytes)`` of what the
+            notebook holds out of sight (output history, kept exceptions).
         warn: also issue report warnings (over budget, peak counter reset) as
             Python ``ResourceWarning``s; the magics show them in the report instead.
         timed: the block times itself (``%timeit``, ``%time``, ``timeit``): on CPU, the
@@ -153,7 +161,7 @@ def vram(
     """
     __tracebackhide__ = True
     dev = resolve_device(device)
-    m = Measurement(dev, reset_peak, parse_size(budget) if budget is not None else None, label, holders)
+    m = Measurement(dev, reset_peak, parse_size(budget) if budget is not None else None, label, holders, hidden)
     probe = probe_for(dev)
     name = str(dev)
     was_active = probe.active()
@@ -185,6 +193,9 @@ def vram(
         # storages no dispatch mode saw (other threads, torch.frombuffer, storage
         # constructors): found by a scan before the block's end is read
         track.callback(_scan_quietly, probe.tracker)
+    if dev.type == "cuda":
+        install_cuda_observer()
+    stop_listening = listening(name, lambda st: _first_oom(m, st))
     t0 = time.perf_counter()
     try:
         with _reset_watch() as resets, track:
@@ -194,6 +205,7 @@ def vram(
         raise
     finally:
         wall = time.perf_counter() - t0
+        stop_listening()
         with _ACTIVE_LOCK:
             _ACTIVE.remove(m)
         m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
@@ -323,11 +335,7 @@ def _finish(
         label=m.label,
     )
     if exc is not None and is_oom(exc):
-        try:
-            top = m.holders() if m.holders else []
-        except Exception:  # naming holders must never replace the user's error
-            top = []
-        report.oom = OOMInfo(requested_bytes(exc), end.allocated, top[:3], str(exc).splitlines()[0][:200])
+        report.oom = _post_mortem(m, exc, end)
     if m.budget is not None:
         need = peak + (end.non_pytorch or 0)
         if need > m.budget:
@@ -338,6 +346,41 @@ def _finish(
                 f"over budget: {what} does not fit {format_bytes(m.budget)} (short by {format_bytes(need - m.budget)})"
             )
     return report
+
+
+def _first_oom(m: Measurement, state: OOMState) -> None:
+    if m.oom_state is None:  # a retried step (a batch search) fails more than once: the first failure
+        m.oom_state = state
+
+
+def _safe_call(fn: Callable[[], list[tuple[str, int]]] | None) -> list[tuple[str, int]]:
+    try:
+        return list(fn()) if fn is not None else []
+    except Exception:  # naming holders must never replace the user's error
+        return []
+
+
+def _post_mortem(m: Measurement, exc: BaseException, end: Any) -> OOMInfo:
+    """The out-of-memory post-mortem: the state at the failure if it was caught there
+    (else read now, after unwinding), the notebook's holders, and the verdict."""
+    asked = requested_bytes(exc)
+    state = m.oom_state
+    if state is None and m.device.type == "cpu":
+        state = OOMState("cpu", False, asked, end.allocated, available=end.free)
+    elif state is None:
+        state = OOMState(str(m.device), False, asked, end.allocated, end.reserved, end.total, None, end.free,
+                         None, end.non_pytorch)
+    elif state.requested is None:
+        state.requested = asked
+    state.holders = _safe_call(m.holders)[:3]
+    hidden = _safe_call(m.hidden)
+    if hidden:
+        state.hidden, state.hidden_by = sum(b for _, b in hidden), hidden
+    try:
+        v = verdict(state)
+    except Exception:  # noqa: BLE001 - a verdict must never replace the user's error
+        v = None
+    return OOMInfo(state.requested, state.allocated, state.holders, str(exc).splitlines()[0][:200], state, v)
 
 
 class History(Rendered, list):  # type: ignore[misc]

@@ -9,10 +9,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from ._render import Rendered, Table
 from ._units import format_bytes, format_delta, format_seconds
 
-__all__ = ["CellReport", "OOMInfo"]
+if TYPE_CHECKING:
+    from .diagnose import OOMState, Verdict
+
+__all__ = ["CellReport", "OOMInfo", "oom_lines"]
 
 
 @dataclass
@@ -22,15 +27,20 @@ class OOMInfo:
     Attributes:
         requested: bytes the failed allocation asked for (``None`` if the
             message did not say).
-        live: bytes allocated on the device when the error was caught.
+        live: bytes allocated on the device at the failure (when the post-mortem caught
+            it, else when the error was caught, after unwinding).
         holders: ``(variable name, bytes)`` of the variables holding the most.
         message: the first line of the error message.
+        state: the device's state at the failure (:class:`vramnb.diagnose.OOMState`).
+        verdict: why it failed and what to do (:class:`vramnb.diagnose.Verdict`).
     """
 
     requested: int | None
     live: int
     holders: list[tuple[str, int]] = field(default_factory=list)
     message: str = ""
+    state: OOMState | None = None
+    verdict: Verdict | None = None
 
 
 @dataclass
@@ -155,11 +165,8 @@ class CellReport(Rendered):
         if self.non_pytorch is not None:
             t.rows.append(("non-PyTorch", format_bytes(self.non_pytorch), ""))
         if self.oom is not None:
-            req = format_bytes(self.oom.requested) if self.oom.requested is not None else "unknown"
-            t.note(f"out of memory: asked for {req} with {format_bytes(self.oom.live)} allocated", warn=True)
-            if self.oom.holders:
-                top = ", ".join(f"{n} {format_bytes(b)}" for n, b in self.oom.holders)
-                t.note(f"largest holders: {top}", warn=True)
+            for line in oom_lines(self.oom):
+                t.note(line, warn=line.startswith(("out of memory", "verdict")))
         for w in self.warnings:
             t.note(w, warn=True)
         for n in self.notes:
@@ -171,3 +178,40 @@ class CellReport(Rendered):
                 sec.rows.append((name, format_bytes(a), format_bytes(b), format_delta(b - a), format_bytes(p)))
             t.sections.append(sec)
         return t
+
+
+def oom_lines(oom: OOMInfo) -> list[str]:
+    """The post-mortem as report lines: the state at the failure, the verdict, the fixes
+    (best first, with what each frees where known) and what held the memory."""
+    fmt = format_bytes
+    st = oom.state
+    req = fmt(oom.requested) if oom.requested is not None else "an unknown size"
+    when = "at the failure" if st is not None and st.at_failure else "after the error unwound"
+    head = f"out of memory: asked for {req} with {fmt(oom.live)} allocated {when}"
+    if st is not None and st.reserved is not None:
+        head += f", {fmt(st.reserved)} reserved"
+        if st.largest_free_block is not None:
+            head += f" (largest free block {fmt(st.largest_free_block)})"
+        if st.cap is not None and st.total is not None:
+            head += f", of a {fmt(st.cap)} per-process cap on a {fmt(st.total)} card"
+        elif st.total is not None:
+            head += f", of a {fmt(st.total)} card"
+        if st.free_device is not None:
+            head += f"; {fmt(st.free_device)} free on the device"
+        if st.other_processes:
+            head += f", {fmt(st.other_processes)} held by other processes"
+    elif st is not None and st.available is not None:
+        head += f"; {fmt(st.available)} available to the system"
+    lines = [head]
+    if oom.verdict is not None:
+        v = oom.verdict
+        lines.append(f"verdict: {v.kind}: {v.reason}")
+        for i, f in enumerate(v.fixes[:4], 1):
+            gain = f" (frees up to {fmt(f.saving)})" if f.saving else ""
+            lines.append(f"fix {i}: {f.what}{gain}" + (f": {f.code}" if f.code else ""))
+    if st is not None and st.frames:
+        top = ", ".join(f"{var} {fmt(n)} ({where})" for where, var, n in st.frames[:4])
+        lines.append(f"held by the failing frames: {top}")
+    if oom.holders:
+        lines.append("largest holders: " + ", ".join(f"{n} {fmt(b)}" for n, b in oom.holders))
+    return lines

@@ -42,6 +42,17 @@ from ._storages import (
 
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
+def _failed_allocation(tracker: StorageTracker, exc: RuntimeError) -> None:
+    """An operator raised under the tracker: if its allocation failed, hand the live bytes
+    at this moment (before anything unwinds) to the out-of-memory post-mortem."""
+    from ._oom import is_oom, requested_bytes
+
+    if is_oom(exc):
+        from .diagnose._postmortem import capture_cpu_oom
+
+        capture_cpu_oom(requested_bytes(exc), tracker.current)
+
+
 class _Mode(TorchDispatchMode):
     def __init__(self, tracker: StorageTracker) -> None:
         super().__init__()
@@ -57,8 +68,10 @@ class _Mode(TorchDispatchMode):
         __tracebackhide__ = True
         try:
             out = func(*args, **(kwargs or {}))
-        except BaseException:
+        except BaseException as e:
             del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
+            if self.tracker.device_type == "cpu" and isinstance(e, RuntimeError):
+                _failed_allocation(self.tracker, e)
             raise
         self.tracker.ops += 1
         add = self.tracker.add_tensor

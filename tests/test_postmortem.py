@@ -1,0 +1,113 @@
+"""The out-of-memory post-mortem (vramnb/diagnose): the state at the failure, and one verdict.
+
+CPU: the failing operator's allocation is seen by the storage tracker before anything
+unwinds; the verdicts are pure functions of bytes, pinned here with the numbers of the
+scenarios in the issue (the CUDA captures are in tests/test_cuda.py)."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import torch
+
+import vramnb
+from tests.conftest import run
+from vramnb._report import oom_lines
+from vramnb.diagnose import OOMState, verdict
+from vramnb.diagnose._postmortem import _deliver, listening
+
+MiB, GiB = 2**20, 2**30
+
+
+def _build_and_fail(keep_ref=None):
+    keep = [torch.ones(1 << 18) for _ in range(4)]  # 4 x 1 MiB, local to this frame
+    if keep_ref is not None:
+        keep_ref.append(weakref.ref(keep[0]))
+    torch.empty(1 << 60, dtype=torch.uint8)  # the CPU allocator refuses 1 EiB
+    return keep
+
+
+def test_cpu_state_is_taken_at_the_failure_not_after_unwinding():
+    refs: list = []
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        with vramnb.vram("cpu", record=False) as m:
+            _build_and_fail(refs)
+    oom = m.report.oom
+    assert oom is not None and oom.state is not None and oom.state.at_failure
+    assert oom.live == oom.state.allocated == 4 * MiB  # the failing frame's list, alive at the failure
+    assert oom.requested == 1 << 60
+    where, var, nbytes = oom.state.frames[0]
+    assert (var, nbytes) == ("keep", 4 * MiB) and where.startswith("_build_and_fail:")
+    assert oom.verdict is not None and oom.verdict.kind == "capacity"
+    gc.collect()
+    assert refs[0]() is None  # the post-mortem kept no reference to the frame's tensors
+
+
+def test_cell_report_shows_the_post_mortem(ip):
+    run(ip, "def build():\n    keep = [torch.ones(1 << 18) for _ in range(8)]\n"
+            "    torch.empty(1 << 60, dtype=torch.uint8)")
+    res, _ = run(ip, "%%vram -d cpu\nbuild()")
+    assert isinstance(res.error_in_exec, RuntimeError)  # the user's error is unchanged
+    rep = vramnb.history()[-1]
+    text = str(rep._table())
+    assert "with 8.0 MiB allocated at the failure" in text
+    assert "verdict: capacity" in text
+    assert "held by the failing frames: keep 8.0 MiB (build:3)" in text
+    assert "verdict: capacity" in rep._repr_mimebundle_()["text/html"]
+
+
+def test_fragmentation_verdict():
+    # the issue's scenario: 25 live 20 MiB blocks in a cached 1 GiB segment (500 MiB allocated,
+    # 524 MiB free inside it, the largest free block 44 MiB), a 1.5 GiB cap, then 600 MiB asked
+    s = OOMState("cuda:0", True, 600 * MiB, 500 * MiB, reserved=GiB, total=140 * GiB, cap=GiB + GiB // 2,
+                 free_device=130 * GiB, largest_free_block=44 * MiB, non_pytorch=500 * MiB)
+    v = verdict(s)
+    assert v.kind == "fragmentation" and v.short_by == 0
+    assert "largest free block is 44.0 MiB" in v.reason
+    assert v.fixes[0].code == 'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"'
+    assert v.fixes[0].saving == 524 * MiB
+
+
+def test_per_process_cap_verdict():
+    # the issue's first scenario: a list of 512 MiB tensors under a 4 GiB cap on a 140 GiB card
+    s = OOMState("cuda:0", True, 512 * MiB, 4 * GiB, reserved=4 * GiB, total=140 * GiB, cap=4 * GiB,
+                 free_device=135 * GiB, largest_free_block=0, non_pytorch=600 * MiB)
+    v = verdict(s)
+    assert v.kind == "per-process cap" and v.short_by == 512 * MiB
+    assert v.fixes[0].code == "torch.cuda.set_per_process_memory_fraction(1.0)"
+    assert v.fixes[0].saving == 136 * GiB
+    line = oom_lines(vramnb._report.OOMInfo(512 * MiB, 4 * GiB, [], "", s, v))[0]
+    assert line == ("out of memory: asked for 512.0 MiB with 4.0 GiB allocated at the failure, 4.0 GiB reserved "
+                    "(largest free block 0 B), of a 4.0 GiB per-process cap on a 140.0 GiB card; "
+                    "135.0 GiB free on the device")
+
+
+def test_another_process_verdict():
+    s = OOMState("cuda:0", True, 2 * GiB, 10 * GiB, reserved=10 * GiB, total=16 * GiB, free_device=GiB,
+                 largest_free_block=0, non_pytorch=GiB, other_processes=4 * GiB)
+    v = verdict(s)
+    assert v.kind == "another process" and v.short_by == GiB  # 10 + 2 + 1 + 4 = 17 GiB on a 16 GiB card
+    assert v.fixes[0].saving == 4 * GiB
+
+
+def test_capacity_and_held_out_of_sight_verdicts():
+    full = dict(reserved=15 * GiB, total=16 * GiB, free_device=0, largest_free_block=0, non_pytorch=GiB)
+    v = verdict(OOMState("cuda:0", True, 2 * GiB, 15 * GiB, **full))
+    assert v.kind == "capacity" and v.short_by == 2 * GiB  # 15 + 2 + 1 (context) = 18 GiB on 16
+    hidden = OOMState("cuda:0", True, 2 * GiB, 15 * GiB, hidden=3 * GiB, hidden_by=[("Out[3]", 3 * GiB)], **full)
+    v = verdict(hidden)
+    assert v.kind == "held out of sight" and v.short_by == 2 * GiB
+    assert v.fixes[0].code == "%vram free" and "Out[3] 3.0 GiB" in v.reason
+
+
+def test_capture_is_delivered_only_while_listening():
+    got = []
+    stop = listening("cuda:0", got.append)
+    state = OOMState("cuda:0", True, 1, 2)
+    _deliver(state)
+    _deliver(OOMState("cuda:1", True, 1, 2))  # another device: not this measurement's
+    stop()
+    _deliver(state)
+    assert got == [state]

@@ -1,0 +1,259 @@
+"""The state at an out-of-memory failure, taken before the exception unwinds.
+
+**CUDA.** PyTorch's caching allocator calls its out-of-memory observers
+(``torch._C._cuda_attach_out_of_memory_observer``) inside the failed ``malloc``,
+after it freed its unused cached segments and retried, with its lock released,
+as ``observer(device, bytes asked (rounded to the allocator's block size), the
+cap if one is set else the card's total, free device memory)``
+(``c10/cuda/CUDACachingAllocator.cpp``). vramnb attaches one observer for the
+process the first time a measurement runs on CUDA (observers cannot be
+detached); it does nothing unless a measurement on that device is running, and
+then reads the allocator's counters and segments (``torch.cuda.memory_stats``,
+``torch.cuda.memory._snapshot``: no device memory is allocated), the memory
+other processes hold (NVML, where ``pynvml`` is installed), and the tensors the
+frames on the stack hold at that moment.
+
+**CPU.** The storage tracker's dispatch mode sees the operator whose allocation
+fails (``DefaultCPUAllocator: can't allocate memory``) and calls
+:func:`capture_cpu_oom` there, with the live bytes it counts at that moment.
+
+Neither keeps a reference to a tensor or a frame: the state is bytes and names.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["OOMState", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block"]
+
+
+@dataclass
+class OOMState:
+    """What the device held when an allocation failed (bytes; ``None``: not known).
+
+    Attributes:
+        device: ``"cuda:0"``, ``"cpu"``.
+        at_failure: taken inside the failing allocation (else after the exception unwound).
+        requested: bytes the allocation asked for.
+        allocated: bytes allocated to tensors.
+        reserved: bytes the caching allocator held (CUDA).
+        total: the card's memory (CUDA).
+        cap: this process's limit set by ``set_per_process_memory_fraction``, if lower than ``total``.
+        free_device: free device memory as the driver reported it (CUDA).
+        largest_free_block: the largest free block inside the reserved segments (CUDA).
+        non_pytorch: this process's device memory outside the allocator (CUDA context, libraries).
+        other_processes: device memory other processes held (NVML), else ``None``.
+        available: memory the system still offered (CPU: ``MemAvailable``).
+        frames: ``(frame, variable, bytes)`` of tensors on the device the failing frames held.
+        holders: ``(variable, bytes)``, the largest holders in the notebook's namespace.
+        hidden: bytes held out of sight (output history, kept exceptions, graphs), ``hidden_by`` by name.
+    """
+
+    device: str
+    at_failure: bool
+    requested: int | None
+    allocated: int
+    reserved: int | None = None
+    total: int | None = None
+    cap: int | None = None
+    free_device: int | None = None
+    largest_free_block: int | None = None
+    non_pytorch: int | None = None
+    other_processes: int | None = None
+    available: int | None = None
+    frames: list[tuple[str, str, int]] = field(default_factory=list)
+    holders: list[tuple[str, int]] = field(default_factory=list)
+    hidden: int | None = None
+    hidden_by: list[tuple[str, int]] = field(default_factory=list)
+
+
+# -- where the state goes ---------------------------------------------------------------
+# (device name, callback(state)) of each running capture; the measurements register here
+_CAPTURES: list[tuple[str, Callable[[OOMState], None]]] = []
+_LOCK = threading.Lock()
+_OBSERVED = False
+
+
+def listening(device: str, callback: Callable[[OOMState], None]) -> Callable[[], None]:
+    """Send the state of out-of-memory failures on ``device`` to ``callback`` until the
+    returned function is called."""
+    entry = (device, callback)
+    with _LOCK:
+        _CAPTURES.append(entry)
+
+    def stop() -> None:
+        with _LOCK:
+            if entry in _CAPTURES:
+                _CAPTURES.remove(entry)
+    return stop
+
+
+def _deliver(state: OOMState) -> None:
+    with _LOCK:
+        targets = [cb for dev, cb in _CAPTURES if dev == state.device]
+    for cb in targets:
+        try:
+            cb(state)
+        except Exception:  # noqa: BLE001 - a capture must never change the user's error
+            pass
+
+
+def _wanted(device: str) -> bool:
+    with _LOCK:
+        return any(dev == device for dev, _ in _CAPTURES)
+
+
+# -- CUDA ---------------------------------------------------------------------------------
+def install_cuda_observer() -> bool:
+    """Attach vramnb's out-of-memory observer to the caching allocator, once per
+    process. Returns whether one is attached (``False`` on builds without the API)."""
+    global _OBSERVED
+    if _OBSERVED:
+        return True
+    attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
+    if attach is None or not torch.cuda.is_available():
+        return False
+    try:
+        attach(_cuda_observer)
+    except Exception:  # noqa: BLE001
+        return False
+    _OBSERVED = True
+    return True
+
+
+def _cuda_observer(device: int, requested: int, limit: int, free: int) -> None:
+    name = f"cuda:{device}"
+    if not _wanted(name):
+        return
+    try:
+        state = cuda_state(device, requested, limit, free)
+    except Exception:  # noqa: BLE001 - reading the state must never change the user's error
+        return
+    _deliver(state)
+
+
+def cuda_state(device: int, requested: int, limit: int, free: int) -> OOMState:
+    """The :class:`OOMState` from the observer's arguments and the allocator's counters."""
+    stats = torch.cuda.memory_stats(device)
+    allocated = int(stats.get("allocated_bytes.all.current", 0))
+    reserved = int(stats.get("reserved_bytes.all.current", 0))
+    total = torch.cuda.get_device_properties(device).total_memory
+    others = _other_processes(device)
+    non_pytorch = max(0, total - free - reserved - (others or 0))
+    return OOMState(f"cuda:{device}", True, int(requested), allocated, reserved, total,
+                    int(limit) if limit < total else None, int(free), largest_free_block(device), non_pytorch,
+                    others, frames=frame_holders(torch.device("cuda", device)))
+
+
+def largest_free_block(device: int) -> int | None:
+    """The largest free (``inactive``) block inside the caching allocator's segments on ``device``."""
+    try:
+        segments = torch.cuda.memory._snapshot(device)["segments"]
+    except Exception:  # noqa: BLE001
+        return None
+    best = 0
+    for seg in segments:
+        if seg.get("device", device) != device:
+            continue
+        for b in seg.get("blocks", ()):
+            if b.get("state") == "inactive":
+                best = max(best, int(b.get("size", 0)))
+    return best
+
+
+def _other_processes(device: int) -> int | None:
+    """Device memory held by other processes (NVML), ``None`` without ``pynvml``."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+
+        pynvml.nvmlInit()
+        index = torch.cuda._get_nvml_device_index(device) if hasattr(torch.cuda, "_get_nvml_device_index") else device
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        me = os.getpid()
+        return sum(int(p.usedGpuMemory or 0) for p in procs if p.pid != me)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+# -- CPU ----------------------------------------------------------------------------------
+def capture_cpu_oom(requested: int | None, allocated: int) -> None:
+    """Called by the storage tracker where a CPU allocation failed: deliver the state to
+    the running measurements on the CPU (nothing when none runs)."""
+    if not _wanted("cpu"):
+        return
+    try:
+        state = OOMState("cpu", True, requested, allocated, available=_mem_available(),
+                         frames=frame_holders(torch.device("cpu")))
+    except Exception:  # noqa: BLE001
+        return
+    _deliver(state)
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+# -- the frames on the stack --------------------------------------------------------------
+_SKIP = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+
+
+def _user_frame(frame: Any) -> bool:
+    f = frame.f_code.co_filename
+    return not f.startswith(_SKIP) and "/IPython/" not in f and not f.startswith("<frozen")
+
+
+def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, int]]:
+    """``(frame, variable, bytes)``: tensors on ``device`` held by the local variables of
+    the user's frames on this thread's stack (not torch's, vramnb's or IPython's),
+    innermost first, each storage counted once; the ``limit`` largest."""
+    seen: set[int] = set()
+    out: list[tuple[str, str, int]] = []
+    frame = sys._getframe(1)
+    depth = 0
+    while frame is not None and depth < 64:
+        depth += 1
+        if _user_frame(frame):
+            where = f"{frame.f_code.co_name}:{frame.f_lineno}"
+            for var, val in list(frame.f_locals.items()):
+                n = _tensor_bytes(val, device, seen)
+                if n:
+                    out.append((where, var, n))
+        frame = frame.f_back
+    del frame
+    out.sort(key=lambda t: -t[2])
+    return out[:limit]
+
+
+def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0) -> int:
+    if isinstance(val, torch.Tensor):
+        if val.device.type != device.type or (device.index is not None and val.device.index != device.index):
+            return 0
+        try:
+            st = val.untyped_storage()
+            key = st.data_ptr() or id(st)
+            if key in seen:
+                return 0
+            seen.add(key)
+            return int(st.nbytes())
+        except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse)
+            return 0
+    if depth < 1 and isinstance(val, (list, tuple)):
+        return sum(_tensor_bytes(v, device, seen, depth + 1) for v in val[:10_000])
+    if depth < 1 and isinstance(val, dict):
+        return sum(_tensor_bytes(v, device, seen, depth + 1) for v in list(val.values())[:10_000])
+    return 0
