@@ -248,3 +248,13 @@ def test_oom_observer_does_nothing_outside_a_measurement(cuda_ip):
     with pytest.raises(torch.OutOfMemoryError):
         torch.empty(2**45, dtype=torch.uint8, device="cuda")
     assert not pm._CAPTURES  # nothing listened, nothing was captured
+
+
+def test_reserved_growth_verdict_on_cuda(cuda_ip):
+    # the loop over growing sizes: each new largest size takes a new segment
+    run(cuda_ip, "%%vram\nfor mib in (64, 128, 256, 512, 1024):\n"
+                 "    t = torch.empty(mib * 2**20, dtype=torch.uint8, device='cuda'); del t")
+    rep = vramnb.history()[-1]
+    assert rep.delta_allocated == 0 and rep.delta_reserved == (64 + 128 + 256 + 512 + 1024) * MiB
+    assert any(n.startswith("reserved grew by 1.9 GiB while allocated changed by ±0 B: cached") for n in rep.notes)
+    assert rep.versions["gpu"] == torch.cuda.get_device_name(0) and rep.versions["cuda"] == torch.version.cuda

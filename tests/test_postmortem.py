@@ -111,3 +111,46 @@ def test_capture_is_delivered_only_while_listening():
     stop()
     _deliver(state)
     assert got == [state]
+
+
+def test_cell_that_grows_on_every_rerun_names_the_variable(ip):
+    run(ip, "keep = []")
+    cell = "%%vram -d cpu\nkeep.append(torch.ones(1 << 18))"  # 1 MiB more each run
+    for _ in range(3):
+        run(ip, cell)
+    notes = vramnb.history()[-1].notes
+    assert any(n.startswith("each run of this cell leaves 1.0 MiB more (3 runs): keep grew by 1.0 MiB") for n in notes)
+    assert not any("each run of this cell" in n for n in vramnb.history()[-2].notes)  # only from the third run
+    run(ip, "%%vram -d cpu\nx = torch.ones(1 << 18)")  # rebinding: the same bytes, not growing
+    run(ip, "%%vram -d cpu\nx = torch.ones(1 << 18)")
+    run(ip, "%%vram -d cpu\nx = torch.ones(1 << 18)")
+    assert not any("each run" in n for n in vramnb.history()[-1].notes)
+
+
+def test_reports_and_records_carry_versions(ip):
+    import platform
+
+    run(ip, "%%vram -d cpu\ny = torch.ones(4)")
+    rep = vramnb.history()[-1]
+    assert rep.versions["torch"] == torch.__version__ and rep.versions["python"] == platform.python_version()
+    import IPython
+
+    assert rep.versions["ipython"] == IPython.__version__
+    rec = vramnb.history().to_records()[-1]
+    assert rec["torch"] == torch.__version__ and rec["cuda"] is None
+    step = vramnb.profile_step(torch.nn.Linear(4, 4), torch.randn(2, 4), lambda m, b: m(b).sum())
+    assert step.versions["torch"] == torch.__version__
+
+
+def test_reserved_growth_verdict_reads_the_numbers():
+    from vramnb._report import CellReport
+    from vramnb.diagnose import reserved_growth
+
+    # the loop over growing sizes: reserved +8.5 GiB, allocated +-0
+    rep = CellReport("cuda:0", "CUDA caching allocator", GiB, GiB, 2 * GiB, 1.0, start_reserved=GiB,
+                     end_reserved=GiB + 8 * GiB + GiB // 2)
+    note = reserved_growth(rep)
+    assert note is not None and note.startswith("reserved grew by 8.5 GiB while allocated changed by ±0 B")
+    assert "expandable_segments:True" in note
+    rep.end_allocated = rep.start_allocated + 4 * GiB  # allocated grew too: a real growth, no verdict
+    assert reserved_growth(rep) is None

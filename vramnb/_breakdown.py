@@ -121,6 +121,8 @@ class StepReport(Rendered):
         steps: one :class:`StepResult` per profiled step (first, then steady state).
         label: a description of what ran (model class, optimizer, recipe).
         notes: remarks (what was restored, what could not be measured).
+        versions: what it was measured with (``torch``, ``cuda``, ``gpu``, ``python``,
+            ``ipython``).
     """
 
     device: str
@@ -130,6 +132,7 @@ class StepReport(Rendered):
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     recipe: Any = None
+    versions: dict[str, str] = field(default_factory=dict)
 
     _time_label = "step time"  # what StepResult.step_time is, in the table's notes
 

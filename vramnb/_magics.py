@@ -25,6 +25,7 @@ from IPython.display import display
 
 from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_nodes, run_sync
 from ._free import free_hidden, hidden_holders, names_bound
+from .diagnose import Regrowth
 from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
@@ -66,6 +67,7 @@ class VramMagics(Magics):
         self._auto: dict[str, Any] | None = None
         self._auto_cm: Any = None
         self._auto_m: Any = None
+        self._regrowth = Regrowth()
         self._auto_cell: int | None = None
         self._defaults: list[Any] = []
         self._auto_tb: Any = None
@@ -125,6 +127,7 @@ class VramMagics(Magics):
                 cm.__exit__(None, None, None)
             report = self._auto_m.report
             report.cell = self._auto_cell
+            self._note_regrowth(report, getattr(info, "raw_cell", "") or "", self._auto["device"] if self._auto else None)
             before = getattr(result, "error_before_exec", None)
             if before is not None and report.exception is None:
                 report.exception = type(before).__name__
@@ -164,6 +167,26 @@ class VramMagics(Magics):
             return [(h.name, h.unique) for h in rows]
 
         return top
+
+    def _note_regrowth(self, report: Any, source: str, device: Any) -> None:
+        """The "grows on every re-run" verdict, with the variable that grew (scanned only
+        once the same cell has left the same bytes twice)."""
+        if report.exception is not None or not source:
+            return
+        try:
+            note = self._regrowth.observe(source, report.delta_allocated, self._sizes_fn(device))
+        except Exception:  # noqa: BLE001 - a verdict must never break the cell
+            note = None
+        if note:
+            report.notes.append(note)
+
+    def _sizes_fn(self, device: Any) -> Any:
+        def sizes() -> list[tuple[str, int]]:
+            dev = resolve_device(device)
+            return [(h.name, h.unique) for h in find_holders(self.shell.user_ns, dev, skip=self.shell.user_ns_hidden,
+                                                             limit=50)]
+
+        return sizes
 
     def _hidden_fn(self, device: Any) -> Any:
         def hidden() -> list[tuple[str, int]]:
@@ -301,6 +324,7 @@ class VramMagics(Magics):
                 self._record(outcome)
                 if m.report is not None:
                     m.report.cell = count
+                    self._note_regrowth(m.report, cell, dev)
                     if args.out:
                         shell.user_ns[args.out] = m.report
                     if not args.quiet:

@@ -34,7 +34,8 @@ import torch
 
 from ._cell_breakdown import CellAttribution
 from ._oom import is_oom, requested_bytes
-from .diagnose import OOMState, install_cuda_observer, verdict
+from ._versions import versions
+from .diagnose import OOMState, install_cuda_observer, reserved_growth, verdict
 from .diagnose._postmortem import listening
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
 from ._render import Rendered, Table, dataframe
@@ -333,7 +334,11 @@ def _finish(
         notes=notes,
         warnings=warns,
         label=m.label,
+        versions=versions(m.device),
     )
+    note = reserved_growth(report)
+    if note:
+        report.notes.append(note)
     if exc is not None and is_oom(exc):
         report.oom = _post_mortem(m, exc, end)
     if m.budget is not None:

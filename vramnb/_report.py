@@ -75,6 +75,8 @@ class CellReport(Rendered):
         sources: with ``--breakdown``: ``(source, bytes at start, at end, at
             the peak)`` per source (``parameters of model``, ``state of opt``,
             ``activations``, ...).
+        versions: what it was measured with (``torch``, ``cuda``, ``gpu``,
+            ``python``, ``ipython``), so that two machines' numbers compare.
     """
 
     device: str
@@ -96,6 +98,7 @@ class CellReport(Rendered):
     cell: int | None = None
     label: str = ""
     sources: list[tuple[str, int, int, int]] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
 
     # -- derived ------------------------------------------------------------
     @property
@@ -133,6 +136,11 @@ class CellReport(Rendered):
         rec["cached"] = self.cached
         rec["notes"] = "; ".join(self.notes + self.warnings)
         rec.pop("sources")
+        versions = rec.pop("versions")
+        for k in ("torch", "cuda", "gpu", "python", "ipython"):
+            rec[k] = versions.get(k)
+        if self.oom is not None and self.oom.verdict is not None:
+            rec["oom_verdict"] = self.oom.verdict.kind
         for name, _, end, peak in self.sources:
             rec[f"{name} (end)"] = end
             rec[f"{name} (peak)"] = peak

@@ -41,6 +41,7 @@ from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by
 from ._timeline import CpuRecorder, CudaRecorder, Timeline, history_enabled
 from ._tracker import cpu_tracker
 from ._units import format_bytes
+from ._versions import versions
 
 __all__ = ["profile_step", "MARKS", "PHASES"]
 
@@ -574,7 +575,7 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     name = label or f"{type(model).__name__}" + (f" · {type(optimizer).__name__}" if optimizer is not None else "")
     if recipe is not None:
         name = f"{name} · {recipe.describe()}" if not label else name
-    report = StepReport(str(device), method, results, name)
+    report = StepReport(str(device), method, results, name, versions=versions(device))
     report.notes.extend(plan.notes)
     if aside is not None:
         report.notes.append(f"your optimizer's state ({format_bytes(aside.nbytes)}) was moved to host memory for "

@@ -13,10 +13,14 @@ The out-of-memory post-mortem is two steps, data flowing one way:
    fragmentation, a per-process cap, another process, memory held out of sight,
    or capacity, each with the fixes that apply, as lines of code.
 
-The cell report (:class:`vramnb._report.CellReport`) shows both.
+The cell report (:class:`vramnb._report.CellReport`) shows both. :mod:`._cell_verdicts`
+reads a cell's own numbers: reserved memory that grew as a cache, and a cell whose
+re-runs each leave the same bytes more, with the variable that grew.
 """
 
+from ._cell_verdicts import Regrowth, reserved_growth
 from ._postmortem import OOMState, capture_cpu_oom, install_cuda_observer
 from ._verdict import Fix, Verdict, verdict
 
-__all__ = ["OOMState", "Verdict", "Fix", "verdict", "install_cuda_observer", "capture_cpu_oom"]
+__all__ = ["OOMState", "Verdict", "Fix", "verdict", "install_cuda_observer", "capture_cpu_oom", "reserved_growth",
+           "Regrowth"]

@@ -1,0 +1,66 @@
+"""Verdicts on a measured cell, read from its numbers: what a user would otherwise have to infer.
+
+* **cached, not leaked**: reserved memory grew while allocated memory did not (the caching
+  allocator keeps freed segments for reuse; a new largest size takes a new segment);
+* **grows on every re-run**: the same cell, run again, leaves the same bytes more each time
+  (a list appended to, ``total += loss`` keeping each step's graph), with the variable that grew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from .._units import format_bytes, format_delta
+
+__all__ = ["reserved_growth", "Regrowth", "CACHED_MIN"]
+
+#: the least growth of reserved memory worth a verdict (bytes)
+CACHED_MIN = 64 << 20
+
+
+def reserved_growth(report: Any) -> str | None:
+    """The "cached, not leaked" verdict for a CUDA report whose reserved memory grew by at
+    least :data:`CACHED_MIN` and by four times more than its allocated memory, else ``None``."""
+    dr = getattr(report, "delta_reserved", None)
+    if dr is None or dr < CACHED_MIN or abs(report.delta_allocated) * 4 > dr:
+        return None
+    return (f"reserved grew by {format_bytes(dr)} while allocated changed by {format_delta(report.delta_allocated)}: "
+            "cached by PyTorch's allocator for reuse, not leaked (other processes cannot use it; "
+            "torch.cuda.empty_cache() gives it back). Each new largest size took a new segment: sort or bucket "
+            "inputs by size, warm up with the largest first, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+            "before CUDA starts")
+
+
+class Regrowth:
+    """Remembers each cell's (by its source) last growths of allocated memory, and names
+    the variable that grew when three runs in a row each left the same bytes more."""
+
+    RUNS = 3
+
+    def __init__(self) -> None:
+        self._deltas: dict[str, list[int]] = {}
+        self._sizes: dict[str, dict[str, int]] = {}
+
+    def observe(self, source: str, delta: int, holders: Callable[[], list[tuple[str, int]]]) -> str | None:
+        """Record a run of ``source`` that changed allocated memory by ``delta`` bytes;
+        ``holders`` gives ``(variable, bytes)`` (called only when the pattern is under way).
+        Returns the verdict line when this run completes the pattern."""
+        key = hashlib.sha1(source.strip().encode()).hexdigest()
+        runs = self._deltas.setdefault(key, [])
+        runs.append(delta)
+        del runs[:-self.RUNS]
+        same = delta > 0 and len(runs) >= 2 and runs[-2] == delta
+        if not same:
+            self._sizes.pop(key, None)
+            return None
+        sizes = dict(holders())
+        before = self._sizes.get(key)
+        self._sizes[key] = sizes
+        if len(runs) < self.RUNS or len(set(runs)) != 1 or before is None:
+            return None
+        grew = sorted(((sizes[n] - before.get(n, 0), n) for n in sizes), reverse=True)
+        who = f": {grew[0][1]} grew by {format_bytes(grew[0][0])}" if grew and grew[0][0] > 0 else ""
+        return (f"each run of this cell leaves {format_bytes(delta)} more ({len(runs)} runs){who}: it keeps what each "
+                "run makes (a list appended to; total += loss keeps every step's graph: use loss.item())")
