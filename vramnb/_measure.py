@@ -194,7 +194,7 @@ def vram(
         # storages no dispatch mode saw (other threads, torch.frombuffer, storage
         # constructors): found by a scan before the block's end is read
         track.callback(_scan_quietly, probe.tracker)
-    if dev.type == "cuda":
+    if dev.type == "cuda" and torch.cuda.is_initialized():  # attaching earlier would create the context
         install_cuda_observer()
     stop_listening = listening(name, lambda st: _first_oom(m, st))
     t0 = time.perf_counter()
@@ -354,7 +354,13 @@ def _finish(
 
 
 def _first_oom(m: Measurement, state: OOMState) -> None:
-    if m.oom_state is None:  # a retried step (a batch search) fails more than once: the first failure
+    """At the failure: keep the first state (a retried step, a batch search, fails more than
+    once), with what the notebook held out of sight then (later the failing cell's own
+    exception would count as out of sight)."""
+    if m.oom_state is None:
+        hidden = _safe_call(m.hidden)
+        if hidden:
+            state.hidden, state.hidden_by = sum(b for _, b in hidden), hidden
         m.oom_state = state
 
 
@@ -378,9 +384,6 @@ def _post_mortem(m: Measurement, exc: BaseException, end: Any) -> OOMInfo:
     elif state.requested is None:
         state.requested = asked
     state.holders = _safe_call(m.holders)[:3]
-    hidden = _safe_call(m.hidden)
-    if hidden:
-        state.hidden, state.hidden_by = sum(b for _, b in hidden), hidden
     try:
         v = verdict(state)
     except Exception:  # noqa: BLE001 - a verdict must never replace the user's error
