@@ -41,6 +41,7 @@ def test_cpu_state_is_taken_at_the_failure_not_after_unwinding():
     where, var, nbytes = oom.state.frames[0]
     assert (var, nbytes) == ("keep", 4 * MiB) and where.startswith("_build_and_fail:")
     assert oom.verdict is not None and oom.verdict.kind == "capacity"
+    assert oom.verdict.fixes[0].what.startswith("one request is larger than the whole device")
     gc.collect()
     assert refs[0]() is None  # the post-mortem kept no reference to the frame's tensors
 

@@ -131,6 +131,10 @@ def _hidden(s: OOMState, req: int, short: int | None) -> Verdict:
 
 def _capacity_fixes(s: OOMState) -> list[Fix]:
     fixes = []
+    room = s.available if s.reserved is None else _limit(s)
+    if s.requested and room is not None and s.requested > room:
+        fixes.append(Fix("one request is larger than the whole device: read the shapes on the failing line "
+                         "(an unintended broadcast, a batch or sequence far too large)", ""))
     if s.hidden:
         fixes.append(Fix("release what the notebook holds out of sight", "%vram free", s.hidden))
     kind = s.device.split(":")[0]
