@@ -260,3 +260,28 @@ def test_reserved_growth_verdict_on_cuda(cuda_ip):
     assert rep.delta_allocated == 0 and rep.delta_reserved == (64 + 128 + 256 + 512 + 1024) * MiB
     assert any(n.startswith("reserved grew by 1.9 GiB while allocated changed by ±0 B: cached") for n in rep.notes)
     assert rep.versions["gpu"] == torch.cuda.get_device_name(0) and rep.versions["cuda"] == torch.version.cuda
+
+
+def test_first_matmul_labels_the_cublas_workspace():
+    # a fresh process: the first matrix multiply takes cuBLAS's workspace (32 MiB on an H200)
+    code = textwrap.dedent(
+        """
+        import torch
+        from IPython.core.interactiveshell import InteractiveShell
+        ip = InteractiveShell.instance()
+        ip.run_cell("%load_ext vramnb")
+        ip.run_cell("import torch\\na = torch.randn(256, 256, device='cuda')")
+        ip.run_cell("%%vram\\nb = a @ a")
+        import vramnb
+        r = vramnb.history()[-1]
+        note = [n for n in r.notes if "cuBLAS's workspace" in n]
+        # 32 MiB (CUBLAS_WORKSPACE_CONFIG's default on sm90), with cuBLASLt's 1 MiB where it was used
+        assert note and note[0].startswith(("32.0 MiB of this is cuBLAS's workspace:",
+                                            "33.0 MiB of this is cuBLAS's workspace (32.0 MiB + 1.0 MiB)")), r.notes
+        ip.run_cell("%%vram\\nc = a @ a")  # the same thread again: no new workspace
+        assert not any("cuBLAS" in n for n in vramnb.history()[-1].notes)
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr

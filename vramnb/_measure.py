@@ -36,6 +36,7 @@ from ._cell_breakdown import CellAttribution
 from ._oom import is_oom, requested_bytes
 from ._versions import versions
 from .diagnose import OOMState, install_cuda_observer, reserved_growth, verdict
+from .diagnose._one_time import new_workspaces, workspace_note
 from .diagnose._postmortem import listening
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
 from ._render import Rendered, Table, dataframe
@@ -339,6 +340,13 @@ def _finish(
     note = reserved_growth(report)
     if note:
         report.notes.append(note)
+    if m.device.type == "cuda" and report.delta_allocated >= 1 << 20:
+        try:
+            note = workspace_note(new_workspaces(m.device.index or 0))
+        except Exception:  # noqa: BLE001 - a label must never break the report
+            note = None
+        if note:
+            report.notes.append(note)
     if exc is not None and is_oom(exc):
         report.oom = _post_mortem(m, exc, end)
     if m.budget is not None:

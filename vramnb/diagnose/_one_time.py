@@ -1,0 +1,72 @@
+"""One-time costs in a CUDA cell: cuBLAS's workspaces.
+
+The first matrix multiply on a thread and stream takes a workspace from the caching
+allocator and keeps it for the process (``aten/src/ATen/cuda/CublasHandlePool.cpp``):
+``CUBLAS_WORKSPACE_CONFIG`` bytes (default ``:4096:8``, 32 MiB, on compute capability
+9.0 and newer; ``:4096:2:16:8`` before), and cuBLASLt's (``CUBLASLT_WORKSPACE_SIZE`` KiB,
+default 1 MiB). In a cell's report that shows as allocated memory no variable holds.
+
+Found from the allocator's segments at the end of a cell that allocated at least that
+much: active blocks of exactly those requested sizes, new since the last look, that
+back no live tensor (checked only when such a block appeared).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+
+import torch
+
+from .._units import format_bytes
+
+__all__ = ["cublas_workspace_sizes", "new_workspaces", "workspace_note"]
+
+_SEEN: dict[int, set[int]] = {}  # device -> addresses already counted as a workspace
+
+
+def cublas_workspace_sizes(capability: tuple[int, int]) -> set[int]:
+    """Requested sizes (bytes) of cuBLAS's and cuBLASLt's workspaces on a device of ``capability``."""
+    cfg = os.environ.get("CUBLAS_WORKSPACE_CONFIG") or (":4096:8" if capability >= (9, 0) else ":4096:2:16:8")
+    pairs = re.findall(r":(\d+):(\d+)", cfg)
+    main = sum(int(kib) * 1024 * int(n) for kib, n in pairs) if pairs else 0
+    lt = int(os.environ.get("CUBLASLT_WORKSPACE_SIZE", "1024")) * 1024
+    return {s for s in (main, lt) if s > 0}
+
+
+def new_workspaces(device: int) -> list[int]:
+    """Sizes of cuBLAS workspaces that appeared on ``device`` since the last call."""
+    sizes = cublas_workspace_sizes(torch.cuda.get_device_capability(device))
+    found = {}
+    for seg in torch.cuda.memory._snapshot(device)["segments"]:
+        if seg.get("device", device) != device:
+            continue
+        for b in seg.get("blocks", ()):
+            if b.get("state") == "active_allocated" and b.get("requested_size") in sizes:
+                found[int(b["address"])] = int(b["requested_size"])
+    seen = _SEEN.setdefault(device, set())
+    fresh = {a: s for a, s in found.items() if a not in seen}
+    if not fresh:
+        return []
+    tensors = set()
+    for obj in gc.get_objects():  # only when a block of a workspace's size appeared
+        try:
+            if isinstance(obj, torch.Tensor) and obj.is_cuda:
+                tensors.add(obj.untyped_storage().data_ptr())
+        except Exception:  # noqa: BLE001
+            continue
+    out = [s for a, s in fresh.items() if a not in tensors]
+    seen.update(a for a in fresh if a not in tensors)
+    return out
+
+
+def workspace_note(sizes: list[int]) -> str | None:
+    """The report line for the workspaces in ``sizes`` (bytes), else ``None``."""
+    if not sizes:
+        return None
+    parts = " + ".join(format_bytes(s) for s in sorted(sizes, reverse=True))
+    return (f"{format_bytes(sum(sizes))} of this is cuBLAS's workspace"
+            + (f" ({parts})" if len(sizes) > 1 else "")
+            + ": taken by the first matrix multiply on a thread and kept for the process, a one-time cost, "
+              "not this cell's leak")
