@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import warnings
 
 import torch
 
@@ -50,12 +51,14 @@ def new_workspaces(device: int) -> list[int]:
     if not fresh:
         return []
     tensors = set()
-    for obj in gc.get_objects():  # only when a block of a workspace's size appeared
-        try:
-            if isinstance(obj, torch.Tensor) and obj.is_cuda:
-                tensors.add(obj.untyped_storage().data_ptr())
-        except Exception:  # noqa: BLE001
-            continue
+    with warnings.catch_warnings():  # isinstance() on deprecated module proxies warns
+        warnings.simplefilter("ignore")
+        for obj in gc.get_objects():  # only when a block of a workspace's size appeared
+            try:
+                if isinstance(obj, torch.Tensor) and obj.is_cuda:
+                    tensors.add(obj.untyped_storage().data_ptr())
+            except Exception:  # noqa: BLE001
+                continue
     out = [s for a, s in fresh.items() if a not in tensors]
     seen.update(a for a in fresh if a not in tensors)
     return out
