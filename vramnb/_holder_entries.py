@@ -1,0 +1,241 @@
+"""The entries of what a name holds, and the parts of what one object holds.
+
+* :func:`parts_of` splits the storages an object keeps alive into disjoint,
+  named parts: a module's parameters, gradients, buffers and other attributes;
+  an optimizer's state, parameters and gradients; a tensor itself, its
+  gradient and its autograd graph. Every report row (a name or an entry) is
+  split by this one helper.
+* :func:`entries_of` expands a container (dicts, lists, tuples, namedtuples,
+  ``UserDict``, ``ModuleDict``/``ModuleList``/``ParameterDict``/``ParameterList``
+  and plain objects' attributes) into the entries that hold the memory, named
+  as a user types them: ``models['a']``, ``trainer.model``, ``cache[3]``. The
+  walk is the one :func:`vramnb._holders.storages_held` makes, level by level,
+  so the entries of a name add up to its total: within one name a storage
+  reached from two entries counts for the first entry (in the container's
+  order), and the other says it shares it.
+
+Bytes are ints; nothing here formats except :func:`describe`, through
+:func:`vramnb._units.format_bytes`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections import UserDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from ._graph import _SKIP_TYPES, is_tooling
+from ._storages import storages_of_tensor
+from ._units import format_bytes
+
+__all__ = ["MAX_ENTRIES", "MAX_LEVELS", "Entry", "describe", "entries_of", "items_of", "parts_of"]
+
+MAX_LEVELS = 3  # entry levels shown beneath a name
+MAX_ENTRIES = 8  # entries shown per container; the rest are summed in one "… and N more entries" row
+
+Held = dict[int, int]  # storage key -> bytes
+Canon = Callable[[Held], Held]  # renames storages over another one's bytes to that one
+
+
+def _own(tensors: Iterable[Any], device: torch.device, on_device: Callable[..., bool]) -> set[int]:
+    out: set[int] = set()
+    for t in tensors:
+        if t is None:
+            continue
+        try:
+            for key, st in storages_of_tensor(t):
+                if on_device(st, device):
+                    out.add(key)
+        except Exception:  # noqa: BLE001, S112 - a strange tensor holds nothing we can see
+            continue
+    return out
+
+
+def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
+             on_device: Callable[..., bool]) -> list[tuple[str, Held]]:
+    """``[(part name, {storage key: bytes})]``: ``held`` (what ``obj`` keeps
+    alive, keys already through ``canon``) split into disjoint parts, in order,
+    each storage in the first part that claims it; what no part claims is the
+    last one (``other attributes``, ``autograd graph`` or ``other``); a tensor's
+    first part is ``parameters`` (an ``nn.Parameter``) or ``tensors``. Parts
+    that hold nothing are left out. The parts' bytes add up to ``held``'s."""
+    named: list[tuple[str, set[int]]] = []
+    rest = "other"
+    try:
+        if isinstance(obj, torch.nn.Module):
+            params = list(obj.parameters())
+            named = [("parameters", _own(params, device, on_device)),
+                     ("gradients", _own((p.grad for p in params), device, on_device)),
+                     ("buffers", _own(obj.buffers(), device, on_device))]
+            rest = "other attributes"
+        elif isinstance(obj, torch.optim.Optimizer):
+            params = [p for g in obj.param_groups for p in g["params"]]
+            state = [v for s in obj.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+            named = [("state", _own(state, device, on_device)),
+                     ("parameters", _own(params, device, on_device)),
+                     ("gradients", _own((p.grad for p in params), device, on_device))]
+            rest = "other attributes"
+        elif isinstance(obj, torch.Tensor):
+            own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"
+            named = [(own, _own([obj], device, on_device))]
+            if obj.is_leaf:
+                named.append(("gradients", _own([obj.grad], device, on_device)))
+            rest = "autograd graph"
+    except Exception:  # noqa: BLE001 - an object that raises when inspected: all of it is "other"
+        named = []
+    out: list[tuple[str, Held]] = []
+    left = dict(held)
+    for name, keys in named:
+        part = {k: left.pop(k) for k in canon({k: 0 for k in keys}) if k in left}
+        if part:
+            out.append((name, part))
+    if left:
+        out.append((rest, left))
+    return out
+
+
+def _key_text(k: Any) -> str:
+    """A dict key as the user types it: ``'a'``, ``3``, ``('x', 1)``; others by type."""
+    if isinstance(k, enum.Enum):
+        return str(k)
+    plain = (str, int, float, bool, bytes, type(None))
+    if type(k) in plain or (type(k) is tuple and all(type(x) in plain for x in k)):
+        r = repr(k)
+        return r if len(r) <= 40 else r[:39] + "…"
+    return f"<{type(k).__name__}>"
+
+
+def _attr(name: str) -> str:
+    return f".{name}" if name.isidentifier() else f".__dict__[{_key_text(name)}]"
+
+
+_CONTAINER_MODULES = (torch.nn.ModuleDict, torch.nn.ModuleList, torch.nn.ParameterDict, torch.nn.ParameterList)
+
+
+def items_of(obj: Any) -> list[tuple[str, Any, int]]:
+    """``[(path suffix, value, levels of the walk it costs)]`` of a container,
+    in its order; ``[]`` for what is not one (tensors, modules, optimizers,
+    sets, tooling). The costs follow :func:`vramnb._graph.held_tensors`: an
+    item of a dict, list, tuple or object's ``__dict__`` is one level down, a
+    ``UserDict``'s item two (through its ``data``)."""
+    try:
+        if isinstance(obj, _CONTAINER_MODULES):
+            return [(f"[{_key_text(k)}]", v, 1) for k, v in obj.items()] if hasattr(obj, "items") else \
+                [(f"[{i}]", v, 1) for i, v in enumerate(obj)]
+        if isinstance(obj, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer, _SKIP_TYPES)) or is_tooling(obj):
+            return []
+        if isinstance(obj, dict):
+            return [(f"[{_key_text(k)}]", v, 1) for k, v in list(obj.items())]
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            return [(_attr(f), v, 1) for f, v in zip(obj._fields, obj)]
+        if isinstance(obj, (list, tuple)):
+            return [(f"[{i}]", v, 1) for i, v in enumerate(list(obj))]
+        if isinstance(obj, (set, frozenset)):
+            return []  # no name to type for a set's element: the set is one entry
+        d = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
+        if not isinstance(d, dict):
+            return []
+        out = []
+        for name, v in list(d.items()):
+            if isinstance(obj, UserDict) and name == "data" and isinstance(v, dict):
+                out += [(f"[{_key_text(k)}]", x, 2) for k, x in list(v.items())]
+            else:
+                out.append((_attr(name), v, 1))
+        return out
+    except Exception:  # noqa: BLE001 - a container that raises when listed is one entry
+        return []
+
+
+@dataclasses.dataclass
+class Entry:
+    """One entry of a name's tree (before it becomes a :class:`Holder` row)."""
+
+    path: str
+    obj: Any
+    held: Held  # every storage it keeps alive
+    counted: Held = dataclasses.field(default_factory=dict)  # those counted for it (first entry to reach them)
+    shared: dict[str, int] = dataclasses.field(default_factory=dict)  # owner path -> bytes it shares, counted there
+    unique: int = 0  # bytes deleting this entry alone frees
+    children: list[Entry] = dataclasses.field(default_factory=list)
+
+
+def entries_of(path: str, obj: Any, held: Held, unique_keys: set[int], depth: int,
+               walk: Callable[[Any, int], Held]) -> list[Entry]:
+    """The entries beneath the name ``path`` holding ``obj`` (whose storages
+    are ``held``, walked ``depth`` levels deep; ``unique_keys``: those no
+    other name keeps). ``walk(value, depth)``: the storages a value keeps
+    alive, keys canonical. Empty when ``obj`` is no container."""
+    root = Entry(path, obj, held)
+    owner: dict[int, str] = {}
+    _expand(root, depth, walk, owner, {id(obj)})
+    _set_unique(root, unique_keys)
+    return root.children
+
+
+def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], owner: dict[int, str],
+            ancestors: set[int]) -> None:
+    children = []
+    if depth > 0:
+        for suffix, value, cost in items_of(node.obj):
+            if id(value) in ancestors or depth - cost < 0:
+                continue
+            held = walk(value, depth - cost)
+            if not held:
+                continue
+            child = Entry(node.path + suffix, value, held)
+            _expand(child, depth - cost, walk, owner, ancestors | {id(value)})
+            if len(child.children) == 1 and child.children[0].held.keys() == child.held.keys():
+                child = child.children[0]  # a container whose memory is all in one entry: that entry names it
+            children.append(child)
+    node.children = children
+    # what no child counted (a leaf's memory, or storages reached only from the container itself)
+    for k, n in node.held.items():
+        if k in owner:
+            if not any(k in c.held for c in children):
+                o = owner[k]
+                node.shared[o] = node.shared.get(o, 0) + n
+        else:
+            owner[k] = node.path
+            node.counted[k] = n
+    for c in children:
+        node.counted.update(c.counted)
+    if children:  # a container reports what its entries share with entries elsewhere
+        inside = {c.path for c in _walk(node)}
+        for c in children:
+            for o, n in c.shared.items():
+                if o not in inside:
+                    node.shared[o] = node.shared.get(o, 0) + n
+    node.children.sort(key=lambda c: -sum(c.counted.values()))
+
+
+def _walk(node: Entry) -> Iterable[Entry]:
+    for c in node.children:
+        yield c
+        yield from _walk(c)
+
+
+def _set_unique(node: Entry, unique_keys: set[int]) -> None:
+    """An entry's ``unique``: its storages that no other name and no other
+    entry beside it keeps (``del models['a']`` frees them)."""
+    reach: dict[int, int] = {}
+    for c in node.children:
+        for k in c.held:
+            reach[k] = reach.get(k, 0) + 1
+    for c in node.children:
+        mine = {k for k in c.held if k in unique_keys and reach[k] == 1}
+        c.unique = sum(c.held[k] for k in mine)
+        _set_unique(c, mine)
+
+
+def describe(parts: list[tuple[str, Held]], shared: dict[str, int]) -> str:
+    """``parameters 256 MiB · gradients 256 MiB · shares 4 MiB with models['a']``."""
+    text = [f"{name} {format_bytes(sum(p.values()))}" for name, p in parts]
+    if shared:
+        owners = sorted(shared, key=lambda o: -shared[o])
+        who = ", ".join(owners[:2]) + (f" and {len(owners) - 2} more" if len(owners) > 2 else "")
+        text.append(f"shares {format_bytes(sum(shared.values()))} with {who} (counted there)")
+    return " · ".join(text)
