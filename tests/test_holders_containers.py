@@ -78,8 +78,11 @@ def test_a_list_of_another_names_parameters_frees_nothing() -> None:
     by = _entries(rows["params"])
     assert by["params[0]"].kind == "Parameter"
     assert by["params[0]"].nbytes == 2 * w and by["params[0]"].unique == 0  # lin keeps it
-    assert by["params[0]"].detail == f"(64, 64) float32 · gradient {format_bytes(w)}"
-    assert rows["params"].detail == f"parameters {format_bytes(w + b)} · gradients {format_bytes(w + b)}"
+    # the detail names who else keeps it: why "not shared" is 0
+    assert by["params[0]"].detail == f"(64, 64) float32 · gradient {format_bytes(w)} · also kept by lin"
+    assert rows["params"].detail == (
+        f"parameters {format_bytes(w + b)} · gradients {format_bytes(w + b)} · also kept by lin")
+    assert rows["lin"].detail == f"parameters {format_bytes(w + b)} · gradients {format_bytes(w + b)} · also kept by params"
 
 
 def test_an_object_attribute_path_and_an_optimizer_state_apart() -> None:
@@ -151,6 +154,19 @@ def test_many_entries_are_elided_with_their_count_and_bytes() -> None:
     # one more than the limit is listed rather than summed
     (row,) = find_holders({"cache": cache[:6]}, CPU, max_entries=5)
     assert len(row.entries) == 6 and row.more == 0
+
+
+def test_items_past_the_walk_limit_are_summed_in_the_more_row(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import vramnb._holder_entries as he
+
+    monkeypatch.setattr(he, "MAX_ITEMS", 10)
+    keep = torch.ones(50)
+    cache = [torch.ones(100 + i) for i in range(30)] + [keep]
+    rows = {h.name: h for h in find_holders({"cache": cache, "keep": keep}, CPU, max_entries=5)}
+    row = rows["cache"]
+    assert len(row.entries) == 5 and row.more == 5 + 21  # 10 walked, 5 of them listed; 21 never walked
+    assert sum(e.nbytes for e in row.entries) + row.more_bytes == row.nbytes == sum((100 + i) * 4 for i in range(30)) + 200
+    assert row.more_unique == row.more_bytes - 200  # `keep` is another name's too
 
 
 def test_entry_levels_are_limited_and_deeper_memory_stays_in_the_last_level_shown() -> None:

@@ -32,10 +32,11 @@ from ._graph import _SKIP_TYPES, is_tooling
 from ._storages import storages_of_tensor
 from ._units import format_bytes
 
-__all__ = ["MAX_ENTRIES", "MAX_LEVELS", "Entry", "describe", "entries_of", "items_of", "parts_of"]
+__all__ = ["MAX_ENTRIES", "MAX_ITEMS", "MAX_LEVELS", "Entry", "describe", "detail_of", "entries_of", "items_of", "parts_of"]
 
 MAX_LEVELS = 3  # entry levels shown beneath a name
 MAX_ENTRIES = 8  # entries shown per container; the rest are summed in one "… and N more entries" row
+MAX_ITEMS = 1000  # items walked one by one per container; the memory of the rest is summed without walking each
 
 Held = dict[int, int]  # storage key -> bytes
 Canon = Callable[[Held], Held]  # renames storages over another one's bytes to that one
@@ -161,26 +162,34 @@ class Entry:
     shared: dict[str, int] = dataclasses.field(default_factory=dict)  # owner path -> bytes it shares, counted there
     unique: int = 0  # bytes deleting this entry alone frees
     children: list[Entry] = dataclasses.field(default_factory=list)
+    lumped: int = 0  # items past MAX_ITEMS, not walked one by one
+    lumped_bytes: int = 0  # what they hold that no walked entry counts
+    lumped_unique: int = 0
 
 
 def entries_of(path: str, obj: Any, held: Held, unique_keys: set[int], depth: int,
-               walk: Callable[[Any, int], Held]) -> list[Entry]:
-    """The entries beneath the name ``path`` holding ``obj`` (whose storages
-    are ``held``, walked ``depth`` levels deep; ``unique_keys``: those no
-    other name keeps). ``walk(value, depth)``: the storages a value keeps
-    alive, keys canonical. Empty when ``obj`` is no container."""
+               walk: Callable[[Any, int], Held]) -> Entry:
+    """The tree of entries beneath the name ``path`` holding ``obj`` (whose
+    storages are ``held``, walked ``depth`` levels deep; ``unique_keys``: those
+    no other name keeps): an :class:`Entry` for the name, its ``children`` the
+    entries (none when ``obj`` is no container). ``walk(value, depth)``: the
+    storages a value keeps alive, keys canonical. A container's first
+    ``MAX_ITEMS`` items are walked one by one; what the rest hold is summed in
+    its ``lumped_bytes``."""
     root = Entry(path, obj, held)
     owner: dict[int, str] = {}
     _expand(root, depth, walk, owner, {id(obj)})
     _set_unique(root, unique_keys)
-    return root.children
+    return root
 
 
 def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], owner: dict[int, str],
             ancestors: set[int]) -> None:
     children = []
     if depth > 0:
-        for suffix, value, cost in items_of(node.obj):
+        items = items_of(node.obj)
+        node.lumped = max(0, len(items) - MAX_ITEMS)
+        for suffix, value, cost in items[:MAX_ITEMS]:
             if id(value) in ancestors or depth - cost < 0:
                 continue
             held = walk(value, depth - cost)
@@ -193,14 +202,17 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], owner: di
             children.append(child)
     node.children = children
     # what no child counted (a leaf's memory, or storages reached only from the container itself)
+    via_children: set[int] = set().union(*(c.held.keys() for c in children)) if children else set()
     for k, n in node.held.items():
         if k in owner:
-            if not any(k in c.held for c in children):
+            if k not in via_children:
                 o = owner[k]
                 node.shared[o] = node.shared.get(o, 0) + n
         else:
             owner[k] = node.path
             node.counted[k] = n
+            if node.lumped:
+                node.lumped_bytes += n
     for c in children:
         node.counted.update(c.counted)
     if children:  # a container reports what its entries share with entries elsewhere
@@ -225,17 +237,69 @@ def _set_unique(node: Entry, unique_keys: set[int]) -> None:
     for c in node.children:
         for k in c.held:
             reach[k] = reach.get(k, 0) + 1
+    if node.lumped:
+        via = set(reach)
+        node.lumped_unique = sum(n for k, n in node.counted.items() if k in unique_keys and k not in via)
     for c in node.children:
         mine = {k for k in c.held if k in unique_keys and reach[k] == 1}
         c.unique = sum(c.held[k] for k in mine)
         _set_unique(c, mine)
 
 
-def describe(parts: list[tuple[str, Held]], shared: dict[str, int]) -> str:
-    """``parameters 256 MiB · gradients 256 MiB · shares 4 MiB with models['a']``."""
+def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_device: Callable[..., bool],
+                  children: list[Entry]) -> list[tuple[str, Held]]:
+    """The split of ``held``: :func:`parts_of` for an object, the sum of its
+    entries' splits for a container (what no entry counts is ``other``)."""
+    if not children:
+        return parts_of(obj, held, device, canon, on_device)
+    merged: dict[str, Held] = {}
+    left = dict(held)
+    for c in children:
+        for name, part in _merged_parts(c.obj, c.counted, device, canon, on_device, c.children):
+            part = {k: left.pop(k) for k in part if k in left}
+            if part:
+                merged.setdefault(name, {}).update(part)
+    if left:
+        merged.setdefault("other", {}).update(left)
+    return list(merged.items())
+
+
+def _shape(t: torch.Tensor) -> str:
+    layout = "" if t.layout == torch.strided else f" {str(t.layout).replace('torch.', '')}"
+    return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}{layout}"
+
+
+def detail_of(obj: Any, held: Held, device: torch.device, canon: Canon, on_device: Callable[..., bool],
+              children: list[Entry] | None = None, shared: dict[str, int] | None = None,
+              kept_by: list[str] | None = None) -> str:
+    """A row's detail: shape and dtype for a tensor, then the parts of ``held``
+    (:func:`parts_of`, summed over the entries for a container), what it
+    shares with entries before it, and the other names that keep some of it."""
+    try:
+        parts = _merged_parts(obj, held, device, canon, on_device, children or [])
+        if isinstance(obj, torch.Tensor):
+            own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"
+            rest = describe([("gradient" if n == "gradients" else n, p) for n, p in parts if n != own], shared, kept_by)
+            return _shape(obj) + (f" · {rest}" if rest else "")
+        return describe(parts, shared, kept_by)
+    except Exception:  # noqa: BLE001 - a strange object: its row without a detail
+        return ""
+
+
+def _some(names: list[str]) -> str:
+    if len(names) <= 3:
+        return ", ".join(names)
+    return ", ".join(names[:2]) + f" and {len(names) - 2} more"
+
+
+def describe(parts: list[tuple[str, Held]], shared: dict[str, int] | None = None,
+             kept_by: list[str] | None = None) -> str:
+    """``parameters 256 MiB · gradients 256 MiB · shares 4 MiB with models['a']
+    (counted there) · also kept by opt``."""
     text = [f"{name} {format_bytes(sum(p.values()))}" for name, p in parts]
     if shared:
         owners = sorted(shared, key=lambda o: -shared[o])
-        who = ", ".join(owners[:2]) + (f" and {len(owners) - 2} more" if len(owners) > 2 else "")
-        text.append(f"shares {format_bytes(sum(shared.values()))} with {who} (counted there)")
+        text.append(f"shares {format_bytes(sum(shared.values()))} with {_some(owners)} (counted there)")
+    if kept_by:
+        text.append(f"also kept by {_some(kept_by)}")
     return " · ".join(text)

@@ -20,7 +20,7 @@ object: whatever raises while being inspected is skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,9 +32,8 @@ from ._holder_entries import (
     MAX_LEVELS,
     Canon,
     Entry,
-    describe,
+    detail_of,
     entries_of,
-    parts_of,
 )
 from ._render import Rendered, Table
 from ._storages import data_range, same_memory, storages_of_tensor
@@ -113,46 +112,6 @@ def _kind(obj: Any) -> str:
     if isinstance(obj, torch.optim.Optimizer):
         return "Optimizer"
     return type(obj).__name__
-
-
-def _shape(obj: torch.Tensor) -> str:
-    layout = "" if obj.layout == torch.strided else f" {str(obj.layout).replace('torch.', '')}"
-    return f"{tuple(obj.shape)} {str(obj.dtype).replace('torch.', '')}{layout}"
-
-
-def _parts(obj: Any, held: dict[int, int], device: torch.device, canon: Canon,
-           children: list[Entry] = ()) -> list[tuple[str, dict[int, int]]]:  # type: ignore[assignment]
-    """The split of ``held``: :func:`parts_of` for an object, the sum of its
-    entries' splits for a container (what no entry counts is ``other``)."""
-    if not children:
-        return parts_of(obj, held, device, canon, _on_device)
-    merged: dict[str, dict[int, int]] = {}
-    left = dict(held)
-    for c in children:
-        for name, part in _parts(c.obj, c.counted, device, canon, c.children):
-            part = {k: left.pop(k) for k in part if k in left}
-            if part:
-                merged.setdefault(name, {}).update(part)
-    if left:
-        merged.setdefault("other", {}).update(left)
-    return list(merged.items())
-
-
-def _detail(obj: Any, device: torch.device, held: dict[int, int] | None = None, canon: Canon = lambda h: h,
-            children: list[Entry] = (), shared: dict[str, int] | None = None) -> str:  # type: ignore[assignment]
-    """Shape and dtype for a tensor, then the parts of what it holds (one split,
-    :func:`vramnb._holder_entries.parts_of`, for every row)."""
-    try:
-        if held is None:
-            held = canon(storages_held(obj, device))
-        parts = _parts(obj, held, device, canon, children)
-        if isinstance(obj, torch.Tensor):
-            own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"
-            rest = describe([("gradient" if n == "gradients" else n, p) for n, p in parts if n != own], shared or {})
-            return _shape(obj) + (f" · {rest}" if rest else "")
-        return describe(parts, shared or {})
-    except Exception:  # noqa: BLE001 - a strange object: its row without a detail
-        return ""
 
 
 @dataclass
@@ -286,20 +245,35 @@ def _add_rows(t: Table, h: Holder, level: int) -> bool:
     return bool(h.entries or h.more)
 
 
-def _entry_rows(entries: list[Entry], level: int, device: torch.device, canon: Canon,
-                max_entries: int) -> tuple[list[Holder], int, int, int]:
-    """:class:`Holder` rows of ``entries`` (``level``: 1 beneath a name), the
-    first ``max_entries`` listed, and ``(how many, bytes, not shared)`` of the rest."""
-    shown = entries if len(entries) <= max_entries + 1 else entries[:max_entries]
-    rows = []
-    for e in shown:
-        kids = e.children if level < MAX_LEVELS else []
-        row = Holder(e.path, _kind(e.obj), sum(e.counted.values()), e.unique,
-                     _detail(e.obj, device, e.counted, canon, e.children, e.shared))
-        row.entries, row.more, row.more_bytes, row.more_unique = _entry_rows(kids, level + 1, device, canon, max_entries)
-        rows.append(row)
-    rest = entries[len(shown):]
-    return rows, len(rest), sum(sum(e.counted.values()) for e in rest), sum(e.unique for e in rest)
+@dataclass
+class _Rows:
+    """What turning a name's :class:`Entry` tree into rows needs."""
+
+    device: torch.device
+    canon: Canon
+    max_entries: int
+    kept_by: Callable[[Iterable[int], str], list[str]]  # (storage keys, own name) -> the other names keeping any
+    root: str = ""
+
+    def detail(self, e: Entry, held: dict[int, int]) -> str:
+        return detail_of(e.obj, held, self.device, self.canon, _on_device, e.children, e.shared,
+                         self.kept_by(e.held, self.root))
+
+    def entries(self, node: Entry, level: int) -> tuple[list[Holder], int, int, int]:
+        """Rows of ``node``'s entries (``level``: 1 beneath a name), the first
+        ``max_entries`` listed, and ``(how many, bytes, not shared)`` of the
+        rest, with the items not walked one by one (past ``MAX_ITEMS``)."""
+        kids = node.children
+        shown = kids if len(kids) <= self.max_entries + 1 else kids[:self.max_entries]
+        rows = []
+        for e in shown:
+            row = Holder(e.path, _kind(e.obj), sum(e.counted.values()), e.unique, self.detail(e, e.counted))
+            if level < MAX_LEVELS:
+                row.entries, row.more, row.more_bytes, row.more_unique = self.entries(e, level + 1)
+            rows.append(row)
+        rest = kids[len(shown):]
+        return (rows, len(rest) + node.lumped, sum(sum(e.counted.values()) for e in rest) + node.lumped_bytes,
+                sum(e.unique for e in rest) + node.lumped_unique)
 
 
 class HolderRows(list):  # type: ignore[type-arg]
@@ -394,16 +368,30 @@ def find_holders(
     def walk(value: Any, depth: int) -> dict[int, int]:
         return canon(storages_held(value, device, depth))
 
+    names_of: dict[int, list[str]] = {}  # storage key -> the listed names keeping it
+    for row in rows:
+        for k in kept[id(row)][1]:
+            names_of.setdefault(k, []).append(row.name)
+
+    def kept_by(keys: Iterable[int], own: str) -> list[str]:
+        out: dict[str, None] = {}
+        for k in keys:
+            for n in names_of.get(k, ()):
+                if n != own:
+                    out[n] = None
+        return list(out)
+
     for row in rows:
         if row.hidden:
             continue
         obj, held = kept[id(row)]
-        tree: list[Entry] = []
+        tree = Entry(row.name, obj, held)
         if entries:
             try:
                 tree = entries_of(row.name, obj, held, {k for k in held if holders_of[k] == 1}, _MAX_DEPTH, walk)
             except Exception:  # noqa: BLE001 - a container that fails while expanded: its row alone
-                tree = []
-        row.detail = _detail(obj, device, held, canon, tree)
-        row.entries, row.more, row.more_bytes, row.more_unique = _entry_rows(tree, 1, device, canon, max_entries)
+                tree = Entry(row.name, obj, held)
+        build = _Rows(device, canon, max_entries, kept_by, row.name)
+        row.detail = build.detail(tree, held)
+        row.entries, row.more, row.more_bytes, row.more_unique = build.entries(tree, 1)
     return rows
