@@ -214,3 +214,30 @@ def test_vram_magic_shows_the_entries_of_a_dict_of_trained_models(ip) -> None:  
     for k in "abc":
         line = next(ln for ln in text.splitlines() if f"models['{k}']" in ln)
         assert f"parameters {format_bytes(p)} · gradients {format_bytes(p)}" in line
+
+
+def test_slotted_objects_are_followed_without_running_user_code() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass(slots=True)
+    class Batch:
+        ids: torch.Tensor
+        mask: torch.Tensor
+
+    class Cache:
+        __slots__ = ("__kv", "note", "unset")
+
+        def __init__(self) -> None:
+            self.__kv = torch.ones(64)
+            self.note = "x"
+
+        def __getattr__(self, name: str) -> None:
+            raise AssertionError("user code ran")
+
+    holder = {"batch": Batch(torch.ones(10, dtype=torch.int64), torch.ones(10, dtype=torch.bool)), "cache": Cache()}
+    (row,) = find_holders({"holder": holder}, CPU)
+    assert row.nbytes == 80 + 10 + 64 * 4
+    by = {e.name: e for e in row.entries}
+    assert by["holder['cache']._Cache__kv"].nbytes == 256
+    batch = _entries(by["holder['batch']"])
+    assert batch["holder['batch'].ids"].nbytes == 80 and batch["holder['batch'].mask"].nbytes == 10

@@ -7,7 +7,7 @@
   split by this one helper.
 * :func:`entries_of` expands a container (dicts, lists, tuples, namedtuples,
   ``UserDict``, ``ModuleDict``/``ModuleList``/``ParameterDict``/``ParameterList``
-  and plain objects' attributes) into the entries that hold the memory, named
+  and plain objects' attributes, ``__slots__`` too) into the entries that hold the memory, named
   as a user types them: ``models['a']``, ``trainer.model``, ``cache[3]``. The
   walk is the one :func:`vramnb._holders.storages_held` makes, level by level,
   so the entries of a name add up to its total: within one name a storage
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ._graph import _SKIP_TYPES, is_tooling
+from ._graph import _SKIP_TYPES, is_tooling, object_attributes
 from ._storages import storages_of_tensor
 from ._units import format_bytes
 
@@ -137,11 +137,8 @@ def items_of(obj: Any) -> list[tuple[str, Any, int]]:
             return [(f"[{i}]", v, 1) for i, v in enumerate(list(obj))]
         if isinstance(obj, (set, frozenset)):
             return []  # no name to type for a set's element: the set is one entry
-        d = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
-        if not isinstance(d, dict):
-            return []
         out = []
-        for name, v in list(d.items()):
+        for name, v in object_attributes(obj):
             if isinstance(obj, UserDict) and name == "data" and isinstance(v, dict):
                 out += [(f"[{_key_text(k)}]", x, 2) for k, x in list(v.items())]
             else:
