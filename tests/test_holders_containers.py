@@ -241,3 +241,41 @@ def test_slotted_objects_are_followed_without_running_user_code() -> None:
     assert by["holder['cache']._Cache__kv"].nbytes == 256
     batch = _entries(by["holder['batch']"])
     assert batch["holder['batch'].ids"].nbytes == 80 and batch["holder['batch'].mask"].nbytes == 10
+
+
+def test_a_modules_plain_attributes_are_its_entries_and_its_parameters_count_for_it() -> None:
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = torch.nn.Linear(16, 16)
+            self.cache = torch.ones(100)
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Block(), Block()])
+            self.acts: list[torch.Tensor] = []
+            self.weights = [self.blocks[0].l.weight]  # a list aliasing a parameter: counted for the module
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for b in self.blocks:
+                x = b.l(x)
+            return x
+
+    net = Net()
+    net.register_forward_hook(lambda m, i, o: m.acts.append(o.detach()))
+    with torch.no_grad():
+        for _ in range(3):
+            net(torch.randn(8, 16))
+    (row,) = find_holders({"net": net}, CPU)
+    params = 2 * (16 * 16 + 16) * 4
+    acts, caches = 3 * 8 * 16 * 4, 2 * 100 * 4
+    assert row.nbytes == params + acts + caches
+    assert row.detail == f"parameters {format_bytes(params)} · other attributes {format_bytes(acts + caches)}"
+    by = _entries(row)
+    assert by["net.acts"].nbytes == acts and len(by["net.acts"].entries) == 3
+    assert by["net.blocks[0].cache"].nbytes == by["net.blocks[1].cache"].nbytes == 400
+    tied = by["net.weights[0]"]  # a list of one entry is named by it
+    assert tied.nbytes == 0 and tied.kind == "Parameter"
+    assert tied.detail == f"(16, 16) float32 · shares {format_bytes(16 * 16 * 4)} with net (counted there)"
+    assert sum(e.nbytes for e in row.entries) == acts + caches  # the parameters count for `net` itself

@@ -28,11 +28,11 @@ from typing import Any
 
 import torch
 
-from ._graph import _SKIP_TYPES, is_tooling, object_attributes
+from ._graph import _MODULE_OWN, _SKIP_TYPES, is_tooling, object_attributes
 from ._storages import storages_of_tensor
 from ._units import format_bytes
 
-__all__ = ["MAX_ENTRIES", "MAX_ITEMS", "MAX_LEVELS", "Entry", "describe", "detail_of", "entries_of", "items_of", "parts_of"]
+__all__ = ["MAX_ENTRIES", "MAX_ITEMS", "MAX_LEVELS", "Entry", "describe", "detail_of", "entries_of", "items_of", "own_storages", "parts_of"]
 
 MAX_LEVELS = 3  # entry levels shown beneath a name
 MAX_ENTRIES = 8  # entries shown per container; the rest are summed in one "… and N more entries" row
@@ -99,6 +99,19 @@ def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
     return out
 
 
+def own_storages(obj: Any, device: torch.device, canon: Canon, on_device: Callable[..., bool]) -> set[int]:
+    """What ``obj`` counts for itself before its entries: a (non-container)
+    module's parameters, their gradients and its buffers; nothing for others."""
+    if not isinstance(obj, torch.nn.Module) or isinstance(obj, _CONTAINER_MODULES):
+        return set()
+    try:
+        params = list(obj.parameters())
+        keys = _own([*params, *(p.grad for p in params), *obj.buffers()], device, on_device)
+    except Exception:  # noqa: BLE001 - a module whose traversal raises: its attributes count first
+        return set()
+    return set(canon({k: 0 for k in keys}))
+
+
 def _key_text(k: Any) -> str:
     """A dict key as the user types it: ``'a'``, ``3``, ``('x', 1)``; others by type."""
     if isinstance(k, enum.Enum):
@@ -114,20 +127,34 @@ def _attr(name: str) -> str:
     return f".{name}" if name.isidentifier() else f".__dict__[{_key_text(name)}]"
 
 
+def _module_path(prefix: str) -> str:
+    """``layers.0.attn`` (a submodule's name) as typed: ``.layers[0].attn``."""
+    out = ""
+    for part in prefix.split(".") if prefix else ():
+        out += f"[{part}]" if part.isdigit() else _attr(part) if part.isidentifier() else f"[{part!r}]"
+    return out
+
+
 _CONTAINER_MODULES = (torch.nn.ModuleDict, torch.nn.ModuleList, torch.nn.ParameterDict, torch.nn.ParameterList)
 
 
 def items_of(obj: Any) -> list[tuple[str, Any, int]]:
     """``[(path suffix, value, levels of the walk it costs)]`` of a container,
     in its order; ``[]`` for what is not one (tensors, modules, optimizers,
-    sets, tooling). The costs follow :func:`vramnb._graph.held_tensors`: an
+    sets, tooling); for a module, the plain attributes of it and its submodules
+    (``.acts``, ``.encoder.cache``), never its parameters, buffers or submodules
+    themselves (its row splits those). The costs follow :func:`vramnb._graph.held_tensors`: an
     item of a dict, list, tuple or object's ``__dict__`` is one level down, a
     ``UserDict``'s item two (through its ``data``)."""
     try:
         if isinstance(obj, _CONTAINER_MODULES):
             return [(f"[{_key_text(k)}]", v, 1) for k, v in obj.items()] if hasattr(obj, "items") else \
                 [(f"[{i}]", v, 1) for i, v in enumerate(obj)]
-        if isinstance(obj, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer, _SKIP_TYPES)) or is_tooling(obj):
+        if isinstance(obj, torch.nn.Module):  # its plain attributes: a cache, a list a hook appends to
+            return [(_module_path(prefix) + _attr(name), v, 1)
+                    for prefix, m in obj.named_modules() for name, v in list(vars(m).items())
+                    if name not in _MODULE_OWN and not isinstance(v, (bool, int, float, str, type(None)))]
+        if isinstance(obj, (torch.Tensor, torch.optim.Optimizer, _SKIP_TYPES)) or is_tooling(obj):
             return []
         if isinstance(obj, dict):
             return [(f"[{_key_text(k)}]", v, 1) for k, v in list(obj.items())]
@@ -165,23 +192,29 @@ class Entry:
 
 
 def entries_of(path: str, obj: Any, held: Held, unique_keys: set[int], depth: int,
-               walk: Callable[[Any, int], Held]) -> Entry:
+               walk: Callable[[Any, int], Held], own: Callable[[Any], set[int]] = lambda obj: set()) -> Entry:
     """The tree of entries beneath the name ``path`` holding ``obj`` (whose
     storages are ``held``, walked ``depth`` levels deep; ``unique_keys``: those
     no other name keeps): an :class:`Entry` for the name, its ``children`` the
     entries (none when ``obj`` is no container). ``walk(value, depth)``: the
-    storages a value keeps alive, keys canonical. A container's first
+    storages a value keeps alive, keys canonical; ``own(value)``: the storages
+    a value counts for itself before its entries (a module's parameters,
+    gradients and buffers, which its attributes may alias). A container's first
     ``MAX_ITEMS`` items are walked one by one; what the rest hold is summed in
     its ``lumped_bytes``."""
     root = Entry(path, obj, held)
     owner: dict[int, str] = {}
-    _expand(root, depth, walk, owner, {id(obj)})
+    _expand(root, depth, walk, own, owner, {id(obj)})
     _set_unique(root, unique_keys)
     return root
 
 
-def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], owner: dict[int, str],
-            ancestors: set[int]) -> None:
+def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Callable[[Any], set[int]],
+            owner: dict[int, str], ancestors: set[int]) -> None:
+    for k in own(node.obj):
+        if k in node.held and k not in owner:
+            owner[k] = node.path
+            node.counted[k] = node.held[k]
     children = []
     if depth > 0:
         items = items_of(node.obj)
@@ -193,14 +226,17 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], owner: di
             if not held:
                 continue
             child = Entry(node.path + suffix, value, held)
-            _expand(child, depth - cost, walk, owner, ancestors | {id(value)})
-            if len(child.children) == 1 and child.children[0].held.keys() == child.held.keys():
+            _expand(child, depth - cost, walk, own, owner, ancestors | {id(value)})
+            if (len(child.children) == 1 and child.children[0].held.keys() == child.held.keys()
+                    and not isinstance(value, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor))):
                 child = child.children[0]  # a container whose memory is all in one entry: that entry names it
             children.append(child)
     node.children = children
     # what no child counted (a leaf's memory, or storages reached only from the container itself)
     via_children: set[int] = set().union(*(c.held.keys() for c in children)) if children else set()
     for k, n in node.held.items():
+        if k in node.counted:  # claimed by the object itself, before its entries
+            continue
         if k in owner:
             if k not in via_children:
                 o = owner[k]
@@ -213,7 +249,7 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], owner: di
     for c in children:
         node.counted.update(c.counted)
     if children:  # a container reports what its entries share with entries elsewhere
-        inside = {c.path for c in _walk(node)}
+        inside = {node.path} | {c.path for c in _walk(node)}
         for c in children:
             for o, n in c.shared.items():
                 if o not in inside:
@@ -247,7 +283,7 @@ def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_d
                   children: list[Entry]) -> list[tuple[str, Held]]:
     """The split of ``held``: :func:`parts_of` for an object, the sum of its
     entries' splits for a container (what no entry counts is ``other``)."""
-    if not children:
+    if not children or isinstance(obj, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
         return parts_of(obj, held, device, canon, on_device)
     merged: dict[str, Held] = {}
     left = dict(held)

@@ -34,6 +34,7 @@ from ._holder_entries import (
     Entry,
     detail_of,
     entries_of,
+    own_storages,
 )
 from ._render import Rendered, Table
 from ._storages import data_range, same_memory, storages_of_tensor
@@ -388,7 +389,8 @@ def find_holders(
         tree = Entry(row.name, obj, held)
         if entries:
             try:
-                tree = entries_of(row.name, obj, held, {k for k in held if holders_of[k] == 1}, _MAX_DEPTH, walk)
+                tree = entries_of(row.name, obj, held, {k for k in held if holders_of[k] == 1}, _MAX_DEPTH, walk,
+                                  lambda o: own_storages(o, device, canon, _on_device))
             except Exception:  # noqa: BLE001 - a container that fails while expanded: its row alone
                 tree = Entry(row.name, obj, held)
         build = _Rows(device, canon, max_entries, kept_by, row.name)
