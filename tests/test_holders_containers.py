@@ -279,3 +279,19 @@ def test_a_modules_plain_attributes_are_its_entries_and_its_parameters_count_for
     assert tied.nbytes == 0 and tied.kind == "Parameter"
     assert tied.detail == f"(16, 16) float32 · shares {format_bytes(16 * 16 * 4)} with net (counted there)"
     assert sum(e.nbytes for e in row.entries) == acts + caches  # the parameters count for `net` itself
+
+
+def test_an_optimizers_plain_attributes_are_its_entries() -> None:
+    lin = _trained(8, 8)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1, momentum=0.9)
+    opt.step()
+    opt.ema = {"weight": lin.weight.detach().clone(), "alias": lin.weight}  # type: ignore[attr-defined]
+    (row,) = find_holders({"opt": opt}, CPU)
+    p, w = _lin_bytes(8, 8), 8 * 8 * 4
+    assert row.nbytes == 3 * p + w
+    assert row.detail == (f"state {format_bytes(p)} · parameters {format_bytes(p)} · gradients {format_bytes(p)}"
+                          f" · other attributes {format_bytes(w)}")
+    by = _entries(_entries(row)["opt.ema"])
+    assert by["opt.ema['weight']"].nbytes == w
+    assert by["opt.ema['alias']"].nbytes == 0  # the parameter counts for the optimizer itself
+    assert by["opt.ema['alias']"].detail.endswith(f"shares {format_bytes(2 * w)} with opt (counted there)")

@@ -101,13 +101,19 @@ def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
 
 def own_storages(obj: Any, device: torch.device, canon: Canon, on_device: Callable[..., bool]) -> set[int]:
     """What ``obj`` counts for itself before its entries: a (non-container)
-    module's parameters, their gradients and its buffers; nothing for others."""
-    if not isinstance(obj, torch.nn.Module) or isinstance(obj, _CONTAINER_MODULES):
-        return set()
+    module's parameters, their gradients and its buffers; an optimizer's state,
+    parameters and gradients; nothing for others."""
     try:
-        params = list(obj.parameters())
-        keys = _own([*params, *(p.grad for p in params), *obj.buffers()], device, on_device)
-    except Exception:  # noqa: BLE001 - a module whose traversal raises: its attributes count first
+        if isinstance(obj, torch.optim.Optimizer):
+            params = [p for g in obj.param_groups for p in g["params"]]
+            state = [v for st in obj.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+            keys = _own([*state, *params, *(p.grad for p in params)], device, on_device)
+        elif isinstance(obj, torch.nn.Module) and not isinstance(obj, _CONTAINER_MODULES):
+            params = list(obj.parameters())
+            keys = _own([*params, *(p.grad for p in params), *obj.buffers()], device, on_device)
+        else:
+            return set()
+    except Exception:  # noqa: BLE001 - a traversal that raises: its attributes count first
         return set()
     return set(canon({k: 0 for k in keys}))
 
@@ -143,7 +149,8 @@ def items_of(obj: Any) -> list[tuple[str, Any, int]]:
     in its order; ``[]`` for what is not one (tensors, modules, optimizers,
     sets, tooling); for a module, the plain attributes of it and its submodules
     (``.acts``, ``.encoder.cache``), never its parameters, buffers or submodules
-    themselves (its row splits those). The costs follow :func:`vramnb._graph.held_tensors`: an
+    themselves (its row splits those); for an optimizer, its attributes but
+    ``state``, ``param_groups`` and ``defaults``. The costs follow :func:`vramnb._graph.held_tensors`: an
     item of a dict, list, tuple or object's ``__dict__`` is one level down, a
     ``UserDict``'s item two (through its ``data``)."""
     try:
@@ -154,10 +161,13 @@ def items_of(obj: Any) -> list[tuple[str, Any, int]]:
             return [(_module_path(prefix) + _attr(name), v, 1)
                     for prefix, m in obj.named_modules() for name, v in list(vars(m).items())
                     if name not in _MODULE_OWN and not isinstance(v, (bool, int, float, str, type(None)))]
-        if isinstance(obj, (torch.Tensor, torch.optim.Optimizer, _SKIP_TYPES)) or is_tooling(obj):
+        if isinstance(obj, torch.optim.Optimizer):  # its plain attributes: an EMA copy, a cache
+            return [(_attr(name), v, 1) for name, v in list(vars(obj).items())
+                    if name not in ("state", "param_groups", "defaults")]
+        if isinstance(obj, (torch.Tensor, _SKIP_TYPES)) or is_tooling(obj):
             return []
-        if isinstance(obj, dict):
-            return [(f"[{_key_text(k)}]", v, 1) for k, v in list(obj.items())]
+        if isinstance(obj, dict):  # dict's own items: a subclass's overridden items() is user code
+            return [(f"[{_key_text(k)}]", v, 1) for k, v in list(dict.items(obj))]
         if isinstance(obj, tuple) and hasattr(obj, "_fields"):
             return [(_attr(f), v, 1) for f, v in zip(obj._fields, obj)]
         if isinstance(obj, (list, tuple)):
