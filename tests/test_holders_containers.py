@@ -295,3 +295,18 @@ def test_an_optimizers_plain_attributes_are_its_entries() -> None:
     assert by["opt.ema['weight']"].nbytes == w
     assert by["opt.ema['alias']"].nbytes == 0  # the parameter counts for the optimizer itself
     assert by["opt.ema['alias']"].detail.endswith(f"shares {format_bytes(2 * w)} with opt (counted there)")
+
+
+def test_a_list_also_held_by_a_dict_counts_once_in_the_total() -> None:
+    cache = [torch.ones(1000), torch.ones(500)]
+    state = {"cache": cache, "step": torch.ones(10)}
+    rows = find_holders({"cache": cache, "state": state}, CPU)
+    by = {h.name: h for h in rows}
+    assert rows.total == (1000 + 500 + 10) * 4  # the list's tensors once
+    assert by["state"].nbytes == 1510 * 4 and by["state"].unique == 40
+    entry = _entries(by["state"])["state['cache']"]
+    assert entry.nbytes == 1500 * 4 and entry.unique == 0  # `del state['cache']` frees nothing: `cache` keeps it
+    assert entry.detail == f"tensors {format_bytes(6000)} · also kept by cache"
+    assert [e.name for e in entry.entries] == ["state['cache'][0]", "state['cache'][1]"]
+    text = _text(rows)
+    assert "state['cache'][0]" in text and "cache[1]" in text and "also kept by cache" in text
