@@ -310,3 +310,19 @@ def test_a_list_also_held_by_a_dict_counts_once_in_the_total() -> None:
     assert [e.name for e in entry.entries] == ["state['cache'][0]", "state['cache'][1]"]
     text = _text(rows)
     assert "state['cache'][0]" in text and "cache[1]" in text and "also kept by cache" in text
+
+
+def test_a_kept_loss_splits_the_parameters_its_graph_keeps_from_its_activations() -> None:
+    lin = torch.nn.Linear(256, 256)
+    x = torch.randn(64, 256)
+    loss = torch.tanh(lin(x)).sum()  # saves x (for the weight's gradient) and tanh's output
+    p = (256 * 256 + 256) * 4
+    acts = 2 * 64 * 256 * 4
+    (row,) = find_holders({"losses": [loss]}, CPU)
+    (entry,) = row.entries
+    assert entry.name == "losses[0]" and entry.nbytes == 4 + p + acts
+    assert entry.detail == f"() float32 · parameters {format_bytes(p)} · autograd graph {format_bytes(acts)}"
+    loss.backward()  # frees the saved activations; the leaves now have gradients
+    (row,) = find_holders({"losses": [loss]}, CPU)
+    assert row.entries[0].detail == f"() float32 · parameters {format_bytes(p)} · gradients {format_bytes(p)}"
+    assert row.detail == f"tensors 4 B · parameters {format_bytes(p)} · gradients {format_bytes(p)}"

@@ -28,7 +28,13 @@ from typing import Any
 
 import torch
 
-from ._graph import _MODULE_OWN, _SKIP_TYPES, is_tooling, object_attributes
+from ._graph import (
+    _MODULE_OWN,
+    _SKIP_TYPES,
+    graph_tensors,
+    is_tooling,
+    object_attributes,
+)
 from ._storages import storages_of_tensor
 from ._units import format_bytes
 
@@ -62,7 +68,9 @@ def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
     alive, keys already through ``canon``) split into disjoint parts, in order,
     each storage in the first part that claims it; what no part claims is the
     last one (``other attributes``, ``autograd graph`` or ``other``); a tensor's
-    first part is ``parameters`` (an ``nn.Parameter``) or ``tensors``. Parts
+    first part is ``parameters`` (an ``nn.Parameter``) or ``tensors``; a result
+    that requires grad splits the parameters its graph keeps (and their
+    gradients) from the rest of the graph (saved activations). Parts
     that hold nothing are left out. The parts' bytes add up to ``held``'s."""
     named: list[tuple[str, set[int]]] = []
     rest = "other"
@@ -85,6 +93,10 @@ def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
             named = [(own, _own([obj], device, on_device))]
             if obj.is_leaf:
                 named.append(("gradients", _own([obj.grad], device, on_device)))
+            elif obj.grad_fn is not None:  # the graph's parameters (its leaves, or saved) are not its activations
+                params = [t for t in graph_tensors(obj.grad_fn, {}, grads=False) if isinstance(t, torch.nn.Parameter)]
+                named += [("parameters", _own(params, device, on_device)),
+                          ("gradients", _own((p.grad for p in params), device, on_device))]
             rest = "autograd graph"
     except Exception:  # noqa: BLE001 - an object that raises when inspected: all of it is "other"
         named = []
@@ -322,7 +334,9 @@ def detail_of(obj: Any, held: Held, device: torch.device, canon: Canon, on_devic
         parts = _merged_parts(obj, held, device, canon, on_device, children or [])
         if isinstance(obj, torch.Tensor):
             own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"
-            rest = describe([("gradient" if n == "gradients" else n, p) for n, p in parts if n != own], shared, kept_by)
+            one = obj.is_leaf  # a leaf's own gradient; a graph's are its parameters' gradients
+            rest = describe([("gradient" if n == "gradients" and one else n, p) for n, p in parts if n != own],
+                            shared, kept_by)
             return _shape(obj) + (f" · {rest}" if rest else "")
         return describe(parts, shared, kept_by)
     except Exception:  # noqa: BLE001 - a strange object: its row without a detail
