@@ -176,6 +176,17 @@ def test_entry_levels_are_limited_and_deeper_memory_stays_in_the_last_level_show
     (l3,) = [e for e in l2.entries if e.name == "deep['l1']['l2']['l3']"]
     assert l3.nbytes == 160 and [e.name for e in l3.entries] == ["deep['l1']['l2']['l3']['y']", "deep['l1']['l2']['l3']['x']"]
     assert row.nbytes == 4 * (10 + 30 + 5 + 1)
+    # a fourth level is not listed: its container's row says how many entries it has, and their bytes
+    deeper = {"a": {"b": {"c": {"x": torch.ones(10), "y": torch.ones(30)}, "d": torch.ones(5)}, "e": torch.ones(2)},
+              "f": torch.ones(1)}
+    (row,) = find_holders({"deeper": deeper}, CPU)
+    a = _entries(row)["deeper['a']"]
+    b = _entries(a)["deeper['a']['b']"]
+    c = _entries(b)["deeper['a']['b']['c']"]
+    assert c.entries == [] and c.more == 2 and c.more_bytes == c.more_unique == c.nbytes == 160
+    line = _text(find_holders({"deeper": deeper}, CPU)).splitlines()
+    i = next(j for j, ln in enumerate(line) if "deeper['a']['b']['c']" in ln)
+    assert "… and 2 more entries" in line[i + 1] and format_bytes(160) in line[i + 1]
 
 
 def test_a_module_dict_lists_its_modules() -> None:

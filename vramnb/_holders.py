@@ -271,6 +271,10 @@ class _Rows:
             row = Holder(e.path, _kind(e.obj), sum(e.counted.values()), e.unique, self.detail(e, e.counted))
             if level < MAX_LEVELS:
                 row.entries, row.more, row.more_bytes, row.more_unique = self.entries(e, level + 1)
+            elif e.children:  # below the last level shown: its entries are summed in its "more" row
+                row.more = len(e.children) + e.lumped
+                row.more_bytes = sum(sum(c.counted.values()) for c in e.children) + e.lumped_bytes
+                row.more_unique = sum(c.unique for c in e.children) + e.lumped_unique
             rows.append(row)
         rest = kids[len(shown):]
         return (rows, len(rest) + node.lumped, sum(sum(e.counted.values()) for e in rest) + node.lumped_bytes,
