@@ -2,17 +2,21 @@
 
 * :func:`parts_of` splits the storages an object keeps alive into disjoint,
   named parts: a module's parameters, gradients, buffers and other attributes;
-  an optimizer's state, parameters and gradients; a tensor itself, its
-  gradient and its autograd graph. Every report row (a name or an entry) is
-  split by this one helper.
+  an optimizer's state, parameters, gradients and other attributes; a tensor
+  itself, its gradient, and for a result that requires grad the parameters
+  its graph keeps, their gradients and the rest of the graph. Every report row
+  (a name or an entry) is split by this one helper (:func:`detail_of`).
 * :func:`entries_of` expands a container (dicts, lists, tuples, namedtuples,
-  ``UserDict``, ``ModuleDict``/``ModuleList``/``ParameterDict``/``ParameterList``
-  and plain objects' attributes, ``__slots__`` too) into the entries that hold the memory, named
-  as a user types them: ``models['a']``, ``trainer.model``, ``cache[3]``. The
-  walk is the one :func:`vramnb._holders.storages_held` makes, level by level,
-  so the entries of a name add up to its total: within one name a storage
-  reached from two entries counts for the first entry (in the container's
-  order), and the other says it shares it.
+  ``UserDict``, ``ModuleDict``/``ModuleList``/``ParameterDict``/``ParameterList``,
+  plain objects' attributes, ``__slots__`` too, and the plain attributes of
+  modules and optimizers) into the entries that hold the memory, named as a
+  user types them: ``models['a']``, ``trainer.model``, ``cache[3]``,
+  ``net.blocks[0].cache``. The walk is the one
+  :func:`vramnb._holders.storages_held` makes, level by level, so the entries
+  of a name add up to its total: within one name a storage reached from two
+  entries counts for the first entry (in the container's order; a module's or
+  optimizer's own parameters, gradients, buffers and state count for it before
+  its attributes), and the others say whose it is.
 
 Bytes are ints; nothing here formats except :func:`describe`, through
 :func:`vramnb._units.format_bytes`.
