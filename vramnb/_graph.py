@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["graph_tensors", "held_tensors", "saved_tensors_of", "module_attributes", "MAX_DEPTH"]
+__all__ = ["graph_tensors", "held_tensors", "saved_tensors_of", "module_attributes", "object_attributes", "MAX_DEPTH"]
 
 MAX_DEPTH = 4
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -175,7 +175,8 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
     graph of a result that requires grad; ``nn.Module`` parameters (and their
     gradients), buffers and the plain attributes of it and its submodules
     (:func:`module_attributes`); ``torch.optim.Optimizer`` parameters and state;
-    dicts, lists, tuples and sets; the ``__dict__`` of plain objects; with
+    dicts, lists, tuples and sets; the ``__dict__`` and ``__slots__`` of plain
+    objects (:func:`object_attributes`); with
     ``closures``, the cells of functions and the object of bound methods (the
     hooks of saved tensors). Yields tensors and bare ``UntypedStorage`` /
     ``TypedStorage`` objects. Tooling objects (the shell, vramnb) are not
@@ -244,14 +245,38 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
         elif isinstance(obj, (list, tuple, set, frozenset)):
             items = list(obj)
         else:
-            d = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
-            if not isinstance(d, dict):
-                return
-            items = list(d.values())
+            items = [v for _, v in object_attributes(obj)]
     except Exception:  # a user object that raises when inspected holds nothing we can see
         return
     for item in items:
         yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
+
+
+def object_attributes(obj: Any) -> list[tuple[str, Any]]:
+    """``(name, value)`` of a plain object's attributes: its ``__dict__`` and the
+    ``__slots__`` of its classes (``@dataclass(slots=True)``), read through the
+    slot descriptors (no ``__getattr__``, property or other user code runs);
+    unset slots are left out. A private slot is named as Python stores it
+    (``_Cls__x``)."""
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        d = None
+    out = list(d.items()) if isinstance(d, dict) else []
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if not isinstance(name, str) or name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{cls.__name__.lstrip('_')}{name}"
+            desc = cls.__dict__.get(name)
+            if type(desc) is types.MemberDescriptorType:
+                try:
+                    out.append((name, desc.__get__(obj, cls)))
+                except AttributeError:  # a slot never set
+                    continue
+    return out
 
 
 _MODULE_OWN = frozenset(torch.nn.Module().__dict__)  # nn.Module's own slots: parameters, hooks...

@@ -5,7 +5,12 @@ name keeps alive on one device: tensors (and their ``.grad``), modules
 (parameters, buffers, gradients), optimizers (state and the parameters they
 hold), dicts, sequences and sets, and the ``__dict__`` of plain objects, a
 few levels deep, and the autograd graphs of results that require grad (never
-running saved-tensor hooks: see :mod:`vramnb._graph`). A storage shared by
+running saved-tensor hooks: see :mod:`vramnb._graph`). A name holding a
+container (a dict of models, a trainer object, a list of tensors) gets rows
+for its entries beneath it, named as the user types them (``models['a']``,
+``trainer.model``, ``cache[3]``: :mod:`vramnb._holder_entries`), and every
+row splits what it holds into parameters, gradients, buffers, optimizer state
+and the rest. A storage shared by
 several names (a view, tied weights, a model also held by an optimizer, a leaf
 also kept by a graph, one memory reached through two storage objects such as
 ``torch.from_numpy(t.numpy())``) is counted once in the total and is "not shared" for
@@ -15,18 +20,27 @@ object: whatever raises while being inspected is skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ._graph import MAX_DEPTH, held_tensors
+from ._holder_entries import (
+    MAX_ENTRIES,
+    MAX_LEVELS,
+    Canon,
+    Entry,
+    detail_of,
+    entries_of,
+    own_storages,
+)
 from ._render import Rendered, Table
 from ._storages import data_range, same_memory, storages_of_tensor
 from ._units import format_bytes
 
-__all__ = ["Holder", "HoldersReport", "storages_held", "find_holders"]
+__all__ = ["Holder", "HoldersReport", "find_holders", "storages_held"]
 
 _MAX_DEPTH = MAX_DEPTH
 
@@ -64,28 +78,29 @@ def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH,
     return out
 
 
-def _same_bytes_once(helds: list[dict[int, int]], ranges: dict[int, tuple[int, int]]) -> None:
+def _same_bytes_once(helds: list[dict[int, int]], ranges: dict[int, tuple[int, int]]) -> Canon:
     """Rename, in place, storages over another one's bytes to that one (one
-    memory reached through two ``StorageImpl`` objects counts once)."""
+    memory reached through two ``StorageImpl`` objects counts once); returns
+    the renaming, for the dicts found later."""
     alias = same_memory(ranges)
-    if not alias:
-        return
+
+    def canon(held: dict[int, int]) -> dict[int, int]:
+        if not alias or not any(k in alias for k in held):
+            return held
+        out: dict[int, int] = {}
+        for k, n in held.items():
+            if k in alias:
+                out[alias[k]] = ranges[alias[k]][1]
+            else:
+                out[k] = n
+        return out
+
     for held in helds:
-        for k in [k for k in held if k in alias]:
-            del held[k]
-            held[alias[k]] = ranges[alias[k]][1]
-
-
-def _own(tensors: Iterable[Any], device: torch.device) -> dict[int, int]:
-    """The storages of exactly these tensors (not their gradients or graphs)."""
-    out: dict[int, int] = {}
-    for t in tensors:
-        if t is None:
-            continue
-        for key, st in storages_of_tensor(t):
-            if _on_device(st, device):
-                out[key] = st.nbytes()
-    return out
+        renamed = canon(held)
+        if renamed is not held:
+            held.clear()
+            held.update(renamed)
+    return canon
 
 
 def _kind(obj: Any) -> str:
@@ -100,34 +115,6 @@ def _kind(obj: Any) -> str:
     return type(obj).__name__
 
 
-def _detail(obj: Any, device: torch.device) -> str:
-    try:
-        if isinstance(obj, torch.Tensor):
-            layout = "" if obj.layout == torch.strided else f" {str(obj.layout).replace('torch.', '')}"
-            return f"{tuple(obj.shape)} {str(obj.dtype).replace('torch.', '')}{layout}"
-        if isinstance(obj, torch.nn.Module):
-            params = list(obj.parameters())
-            ps = _own(params, device)  # the parameters alone: their gradients are the next part
-            grads = _own((p.grad for p in params), device)
-            bufs = _own(obj.buffers(), device)
-            parts = [f"parameters {format_bytes(sum(ps.values()))}"]
-            if grads:
-                parts.append(f"gradients {format_bytes(sum(grads.values()))}")
-            if bufs:
-                parts.append(f"buffers {format_bytes(sum(bufs.values()))}")
-            known = ps.keys() | grads.keys() | bufs.keys()
-            other = sum(n for k, n in storages_held(obj, device).items() if k not in known)
-            if other:
-                parts.append(f"other attributes {format_bytes(other)}")
-            return " · ".join(parts)
-        if isinstance(obj, torch.optim.Optimizer):
-            state = [v for s in obj.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
-            return f"state {format_bytes(sum(_own(state, device).values()))}"
-    except Exception:
-        return ""
-    return ""
-
-
 @dataclass
 class Holder:
     """One name and the memory it keeps alive on the device.
@@ -138,9 +125,21 @@ class Holder:
         nbytes: bytes of all storages it keeps alive.
         unique: bytes that deleting this name alone would free (kept alive by
             no other name or hidden holder).
-        detail: shape and dtype, or the parameter/gradient/state split.
+        detail: shape and dtype, then the split of what it holds
+            (parameters, gradients, buffers, optimizer state, autograd graph,
+            other attributes), and for an entry what it shares with an
+            entry before it.
         hidden: True for holders the user does not see (output history,
             the last exception's traceback).
+        entries: for a container, the entries beneath it that hold memory,
+            largest first, as :class:`Holder` rows named by their full path
+            (``models['a']``, ``trainer.model``). An entry's ``nbytes`` counts
+            each storage once, for the first entry (in the container's order)
+            that reaches it, so the entries of a row add up to its
+            ``nbytes``; its ``unique`` is what deleting that entry alone frees.
+        more, more_bytes, more_unique: entries not listed in ``entries``
+            (beyond the first few): how many, and their ``nbytes`` and
+            ``unique`` summed.
     """
 
     name: str
@@ -149,6 +148,10 @@ class Holder:
     unique: int
     detail: str = ""
     hidden: bool = False
+    entries: list[Holder] = field(default_factory=list)
+    more: int = 0
+    more_bytes: int = 0
+    more_unique: int = 0
 
 
 @dataclass
@@ -178,9 +181,11 @@ class HoldersReport(Rendered):
     out_of_sight: int = 0
 
     def _table(self) -> Table:
-        t = Table(f"vram · {self.device} · what holds the memory", ("name", "type", "holds", "not shared", "detail"))
+        t = Table(f"vram · {self.device} · what holds the memory", ("name", "type", "holds", "not shared", "detail"),
+                  align="llrrl")
+        nested = False
         for h in self.holders:
-            t.rows.append((h.name, h.kind, format_bytes(h.nbytes), format_bytes(h.unique), h.detail))
+            nested |= _add_rows(t, h, 0)
         state = []
         if self.allocated is not None:
             state.append(f"allocated {format_bytes(self.allocated)}")
@@ -194,6 +199,8 @@ class HoldersReport(Rendered):
         if not self.holders:
             t.note("no variable holds tensors on this device")
         t.note(f"named above: {format_bytes(self.total)} (shared storages counted once)")
+        if nested:
+            t.note("indented rows are a name's entries: each storage counts for the first entry that reaches it")
         if state:
             t.note("device: " + " · ".join(state))
         if self.allocated is not None and self.allocated > self.total:
@@ -209,7 +216,69 @@ class HoldersReport(Rendered):
         return t
 
     def to_records(self) -> list[dict[str, Any]]:
-        return [vars(h).copy() for h in self.holders]
+        """One record per row, entries after their name's row (with ``parent``,
+        the name whose entry it is, and ``level``, 0 for a name)."""
+        out: list[dict[str, Any]] = []
+
+        def add(h: Holder, parent: str | None, level: int) -> None:
+            rec = {k: v for k, v in vars(h).items() if k != "entries"}
+            out.append({**rec, "parent": parent, "level": level})
+            for e in h.entries:
+                add(e, parent or h.name, level + 1)
+
+        for h in self.holders:
+            add(h, None, 0)
+        return out
+
+
+_INDENT = "\u00a0\u00a0"  # no-break spaces: HTML keeps them, so entries are indented in both renderings
+
+
+def _add_rows(t: Table, h: Holder, level: int) -> bool:
+    """Append ``h`` and, indented beneath it, its entries; True if it has any."""
+    pad = _INDENT * level
+    t.rows.append((pad + h.name, h.kind, format_bytes(h.nbytes), format_bytes(h.unique), h.detail))
+    for e in h.entries:
+        _add_rows(t, e, level + 1)
+    if h.more:
+        t.rows.append((pad + _INDENT + f"… and {h.more} more entries", "", format_bytes(h.more_bytes),
+                       format_bytes(h.more_unique), ""))
+    return bool(h.entries or h.more)
+
+
+@dataclass
+class _Rows:
+    """What turning a name's :class:`Entry` tree into rows needs."""
+
+    device: torch.device
+    canon: Canon
+    max_entries: int
+    kept_by: Callable[[Iterable[int], str], list[str]]  # (storage keys, own name) -> the other names keeping any
+    root: str = ""
+
+    def detail(self, e: Entry, held: dict[int, int]) -> str:
+        return detail_of(e.obj, held, self.device, self.canon, _on_device, e.children, e.shared,
+                         self.kept_by(e.held, self.root))
+
+    def entries(self, node: Entry, level: int) -> tuple[list[Holder], int, int, int]:
+        """Rows of ``node``'s entries (``level``: 1 beneath a name), the first
+        ``max_entries`` listed, and ``(how many, bytes, not shared)`` of the
+        rest, with the items not walked one by one (past ``MAX_ITEMS``)."""
+        kids = node.children
+        shown = kids if len(kids) <= self.max_entries + 1 else kids[:self.max_entries]
+        rows = []
+        for e in shown:
+            row = Holder(e.path, _kind(e.obj), sum(e.counted.values()), e.unique, self.detail(e, e.counted))
+            if level < MAX_LEVELS:
+                row.entries, row.more, row.more_bytes, row.more_unique = self.entries(e, level + 1)
+            elif e.children:  # below the last level shown: its entries are summed in its "more" row
+                row.more = len(e.children) + e.lumped
+                row.more_bytes = sum(sum(c.counted.values()) for c in e.children) + e.lumped_bytes
+                row.more_unique = sum(c.unique for c in e.children) + e.lumped_unique
+            rows.append(row)
+        rest = kids[len(shown):]
+        return (rows, len(rest) + node.lumped, sum(sum(e.counted.values()) for e in rest) + node.lumped_bytes,
+                sum(e.unique for e in rest) + node.lumped_unique)
 
 
 class HolderRows(list):  # type: ignore[type-arg]
@@ -229,6 +298,8 @@ def find_holders(
     hidden: Mapping[str, tuple[str, Any]] | None = None,
     skip: Iterable[str] = (),
     limit: int | None = None,
+    entries: bool = True,
+    max_entries: int = MAX_ENTRIES,
 ) -> HolderRows:
     """Rank the names in ``namespace`` (and the out-of-sight ``hidden`` holders)
     by the device memory they keep alive.
@@ -241,6 +312,11 @@ def find_holders(
         skip: names in ``namespace`` not to list (IPython's own variables);
             what they keep alive still counts as kept by another name.
         limit: keep only the largest ``limit`` rows.
+        entries: expand the containers the (kept, not out-of-sight) names
+            hold into their entries (:attr:`Holder.entries`), up to
+            ``MAX_LEVELS`` levels beneath the name.
+        max_entries: entries listed per container; the rest are summed in
+            :attr:`Holder.more`, ``more_bytes``, ``more_unique``.
 
     Returns:
         :class:`Holder` rows, largest first (a :class:`HolderRows` whose
@@ -269,17 +345,20 @@ def find_holders(
         held = storages_held(obj, device, ranges=ranges)
         if held:
             found.append((f"({name})", kind, obj, held, True))
-    _same_bytes_once([r[3] for r in found] + others, ranges)
+    canon = _same_bytes_once([r[3] for r in found] + others, ranges)
     holders_of: dict[int, int] = {}  # storage key -> how many roots keep it
     for held in [r[3] for r in found] + others:
         for k in held:
             holders_of[k] = holders_of.get(k, 0) + 1
     rows = HolderRows()
     union: dict[int, int] = {}
+    kept: dict[int, tuple[Any, dict[int, int]]] = {}  # id(row) -> (object, storages)
     for name, kind, obj, held, is_hidden in found:
         unique = sum(n for k, n in held.items() if holders_of[k] == 1)
         union.update(held)
-        rows.append(Holder(name, kind, sum(held.values()), unique, "" if is_hidden else _detail(obj, device), is_hidden))
+        row = Holder(name, kind, sum(held.values()), unique, "", is_hidden)
+        kept[id(row)] = (obj, held)
+        rows.append(row)
     seen: dict[int, int] = {}  # storage key -> how many listed names (not out-of-sight rows) keep it
     for _, _, _, held, is_hidden in found:
         for k in held:
@@ -290,4 +369,35 @@ def find_holders(
     rows.total = sum(union.values())
     if limit:
         del rows[limit:]
+
+    def walk(value: Any, depth: int) -> dict[int, int]:
+        return canon(storages_held(value, device, depth))
+
+    names_of: dict[int, list[str]] = {}  # storage key -> the listed names keeping it
+    for row in rows:
+        for k in kept[id(row)][1]:
+            names_of.setdefault(k, []).append(row.name)
+
+    def kept_by(keys: Iterable[int], own: str) -> list[str]:
+        out: dict[str, None] = {}
+        for k in keys:
+            for n in names_of.get(k, ()):
+                if n != own:
+                    out[n] = None
+        return list(out)
+
+    for row in rows:
+        if row.hidden:
+            continue
+        obj, held = kept[id(row)]
+        tree = Entry(row.name, obj, held)
+        if entries:
+            try:
+                tree = entries_of(row.name, obj, held, {k for k in held if holders_of[k] == 1}, _MAX_DEPTH, walk,
+                                  lambda o: own_storages(o, device, canon, _on_device))
+            except Exception:  # noqa: BLE001 - a container that fails while expanded: its row alone
+                tree = Entry(row.name, obj, held)
+        build = _Rows(device, canon, max_entries, kept_by, row.name)
+        row.detail = build.detail(tree, held)
+        row.entries, row.more, row.more_bytes, row.more_unique = build.entries(tree, 1)
     return rows

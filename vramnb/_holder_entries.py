@@ -1,0 +1,366 @@
+"""The entries of what a name holds, and the parts of what one object holds.
+
+* :func:`parts_of` splits the storages an object keeps alive into disjoint,
+  named parts: a module's parameters, gradients, buffers and other attributes;
+  an optimizer's state, parameters, gradients and other attributes; a tensor
+  itself, its gradient, and for a result that requires grad the parameters
+  its graph keeps, their gradients and the rest of the graph. Every report row
+  (a name or an entry) is split by this one helper (:func:`detail_of`).
+* :func:`entries_of` expands a container (dicts, lists, tuples, namedtuples,
+  ``UserDict``, ``ModuleDict``/``ModuleList``/``ParameterDict``/``ParameterList``,
+  plain objects' attributes, ``__slots__`` too, and the plain attributes of
+  modules and optimizers) into the entries that hold the memory, named as a
+  user types them: ``models['a']``, ``trainer.model``, ``cache[3]``,
+  ``net.blocks[0].cache``. The walk is the one
+  :func:`vramnb._holders.storages_held` makes, level by level, so the entries
+  of a name add up to its total: within one name a storage reached from two
+  entries counts for the first entry (in the container's order; a module's or
+  optimizer's own parameters, gradients, buffers and state count for it before
+  its attributes), and the others say whose it is.
+
+Bytes are ints; nothing here formats except :func:`describe`, through
+:func:`vramnb._units.format_bytes`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections import UserDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from ._graph import (
+    _MODULE_OWN,
+    _SKIP_TYPES,
+    graph_tensors,
+    is_tooling,
+    object_attributes,
+)
+from ._storages import storages_of_tensor
+from ._units import format_bytes
+
+__all__ = ["MAX_ENTRIES", "MAX_ITEMS", "MAX_LEVELS", "Entry", "describe", "detail_of", "entries_of", "items_of", "own_storages", "parts_of"]
+
+MAX_LEVELS = 3  # entry levels shown beneath a name
+MAX_ENTRIES = 8  # entries shown per container; the rest are summed in one "… and N more entries" row
+MAX_ITEMS = 1000  # items walked one by one per container; the memory of the rest is summed without walking each
+
+Held = dict[int, int]  # storage key -> bytes
+Canon = Callable[[Held], Held]  # renames storages over another one's bytes to that one
+
+
+def _own(tensors: Iterable[Any], device: torch.device, on_device: Callable[..., bool]) -> set[int]:
+    out: set[int] = set()
+    for t in tensors:
+        if t is None:
+            continue
+        try:
+            for key, st in storages_of_tensor(t):
+                if on_device(st, device):
+                    out.add(key)
+        except Exception:  # noqa: BLE001, S112 - a strange tensor holds nothing we can see
+            continue
+    return out
+
+
+def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
+             on_device: Callable[..., bool]) -> list[tuple[str, Held]]:
+    """``[(part name, {storage key: bytes})]``: ``held`` (what ``obj`` keeps
+    alive, keys already through ``canon``) split into disjoint parts, in order,
+    each storage in the first part that claims it; what no part claims is the
+    last one (``other attributes``, ``autograd graph`` or ``other``); a tensor's
+    first part is ``parameters`` (an ``nn.Parameter``) or ``tensors``; a result
+    that requires grad splits the parameters its graph keeps (and their
+    gradients) from the rest of the graph (saved activations). Parts
+    that hold nothing are left out. The parts' bytes add up to ``held``'s."""
+    named: list[tuple[str, set[int]]] = []
+    rest = "other"
+    try:
+        if isinstance(obj, torch.nn.Module):
+            params = list(obj.parameters())
+            named = [("parameters", _own(params, device, on_device)),
+                     ("gradients", _own((p.grad for p in params), device, on_device)),
+                     ("buffers", _own(obj.buffers(), device, on_device))]
+            rest = "other attributes"
+        elif isinstance(obj, torch.optim.Optimizer):
+            params = [p for g in obj.param_groups for p in g["params"]]
+            state = [v for s in obj.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+            named = [("state", _own(state, device, on_device)),
+                     ("parameters", _own(params, device, on_device)),
+                     ("gradients", _own((p.grad for p in params), device, on_device))]
+            rest = "other attributes"
+        elif isinstance(obj, torch.Tensor):
+            own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"
+            named = [(own, _own([obj], device, on_device))]
+            if obj.is_leaf:
+                named.append(("gradients", _own([obj.grad], device, on_device)))
+            elif obj.grad_fn is not None:  # the graph's parameters (its leaves, or saved) are not its activations
+                params = [t for t in graph_tensors(obj.grad_fn, {}, grads=False) if isinstance(t, torch.nn.Parameter)]
+                named += [("parameters", _own(params, device, on_device)),
+                          ("gradients", _own((p.grad for p in params), device, on_device))]
+            rest = "autograd graph"
+    except Exception:  # noqa: BLE001 - an object that raises when inspected: all of it is "other"
+        named = []
+    out: list[tuple[str, Held]] = []
+    left = dict(held)
+    for name, keys in named:
+        part = {k: left.pop(k) for k in canon({k: 0 for k in keys}) if k in left}
+        if part:
+            out.append((name, part))
+    if left:
+        out.append((rest, left))
+    return out
+
+
+def own_storages(obj: Any, device: torch.device, canon: Canon, on_device: Callable[..., bool]) -> set[int]:
+    """What ``obj`` counts for itself before its entries: a (non-container)
+    module's parameters, their gradients and its buffers; an optimizer's state,
+    parameters and gradients; nothing for others."""
+    try:
+        if isinstance(obj, torch.optim.Optimizer):
+            params = [p for g in obj.param_groups for p in g["params"]]
+            state = [v for st in obj.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+            keys = _own([*state, *params, *(p.grad for p in params)], device, on_device)
+        elif isinstance(obj, torch.nn.Module) and not isinstance(obj, _CONTAINER_MODULES):
+            params = list(obj.parameters())
+            keys = _own([*params, *(p.grad for p in params), *obj.buffers()], device, on_device)
+        else:
+            return set()
+    except Exception:  # noqa: BLE001 - a traversal that raises: its attributes count first
+        return set()
+    return set(canon({k: 0 for k in keys}))
+
+
+def _key_text(k: Any) -> str:
+    """A dict key as the user types it: ``'a'``, ``3``, ``('x', 1)``; others by type."""
+    if isinstance(k, enum.Enum):
+        return str(k)
+    plain = (str, int, float, bool, bytes, type(None))
+    if type(k) in plain or (type(k) is tuple and all(type(x) in plain for x in k)):
+        r = repr(k)
+        return r if len(r) <= 40 else r[:39] + "…"
+    return f"<{type(k).__name__}>"
+
+
+def _attr(name: str) -> str:
+    return f".{name}" if name.isidentifier() else f".__dict__[{_key_text(name)}]"
+
+
+def _module_path(prefix: str) -> str:
+    """``layers.0.attn`` (a submodule's name) as typed: ``.layers[0].attn``."""
+    out = ""
+    for part in prefix.split(".") if prefix else ():
+        out += f"[{part}]" if part.isdigit() else _attr(part) if part.isidentifier() else f"[{part!r}]"
+    return out
+
+
+_CONTAINER_MODULES = (torch.nn.ModuleDict, torch.nn.ModuleList, torch.nn.ParameterDict, torch.nn.ParameterList)
+
+
+def items_of(obj: Any) -> list[tuple[str, Any, int]]:
+    """``[(path suffix, value, levels of the walk it costs)]`` of a container,
+    in its order; ``[]`` for what is not one (tensors, modules, optimizers,
+    sets, tooling); for a module, the plain attributes of it and its submodules
+    (``.acts``, ``.encoder.cache``), never its parameters, buffers or submodules
+    themselves (its row splits those); for an optimizer, its attributes but
+    ``state``, ``param_groups`` and ``defaults``. The costs follow :func:`vramnb._graph.held_tensors`: an
+    item of a dict, list, tuple or object's ``__dict__`` is one level down, a
+    ``UserDict``'s item two (through its ``data``)."""
+    try:
+        if isinstance(obj, _CONTAINER_MODULES):
+            return [(f"[{_key_text(k)}]", v, 1) for k, v in obj.items()] if hasattr(obj, "items") else \
+                [(f"[{i}]", v, 1) for i, v in enumerate(obj)]
+        if isinstance(obj, torch.nn.Module):  # its plain attributes: a cache, a list a hook appends to
+            return [(_module_path(prefix) + _attr(name), v, 1)
+                    for prefix, m in obj.named_modules() for name, v in list(vars(m).items())
+                    if name not in _MODULE_OWN and not isinstance(v, (bool, int, float, str, type(None)))]
+        if isinstance(obj, torch.optim.Optimizer):  # its plain attributes: an EMA copy, a cache
+            return [(_attr(name), v, 1) for name, v in list(vars(obj).items())
+                    if name not in ("state", "param_groups", "defaults")]
+        if isinstance(obj, (torch.Tensor, _SKIP_TYPES)) or is_tooling(obj):
+            return []
+        if isinstance(obj, dict):  # dict's own items: a subclass's overridden items() is user code
+            return [(f"[{_key_text(k)}]", v, 1) for k, v in list(dict.items(obj))]
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            return [(_attr(f), v, 1) for f, v in zip(obj._fields, obj)]
+        if isinstance(obj, (list, tuple)):
+            return [(f"[{i}]", v, 1) for i, v in enumerate(list(obj))]
+        if isinstance(obj, (set, frozenset)):
+            return []  # no name to type for a set's element: the set is one entry
+        out = []
+        for name, v in object_attributes(obj):
+            if isinstance(obj, UserDict) and name == "data" and isinstance(v, dict):
+                out += [(f"[{_key_text(k)}]", x, 2) for k, x in list(v.items())]
+            else:
+                out.append((_attr(name), v, 1))
+        return out
+    except Exception:  # noqa: BLE001 - a container that raises when listed is one entry
+        return []
+
+
+@dataclasses.dataclass
+class Entry:
+    """One entry of a name's tree (before it becomes a :class:`Holder` row)."""
+
+    path: str
+    obj: Any
+    held: Held  # every storage it keeps alive
+    counted: Held = dataclasses.field(default_factory=dict)  # those counted for it (first entry to reach them)
+    shared: dict[str, int] = dataclasses.field(default_factory=dict)  # owner path -> bytes it shares, counted there
+    unique: int = 0  # bytes deleting this entry alone frees
+    children: list[Entry] = dataclasses.field(default_factory=list)
+    lumped: int = 0  # items past MAX_ITEMS, not walked one by one
+    lumped_bytes: int = 0  # what they hold that no walked entry counts
+    lumped_unique: int = 0
+
+
+def entries_of(path: str, obj: Any, held: Held, unique_keys: set[int], depth: int,
+               walk: Callable[[Any, int], Held], own: Callable[[Any], set[int]] = lambda obj: set()) -> Entry:
+    """The tree of entries beneath the name ``path`` holding ``obj`` (whose
+    storages are ``held``, walked ``depth`` levels deep; ``unique_keys``: those
+    no other name keeps): an :class:`Entry` for the name, its ``children`` the
+    entries (none when ``obj`` is no container). ``walk(value, depth)``: the
+    storages a value keeps alive, keys canonical; ``own(value)``: the storages
+    a value counts for itself before its entries (a module's parameters,
+    gradients and buffers, which its attributes may alias). A container's first
+    ``MAX_ITEMS`` items are walked one by one; what the rest hold is summed in
+    its ``lumped_bytes``."""
+    root = Entry(path, obj, held)
+    owner: dict[int, str] = {}
+    _expand(root, depth, walk, own, owner, {id(obj)})
+    _set_unique(root, unique_keys)
+    return root
+
+
+def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Callable[[Any], set[int]],
+            owner: dict[int, str], ancestors: set[int]) -> None:
+    for k in own(node.obj):
+        if k in node.held and k not in owner:
+            owner[k] = node.path
+            node.counted[k] = node.held[k]
+    children = []
+    if depth > 0:
+        items = items_of(node.obj)
+        node.lumped = max(0, len(items) - MAX_ITEMS)
+        for suffix, value, cost in items[:MAX_ITEMS]:
+            if id(value) in ancestors or depth - cost < 0:
+                continue
+            held = walk(value, depth - cost)
+            if not held:
+                continue
+            child = Entry(node.path + suffix, value, held)
+            _expand(child, depth - cost, walk, own, owner, ancestors | {id(value)})
+            if (len(child.children) == 1 and child.children[0].held.keys() == child.held.keys()
+                    and not isinstance(value, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor))):
+                child = child.children[0]  # a container whose memory is all in one entry: that entry names it
+            children.append(child)
+    node.children = children
+    # what no child counted (a leaf's memory, or storages reached only from the container itself)
+    via_children: set[int] = set().union(*(c.held.keys() for c in children)) if children else set()
+    for k, n in node.held.items():
+        if k in node.counted:  # claimed by the object itself, before its entries
+            continue
+        if k in owner:
+            if k not in via_children:
+                o = owner[k]
+                node.shared[o] = node.shared.get(o, 0) + n
+        else:
+            owner[k] = node.path
+            node.counted[k] = n
+            if node.lumped:
+                node.lumped_bytes += n
+    for c in children:
+        node.counted.update(c.counted)
+    if children:  # a container reports what its entries share with entries elsewhere
+        inside = {node.path} | {c.path for c in _walk(node)}
+        for c in children:
+            for o, n in c.shared.items():
+                if o not in inside:
+                    node.shared[o] = node.shared.get(o, 0) + n
+    node.children.sort(key=lambda c: -sum(c.counted.values()))
+
+
+def _walk(node: Entry) -> Iterable[Entry]:
+    for c in node.children:
+        yield c
+        yield from _walk(c)
+
+
+def _set_unique(node: Entry, unique_keys: set[int]) -> None:
+    """An entry's ``unique``: its storages that no other name and no other
+    entry beside it keeps (``del models['a']`` frees them)."""
+    reach: dict[int, int] = {}
+    for c in node.children:
+        for k in c.held:
+            reach[k] = reach.get(k, 0) + 1
+    if node.lumped:
+        via = set(reach)
+        node.lumped_unique = sum(n for k, n in node.counted.items() if k in unique_keys and k not in via)
+    for c in node.children:
+        mine = {k for k in c.held if k in unique_keys and reach[k] == 1}
+        c.unique = sum(c.held[k] for k in mine)
+        _set_unique(c, mine)
+
+
+def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_device: Callable[..., bool],
+                  children: list[Entry]) -> list[tuple[str, Held]]:
+    """The split of ``held``: :func:`parts_of` for an object, the sum of its
+    entries' splits for a container (what no entry counts is ``other``)."""
+    if not children or isinstance(obj, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
+        return parts_of(obj, held, device, canon, on_device)
+    merged: dict[str, Held] = {}
+    left = dict(held)
+    for c in children:
+        for name, part in _merged_parts(c.obj, c.counted, device, canon, on_device, c.children):
+            part = {k: left.pop(k) for k in part if k in left}
+            if part:
+                merged.setdefault(name, {}).update(part)
+    if left:
+        merged.setdefault("other", {}).update(left)
+    return list(merged.items())
+
+
+def _shape(t: torch.Tensor) -> str:
+    layout = "" if t.layout == torch.strided else f" {str(t.layout).replace('torch.', '')}"
+    return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}{layout}"
+
+
+def detail_of(obj: Any, held: Held, device: torch.device, canon: Canon, on_device: Callable[..., bool],
+              children: list[Entry] | None = None, shared: dict[str, int] | None = None,
+              kept_by: list[str] | None = None) -> str:
+    """A row's detail: shape and dtype for a tensor, then the parts of ``held``
+    (:func:`parts_of`, summed over the entries for a container), what it
+    shares with entries before it, and the other names that keep some of it."""
+    try:
+        parts = _merged_parts(obj, held, device, canon, on_device, children or [])
+        if isinstance(obj, torch.Tensor):
+            own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"
+            one = obj.is_leaf  # a leaf's own gradient; a graph's are its parameters' gradients
+            rest = describe([("gradient" if n == "gradients" and one else n, p) for n, p in parts if n != own],
+                            shared, kept_by)
+            return _shape(obj) + (f" · {rest}" if rest else "")
+        return describe(parts, shared, kept_by)
+    except Exception:  # noqa: BLE001 - a strange object: its row without a detail
+        return ""
+
+
+def _some(names: list[str]) -> str:
+    if len(names) <= 3:
+        return ", ".join(names)
+    return ", ".join(names[:2]) + f" and {len(names) - 2} more"
+
+
+def describe(parts: list[tuple[str, Held]], shared: dict[str, int] | None = None,
+             kept_by: list[str] | None = None) -> str:
+    """``parameters 256 MiB · gradients 256 MiB · shares 4 MiB with models['a']
+    (counted there) · also kept by opt``."""
+    text = [f"{name} {format_bytes(sum(p.values()))}" for name, p in parts]
+    if shared:
+        owners = sorted(shared, key=lambda o: -shared[o])
+        text.append(f"shares {format_bytes(sum(shared.values()))} with {_some(owners)} (counted there)")
+    if kept_by:
+        text.append(f"also kept by {_some(kept_by)}")
+    return " · ".join(text)
