@@ -80,8 +80,9 @@ class Comparison(Rendered):
                                           for v in self.variants)]
 
     def to_records(self) -> list[dict[str, Any]]:
-        """One flat dict per variant: recipe, peak, saving, step time, and each
-        source at the peak (bytes, seconds)."""
+        """One flat dict per variant: recipe, peak, saving, step time, each
+        source at the peak (bytes, seconds), and ``warnings``: the lines saying
+        which configured technique had no effect in its step."""
         base = self.baseline.peak
         out = []
         for v in self.ranked():
@@ -94,6 +95,7 @@ class Comparison(Rendered):
                 rec["reserved"] = v.report.steady.peak.reserved
             rec["unavailable"] = v.unavailable
             rec["error"] = v.error
+            rec["warnings"] = list(v.report.warnings) if v.report is not None else []
             out.append(rec)
         return out
 
@@ -131,6 +133,9 @@ class Comparison(Rendered):
             t.rows.append([v.recipe.describe(), format_bytes(v.peak or 0), saving or "baseline",
                            format_seconds(v.report.steady.step_time)]
                           + [format_delta(base_src.get(s, 0) - src.get(s, 0)) for s in changed])
+        for v in self.ranked():  # a technique that had no effect in its step (vramnb._no_effect)
+            for w in (v.report.warnings if v.report is not None else []):
+                t.note(f"{v.recipe.describe()}: {w}", warn=True)
         t.note("saving and Δ columns: the baseline's bytes minus this recipe's (positive: memory saved)")
         for n in self.notes:
             t.note(n)

@@ -44,6 +44,10 @@ class StepPlan:
         block_size: maps a storage's bytes to what the device's allocator hands
             out (estimates of CUDA round to 512-byte blocks), or ``None``.
         workspace: tensors standing for library workspaces (estimates of CUDA).
+        checkpointed: the blocks a technique wrapped with activation checkpointing
+            (:class:`vramnb._no_effect.Wrapped`, counting their calls and runs).
+        optimizer_state_bits: the bits per optimizer-state element a technique's
+            optimizer promises (8 for 8-bit AdamW), checked after the step.
     """
 
     model: torch.nn.Module
@@ -63,6 +67,8 @@ class StepPlan:
     tracker: Any = None
     block_size: Callable[[int], int] | None = None
     workspace: list[torch.Tensor] = field(default_factory=list)
+    checkpointed: list[Any] = field(default_factory=list)
+    optimizer_state_bits: int | None = None
 
     @property
     def device_type(self) -> str:
