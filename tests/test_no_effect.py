@@ -141,7 +141,7 @@ def test_checkpoint_wrapper_function_never_called_is_said():
     model = nn.ModuleDict({"a": Wrapper(Counted()), "b": nn.Linear(8, 1)})
     rep = vramnb.profile_step(model, torch.randn(4, 8), lambda m, b: m["b"](b).square().mean())
     (w,) = rep.warnings
-    assert w == ("activation checkpointing did nothing: gradient checkpointing is enabled on 1 module(s) (a), "
+    assert w == ("activation checkpointing did nothing: 1 module(s) hold torch.utils.checkpoint as a wrapper (a), "
                  "but nothing was recomputed in backward: it was never called in the step")
     used = nn.ModuleDict({"a": Wrapper(Counted()), "b": nn.Linear(8, 1)})
     assert vramnb.profile_step(used, torch.randn(4, 8), lambda m, b: m["b"](m["a"](b)).square().mean()).warnings == []
@@ -330,3 +330,34 @@ def test_panel_says_it_under_the_run():
     assert w.startswith("torch.autocast('cpu', bfloat16) changed nothing")
     assert "vramnb-run-warning" in p.table.value and "changed nothing" in p.table.value
     assert f"⚠ {w}" in repr(p)
+
+
+# -- more techniques of the same kind ------------------------------------------
+@pytest.mark.parametrize("mode, said", [("no_grad", True), ("train", False)])
+def test_activation_offload_that_moved_nothing_is_said(monkeypatch, mode, said):
+    from vramnb.techniques.offload import ActivationOffload
+
+    # save_on_cpu runs on a CPU model too (it pins only where CUDA is available); vramnb offers it only on GPUs
+    monkeypatch.setattr(ActivationOffload, "unavailable", classmethod(lambda cls, value, plan: None))
+    rep = vramnb.profile_step(nn.Sequential(nn.Linear(8, 8), nn.Tanh()), torch.randn(4, 8), sq,
+                              recipe={"activation_offload": "CPU", "mode": mode})
+    line = ("activation offload moved nothing to host memory: the step runs forward only (mode='no_grad'), so nothing "
+            "is saved for backward")
+    assert [w for w in rep.warnings if w.startswith("activation offload")] == ([line] if said else [])
+
+
+def test_fp8_with_no_eligible_linear_is_refused_before_it_runs():
+    model = nn.Sequential(nn.Linear(10, 24), nn.Linear(24, 3))  # no layer with both dimensions multiples of 16
+    with pytest.raises(vramnb.techniques.Unavailable, match=r"fp8 would change nothing: none of the 2 nn.Linear "
+                       r"layer\(s\) of Sequential has both dimensions divisible by 16"):
+        vramnb.profile_step(model, torch.randn(4, 10), sq, recipe={"precision": "fp8"})
+
+
+def test_freezing_what_is_already_frozen_is_refused():
+    model = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 1))
+    model[0].weight.requires_grad_(False)
+    with pytest.raises(vramnb.techniques.Unavailable, match=r"freezing 'embeddings' would change nothing: its 1 "
+                       r"parameter\(s\) are already frozen"):
+        vramnb.profile_step(model, torch.randint(0, 10, (4, 3)), lambda m, b: m(b).square().mean(),
+                            recipe={"freeze": "embeddings"})
+    assert model[0].weight.requires_grad is False and model[1].weight.requires_grad is True

@@ -24,6 +24,8 @@ alone; nothing extra runs (no additional step, no dispatch mode):
   with a 16-bit ``dtype``, whether any floating output has that dtype on that
   device type. None: autocast changed nothing (the region has no eligible op,
   e.g. only elementwise ops, or its tensors are on another device type).
+* **a technique's own check** (``StepPlan.checks``): activation offload that
+  moved no saved tensor to host memory.
 * **a low-bit optimizer whose state stayed wide**: a technique that promises
   8-bit state (``Recipe(optimizer="AdamW 8-bit")``) or an optimizer whose class
   says so (``AdamW8bit``, bitsandbytes' ``optim_bits=8``): after each step the
@@ -36,21 +38,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils import checkpoint as ckpt
 
+from ._optim_state import SMALL, State, claimed_state_bits, read_state
 from ._units import format_bytes
 
-__all__ = ["EffectWatch", "Wrapped", "claimed_state_bits"]
+__all__ = ["EffectWatch", "Wrapped"]
 
 _LOW = (torch.float16, torch.bfloat16)
 _CKPT_FUNCS = tuple(f for f in (getattr(ckpt, "checkpoint", None), getattr(ckpt, "checkpoint_sequential", None)) if f)
-_SMALL = 4096  # bitsandbytes' min_8bit_size and torchao's threshold: smaller tensors keep 32-bit state
 
 
 @dataclass
@@ -119,88 +120,6 @@ def _is_checkpoint_fn(v: Any) -> bool:
     return any(v is f for f in _CKPT_FUNCS)
 
 
-def claimed_state_bits(optimizer: Any) -> int | None:
-    """The bits per state element an optimizer's own class promises: 8 or 4
-    (``AdamW8bit``, ``PagedAdamW8bit``, ``AdamW4bit``, bitsandbytes' ``optim_bits``),
-    else ``None``."""
-    bits = getattr(getattr(optimizer, "args", None), "optim_bits", None)
-    if isinstance(bits, int) and bits < 16:
-        return bits
-    m = re.search(r"(\d+)\s*bit", type(optimizer).__name__, re.IGNORECASE)
-    if m and int(m.group(1)) < 16:
-        return int(m.group(1))
-    if re.search(r"fp8", type(optimizer).__name__, re.IGNORECASE):
-        return 8
-    return None
-
-
-def _bytes(t: torch.Tensor, seen: set[Any]) -> int:
-    """Bytes a state tensor holds, each storage once; a tensor subclass
-    (torchao's quantized state) by the tensors it is made of."""
-    flatten = getattr(type(t), "__tensor_flatten__", None)
-    if flatten is not None:
-        try:
-            inner, _ = t.__tensor_flatten__()
-            return sum(_bytes(getattr(t, n), seen) for n in inner)
-        except Exception:  # noqa: BLE001 - an unusual subclass: counted by its apparent size
-            return t.numel() * t.element_size()
-    try:
-        st = t.untyped_storage()
-        key = (t.device, st.data_ptr(), st.nbytes()) if st.data_ptr() else id(st)
-    except Exception:  # noqa: BLE001
-        return t.numel() * t.element_size()
-    if key in seen:
-        return 0
-    seen.add(key)
-    return st.nbytes()
-
-
-@dataclass
-class _State:
-    """One optimizer's state after a step."""
-
-    name: str
-    torch_class: bool  # one of torch.optim's own optimizers
-    params: int  # parameter elements that have state
-    total: int  # bytes of the state, each storage once
-    wide: int  # parameter elements whose elementwise moments take 2 bytes or more per element
-    wide_small: int  # of those, in tensors under _SMALL elements
-    moments: int  # elementwise state tensors per parameter (the most seen)
-    dtypes: dict[str, str] = field(default_factory=dict)  # state key -> dtype of its widest elementwise tensor
-
-
-def _read_state(optimizer: Any) -> _State | None:
-    seen: set[Any] = set()
-    params = total = wide = small = moments = 0
-    dtypes: dict[str, str] = {}
-    for p, st in list(optimizer.state.items()):
-        if not isinstance(p, torch.Tensor) or not isinstance(st, dict):
-            continue
-        n = p.numel()
-        tensors = [(k, v) for k, v in st.items() if isinstance(v, torch.Tensor)]
-        if not tensors:
-            continue
-        params += n
-        per_elem = 0.0
-        elementwise = 0
-        for k, v in tensors:
-            b = _bytes(v, seen)
-            total += b
-            if n > 1 and v.numel() == n:
-                elementwise += 1
-                per_elem = max(per_elem, b / n)
-                if b / n >= 2:
-                    dtypes[str(k)] = str(v.dtype).replace("torch.", "")
-        moments = max(moments, elementwise)
-        if per_elem >= 2:
-            wide += n
-            small += n if n < _SMALL else 0
-    if not params:
-        return None
-    cls = type(optimizer)
-    return _State(cls.__name__, getattr(torch.optim, cls.__name__, None) is cls, params, total, wide, small, moments, dtypes)
-
-
 class EffectWatch:
     """Watches the profiled steps of one :func:`vramnb.profile_step` and says
     which configured techniques had no effect (see the module docstring).
@@ -215,10 +134,11 @@ class EffectWatch:
         self.calls: dict[int, int] = {}  # id(module) -> forward calls in the steps
         self.backward_calls: dict[int, int] = {}  # id(module) -> forward calls while the backward ran
         self.autocast: dict[tuple[str, torch.dtype], list[Any]] = {}  # -> [calls, lowered, device types seen]
-        self.states: list[_State] = []
+        self.states: list[State] = []
         self.configured: list[tuple[str, Any, str]] = []  # (name, module, "flag" / "wrapper" / "code")
         self.wrapped: list[Wrapped] = []
         self.promised_bits: int | None = None
+        self.checks: list[Any] = []
         self.mode = "train"
         self.model: Any = None
         self._types: tuple[str, ...] = ("cpu", "cuda")
@@ -228,6 +148,7 @@ class EffectWatch:
         self.model, self.mode = plan.model, plan.mode
         self.wrapped = list(getattr(plan, "checkpointed", []))
         self.promised_bits = getattr(plan, "optimizer_state_bits", None)
+        self.checks = list(getattr(plan, "checks", []))
         self._types = tuple(dict.fromkeys(("cpu", "cuda", plan.device.type)))
         for name, m in plan.model.named_modules():
             flag = getattr(m, "gradient_checkpointing", None)
@@ -241,7 +162,10 @@ class EffectWatch:
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
         """Count module calls (and those inside the backward) and autocast's effect, for one step."""
-        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
 
         calls, bw, seen, types = self.calls, self.backward_calls, self.autocast, self._types
 
@@ -290,14 +214,15 @@ class EffectWatch:
         bits = self.promised_bits or claimed_state_bits(optimizer)
         if bits is None:
             return
-        st = _read_state(optimizer)
+        st = read_state(optimizer, bits)
         if st is not None:
             self.states.append(st)
 
     # -- the lines ---------------------------------------------------------
     def warnings(self) -> list[str]:
         """One line per technique that had no effect in the steps."""
-        return [*self._checkpointing(), *self._autocast(), *self._optimizer()]
+        own = [line for check in self.checks if (line := check())]  # the techniques' own checks
+        return [*self._checkpointing(), *self._autocast(), *self._optimizer(), *own]
 
     def _recomputed(self, module: Any) -> bool:
         return any(id(m) in self.backward_calls for m in module.modules())
@@ -314,38 +239,44 @@ class EffectWatch:
                            f"step's forward ({_names(never)}), so nothing of theirs was checkpointed: name the blocks "
                            "the forward runs with blocks='...'")
             if idle:
-                why = ("the step runs forward only (mode=" + repr(self.mode) + "): there is no backward to recompute in"
-                       if forward_only else "they saved no tensor for backward (no input or parameter of theirs requires grad, or their "
-                       "ops keep none), so checkpointing them saves nothing")
+                why = (f"the step runs forward only (mode={self.mode!r}): there is no backward to recompute in"
+                       if forward_only else "they saved no tensor for backward (no input or parameter of theirs "
+                       "requires grad, or their ops keep none), so checkpointing them saves nothing")
                 out.append(f"activation checkpointing recomputed nothing in backward for {len(idle)} of the {n} "
                            f"wrapped block(s) ({_names(idle)}): {why}")
-        hf = [(n, m) for n, m, k in self.configured if k in ("flag", "wrapper") and not self._recomputed(m)]
-        code = [(n, m) for n, m, k in self.configured if k == "code" and not self._recomputed(m)]
-        if hf:
-            names = [n or type(m).__name__ for n, m in hf]
-            what = f"gradient checkpointing is enabled on {len(hf)} module(s) ({_names(names)})"
-            out.append(self._configured_line(hf, what, forward_only, hf_gate=True))
+        idle_of = {k: [(n, m) for n, m, kind in self.configured if kind == k and not self._recomputed(m)]
+                   for k in ("flag", "wrapper", "code")}
+        hf_gate = "Hugging Face checkpoints only in training mode"
+        if idle_of["flag"]:
+            mods = idle_of["flag"]
+            what = f"gradient checkpointing is enabled on {len(mods)} module(s) ({_names(_labels(mods))})"
+            out.append(self._configured_line(mods, what, forward_only, hf_gate))
+        if idle_of["wrapper"]:
+            mods = idle_of["wrapper"]
+            what = f"{len(mods)} module(s) hold torch.utils.checkpoint as a wrapper ({_names(_labels(mods))})"
+            out.append(self._configured_line(mods, what, forward_only, None))
         # a forward that calls checkpoint may gate it on a flag of its own that is off: said only when the
         # module never ran, or ran in eval() and its forward reads self.training
-        code = [(n, m) for n, m in code if id(m) not in self.calls
+        code = [(n, m) for n, m in idle_of["code"] if id(m) not in self.calls
                 or (not m.training and _forward_calls_checkpoint(type(m))[1])]
         if code:
             kinds = sorted({type(m).__name__ for _, m in code})
             where = [n for n, _ in code if n]
             what = (f"{', '.join(k + '.forward' for k in kinds)} calls torch.utils.checkpoint"
                     + (f" (in {_names(where)})" if where else ""))
-            out.append(self._configured_line(code, what, forward_only, hf_gate=False))
+            gate = "its forward reads self.training (a gate such as `if self.training: checkpoint(...)`)"
+            out.append(self._configured_line(code, what, forward_only, gate))
         return out
 
-    def _configured_line(self, mods: list[tuple[str, Any]], what: str, forward_only: bool, hf_gate: bool) -> str:
+    def _configured_line(self, mods: list[tuple[str, Any]], what: str, forward_only: bool, gate: str | None) -> str:
+        """The line for modules configured to checkpoint that recomputed nothing; ``gate``:
+        how they depend on training mode (``None``: they do not)."""
         head = f"activation checkpointing did nothing: {what}, but nothing was recomputed in backward"
         if forward_only:
             return f"{head}: the step runs forward only (mode={self.mode!r}), with no backward"
         if all(id(m) not in self.calls for _, m in mods):
             return f"{head}: {'it was' if len(mods) == 1 else 'they were'} never called in the step"
-        if any(not m.training for _, m in mods):
-            gate = ("Hugging Face checkpoints only in training mode" if hf_gate
-                    else "its forward reads self.training (a gate such as `if self.training: checkpoint(...)`)")
+        if gate is not None and any(not m.training for _, m in mods):
             return f"{head}: the model is in eval() mode and {gate}; call model.train() to checkpoint"
         return (f"{head}: the checkpointed region saved no tensor for backward (no input or parameter of it "
                 "requires grad, or its ops keep none)")
@@ -373,7 +304,7 @@ class EffectWatch:
         st = self.states[-1]
         if st.wide * 2 <= st.params:
             return []
-        bits = self.promised_bits or 8
+        bits = st.bits
         per = st.total / st.params
         promised = max(st.moments, 1) * bits / 8
         what = (f"the recipe's {bits}-bit optimizer ({st.name})" if self.promised_bits
@@ -383,11 +314,15 @@ class EffectWatch:
         head = (f"{what} kept its state wide: {per:.1f} B of state per parameter ({format_bytes(st.total)} for "
                 f"{st.params} parameters; {kept}), where {bits}-bit moments take about {promised:.1f} B")
         if st.wide_small * 2 > st.params:
-            return [f"{head}: bitsandbytes and torchao keep 32-bit state for tensors under {_SMALL} elements, "
+            return [f"{head}: bitsandbytes and torchao keep 32-bit state for tensors under {SMALL} elements, "
                     "and most of yours are smaller"]
         if st.torch_class:
             return [f"{head}: the step ran torch.optim.{st.name}, not {an} {bits}-bit optimizer (a fallback)"]
         return [f"{head}: its {bits}-bit path was not taken"]
+
+
+def _labels(mods: list[tuple[str, Any]]) -> list[str]:
+    return [n or type(m).__name__ for n, m in mods]
 
 
 def _names(names: list[str], limit: int = 4) -> str:

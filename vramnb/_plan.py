@@ -48,6 +48,9 @@ class StepPlan:
             (:class:`vramnb._no_effect.Wrapped`, counting their calls and runs).
         optimizer_state_bits: the bits per optimizer-state element a technique's
             optimizer promises (8 for 8-bit AdamW), checked after the step.
+        checks: callables a technique registers, asked after the steps whether it
+            had an effect: each returns one line saying it did nothing, or ``None``
+            (shown in ``StepReport.warnings``, see :mod:`vramnb._no_effect`).
     """
 
     model: torch.nn.Module
@@ -69,6 +72,7 @@ class StepPlan:
     workspace: list[torch.Tensor] = field(default_factory=list)
     checkpointed: list[Any] = field(default_factory=list)
     optimizer_state_bits: int | None = None
+    checks: list[Callable[[], str | None]] = field(default_factory=list)
 
     @property
     def device_type(self) -> str:
@@ -87,6 +91,7 @@ class StepPlan:
         a recipe's optimizer and its state alive until the next ``gc.collect()``."""
         self.forward_contexts.clear()
         self.undo.clear()
+        self.checks.clear()
         self.batches.clear()
         self.workspace.clear()
         self.optimizer = self.user_optimizer = self.scaler = None
