@@ -361,3 +361,60 @@ def test_freezing_what_is_already_frozen_is_refused():
         vramnb.profile_step(model, torch.randint(0, 10, (4, 3)), lambda m, b: m(b).square().mean(),
                             recipe={"freeze": "embeddings"})
     assert model[0].weight.requires_grad is False and model[1].weight.requires_grad is True
+
+
+def test_torch_checkpoint_wrapper_never_called_is_said_and_called_recomputes():
+    cw = pytest.importorskip("torch.distributed.algorithms._checkpoint.checkpoint_wrapper")
+
+    def model_of() -> nn.ModuleDict:
+        return nn.ModuleDict({"a": cw.checkpoint_wrapper(Counted()), "b": nn.Linear(8, 1)})
+
+    (w,) = vramnb.profile_step(model_of(), torch.randn(4, 8), lambda m, b: m["b"](b).square().mean()).warnings
+    assert w == ("activation checkpointing did nothing: 1 module(s) hold torch.utils.checkpoint as a wrapper (a), "
+                 "but nothing was recomputed in backward: it was never called in the step")
+    used = model_of()
+    used.eval()  # CheckpointWrapper checkpoints in eval() too: no gate on training
+    RUNS.clear()
+    assert vramnb.profile_step(used, torch.randn(4, 8), lambda m, b: m["b"](m["a"](b)).square().mean()).warnings == []
+    assert RUNS.count(id(used["a"]._checkpoint_wrapped_module)) == 4
+
+
+def test_reentrant_checkpointing_without_input_grads_is_said():
+    class Layer(nn.Module):  # as a Hugging Face layer: a gradient_checkpointing flag, on
+        gradient_checkpointing = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = Counted()
+
+        def forward(self, x):
+            if self.gradient_checkpointing and self.training:
+                return checkpoint(self.block, x, use_reentrant=True)
+            return self.block(x)
+
+    model = nn.Sequential(Layer(), nn.Linear(8, 1))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own "None of the inputs have requires_grad=True"
+        rep = vramnb.profile_step(model, torch.randn(4, 8), sq)  # the batch needs no grad
+    (w,) = rep.warnings
+    assert w == ("activation checkpointing did nothing: gradient checkpointing is enabled on 1 module(s) (0), but "
+                 "nothing was recomputed in backward: the region's inputs do not require grad, and a reentrant "
+                 "checkpoint (use_reentrant=True) then computes no gradient for it, so its parameters got none: pass "
+                 "use_reentrant=False, or make the inputs require grad (Hugging Face: "
+                 "model.enable_input_require_grads())")
+    assert rep.steady.missing_grads == ["0.block.lin.weight", "0.block.lin.bias"]
+
+
+class Fake4bit(_Moments):
+    dtype = torch.uint8  # 8 bits where 4 were promised
+
+
+def test_4bit_optimizer_whose_state_is_8bit_is_said():
+    model = nn.Linear(64, 64)
+    n = 64 * 64 + 64
+    (w,) = vramnb.profile_step(model, torch.randn(4, 64), sq, Fake4bit(model.parameters())).warnings
+    assert w == (f"Fake4bit (4-bit by its name) kept its state wide: 2.0 B of state per parameter "
+                 f"({format_bytes(2 * n)} for {n} parameters; m1 uint8, m2 uint8), where 4-bit moments take about "
+                 "1.0 B: its 4-bit path was not taken")

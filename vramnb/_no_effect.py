@@ -21,9 +21,12 @@ alone; nothing extra runs (no additional step, no dispatch mode):
   called, or nothing in the region that requires grad.
 * **autocast** that lowered no op: one global forward hook notes, for each
   module call made while ``torch.autocast(device_type, dtype)`` is enabled
-  with a 16-bit ``dtype``, whether any floating output has that dtype on that
-  device type. None: autocast changed nothing (the region has no eligible op,
-  e.g. only elementwise ops, or its tensors are on another device type).
+  with a 16-bit ``dtype``, whether any floating output or input has that dtype
+  on that device type. None: autocast changed nothing (the region has no
+  eligible op, e.g. only elementwise ops, or its tensors are on another device
+  type). A region that calls no module is not judged; a lowered op whose
+  result reaches no module call in the region (a functional matmul reduced by
+  an fp32 op before any module sees it) is not seen.
 * **a technique's own check** (``StepPlan.checks``): activation offload that
   moved no saved tensor to host memory.
 * **a low-bit optimizer whose state stayed wide**: a technique that promises
@@ -144,20 +147,24 @@ class EffectWatch:
         self._types: tuple[str, ...] = ("cpu", "cuda")
 
     def scan(self, plan: Any) -> None:
-        """Find what the model and the plan configure (before the steps)."""
+        """Find what the model and the plan configure (before the steps); a module
+        that cannot be read is skipped."""
         self.model, self.mode = plan.model, plan.mode
         self.wrapped = list(getattr(plan, "checkpointed", []))
         self.promised_bits = getattr(plan, "optimizer_state_bits", None)
         self.checks = list(getattr(plan, "checks", []))
         self._types = tuple(dict.fromkeys(("cpu", "cuda", plan.device.type)))
         for name, m in plan.model.named_modules():
-            flag = getattr(m, "gradient_checkpointing", None)
-            if flag is True:
-                self.configured.append((name, m, "flag"))
-            elif flag is None and any(_is_checkpoint_fn(v) for v in vars(m).values()):
-                self.configured.append((name, m, "wrapper"))
-            elif flag is None and _forward_calls_checkpoint(type(m))[0]:
-                self.configured.append((name, m, "code"))
+            try:
+                flag = getattr(m, "gradient_checkpointing", None)
+                if flag is True:
+                    self.configured.append((name, m, "flag"))
+                elif flag is None and any(_is_checkpoint_fn(v) for v in vars(m).values()):
+                    self.configured.append((name, m, "wrapper"))
+                elif flag is None and _forward_calls_checkpoint(type(m))[0]:
+                    self.configured.append((name, m, "code"))
+            except Exception:  # noqa: BLE001 - a module whose attributes raise: not judged
+                continue
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
@@ -176,6 +183,12 @@ class EffectWatch:
                 bw[k] = bw.get(k, 0) + 1
 
         def post(mod: Any, args: Any, out: Any) -> None:
+            try:
+                lowered(args, out)
+            except Exception:  # noqa: BLE001 - an observer never breaks the user's forward
+                pass
+
+        def lowered(args: Any, out: Any) -> None:
             for dt in types:
                 on, dtype = _autocast_state(dt)
                 if not on or dtype not in _LOW:
@@ -184,7 +197,8 @@ class EffectWatch:
                 rec[0] += 1
                 if rec[1]:
                     continue
-                for t in _tensors(out):
+                # its output, and its inputs: what functional code between modules lowered reaches them
+                for t in (*_tensors(out), *_tensors(args)):
                     if t.is_floating_point():
                         rec[2].add(t.device.type)
                         if t.dtype == dtype and t.device.type == dt:
@@ -211,18 +225,25 @@ class EffectWatch:
         """Read the optimizer's state as the step left it."""
         if optimizer is None:
             return
-        bits = self.promised_bits or claimed_state_bits(optimizer)
-        if bits is None:
+        try:
+            bits = self.promised_bits or claimed_state_bits(optimizer)
+            st = read_state(optimizer, bits) if bits is not None else None
+        except Exception:  # noqa: BLE001 - a state vramnb cannot read is not judged
             return
-        st = read_state(optimizer, bits)
         if st is not None:
             self.states.append(st)
 
     # -- the lines ---------------------------------------------------------
     def warnings(self) -> list[str]:
         """One line per technique that had no effect in the steps."""
-        own = [line for check in self.checks if (line := check())]  # the techniques' own checks
-        return [*self._checkpointing(), *self._autocast(), *self._optimizer(), *own]
+        out: list[str] = []
+        for part in (self._checkpointing, self._autocast, self._optimizer, *self.checks):
+            try:
+                got = part()
+            except Exception as e:  # noqa: BLE001 - the report stands without this line
+                got = [f"vramnb could not check whether a technique had an effect ({type(e).__name__}: {e})"]
+            out.extend([got] if isinstance(got, str) else got or [])
+        return out
 
     def _recomputed(self, module: Any) -> bool:
         return any(id(m) in self.backward_calls for m in module.modules())
@@ -278,6 +299,11 @@ class EffectWatch:
             return f"{head}: {'it was' if len(mods) == 1 else 'they were'} never called in the step"
         if gate is not None and any(not m.training for _, m in mods):
             return f"{head}: the model is in eval() mode and {gate}; call model.train() to checkpoint"
+        if any(p.requires_grad for _, m in mods for p in m.parameters()):
+            return (f"{head}: the region's inputs do not require grad, and a reentrant checkpoint "
+                    "(use_reentrant=True) then computes no gradient for it, so its parameters got none: pass "
+                    "use_reentrant=False, or make the inputs require grad (Hugging Face: "
+                    "model.enable_input_require_grads())")
         return (f"{head}: the checkpointed region saved no tensor for backward (no input or parameter of it "
                 "requires grad, or its ops keep none)")
 

@@ -64,13 +64,14 @@ class State:
     torch_class: bool  # one of torch.optim's own optimizers
     params: int  # parameter elements that have state
     total: int  # bytes of the state, each storage once
-    wide: int  # parameter elements whose elementwise moments take 2 bytes or more per element
+    wide: int  # parameter elements whose elementwise moments take 1.5 x the promised bytes or more
     wide_small: int  # of those, in tensors under SMALL elements
     moments: int  # elementwise state tensors per parameter (the most seen)
     dtypes: dict[str, str] = field(default_factory=dict)  # state key -> dtype of its widest elementwise tensor
 
 
 def read_state(optimizer: Any, bits: int) -> State | None:
+    limit = 1.5 * bits / 8  # bytes per element above which a moment is wider than promised (scales add ~2 %)
     seen: set[Any] = set()
     params = total = wide = small = moments = 0
     dtypes: dict[str, str] = {}
@@ -90,10 +91,10 @@ def read_state(optimizer: Any, bits: int) -> State | None:
             if n > 1 and v.numel() == n:
                 elementwise += 1
                 per_elem = max(per_elem, b / n)
-                if b / n >= 2:
+                if b / n >= limit:
                     dtypes[str(k)] = str(v.dtype).replace("torch.", "")
         moments = max(moments, elementwise)
-        if per_elem >= 2:
+        if per_elem >= limit:
             wide += n
             small += n if n < SMALL else 0
     if not params:
