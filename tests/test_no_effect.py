@@ -418,3 +418,58 @@ def test_4bit_optimizer_whose_state_is_8bit_is_said():
     assert w == (f"Fake4bit (4-bit by its name) kept its state wide: 2.0 B of state per parameter "
                  f"({format_bytes(2 * n)} for {n} parameters; m1 uint8, m2 uint8), where 4-bit moments take about "
                  "1.0 B: its 4-bit path was not taken")
+
+
+# -- on the GPU (skipped without CUDA) ------------------------------------------
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_autocast_of_the_wrong_device_type_is_said():
+    model = nn.Linear(64, 64).cuda()
+    x = torch.randn(8, 64, device="cuda")
+
+    def cpu_autocast(m, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # the wrong device type for a CUDA model
+            return m(b).float().square().mean()
+
+    (w,) = vramnb.profile_step(model, x, cpu_autocast).warnings
+    assert w.endswith("the step's tensors are on cuda, and autocast('cpu') affects only cpu ops: use "
+                      "torch.autocast('cuda', dtype=torch.bfloat16)")
+
+    def cuda_autocast(m, b):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return m(b).float().square().mean()
+
+    assert vramnb.profile_step(model, x, cuda_autocast).warnings == []
+    assert vramnb.profile_step(model, x, sq, recipe={"precision": "bf16"}).warnings == []
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_real_8bit_adamw_is_not_flagged_and_small_tensors_are_explained():
+    from vramnb.techniques.optimizer import _eight_bit
+
+    if _eight_bit() is None:
+        pytest.skip("no bitsandbytes or torchao here")
+    big = nn.Linear(256, 256).cuda()  # 65536 weight elements: 8-bit state
+    assert vramnb.profile_step(big, torch.randn(8, 256, device="cuda"), sq,
+                               recipe={"optimizer": "AdamW 8-bit"}).warnings == []
+    small = nn.Linear(16, 16).cuda()  # 256 + 16 elements: under 4096, kept in 32 bits by both libraries
+    (w,) = vramnb.profile_step(small, torch.randn(8, 16, device="cuda"), sq, recipe={"optimizer": "AdamW 8-bit"}).warnings
+    assert "keep 32-bit state for tensors under 4096 elements" in w
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_checkpoint_recompute_on_the_engine_thread_is_seen():
+    torch.manual_seed(0)
+    model = Gated().cuda()
+    x = torch.randn(4, 8, device="cuda")
+    RUNS.clear()
+    assert vramnb.profile_step(model, x, sq).warnings == []  # the recompute runs on the autograd engine's thread
+    assert model.block.runs == 4
+    model.eval()
+    (w,) = vramnb.profile_step(model, x, sq).warnings
+    assert "the model is in eval() mode" in w
