@@ -473,3 +473,10 @@ def test_cuda_checkpoint_recompute_on_the_engine_thread_is_seen():
     model.eval()
     (w,) = vramnb.profile_step(model, x, sq).warnings
     assert "the model is in eval() mode" in w
+
+
+def test_autocast_around_a_float64_model_is_said():
+    model = nn.Linear(8, 8).double()  # autocast casts float32 only: a float64 linear stays float64
+    (w,) = vramnb.profile_step(model, torch.randn(4, 8, dtype=torch.float64), bf16_autocast, steps=1).warnings
+    assert w == ("torch.autocast('cpu', bfloat16) changed nothing: none of the 1 module call(s) under it produced a "
+                 "bfloat16 output; autocast casts only float32 tensors, and the region's are float64")

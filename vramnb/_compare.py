@@ -204,7 +204,10 @@ def compare(
     listed with the error; the model is restored after each.
 
     Returns:
-        a :class:`Comparison` (table ranked by peak, ``.plot()``, ``.to_dataframe()``).
+        a :class:`Comparison` (table ranked by peak, ``.plot()``, ``.to_dataframe()``);
+        a recipe whose technique had no effect in its step (checkpointing that
+        recomputed nothing, autocast that lowered no op, ...) gets a ⚠ line
+        under the table and its lines in the records' ``warnings``.
 
     Raises:
         ValueError: bad recipes or toggles (unknown technique or value), or bad

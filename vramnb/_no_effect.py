@@ -136,7 +136,7 @@ class EffectWatch:
         self.in_backward = False
         self.calls: dict[int, int] = {}  # id(module) -> forward calls in the steps
         self.backward_calls: dict[int, int] = {}  # id(module) -> forward calls while the backward ran
-        self.autocast: dict[tuple[str, torch.dtype], list[Any]] = {}  # -> [calls, lowered, device types seen]
+        self.autocast: dict[tuple[str, torch.dtype], list[Any]] = {}  # -> [calls, lowered, device types, dtypes]
         self.states: list[State] = []
         self.configured: list[tuple[str, Any, str]] = []  # (name, module, "flag" / "wrapper" / "code")
         self.wrapped: list[Wrapped] = []
@@ -193,7 +193,9 @@ class EffectWatch:
                 on, dtype = _autocast_state(dt)
                 if not on or dtype not in _LOW:
                     continue
-                rec = seen.setdefault((dt, dtype), [0, 0, set()])
+                rec = seen.get((dt, dtype))
+                if rec is None:
+                    rec = seen[(dt, dtype)] = [0, 0, set(), set()]  # calls, lowered, device types, dtypes seen
                 rec[0] += 1
                 if rec[1]:
                     continue
@@ -201,6 +203,8 @@ class EffectWatch:
                 for t in (*_tensors(out), *_tensors(args)):
                     if t.is_floating_point():
                         rec[2].add(t.device.type)
+                        if t.device.type == dt:
+                            rec[3].add(t.dtype)
                         if t.dtype == dtype and t.device.type == dt:
                             rec[1] += 1
                             break
@@ -309,7 +313,7 @@ class EffectWatch:
 
     def _autocast(self) -> list[str]:
         out = []
-        for (dt, dtype), (n, lowered, devices) in self.autocast.items():
+        for (dt, dtype), (n, lowered, devices, dtypes) in self.autocast.items():
             if lowered:
                 continue
             name = str(dtype).replace("torch.", "")
@@ -319,6 +323,9 @@ class EffectWatch:
             if elsewhere and dt not in devices:
                 out.append(f"{head}; the step's tensors are on {', '.join(elsewhere)}, and autocast({dt!r}) affects "
                            f"only {dt} ops: use torch.autocast({elsewhere[0]!r}, dtype=torch.{name})")
+            elif dtypes and torch.float32 not in dtypes:
+                kinds = ", ".join(sorted(str(d).replace("torch.", "") for d in dtypes))
+                out.append(f"{head}; autocast casts only float32 tensors, and the region's are {kinds}")
             else:
                 out.append(f"{head}; autocast lowers only eligible ops (matmul, linear, convolution, attention): "
                            "the region's ops keep their input dtype, so it saves no memory")

@@ -473,6 +473,10 @@ def profile_step(
         per-module memory. On CPU the sources sum exactly to the storage
         tracker's total; on CUDA to the allocator's trace (any difference from
         ``torch.cuda.memory_allocated`` is shown as *unattributed*).
+        ``report.warnings`` holds one line per technique that was configured but
+        had no effect in the steps (checkpointing that recomputed nothing,
+        autocast that lowered no op, 8-bit optimizer state that stayed 32-bit,
+        offload that moved nothing: see :mod:`vramnb._no_effect`).
 
     Raises:
         ValueError: bad model, batch, optimizer or loss (see :func:`check_inputs`),
