@@ -480,3 +480,13 @@ def test_autocast_around_a_float64_model_is_said():
     (w,) = vramnb.profile_step(model, torch.randn(4, 8, dtype=torch.float64), bf16_autocast, steps=1).warnings
     assert w == ("torch.autocast('cpu', bfloat16) changed nothing: none of the 1 module call(s) under it produced a "
                  "bfloat16 output; autocast casts only float32 tensors, and the region's are float64")
+
+
+def test_compare_says_a_line_every_recipe_has_once():
+    model = Gated()
+    model.eval()  # its checkpoint is gated on self.training: no recipe checkpoints it
+    cmp = vramnb.compare(model, torch.randn(4, 8), sq, recipes=[{"optimizer": "SGD"}], progress=False)
+    text = repr(cmp)
+    (w,) = cmp.to_records()[0]["warnings"]
+    assert all(r["warnings"] == [w] for r in cmp.to_records())
+    assert text.count(w) == 1 and f"⚠ every recipe: {w}" in text

@@ -133,9 +133,15 @@ class Comparison(Rendered):
             t.rows.append([v.recipe.describe(), format_bytes(v.peak or 0), saving or "baseline",
                            format_seconds(v.report.steady.step_time)]
                           + [format_delta(base_src.get(s, 0) - src.get(s, 0)) for s in changed])
-        for v in self.ranked():  # a technique that had no effect in its step (vramnb._no_effect)
-            for w in (v.report.warnings if v.report is not None else []):
-                t.note(f"{v.recipe.describe()}: {w}", warn=True)
+        # a technique that had no effect in its step (vramnb._no_effect); a line every recipe has, once
+        ran = [v for v in self.ranked() if v.report is not None]
+        common = [w for w in (ran[0].report.warnings if ran else []) if all(w in v.report.warnings for v in ran)]
+        for w in common if len(ran) > 1 else []:
+            t.note(f"every recipe: {w}", warn=True)
+        for v in ran:
+            for w in v.report.warnings:
+                if len(ran) == 1 or w not in common:
+                    t.note(f"{v.recipe.describe()}: {w}", warn=True)
         t.note("saving and Δ columns: the baseline's bytes minus this recipe's (positive: memory saved)")
         for n in self.notes:
             t.note(n)
