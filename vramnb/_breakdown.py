@@ -121,6 +121,10 @@ class StepReport(Rendered):
         steps: one :class:`StepResult` per profiled step (first, then steady state).
         label: a description of what ran (model class, optimizer, recipe).
         notes: remarks (what was restored, what could not be measured).
+        warnings: techniques configured but without effect in the steps, one
+            line each (:mod:`vramnb._no_effect`): checkpointing that recomputed
+            nothing, autocast that lowered no op, low-bit optimizer state that
+            stayed wide. Shown as warnings in the report, ``compare`` and the panel.
         versions: what it was measured with (``torch``, ``cuda``, ``gpu``, ``python``,
             ``ipython``).
     """
@@ -130,6 +134,7 @@ class StepReport(Rendered):
     steps: list[StepResult]
     label: str = ""
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     error: str | None = None
     recipe: Any = None
     versions: dict[str, str] = field(default_factory=dict)
@@ -213,6 +218,8 @@ class StepReport(Rendered):
                 t.note(f"{len(s.missing_grads)} parameter(s) require grad but received none: {shown}", warn=True)
         if self.error:
             t.note(f"the step raised {self.error}; breakdown at the failure", warn=True)
+        for w in self.warnings:
+            t.note(w, warn=True)
         for n in self.notes:
             t.note(n)
         t.note(f"measured by the {self.method}")

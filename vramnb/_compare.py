@@ -80,8 +80,9 @@ class Comparison(Rendered):
                                           for v in self.variants)]
 
     def to_records(self) -> list[dict[str, Any]]:
-        """One flat dict per variant: recipe, peak, saving, step time, and each
-        source at the peak (bytes, seconds)."""
+        """One flat dict per variant: recipe, peak, saving, step time, each
+        source at the peak (bytes, seconds), and ``warnings``: the lines saying
+        which configured technique had no effect in its step."""
         base = self.baseline.peak
         out = []
         for v in self.ranked():
@@ -94,6 +95,7 @@ class Comparison(Rendered):
                 rec["reserved"] = v.report.steady.peak.reserved
             rec["unavailable"] = v.unavailable
             rec["error"] = v.error
+            rec["warnings"] = list(v.report.warnings) if v.report is not None else []
             out.append(rec)
         return out
 
@@ -131,6 +133,15 @@ class Comparison(Rendered):
             t.rows.append([v.recipe.describe(), format_bytes(v.peak or 0), saving or "baseline",
                            format_seconds(v.report.steady.step_time)]
                           + [format_delta(base_src.get(s, 0) - src.get(s, 0)) for s in changed])
+        # a technique that had no effect in its step (vramnb._no_effect); a line every recipe has, once
+        ran = [v for v in self.ranked() if v.report is not None]
+        common = [w for w in (ran[0].report.warnings if ran else []) if all(w in v.report.warnings for v in ran)]
+        for w in common if len(ran) > 1 else []:
+            t.note(f"every recipe: {w}", warn=True)
+        for v in ran:
+            for w in v.report.warnings:
+                if len(ran) == 1 or w not in common:
+                    t.note(f"{v.recipe.describe()}: {w}", warn=True)
         t.note("saving and Δ columns: the baseline's bytes minus this recipe's (positive: memory saved)")
         for n in self.notes:
             t.note(n)
@@ -199,7 +210,10 @@ def compare(
     listed with the error; the model is restored after each.
 
     Returns:
-        a :class:`Comparison` (table ranked by peak, ``.plot()``, ``.to_dataframe()``).
+        a :class:`Comparison` (table ranked by peak, ``.plot()``, ``.to_dataframe()``);
+        a recipe whose technique had no effect in its step (checkpointing that
+        recomputed nothing, autocast that lowered no op, ...) gets a ⚠ line
+        under the table and its lines in the records' ``warnings``.
 
     Raises:
         ValueError: bad recipes or toggles (unknown technique or value), or bad

@@ -228,6 +228,7 @@ class Panel(RunsTable):
             record["peak"] = report.steady.peak.allocated
             record["non_pytorch"] = report.steady.marks[-1][1].non_pytorch
             record["step_time"] = report.steady.step_time
+            record["warnings"] = list(report.warnings)
             if self.predict.value:
                 self._predict(record, recipe, model, batch, loss_fn, optimizer)
             self.status.value = self._status_text(f"done: {recipe.describe()} · peak {format_bytes(record['peak'])}")
@@ -243,6 +244,7 @@ class Panel(RunsTable):
             record["report"] = getattr(e, "vramnb_report", None)
             if record["report"] is not None:
                 record["peak"] = record["report"].peak.allocated
+                record["warnings"] = list(record["report"].warnings)
             self.status.value = self._status_text(f"the step failed: {record['error']} (model restored)", error=True)
         finally:
             self._busy = False
@@ -310,8 +312,9 @@ class Panel(RunsTable):
     def __repr__(self) -> str:
         gone = "" if self.model is not None else " · the model is gone"
         lines = [f"vramnb panel · {self._model_name} on {self.device} · {len(self.runs)} run(s){gone}"]
-        for row in self._rows():
+        for rec, row in zip(self.results, self._rows()):
             lines.append("  " + " · ".join(c for c in row if c))
+            lines.extend(f"    ⚠ {w}" for w in rec["warnings"])
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kwargs: Any) -> dict[str, Any]:

@@ -54,7 +54,8 @@ class RunsTable:
     @property
     def results(self) -> list[dict[str, Any]]:
         """The runs as flat records, newest first (bytes, seconds): recipe,
-        peak, change against the first run, step time, fits/margin, error."""
+        peak, change against the first run, step time, fits/margin, error, and
+        ``warnings`` (techniques configured but without effect in the step)."""
         first = next((r.get("peak") for r in self.runs if r.get("peak") is not None and not r.get("error")), None)
         out = []
         for r in reversed(self.runs):
@@ -67,6 +68,7 @@ class RunsTable:
                 "fits": fits,
                 "margin": margin,
                 "error": r.get("error"),
+                "warnings": list(r.get("warnings") or []),
                 "predicted_peak_allocated": r.get("predicted_peak"),
                 "predicted_device_memory": r.get("predicted_device_memory"),
                 "predicted_fits": r.get("predicted_fits"),
@@ -151,6 +153,9 @@ class RunsTable:
             if rec["estimate_error"]:
                 body.append(f"<tr class='vramnb-run-error'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
                             f"opacity:0.8;white-space:normal'>{html.escape('no prediction: ' + rec['estimate_error'])}</td></tr>")
+            for warning in rec["warnings"]:
+                body.append(f"<tr class='vramnb-run-warning'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
+                            f"color:{_RED};white-space:normal'>{html.escape('⚠ ' + warning)}</td></tr>")
             if rec["error"]:
                 what = "not run" if rec["peak_allocated"] is None else "failed (peak: at the failure)"
                 text = html.escape(f"{what}: {rec['error']}")

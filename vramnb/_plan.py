@@ -44,6 +44,13 @@ class StepPlan:
         block_size: maps a storage's bytes to what the device's allocator hands
             out (estimates of CUDA round to 512-byte blocks), or ``None``.
         workspace: tensors standing for library workspaces (estimates of CUDA).
+        checkpointed: the blocks a technique wrapped with activation checkpointing
+            (:class:`vramnb._no_effect.Wrapped`, counting their calls and runs).
+        optimizer_state_bits: the bits per optimizer-state element a technique's
+            optimizer promises (8 for 8-bit AdamW), checked after the step.
+        checks: callables a technique registers, asked after the steps whether it
+            had an effect: each returns one line saying it did nothing, or ``None``
+            (shown in ``StepReport.warnings``, see :mod:`vramnb._no_effect`).
     """
 
     model: torch.nn.Module
@@ -63,6 +70,9 @@ class StepPlan:
     tracker: Any = None
     block_size: Callable[[int], int] | None = None
     workspace: list[torch.Tensor] = field(default_factory=list)
+    checkpointed: list[Any] = field(default_factory=list)
+    optimizer_state_bits: int | None = None
+    checks: list[Callable[[], str | None]] = field(default_factory=list)
 
     @property
     def device_type(self) -> str:
@@ -81,6 +91,7 @@ class StepPlan:
         a recipe's optimizer and its state alive until the next ``gc.collect()``."""
         self.forward_contexts.clear()
         self.undo.clear()
+        self.checks.clear()
         self.batches.clear()
         self.workspace.clear()
         self.optimizer = self.user_optimizer = self.scaler = None

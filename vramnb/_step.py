@@ -36,6 +36,7 @@ from ._restore import SetAside, Snapshot, run_all
 from ._sources import SOURCES
 from ._containers import step_batch
 from ._exclusive import one_at_a_time
+from ._no_effect import EffectWatch
 from ._reach import Reach
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys, viewed_bytes_of
 from ._timeline import CpuRecorder, CudaRecorder, Timeline, history_enabled
@@ -64,9 +65,11 @@ def _state_tensors(optimizer: torch.optim.Optimizer | None) -> list[torch.Tensor
 class _StepRun:
     """State of one profiled step: recorder, mark keys, saved activations, modules."""
 
-    def __init__(self, plan: StepPlan, module_depth: int | None, reach: Reach | None = None) -> None:
+    def __init__(self, plan: StepPlan, module_depth: int | None, reach: Reach | None = None,
+                 effects: EffectWatch | None = None) -> None:
         self.plan = plan
         self.reach = reach
+        self.effects = effects
         self.model, self.optimizer, self.device = plan.model, plan.optimizer, plan.device
         self.module_depth = module_depth
         self.key = key_fn(plan.device, plan.tracker.device_type if plan.tracker is not None else None)
@@ -220,7 +223,8 @@ class _StepRun:
                 if plan.mode == "train":
                     if self.reach is not None:
                         self.reach.before_backward(loss)
-                    with self.saved.hooks():
+                    with self.saved.hooks(), (self.effects.backward() if self.effects is not None
+                                              else contextlib.nullcontext()):
                         (plan.scaler.scale(loss) if plan.scaler is not None else loss).backward()
                 del loss
             self.mark("after backward")
@@ -315,9 +319,9 @@ def _module_memory(run: _StepRun, tl: Timeline, labels: list[str], positions: An
 
 
 def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None, index: int = 0,
-              reach: Reach | None = None) -> tuple[StepResult, BaseException | None]:
+              reach: Reach | None = None, effects: EffectWatch | None = None) -> tuple[StepResult, BaseException | None]:
     model, optimizer, device = plan.model, plan.optimizer, plan.device
-    run = _StepRun(plan, module_depth, reach)
+    run = _StepRun(plan, module_depth, reach, effects)
     fresh = optimizer is None or not any(len(s) for s in optimizer.state.values())
     kind = "first step" if index == 0 and fresh else "steady state"
     key = run.key
@@ -327,7 +331,10 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
         ("input batch", viewed_bytes_of((t for b in plan.batches for _, t in _batch_tensors(b)), key)),
     ]
     keys_start = tensor_keys(device) if run.cuda else None
-    tl, elapsed, err = run.run()
+    with effects.watching() if effects is not None else contextlib.nullcontext():
+        tl, elapsed, err = run.run()
+    if effects is not None and err is None:
+        effects.after_step(plan.optimizer if plan.mode == "train" else None)
     keys_end = tensor_keys(device) if run.cuda else None
     start = tl.marks.get("start", 0)
     claims = [(src, [(start, ks)]) for src, ks in start_claims]
@@ -467,6 +474,10 @@ def profile_step(
         per-module memory. On CPU the sources sum exactly to the storage
         tracker's total; on CUDA to the allocator's trace (any difference from
         ``torch.cuda.memory_allocated`` is shown as *unattributed*).
+        ``report.warnings`` holds one line per technique that was configured but
+        had no effect in the steps (checkpointing that recomputed nothing,
+        autocast that lowered no op, 8-bit optimizer state that stayed 32-bit,
+        offload that moved nothing: see :mod:`vramnb._no_effect`).
 
     Raises:
         ValueError: bad model, batch, optimizer or loss (see :func:`check_inputs`),
@@ -541,9 +552,11 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
                     user_optimizer=optimizer)
     aside: SetAside | None = None
     reach: Reach | None = None
+    effects = EffectWatch()
     try:
         if recipe is not None:
             recipe.apply(plan)  # may raise ValueError (not available here); restored below
+        effects.scan(plan)
         aside = _set_aside(plan, optimizer, batch_tensors)
         reach = None
         if snap is not None:  # the recipe's own modules and optimizer are its to undo
@@ -552,7 +565,7 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
             reach = Reach(snap, [plan.optimizer] if plan.optimizer is not optimizer else [], mine, adapters)
         for i in range(steps):
             guard.check()  # an interrupt held back in vramnb's own bookkeeping stops here
-            res, err = _one_step(plan, module_depth, trace, i, reach)
+            res, err = _one_step(plan, module_depth, trace, i, reach, effects)
             results.append(res)
             if err is not None:
                 break
@@ -576,6 +589,8 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     if recipe is not None:
         name = f"{name} · {recipe.describe()}" if not label else name
     report = StepReport(str(device), method, results, name, versions=versions(device))
+    report.warnings.extend(effects.warnings())  # techniques that had no effect in the steps
+    del effects  # it refers to the model's modules
     report.notes.extend(plan.notes)
     if aside is not None:
         report.notes.append(f"your optimizer's state ({format_bytes(aside.nbytes)}) was moved to host memory for "

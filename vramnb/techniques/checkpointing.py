@@ -22,6 +22,7 @@ import torch
 from torch.utils import checkpoint as ckpt
 
 from .._checks import InputError
+from .._no_effect import Wrapped
 from .._plan import StepPlan
 from .registry import Technique, register
 
@@ -70,7 +71,9 @@ def _policy() -> Any:
     return policy
 
 
-def _wrap(block: torch.nn.Module, selective: bool) -> Any:
+def _wrap(block: torch.nn.Module, selective: bool, record: Wrapped) -> Any:
+    """Checkpoint ``block``'s forward; ``record`` counts its calls and the runs of
+    its original forward (a run beyond the calls is a recompute in backward)."""
     had = "forward" in block.__dict__
     previous = block.__dict__.get("forward")
     original = block.forward
@@ -78,8 +81,13 @@ def _wrap(block: torch.nn.Module, selective: bool) -> Any:
     if selective:
         extra["context_fn"] = functools.partial(ckpt.create_selective_checkpoint_contexts, _policy())
 
+    def run(*args: Any, **kwargs: Any) -> Any:
+        record.runs += 1
+        return original(*args, **kwargs)
+
     def forward(*args: Any, **kwargs: Any) -> Any:
-        return ckpt.checkpoint(original, *args, use_reentrant=False, **extra, **kwargs)
+        record.calls += 1
+        return ckpt.checkpoint(run, *args, use_reentrant=False, **extra, **kwargs)
 
     block.forward = forward
 
@@ -140,9 +148,12 @@ class Checkpointing(Technique):
     def apply(cls, plan: StepPlan, value: Any) -> None:
         blocks = find_blocks(plan.model, getattr(plan, "blocks", "auto"))
         every = {"every block": 1, "every 2nd block": 2, "every 4th block": 4, "selective": 1}[value]
+        names = {id(m): n for n, m in plan.model.named_modules()}
         for i, block in enumerate(blocks):
             if i % every == 0:
-                plan.undo.append(_wrap(block, selective=value == "selective"))
+                record = Wrapped(names.get(id(block), f"block {i}"))
+                plan.checkpointed.append(record)
+                plan.undo.append(_wrap(block, selective=value == "selective", record=record))
 
     @classmethod
     def describe(cls, value: Any) -> str:

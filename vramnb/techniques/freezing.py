@@ -45,6 +45,9 @@ class Freeze(Technique):
         frozen = _frozen_params(plan.model, value)
         if not frozen:
             return f"found nothing to freeze for {value!r} in {type(plan.model).__name__}"
+        if not any(p.requires_grad for p in frozen):
+            return (f"freezing {value!r} would change nothing: its {len({id(p) for p in frozen})} parameter(s) are "
+                    "already frozen (requires_grad=False)")
         if len({id(p) for p in frozen}) >= len({id(p) for p in plan.model.parameters()}):
             return f"{value!r} would freeze every parameter of {type(plan.model).__name__}: nothing left to train"
         return None

@@ -26,10 +26,32 @@ class ActivationOffload(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        packed = [0]  # tensors its pack hook moved, over the steps
+
+        def counted(ctx: Any) -> Any:
+            pack = ctx.pack_hook  # saved_tensors_hooks keeps its hooks as attributes and pushes them on __enter__
+
+            def pack_hook(t: torch.Tensor) -> Any:
+                packed[0] += 1
+                return pack(t)
+
+            ctx.pack_hook = pack_hook
+            return ctx
+
         if plan.modelled:
-            plan.forward_contexts.append(_modelled_offload)
+            plan.forward_contexts.append(lambda: counted(_modelled_offload()))
         else:
-            plan.forward_contexts.append(lambda: torch.autograd.graph.save_on_cpu(pin_memory=True))
+            plan.forward_contexts.append(lambda: counted(torch.autograd.graph.save_on_cpu(pin_memory=True)))
+
+        def check() -> str | None:
+            if packed[0]:
+                return None
+            why = (f"the step runs forward only (mode={plan.mode!r}), so nothing is saved for backward"
+                   if plan.mode != "train" else
+                   "autograd saved no tensor under it (nothing in the forward requires grad)")
+            return f"activation offload moved nothing to host memory: {why}"
+
+        plan.checks.append(check)
 
     @classmethod
     def describe(cls, value: Any) -> str:

@@ -100,6 +100,8 @@ class OptimizerChoice(Technique):
     def apply(cls, plan: StepPlan, value: Any) -> None:
         params = [p for p in plan.model.parameters() if p.requires_grad]
         plan.optimizer = build(value, params, _lr(plan))
+        if value == "AdamW 8-bit":
+            plan.optimizer_state_bits = 8  # promised: checked against the state after the step (vramnb._no_effect)
 
     @classmethod
     def describe(cls, value: Any) -> str:

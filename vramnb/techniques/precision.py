@@ -36,6 +36,12 @@ class MixedPrecision(Technique):
         dev = plan.device
         if value == "fp8" and plan.modelled:
             return "estimates do not model fp8 (torchao's Float8Linear); measure it on the GPU"
+        if value == "fp8":
+            linears = [m for m in plan.model.modules() if isinstance(m, torch.nn.Linear)]
+            if not any(_fp8_eligible(m) for m in linears):
+                return (f"fp8 would change nothing: none of the {len(linears)} nn.Linear layer(s) of "
+                        f"{type(plan.model).__name__} has both dimensions divisible by 16, which torchao's "
+                        "Float8Linear needs")
         if plan.modelled == "cuda":
             return None  # an estimate for a CUDA card: bf16 and fp16 are modelled
         if value == "fp16" and dev.type != "cuda":
@@ -70,6 +76,11 @@ class MixedPrecision(Technique):
         return {"bf16": "bf16 autocast", "fp16": "fp16 autocast + GradScaler", "fp8": "fp8 (torchao)"}.get(value, value)
 
 
+def _fp8_eligible(m: torch.nn.Linear) -> bool:
+    """A linear layer torchao's fp8 matmuls take: both dimensions multiples of 16."""
+    return m.in_features % 16 == 0 and m.out_features % 16 == 0
+
+
 def _convert_fp8(plan: StepPlan) -> None:
     """Swap eligible ``nn.Linear`` layers for torchao's Float8Linear (sharing the
     same parameters) for the step, and swap the originals back afterwards."""
@@ -83,4 +94,8 @@ def _convert_fp8(plan: StepPlan) -> None:
             setattr(parent, name, child)
 
     plan.undo.append(undo)  # before converting: a conversion that fails half-way is undone too
-    convert_to_float8_training(plan.model, module_filter_fn=lambda m, fqn: m.in_features % 16 == 0 and m.out_features % 16 == 0)
+    convert_to_float8_training(plan.model, module_filter_fn=lambda m, fqn: _fp8_eligible(m))
+    eligible = sum(1 for _, _, child in originals if _fp8_eligible(child))
+    if eligible < len(originals):
+        plan.notes.append(f"fp8: {eligible} of the {len(originals)} nn.Linear layers converted; the others' dimensions "
+                          "are not multiples of 16 and stay in their dtype")
