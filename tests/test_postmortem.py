@@ -36,7 +36,8 @@ def test_cpu_state_is_taken_at_the_failure_not_after_unwinding():
             _build_and_fail(refs)
     oom = m.report.oom
     assert oom is not None and oom.state is not None and oom.state.at_failure
-    assert oom.live == oom.state.allocated == 4 * MiB  # the failing frame's list, alive at the failure
+    # the failing frame's list, alive at the failure (the tracker counts the whole process: from the block's start)
+    assert oom.live == oom.state.allocated == m.report.start_allocated + 4 * MiB
     assert oom.requested == 1 << 60
     where, var, nbytes = oom.state.frames[0]
     assert (var, nbytes) == ("keep", 4 * MiB) and where.startswith("_build_and_fail:")
@@ -53,7 +54,7 @@ def test_cell_report_shows_the_post_mortem(ip):
     assert isinstance(res.error_in_exec, RuntimeError)  # the user's error is unchanged
     rep = vramnb.history()[-1]
     text = str(rep._table())
-    assert "with 8.0 MiB allocated at the failure" in text
+    assert rep.oom.state.allocated - rep.start_allocated == 8 * MiB and "allocated at the failure" in text
     assert "verdict: capacity" in text
     assert "held by the failing frames: keep 8.0 MiB (build:3)" in text
     assert "verdict: capacity" in rep._repr_mimebundle_()["text/html"]
