@@ -213,8 +213,11 @@ _SKIP = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file
 
 
 def _user_frame(frame: Any) -> bool:
+    """A frame of the user's code, not a module's top level (whose locals are the namespace the
+    holders already cover), torch's, vramnb's or IPython's."""
     f = frame.f_code.co_filename
-    return not f.startswith(_SKIP) and "/IPython/" not in f and not f.startswith("<frozen")
+    return (frame.f_code.co_name != "<module>" and not f.startswith(_SKIP) and "/IPython/" not in f
+            and not f.startswith("<frozen"))
 
 
 def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, int]]:
