@@ -90,10 +90,11 @@ def verdict(s: OOMState) -> Verdict:
             f"{fmt(room_new)} the card still allows ≥ {fmt(req)}), but the largest free block is {fmt(largest)}: "
             "fragmentation, not capacity",
             0,
-            [Fix("let segments grow in place instead of splitting into fixed blocks (set before CUDA starts: "
-                 "restart the kernel)", 'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"',
-                 free_segments),
-             Fix("allocate the largest tensors first (warm up with the longest sequence / largest batch)", "")])
+            [Fix(f"free the small live tensors that split the free space, or allocate the large one first "
+                 f"(warm up with the longest sequence / largest batch)", "", free_segments),
+             Fix("where sizes keep growing (variable lengths), let segments grow in place; it does not close holes "
+                 "between live tensors (measured, notebook 09); set before CUDA starts: restart the kernel",
+                 'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"')])
     need = s.allocated + req  # live blocks and the request, were all free space one block
     outside = (s.non_pytorch or 0) + (s.other_processes or 0)  # on the card, not this process's allocator
     if capped and need > limit and need + outside <= s.total:
