@@ -118,11 +118,16 @@ def test_capture_is_delivered_only_while_listening():
 def test_cell_that_grows_on_every_rerun_names_the_variable(ip):
     run(ip, "keep = []")
     cell = "%%vram -d cpu\nkeep.append(torch.ones(1 << 18))"  # 1 MiB more each run
+    seen = []
     for _ in range(3):
         run(ip, cell)
+        seen.append(any("each run of this cell" in n for n in vramnb.history()[-1].notes))
+    assert seen == [False, False, True]  # only from the third run
     notes = vramnb.history()[-1].notes
-    assert any(n.startswith("each run of this cell leaves 1.0 MiB more (3 runs): keep grew by 1.0 MiB") for n in notes)
-    assert not any("each run of this cell" in n for n in vramnb.history()[-2].notes)  # only from the third run
+    assert any(n.startswith("each run of this cell leaves 1.0 MiB more (3 runs in a row): keep grew by 1.0 MiB")
+               for n in notes)
+    run(ip, cell)
+    assert any("(4 runs in a row)" in n for n in vramnb.history()[-1].notes)  # it counts on
     run(ip, "%%vram -d cpu\nx = torch.ones(1 << 18)")  # rebinding: the same bytes, not growing
     run(ip, "%%vram -d cpu\nx = torch.ones(1 << 18)")
     run(ip, "%%vram -d cpu\nx = torch.ones(1 << 18)")
@@ -156,3 +161,41 @@ def test_reserved_growth_verdict_reads_the_numbers():
     assert "expandable_segments:True" in note
     rep.end_allocated = rep.start_allocated + 4 * GiB  # allocated grew too: a real growth, no verdict
     assert reserved_growth(rep) is None
+
+
+def test_cpu_process_limit_is_the_per_process_cap_verdict():
+    # ulimit -v / resource.setrlimit(RLIMIT_AS): the system has the memory, this process may not take it
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import resource, torch, vramnb
+        from vramnb.diagnose._postmortem import process_limit
+        with open("/proc/self/status") as f:
+            vm = [int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmSize:")][0]
+        resource.setrlimit(resource.RLIMIT_AS, (vm + 512 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        try:
+            with vramnb.vram("cpu", record=False) as m:
+                torch.empty(2**30, dtype=torch.uint8)
+        except RuntimeError:
+            pass
+        v = m.report.oom.verdict
+        assert m.report.oom.state.at_failure and m.report.oom.state.cap == vm + 512 * 2**20, m.report.oom.state
+        assert v.kind == "per-process cap", v
+        assert 0 < m.report.oom.state.cap_room < 512 * 2**20 and "RLIMIT_AS" in v.fixes[0].code
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
+
+
+def test_capacity_fixes_name_the_holder_whose_deletion_frees_the_most():
+    s = OOMState("cpu", True, 256 * MiB, 900 * MiB, available=100 * MiB,
+                 holders=[("total", 884 * MiB, 884 * MiB), ("model", 30 * MiB, 0)])
+    v = verdict(s)
+    assert v.kind == "capacity" and v.short_by == 156 * MiB
+    assert v.fixes[0].code == "del total" and v.fixes[0].saving == 884 * MiB
+    assert all(f.code != "del model" for f in v.fixes)  # deleting it frees nothing
+    huge = verdict(OOMState("cpu", True, 1 << 50, MiB, available=100 * MiB))
+    assert [f.code for f in huge.fixes] == [""]  # one request larger than the device: a shape to read, nothing else

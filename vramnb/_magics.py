@@ -161,10 +161,10 @@ class VramMagics(Magics):
             display(obj)
 
     def _holders_fn(self, device: Any) -> Any:
-        def top() -> list[tuple[str, int]]:
+        def top() -> list[tuple[str, int, int]]:
             dev = resolve_device(device)
-            rows = find_holders(self.shell.user_ns, dev, skip=self.shell.user_ns_hidden, limit=3)
-            return [(h.name, h.unique) for h in rows]
+            rows = find_holders(self.shell.user_ns, dev, skip=self.shell.user_ns_hidden, limit=3, entries=False)
+            return [(h.name, h.nbytes, h.unique) for h in rows]
 
         return top
 
@@ -184,7 +184,7 @@ class VramMagics(Magics):
         def sizes() -> list[tuple[str, int]]:
             dev = resolve_device(device)
             return [(h.name, h.unique) for h in find_holders(self.shell.user_ns, dev, skip=self.shell.user_ns_hidden,
-                                                             limit=50)]
+                                                             limit=50, entries=False)]
 
         return sizes
 
@@ -192,7 +192,7 @@ class VramMagics(Magics):
         def hidden() -> list[tuple[str, int]]:
             dev = resolve_device(device)
             objs = {name: obj for name, (_, obj) in hidden_holders(self.shell).items()}
-            return [(h.name, h.unique) for h in find_holders(objs, dev, limit=5) if h.unique]
+            return [(h.name, h.unique) for h in find_holders(objs, dev, limit=5, entries=False) if h.unique]
 
         return hidden
 

@@ -37,7 +37,7 @@ from ._oom import is_oom, requested_bytes
 from ._versions import versions
 from .diagnose import OOMState, install_cuda_observer, reserved_growth, verdict
 from .diagnose._one_time import new_workspaces, workspace_note
-from .diagnose._postmortem import listening
+from .diagnose._postmortem import listening, process_limit
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
 from ._render import Rendered, Table, dataframe
 from ._report import CellReport, OOMInfo
@@ -385,7 +385,8 @@ def _post_mortem(m: Measurement, exc: BaseException, end: Any) -> OOMInfo:
     asked = requested_bytes(exc)
     state = m.oom_state
     if state is None and m.device.type == "cpu":
-        state = OOMState("cpu", False, asked, end.allocated, available=end.free)
+        cap, room = process_limit()
+        state = OOMState("cpu", False, asked, end.allocated, cap=cap, available=end.free, cap_room=room)
     elif state is None:
         state = OOMState(str(m.device), False, asked, end.allocated, end.reserved, end.total, None, end.free,
                          None, end.non_pytorch)

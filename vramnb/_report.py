@@ -29,7 +29,8 @@ class OOMInfo:
             message did not say).
         live: bytes allocated on the device at the failure (when the post-mortem caught
             it, else when the error was caught, after unwinding).
-        holders: ``(variable name, bytes)`` of the variables holding the most.
+        holders: ``(variable, bytes it keeps alive, bytes deleting it alone frees)`` of the
+            variables holding the most.
         message: the first line of the error message.
         state: the device's state at the failure (:class:`vramnb.diagnose.OOMState`).
         verdict: why it failed and what to do (:class:`vramnb.diagnose.Verdict`).
@@ -37,7 +38,7 @@ class OOMInfo:
 
     requested: int | None
     live: int
-    holders: list[tuple[str, int]] = field(default_factory=list)
+    holders: list[tuple[Any, ...]] = field(default_factory=list)
     message: str = ""
     state: OOMState | None = None
     verdict: Verdict | None = None
@@ -75,7 +76,7 @@ class CellReport(Rendered):
         sources: with ``--breakdown``: ``(source, bytes at start, at end, at
             the peak)`` per source (``parameters of model``, ``state of opt``,
             ``activations``, ...).
-        versions: what it was measured with (``torch``, ``cuda``, ``gpu``,
+        versions: what it was measured with (``vramnb``, ``torch``, ``cuda``, ``gpu``,
             ``python``, ``ipython``), so that two machines' numbers compare.
     """
 
@@ -137,7 +138,7 @@ class CellReport(Rendered):
         rec["notes"] = "; ".join(self.notes + self.warnings)
         rec.pop("sources")
         versions = rec.pop("versions")
-        for k in ("torch", "cuda", "gpu", "python", "ipython"):
+        for k in ("vramnb", "torch", "cuda", "gpu", "python", "ipython"):
             rec[k] = versions.get(k)
         if self.oom is not None and self.oom.verdict is not None:
             rec["oom_verdict"] = self.oom.verdict.kind
@@ -221,5 +222,13 @@ def oom_lines(oom: OOMInfo) -> list[str]:
         top = ", ".join(f"{var} {fmt(n)} ({where})" for where, var, n in st.frames[:4])
         lines.append(f"held by the failing frames: {top}")
     if oom.holders:
-        lines.append("largest holders: " + ", ".join(f"{n} {fmt(b)}" for n, b in oom.holders))
+        lines.append("largest holders: " + ", ".join(_holder_text(h) for h in oom.holders))
     return lines
+
+
+def _holder_text(h: tuple) -> str:
+    """``name holds X (deleting it frees Y)``; a pair ``(name, bytes)`` reads as before."""
+    if len(h) == 2:
+        return f"{h[0]} {format_bytes(h[1])}"
+    name, holds, frees = h[:3]
+    return f"{name} {format_bytes(holds)}" + (f" (deleting it frees {format_bytes(frees)})" if frees != holds else "")

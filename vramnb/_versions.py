@@ -18,14 +18,16 @@ _CACHE: dict[str, dict[str, str]] = {}
 
 
 def versions(device: Any = "cpu") -> dict[str, str]:
-    """``{"torch", "cuda", "gpu", "python", "ipython"}`` for ``device`` (a ``torch.device``
+    """``{"vramnb", "torch", "cuda", "gpu", "python", "ipython"}`` for ``device`` (a ``torch.device``
     or its name); ``cuda`` and ``gpu`` are absent on a CPU device, ``ipython`` outside IPython."""
     dev = torch.device(device)
     key = str(dev)
     if key in _CACHE:
         out = dict(_CACHE[key])
     else:
-        out = {"torch": torch.__version__, "python": platform.python_version()}
+        from . import __version__
+
+        out = {"vramnb": __version__, "torch": torch.__version__, "python": platform.python_version()}
         if dev.type == "cuda":
             out["cuda"] = str(torch.version.cuda)
         # the GPU's name only once CUDA is initialised: asking would create the context

@@ -49,18 +49,19 @@ class Regrowth:
         Returns the verdict line when this run completes the pattern."""
         key = hashlib.sha1(source.strip().encode()).hexdigest()
         runs = self._deltas.setdefault(key, [])
-        runs.append(delta)
-        del runs[:-self.RUNS]
-        same = delta > 0 and len(runs) >= 2 and runs[-2] == delta
-        if not same:
+        if not runs or runs[-1] != delta or delta <= 0:
+            runs.clear()
+        runs.append(delta)  # the runs in a row that left the same bytes more
+        if delta <= 0 or len(runs) < 2:
             self._sizes.pop(key, None)
             return None
         sizes = dict(holders())
         before = self._sizes.get(key)
         self._sizes[key] = sizes
-        if len(runs) < self.RUNS or len(set(runs)) != 1 or before is None:
+        if len(runs) < self.RUNS or before is None:
             return None
         grew = sorted(((sizes[n] - before.get(n, 0), n) for n in sizes), reverse=True)
         who = f": {grew[0][1]} grew by {format_bytes(grew[0][0])}" if grew and grew[0][0] > 0 else ""
-        return (f"each run of this cell leaves {format_bytes(delta)} more ({len(runs)} runs){who}: it keeps what each "
-                "run makes (a list appended to; total += loss keeps every step's graph: use loss.item())")
+        return (f"each run of this cell leaves {format_bytes(delta)} more ({len(runs)} runs in a row){who}: it keeps "
+                "what each run makes (a list appended to; a tensor summed with a loss keeps every step's graph: "
+                "add loss.item() instead)")

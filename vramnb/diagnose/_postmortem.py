@@ -31,7 +31,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["OOMState", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block"]
+__all__ = ["OOMState", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block",
+           "process_limit"]
 
 
 @dataclass
@@ -52,7 +53,10 @@ class OOMState:
         other_processes: device memory other processes held (NVML), else ``None``.
         available: memory the system still offered (CPU: ``MemAvailable``).
         frames: ``(frame, variable, bytes)`` of tensors on the device the failing frames held.
-        holders: ``(variable, bytes)``, the largest holders in the notebook's namespace.
+        holders: ``(variable, bytes it keeps, bytes deleting it frees)``, the largest holders in
+            the notebook's namespace.
+        cap_room: bytes the process's own limit still allowed (CPU: ``RLIMIT_AS``/``RLIMIT_DATA``
+            less what it used), where one is set.
         hidden: bytes held out of sight (output history, kept exceptions, graphs), ``hidden_by`` by name.
     """
 
@@ -69,9 +73,10 @@ class OOMState:
     other_processes: int | None = None
     available: int | None = None
     frames: list[tuple[str, str, int]] = field(default_factory=list)
-    holders: list[tuple[str, int]] = field(default_factory=list)
+    holders: list[tuple[Any, ...]] = field(default_factory=list)
     hidden: int | None = None
     hidden_by: list[tuple[str, int]] = field(default_factory=list)
+    cap_room: int | None = None
 
 
 # -- where the state goes ---------------------------------------------------------------
@@ -190,11 +195,35 @@ def capture_cpu_oom(requested: int | None, allocated: int) -> None:
     if not _wanted("cpu"):
         return
     try:
-        state = OOMState("cpu", True, requested, allocated, available=_mem_available(),
-                         frames=frame_holders(torch.device("cpu")))
+        cap, room = process_limit()
+        state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
+                         frames=frame_holders(torch.device("cpu")), cap_room=room)
     except Exception:  # noqa: BLE001
         return
     _deliver(state)
+
+
+def process_limit() -> tuple[int | None, int | None]:
+    """``(limit, room)``: the tightest of this process's address-space and data limits
+    (``resource.RLIMIT_AS`` against ``VmSize``, ``RLIMIT_DATA`` against ``VmData`` in
+    ``/proc/self/status``), and the bytes it still allows; ``(None, None)`` where none is set."""
+    try:
+        import resource
+
+        with open("/proc/self/status") as f:
+            used = {k: int(v.split()[0]) * 1024 for k, v in (ln.split(":", 1) for ln in f if ":" in ln)
+                    if k in ("VmSize", "VmData")}
+    except (ImportError, OSError, ValueError):
+        return None, None
+    best: tuple[int | None, int | None] = (None, None)
+    for lim, key in ((resource.RLIMIT_AS, "VmSize"), (resource.RLIMIT_DATA, "VmData")):
+        soft = resource.getrlimit(lim)[0]
+        if soft == resource.RLIM_INFINITY or key not in used:
+            continue
+        room = max(0, soft - used[key])
+        if best[1] is None or room < best[1]:
+            best = (soft, room)
+    return best
 
 
 def _mem_available() -> int | None:

@@ -68,11 +68,23 @@ def verdict(s: OOMState) -> Verdict:
     """The verdict for the state ``s`` (see the module docstring)."""
     req = s.requested or 0
     fmt = format_bytes
-    if s.reserved is None or s.total is None:  # CPU: only capacity and what is held out of sight
-        short = None if s.available is None else max(0, req - s.available)
-        if s.hidden and req and s.available is not None and s.hidden + s.available >= req:
+    if s.reserved is None or s.total is None:  # CPU: the process's own limit, out of sight, capacity
+        if s.cap_room is not None and req > s.cap_room and (s.available is None or req <= s.available):
+            return Verdict(
+                "per-process cap",
+                f"the allocation of {fmt(req)} is more than the {fmt(s.cap_room)} this process's own limit still "
+                f"allows (address space or data: ulimit -v, resource.setrlimit), of {fmt(s.cap or 0)}; the system "
+                f"has {fmt(s.available) if s.available is not None else 'more'} available",
+                req - s.cap_room,
+                [Fix("raise the process's limit (up to its hard limit)",
+                     "import resource; resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, "
+                     "resource.RLIM_INFINITY))")] + _capacity_fixes(s))
+        room = s.available if s.cap_room is None else min(s.cap_room, s.available if s.available is not None
+                                                            else s.cap_room)
+        short = None if room is None else max(0, req - room)
+        if s.hidden and short is not None and s.hidden >= short > 0:
             return _hidden(s, req, short)
-        where = f"{fmt(s.available)} available" if s.available is not None else "the memory the system gives"
+        where = f"{fmt(room)} available" if room is not None else "the memory the system gives"
         return Verdict("capacity", f"the allocation of {fmt(req)} needs more than {where}, with "
                                    f"{fmt(s.allocated)} of tensors alive at the failure", short, _capacity_fixes(s))
     limit = _limit(s)
@@ -125,19 +137,27 @@ def _hidden(s: OOMState, req: int, short: int | None) -> Verdict:
     names = ", ".join(f"{n} {format_bytes(b)}" for n, b in s.hidden_by[:3])
     return Verdict("held out of sight",
                    f"the notebook holds {format_bytes(s.hidden or 0)} out of sight ({names}); without it "
-                   f"{format_bytes(req)} would fit", short,
-                   [Fix("release what the output history, kept exceptions and graphs hold", "%vram free", s.hidden)]
-                   + _capacity_fixes(s))
+                   f"{format_bytes(req)} would fit", short, _capacity_fixes(s))
 
 
 def _capacity_fixes(s: OOMState) -> list[Fix]:
+    """The fixes for memory that does not suffice, best first: what the notebook holds out of
+    sight, the variables whose deletion frees the most, then the training techniques (none
+    for a single request larger than the whole device: a shape to read, not memory to save)."""
     fixes = []
-    room = s.available if s.reserved is None else _limit(s)
-    if s.requested and room is not None and s.requested > room:
-        fixes.append(Fix("one request is larger than the whole device: read the shapes on the failing line "
-                         "(an unintended broadcast, a batch or sequence far too large)", ""))
     if s.hidden:
-        fixes.append(Fix("release what the notebook holds out of sight", "%vram free", s.hidden))
+        fixes.append(Fix("release what the output history, kept exceptions and graphs hold", "%vram free", s.hidden))
+    # all the device could give this process: its limit (CUDA), or what is available plus what tensors hold (CPU)
+    room = _limit(s) if s.reserved is not None else (None if s.available is None and s.cap_room is None else
+                                                     min(x for x in (s.available, s.cap_room) if x is not None)
+                                                     + s.allocated)
+    if s.requested and room is not None and s.requested > room:
+        return [Fix("one request is larger than the whole device: read the shapes on the failing line "
+                    "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
+    for h in s.holders:  # (name, holds, frees)
+        if len(h) >= 3 and h[2] >= max(s.requested or 0, 1) // 4 and h[2] > 0:
+            fixes.append(Fix(f"{h[0]} keeps {format_bytes(h[1])}; deleting it frees {format_bytes(h[2])}",
+                             f"del {h[0]}", h[2]))
     kind = s.device.split(":")[0]
     fixes += [Fix("find a batch that fits", "vramnb.max_batch_size(model, batch, loss_fn, optimizer)"),
               Fix("train in bf16 autocast", f"with torch.autocast({kind!r}, dtype=torch.bfloat16): loss = ..."),
