@@ -1,0 +1,223 @@
+"""Adversarial tests of the out-of-memory post-mortem and the holders walk it shares.
+
+Each test attacks one way the diagnosis could change the user's objects, results or
+exceptions: references kept through the failing frames' locals, user code run while
+inspecting (``__torch_function__``, overridden ``values``/``__getitem__``/``__iter__``,
+``__str__``), an exception of vramnb's replacing the user's, a report describing an
+earlier failure than the one that ended the block. Bytes are exact, from shapes."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from unittest import mock
+
+import pytest
+import torch
+from torch.utils._pytree import tree_map
+
+import vramnb
+from vramnb._holders import find_holders
+
+MiB = 2**20
+EIB = 1 << 60  # the CPU allocator refuses this
+
+
+def _fail() -> None:
+    torch.empty(EIB, dtype=torch.uint8)
+
+
+# -- the failing frames' locals ------------------------------------------------------------
+def test_postmortem_keeps_no_reference_through_a_frames_locals():
+    """A function that catches the error, deletes a tensor and retries (a batch search): the
+    post-mortem read its locals at the failure, and must not keep them alive (on Python < 3.13
+    ``frame.f_locals`` is a snapshot dict stored on the frame)."""
+    refs: list = []
+
+    def search() -> bool:
+        a = torch.ones(1 << 18)
+        refs.append(weakref.ref(a))
+        try:
+            _fail()
+        except RuntimeError:
+            del a
+            gc.collect()
+            return refs[0]() is None  # freed while this frame still runs
+
+    with vramnb.vram("cpu", record=False) as m:
+        freed = search()
+    assert freed
+    assert m.report.oom is None  # caught: the block itself did not fail
+
+
+def test_postmortem_runs_no_user_code_and_counts_every_layout():
+    """Locals holding a ``__torch_function__`` subclass, a sparse tensor, a wrapper subclass,
+    a mock that claims to be a tensor, a dict/list subclass with overridden accessors: none of
+    their code runs, and each is counted by the storages that hold its data."""
+
+    class Counting(torch.Tensor):
+        calls = 0
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            Counting.calls += 1
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    class LazyDict(dict):
+        calls = 0
+
+        def values(self):
+            LazyDict.calls += 1
+            return super().values()
+
+        def items(self):
+            LazyDict.calls += 1
+            return super().items()
+
+    class LazyList(list):
+        calls = 0
+
+        def __getitem__(self, i):
+            LazyList.calls += 1
+            return super().__getitem__(i)
+
+        def __iter__(self):
+            LazyList.calls += 1
+            return super().__iter__()
+
+    nnz = 1 << 16
+
+    def frame() -> None:
+        sub = torch.ones(1 << 18).as_subclass(Counting)  # 1 MiB
+        sp = torch.sparse_coo_tensor(torch.zeros(2, nnz, dtype=torch.int64), torch.ones(nnz), (4, 4))
+        mk = mock.MagicMock(spec=torch.Tensor)
+        d = LazyDict(a=torch.ones(1 << 17))  # 512 KiB
+        lst = LazyList([torch.ones(1 << 16)])  # 256 KiB
+        Counting.calls = 0
+        _fail()
+        del sub, sp, mk, d, lst
+
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        with vramnb.vram("cpu", record=False) as m:
+            frame()
+    got = {var: n for _, var, n in m.report.oom.state.frames}
+    assert got == {"sub": MiB, "sp": 2 * nnz * 8 + nnz * 4, "d": MiB // 2, "lst": MiB // 4}
+    assert (Counting.calls, LazyDict.calls, LazyList.calls) == (0, 0, 0)
+
+
+# -- the user's exception stays theirs ------------------------------------------------------
+class _StrRaises(RuntimeError):
+    def __str__(self) -> str:
+        raise ValueError("the user's __str__ fails")
+
+
+def test_an_error_whose_str_raises_is_not_replaced_at_the_end_of_the_block():
+    with pytest.raises(_StrRaises):
+        with vramnb.vram("cpu", record=False) as m:
+            raise _StrRaises()
+    assert m.report.exception == "_StrRaises" and m.report.oom is None
+
+
+class _Raising(torch.Tensor):
+    """A ``__torch_dispatch__`` subclass whose operators raise the user's own error."""
+
+    @staticmethod
+    def __new__(cls, elem):
+        return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype)
+
+    def __init__(self, elem):
+        self.elem = elem
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.add.Tensor:
+            raise _StrRaises()
+        unwrap = lambda t: t.elem if isinstance(t, _Raising) else t  # noqa: E731
+        return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+
+
+def test_an_error_whose_str_raises_is_not_replaced_at_the_failing_operator():
+    x = _Raising(torch.ones(4))
+    with pytest.raises(_StrRaises):
+        with vramnb.vram("cpu", record=False):
+            torch.add(x, x)
+
+
+# -- the report describes the failure that ended the block ----------------------------------
+def test_report_is_of_the_failure_that_ended_the_block_not_an_earlier_caught_one():
+    def build_and_fail():
+        keep = [torch.ones(1 << 18) for _ in range(2)]  # 2 MiB at the final failure
+        torch.empty(1 << 61, dtype=torch.uint8)
+        return keep
+
+    with pytest.raises(RuntimeError, match="2305843009213693952 bytes"):
+        with vramnb.vram("cpu", record=False) as m:
+            try:  # a batch search: the first try fails and is caught
+                _fail()
+            except RuntimeError:
+                pass
+            build_and_fail()
+    oom = m.report.oom
+    assert oom.requested == oom.state.requested == 1 << 61
+    assert [(var, n) for _, var, n in oom.state.frames] == [("keep", 2 * MiB)]
+
+
+# -- the holders walk (%vram, the re-run verdict, the holders at a failure) ------------------
+def test_holders_walk_runs_no_overridden_container_accessor():
+    class LazyDict(dict):
+        calls = 0
+
+        def values(self):
+            LazyDict.calls += 1
+            return super().values()
+
+        def items(self):
+            LazyDict.calls += 1
+            return super().items()
+
+    class LazyList(list):
+        calls = 0
+
+        def __iter__(self):
+            LazyDict.calls += 1
+            return super().__iter__()
+
+    class LazyTuple(tuple):
+        def __iter__(self):
+            LazyDict.calls += 1
+            return super().__iter__()
+
+    ns = {"d": LazyDict(a=torch.ones(1 << 18)), "l": LazyList([torch.ones(1 << 17)]),
+          "t": LazyTuple((torch.ones(1 << 16),))}
+    rows = find_holders(ns, torch.device("cpu"))
+    assert {r.name: r.nbytes for r in rows} == {"d": MiB, "l": MiB // 2, "t": MiB // 4}
+    assert {e.name: e.nbytes for r in rows for e in r.entries} == {"d['a']": MiB, "l[0]": MiB // 2,
+                                                                    "t[0]": MiB // 4}
+    assert LazyDict.calls == 0
+
+
+def test_holders_walk_does_not_touch_mocks_or_run_torch_function():
+    """Mocks that claim to be a tensor, a module or a dict (``spec=``) record every call and
+    create a child on every attribute read; a ``__torch_function__`` subclass counts its calls:
+    the walk (``%vram``, the re-run verdict) reads through none of them."""
+
+    class Counting(torch.Tensor):
+        calls = 0
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            Counting.calls += 1
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    mocks = {"mt": mock.MagicMock(spec=torch.Tensor), "mm": mock.MagicMock(spec=torch.nn.Module),
+             "md": mock.MagicMock(spec=dict)}
+    holder = mock.MagicMock(spec=torch.nn.Module)
+    holder.cache = torch.ones(1 << 18)  # a mock that does hold a tensor: 1 MiB
+    sub = torch.ones(1 << 17).as_subclass(Counting)  # 512 KiB
+    Counting.calls = 0
+    ns = {**mocks, "holder": holder, "box": [mocks["mt"], sub]}
+    rows = find_holders(ns, torch.device("cpu"))
+    assert {r.name: r.nbytes for r in rows} == {"holder": MiB, "box": MiB // 2}
+    assert Counting.calls == 0
+    for m in [*mocks.values(), holder]:
+        assert m.mock_calls == [] and not m._mock_children, m
