@@ -221,3 +221,44 @@ def test_holders_walk_does_not_touch_mocks_or_run_torch_function():
     assert Counting.calls == 0
     for m in [*mocks.values(), holder]:
         assert m.mock_calls == [] and not m._mock_children, m
+
+
+# -- profile_step's global module hooks (the no-effect checks) -------------------------------
+def test_no_effect_hooks_run_no_user_code_on_module_outputs():
+    """Under autocast the global forward hook reads every module's output: a
+    ``__torch_function__`` subclass and a dict subclass with an overridden ``values`` (the
+    user's code) are read without running either."""
+    import traceback
+
+    hits: list[str] = []
+
+    class Counting(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if any(f.filename.endswith("_no_effect.py") for f in traceback.extract_stack()):
+                hits.append(str(func))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    class LazyOut(dict):
+        def values(self):
+            hits.append("values")
+            return super().values()
+
+    class Scale(torch.nn.Module):  # elementwise only: autocast lowers nothing, every output is read
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(8))
+
+        def forward(self, x):
+            return LazyOut(y=(x * self.w).as_subclass(Counting))
+
+    model = torch.nn.Sequential()
+    model.add_module("s", Scale())
+
+    def loss_fn(m, b):
+        with torch.autocast("cpu", torch.bfloat16):
+            return m.s(b)["y"].float().sum()
+
+    rep = vramnb.profile_step(model, torch.randn(4, 8), loss_fn, None, steps=1)
+    assert hits == []
+    assert any("torch.autocast('cpu', bfloat16) changed nothing" in w for w in rep.warnings)
