@@ -262,3 +262,95 @@ def test_no_effect_hooks_run_no_user_code_on_module_outputs():
     rep = vramnb.profile_step(model, torch.randn(4, 8), loss_fn, None, steps=1)
     assert hits == []
     assert any("torch.autocast('cpu', bfloat16) changed nothing" in w for w in rep.warnings)
+
+
+# -- in a notebook ------------------------------------------------------------------------
+from tests.conftest import run  # noqa: E402
+
+
+def test_batch_search_cell_keeps_its_result_and_frees_what_it_deleted(ip):
+    """A %%vram cell that tries a batch too big, catches the error, frees and retries: its
+    result, Out[n] and the freed tensor are as without vramnb."""
+    run(ip, "import gc, weakref\n"
+            "def search(sizes):\n"
+            "    held = torch.ones(1 << 18)\n"
+            "    ref = weakref.ref(held)\n"
+            "    for n in sizes:\n"
+            "        try:\n"
+            "            return torch.empty(n, dtype=torch.uint8).numel(), None\n"
+            "        except RuntimeError:\n"
+            "            del held\n"
+            "            gc.collect()\n"
+            "            freed = ref() is None\n"
+            "    return None, None")
+    run(ip, "def search2(sizes):\n"
+            "    held = torch.ones(1 << 18)\n"
+            "    ref = weakref.ref(held)\n"
+            "    out = []\n"
+            "    for n in sizes:\n"
+            "        try:\n"
+            "            out.append(torch.empty(n, dtype=torch.uint8).numel())\n"
+            "        except RuntimeError:\n"
+            "            del held\n"
+            "            gc.collect()\n"
+            "            out.append(ref() is None)\n"
+            "    return out")
+    res, _ = run(ip, f"%%vram -d cpu\nsearch2([{EIB}, 1 << 20])")
+    assert res.error_in_exec is None and res.result == [True, 1 << 20]
+    assert vramnb.history()[-1].oom is None and vramnb.history()[-1].exception is None
+
+
+def test_vram_on_cell_whose_error_str_raises_keeps_the_users_error(ip):
+    run(ip, "class StrRaises(RuntimeError):\n    def __str__(self):\n        raise ValueError('no str')")
+    run(ip, "%vram on -d cpu -q")
+    try:  # not stored in history: IPython's own storing of the error calls str() and fails
+        res = ip.run_cell("raise StrRaises()", store_history=False)
+    finally:
+        run(ip, "%vram off")
+    assert type(res.error_in_exec).__name__ == "StrRaises"
+
+
+def test_regrowth_verdict_and_vram_touch_no_lazy_attribute(ip):
+    """The re-run verdict and ``%vram`` (with a last exception, whose frames are looked for
+    among the notebook's variables) scan the namespace: lazy properties that allocate,
+    ``__getattr__`` counters and a dict subclass loading its values lazily stay untouched;
+    the verdict names the list that grew by exactly the bytes each run adds."""
+    run(ip, "class Lazy:\n"
+            "    reads = 0\n"
+            "    def __init__(self):\n        self.small = torch.ones(4)\n"
+            "    @property\n"
+            "    def big(self):\n        Lazy.reads += 1\n        return torch.ones(1 << 20)\n"
+            "    def __getattr__(self, name):\n        Lazy.reads += 1\n        return torch.ones(1 << 20)\n"
+            "class LazyMap(dict):\n"
+            "    def values(self):\n        Lazy.reads += 1\n        return super().values()\n"
+            "    def items(self):\n        Lazy.reads += 1\n        return super().items()\n"
+            "    def __iter__(self):\n        Lazy.reads += 1\n        return super().__iter__()\n"
+            "lazy, lmap, grow = Lazy(), LazyMap(t=torch.ones(8)), []")
+    cell = "%%vram -d cpu\ngrow.append(torch.ones(1 << 16))"  # 256 KiB more each run
+    for _ in range(3):
+        run(ip, cell)
+    notes = vramnb.history()[-1].notes
+    assert any(n.startswith("each run of this cell leaves 256.0 KiB more (3 runs): grow grew by 256.0 KiB")
+               for n in notes), notes
+    assert ip.user_ns["Lazy"].reads == 0
+    ip.run_cell("def fails():\n    x = torch.ones(1 << 16)\n    1 / 0\nfails()")  # a last exception
+    res, _ = run(ip, "%vram")
+    assert res.error_in_exec is None
+    assert ip.user_ns["Lazy"].reads == 0
+
+
+def test_a_class_with_an_unhashable_metaclass_breaks_no_measurement():
+    """A metaclass defining ``__eq__`` without ``__hash__`` makes its classes unhashable; one
+    instance anywhere in the process must not break a CPU measurement (its storage scan
+    groups the live objects by type) or ``%vram``'s holders."""
+
+    class Meta(type):
+        def __eq__(cls, other):
+            return cls is other
+
+    obj = Meta("C", (), {})()
+    with vramnb.vram("cpu", record=False) as m:
+        x = torch.ones(1 << 18)
+    assert m.report.delta_allocated == MiB
+    rows = find_holders({"obj": obj, "x": x}, torch.device("cpu"))
+    assert [(r.name, r.nbytes) for r in rows] == [("x", MiB)]
