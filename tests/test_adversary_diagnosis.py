@@ -354,3 +354,38 @@ def test_a_class_with_an_unhashable_metaclass_breaks_no_measurement():
     assert m.report.delta_allocated == MiB
     rows = find_holders({"obj": obj, "x": x}, torch.device("cpu"))
     assert [(r.name, r.nbytes) for r in rows] == [("x", MiB)]
+
+
+def test_profile_step_leaves_the_users_global_module_hooks_firing_as_before():
+    from torch.nn.modules import module as mod
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    x = torch.randn(4, 8)
+    log: list = []
+    handles = [mod.register_module_forward_pre_hook(lambda m, a: log.append(("pre", type(m).__name__))),
+               mod.register_module_forward_hook(lambda m, a, o: log.append(("post", type(m).__name__))),
+               mod.register_module_forward_hook(lambda m, a, o: o * 2 if isinstance(m, torch.nn.ReLU) else None)]
+    try:
+        before = (dict(mod._global_forward_pre_hooks), dict(mod._global_forward_hooks))
+        model(x)
+        one_forward = list(log)
+        log.clear()
+
+        def loss_fn(m, b):
+            return m(b).sum()
+
+        vramnb.profile_step(model, x, loss_fn, None, steps=2)
+        assert log == one_forward * 2  # the user's hooks fired for each step's forward, in order
+        assert (dict(mod._global_forward_pre_hooks), dict(mod._global_forward_hooks)) == before
+
+        def raising(m, a, o):
+            raise ValueError("the user's hook")
+
+        handles.append(mod.register_module_forward_hook(raising))
+        with pytest.raises(ValueError, match="the user's hook"):
+            vramnb.profile_step(model, x, loss_fn, None, steps=1)
+        assert list(mod._global_forward_hooks) == [*before[1], handles[-1].id]
+        assert dict(mod._global_forward_pre_hooks) == before[0]
+    finally:
+        for h in handles:
+            h.remove()
