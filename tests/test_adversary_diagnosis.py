@@ -389,3 +389,31 @@ def test_profile_step_leaves_the_users_global_module_hooks_firing_as_before():
     finally:
         for h in handles:
             h.remove()
+
+
+def test_a_failure_not_seen_where_it_failed_is_not_given_an_earlier_ones_state():
+    """The block catches one failure (seen at the failing operator), then ends with another
+    one that no operator under the tracker raised (re-raised from a worker thread): the
+    report must not describe the first as if it were the second."""
+    import threading
+
+    box: list = []
+
+    def worker():
+        try:
+            torch.empty(1 << 61, dtype=torch.uint8)  # not under this thread's tracker
+        except RuntimeError as e:
+            box.append(e)
+
+    with pytest.raises(RuntimeError, match="2305843009213693952 bytes"):
+        with vramnb.vram("cpu", record=False) as m:
+            try:
+                _fail()
+            except RuntimeError:
+                pass
+            t = threading.Thread(target=worker)
+            t.start()
+            t.join()
+            raise box[0]
+    oom = m.report.oom
+    assert oom.requested == oom.state.requested == 1 << 61 and not oom.state.at_failure

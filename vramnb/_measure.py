@@ -379,11 +379,21 @@ def _safe_call(fn: Callable[[], list[tuple[str, int]]] | None) -> list[tuple[str
         return []
 
 
+def _same_request(captured: int | None, asked: int | None) -> bool:
+    """Whether a captured failure can be the one whose message asked for ``asked`` bytes (the
+    CUDA message rounds to two decimals of its unit: within 1 %; unknown on either side: yes)."""
+    if captured is None or asked is None:
+        return True
+    return abs(captured - asked) <= max(captured, asked) // 100
+
+
 def _post_mortem(m: Measurement, exc: BaseException, end: Any) -> OOMInfo:
     """The out-of-memory post-mortem: the state at the failure if it was caught there
     (else read now, after unwinding), the notebook's holders, and the verdict."""
     asked = requested_bytes(exc)
     state = m.oom_state
+    if state is not None and not _same_request(state.requested, asked):
+        state = None  # taken at another failure (one the block caught); this one was not seen where it failed
     if state is None and m.device.type == "cpu":
         state = OOMState("cpu", False, asked, end.allocated, available=end.free)
     elif state is None:
