@@ -198,8 +198,9 @@ def test_holders_walk_runs_no_overridden_container_accessor():
 
 def test_holders_walk_does_not_touch_mocks_or_run_torch_function():
     """Mocks that claim to be a tensor, a module or a dict (``spec=``) record every call and
-    create a child on every attribute read; a ``__torch_function__`` subclass counts its calls:
-    the walk (``%vram``, the re-run verdict) reads through none of them."""
+    create a child on every attribute read; a ``__torch_function__`` subclass counts its calls;
+    a ``weakref.proxy`` claims its referent's class but keeps nothing alive: the walk
+    (``%vram``, the re-run verdict) reads through none of them."""
 
     class Counting(torch.Tensor):
         calls = 0
@@ -215,7 +216,7 @@ def test_holders_walk_does_not_touch_mocks_or_run_torch_function():
     holder.cache = torch.ones(1 << 18)  # a mock that does hold a tensor: 1 MiB
     sub = torch.ones(1 << 17).as_subclass(Counting)  # 512 KiB
     Counting.calls = 0
-    ns = {**mocks, "holder": holder, "box": [mocks["mt"], sub]}
+    ns = {**mocks, "holder": holder, "box": [mocks["mt"], sub], "proxy": weakref.proxy(sub)}  # a proxy keeps nothing
     rows = find_holders(ns, torch.device("cpu"))
     assert {r.name: r.nbytes for r in rows} == {"holder": MiB, "box": MiB // 2}
     assert Counting.calls == 0
