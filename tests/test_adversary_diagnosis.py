@@ -418,3 +418,20 @@ def test_a_failure_not_seen_where_it_failed_is_not_given_an_earlier_ones_state()
             raise box[0]
     oom = m.report.oom
     assert oom.requested == oom.state.requested == 1 << 61 and not oom.state.at_failure
+
+
+def test_holders_walk_does_not_call_a_dict_property():
+    """A lazy proxy whose class defines ``__dict__`` as a property (it loads what it wraps):
+    the walk never calls it, so nothing is loaded and its made-up contents are not reported."""
+
+    class LazyProxy:
+        loads = 0
+
+        @property
+        def __dict__(self):
+            LazyProxy.loads += 1
+            return {"loaded": torch.ones(1 << 18)}
+
+    rows = find_holders({"p": LazyProxy(), "x": torch.ones(1 << 16)}, torch.device("cpu"))
+    assert [(r.name, r.nbytes) for r in rows] == [("x", MiB // 4)]
+    assert LazyProxy.loads == 0

@@ -264,17 +264,35 @@ def container_items(obj: Any) -> list[Any]:
     return []
 
 
+def _instance_dict(obj: Any) -> dict[str, Any] | None:
+    """The object's own attribute dict, never through a ``__dict__`` its class defines (a
+    property, a proxy forwarding to what it wraps, a lazy object loading itself): that is
+    user code. Such an object's real dict is found among its referents, if it has one."""
+    desc = None
+    for cls in type(obj).__mro__:
+        desc = cls.__dict__.get("__dict__")
+        if desc is not None:
+            break
+    if desc is None:
+        return None
+    if type(desc) is types.GetSetDescriptorType:  # the interpreter's own slot
+        try:
+            d = desc.__get__(obj, type(obj))
+        except (AttributeError, TypeError):
+            return None
+        return d if type(d) is dict else None
+    found = [r for r in gc.get_referents(obj) if type(r) is dict]
+    return found[0] if len(found) == 1 else None
+
+
 def object_attributes(obj: Any) -> list[tuple[str, Any]]:
     """``(name, value)`` of a plain object's attributes: its ``__dict__`` and the
     ``__slots__`` of its classes (``@dataclass(slots=True)``), read through the
     slot descriptors (no ``__getattr__``, property or other user code runs);
     unset slots are left out. A private slot is named as Python stores it
     (``_Cls__x``)."""
-    try:
-        d = object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        d = None
-    out = list(d.items()) if isinstance(d, dict) else []
+    d = _instance_dict(obj)
+    out = list(dict.items(d)) if isinstance(d, dict) else []
     for cls in type(obj).__mro__:
         slots = cls.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:
