@@ -435,3 +435,18 @@ def test_holders_walk_does_not_call_a_dict_property():
     rows = find_holders({"p": LazyProxy(), "x": torch.ones(1 << 16)}, torch.device("cpu"))
     assert [(r.name, r.nbytes) for r in rows] == [("x", MiB // 4)]
     assert LazyProxy.loads == 0
+
+
+def test_frames_of_code_beside_torch_are_the_users():
+    """Code in a folder whose name starts like torch's (``torchvision``, ``torch_geometric``,
+    a user's ``torch_experiments``) is not torch's own: its frames are looked at."""
+    import os
+
+    where = os.path.dirname(torch.__file__) + "_experiments" + os.sep + "train.py"
+    ns: dict = {"torch": torch}
+    exec(compile("def step():\n    acts = torch.ones(1 << 18)\n    torch.empty(1 << 60, dtype=torch.uint8)\n",
+                 where, "exec"), ns)
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        with vramnb.vram("cpu", record=False) as m:
+            ns["step"]()
+    assert [(var, n) for _, var, n in m.report.oom.state.frames] == [("acts", MiB)]

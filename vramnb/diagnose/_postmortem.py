@@ -213,7 +213,9 @@ def _mem_available() -> int | None:
 
 
 # -- the frames on the stack --------------------------------------------------------------
-_SKIP = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+# the packages' folders, with the separator: torchvision's, torch_geometric's or a user's
+# ``vramnb_experiments`` folder beside them are not theirs
+_SKIP = tuple(os.path.join(d, "") for d in (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__))))
 
 
 def _user_frame(frame: Any) -> bool:
