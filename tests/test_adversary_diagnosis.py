@@ -132,7 +132,7 @@ class _Raising(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         if func is torch.ops.aten.add.Tensor:
             raise _StrRaises()
-        unwrap = lambda t: t.elem if isinstance(t, _Raising) else t  # noqa: E731
+        unwrap = lambda t: t.elem if isinstance(t, _Raising) else t
         return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
 
 
@@ -266,7 +266,7 @@ def test_no_effect_hooks_run_no_user_code_on_module_outputs():
 
 
 # -- in a notebook ------------------------------------------------------------------------
-from tests.conftest import run  # noqa: E402
+from tests.conftest import run
 
 
 def test_batch_search_cell_keeps_its_result_and_frees_what_it_deleted(ip):

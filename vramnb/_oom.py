@@ -8,7 +8,7 @@ import torch
 
 from ._units import UNITS
 
-__all__ = ["is_oom", "requested_bytes", "message"]
+__all__ = ["is_oom", "message", "requested_bytes"]
 
 # "CUDA out of memory. Tried to allocate 20.00 GiB." (c10/cuda/CUDACachingAllocator.cpp)
 _CUDA_RE = re.compile(r"Tried to allocate ([0-9.]+) ?(B|KiB|MiB|GiB|TiB)")
