@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ._graph import container_items
 from ._probe import CpuProbe, probe_for
 from ._render import Rendered, Table
 from ._units import format_bytes
@@ -125,11 +126,8 @@ def _user_held(shell: Any) -> set[int]:
         if name in hidden and hidden[name] is value:
             continue
         ids.add(id(value))
-        try:
-            if isinstance(value, (list, tuple, set, frozenset)):
-                ids.update(id(v) for v in value)
-            elif isinstance(value, dict):
-                ids.update(id(v) for v in value.values())
+        try:  # the built-in types' own items: a subclass's overridden values()/__iter__ is the user's code
+            ids.update(id(v) for v in container_items(value))
         except Exception:  # a container whose iteration raises: its items are not looked at
             pass
     return ids

@@ -183,23 +183,26 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
     followed. Whatever raises while being inspected is skipped. ``seen``: as
     for :func:`graph_tensors`.
     """
+    # type(), not isinstance: isinstance reads ``__class__``, which a mock with a spec, a proxy
+    # or a lazy object answers by pretending (and then a call on it is recorded, or loads it)
+    tp = type(obj)
     try:
-        if obj is None or isinstance(obj, torch.autograd.graph.Node):
+        if obj is None or issubclass(type(obj), torch.autograd.graph.Node):
             if obj is not None:
                 yield from graph_tensors(obj, seen, grads, depth)
             return
-        if closures and isinstance(obj, (types.FunctionType, types.MethodType)):
+        if closures and issubclass(type(obj), (types.FunctionType, types.MethodType)):
             if id(obj) in seen or depth <= 0:
                 return
             seen[id(obj)] = obj
-            if isinstance(obj, types.MethodType):
+            if issubclass(type(obj), types.MethodType):
                 items: Iterable[Any] = [obj.__self__]
             else:
                 items = [c.cell_contents for c in (obj.__closure__ or ()) if _cell_full(c)]
             for item in items:
                 yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
             return
-        if id(obj) in seen or isinstance(obj, _SKIP_TYPES):
+        if id(obj) in seen or issubclass(tp, _SKIP_TYPES):
             return
         if type(obj) in _PLAIN and obj.grad_fn is None and (not grads or obj.grad is None):
             # nothing to follow beyond its own storage: yielded, not remembered, so that a
@@ -207,10 +210,10 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             yield obj
             return
         seen[id(obj)] = obj
-        if isinstance(obj, (torch.UntypedStorage, torch.TypedStorage)):
+        if issubclass(tp, (torch.UntypedStorage, torch.TypedStorage)):
             yield obj
             return
-        if isinstance(obj, torch.Tensor):
+        if issubclass(tp, torch.Tensor):
             yield obj
             if obj.is_leaf:
                 g = obj.grad if grads else None
@@ -219,14 +222,14 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             elif obj.grad_fn is not None:  # a result that requires grad keeps its graph's saved tensors alive
                 yield from graph_tensors(obj.grad_fn, seen, grads, depth)
             return
-        if isinstance(obj, torch.nn.Module):
+        if issubclass(tp, torch.nn.Module):
             for p in obj.parameters():
                 yield from held_tensors(p, 0, seen, grads=grads)
             yield from obj.buffers()
             for item in module_attributes(obj):  # tensors in plain attributes: caches, hook-collected lists
                 yield from held_tensors(item, max(depth, 1) - 1, seen, grads=grads)
             return
-        if isinstance(obj, torch.optim.Optimizer):
+        if issubclass(tp, torch.optim.Optimizer):
             for group in obj.param_groups:
                 for p in group["params"]:
                     yield from held_tensors(p, 0, seen, grads=grads)
@@ -240,10 +243,8 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             return
         if depth <= 0 or is_tooling(obj):
             return
-        if isinstance(obj, dict):  # not every Mapping: a shelf would load itself from disk
-            items = list(obj.values())
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            items = list(obj)
+        if issubclass(tp, (dict, list, tuple, set, frozenset)):  # not every Mapping: a shelf would load itself
+            items = container_items(obj)
         else:
             items = [v for _, v in object_attributes(obj)]
     except Exception:  # a user object that raises when inspected holds nothing we can see
@@ -252,17 +253,46 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
         yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
 
 
+def container_items(obj: Any) -> list[Any]:
+    """The values a dict, list, tuple, set or frozenset holds, read through the built-in
+    type's own methods: a subclass's overridden ``values``/``items``/``__iter__`` is the
+    user's code (a mapping that loads its entries lazily, a counter), never run here."""
+    tp = type(obj)
+    for base in (dict, list, tuple, set, frozenset):
+        if issubclass(tp, base):
+            return list(dict.values(obj)) if base is dict else list(base.__iter__(obj))
+    return []
+
+
+def _instance_dict(obj: Any) -> dict[str, Any] | None:
+    """The object's own attribute dict, never through a ``__dict__`` its class defines (a
+    property, a proxy forwarding to what it wraps, a lazy object loading itself): that is
+    user code. Such an object's real dict is found among its referents, if it has one."""
+    desc = None
+    for cls in type(obj).__mro__:
+        desc = cls.__dict__.get("__dict__")
+        if desc is not None:
+            break
+    if desc is None:
+        return None
+    if type(desc) is types.GetSetDescriptorType:  # the interpreter's own slot
+        try:
+            d = desc.__get__(obj, type(obj))
+        except (AttributeError, TypeError):
+            return None
+        return d if type(d) is dict else None
+    found = [r for r in gc.get_referents(obj) if type(r) is dict]
+    return found[0] if len(found) == 1 else None
+
+
 def object_attributes(obj: Any) -> list[tuple[str, Any]]:
     """``(name, value)`` of a plain object's attributes: its ``__dict__`` and the
     ``__slots__`` of its classes (``@dataclass(slots=True)``), read through the
     slot descriptors (no ``__getattr__``, property or other user code runs);
     unset slots are left out. A private slot is named as Python stores it
     (``_Cls__x``)."""
-    try:
-        d = object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        d = None
-    out = list(d.items()) if isinstance(d, dict) else []
+    d = _instance_dict(obj)
+    out = list(dict.items(d)) if isinstance(d, dict) else []
     for cls in type(obj).__mro__:
         slots = cls.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:

@@ -35,6 +35,7 @@ import torch
 from ._graph import (
     _MODULE_OWN,
     _SKIP_TYPES,
+    container_items,
     graph_tensors,
     is_tooling,
     object_attributes,
@@ -79,20 +80,20 @@ def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
     named: list[tuple[str, set[int]]] = []
     rest = "other"
     try:
-        if isinstance(obj, torch.nn.Module):
+        if issubclass(type(obj), torch.nn.Module):
             params = list(obj.parameters())
             named = [("parameters", _own(params, device, on_device)),
                      ("gradients", _own((p.grad for p in params), device, on_device)),
                      ("buffers", _own(obj.buffers(), device, on_device))]
             rest = "other attributes"
-        elif isinstance(obj, torch.optim.Optimizer):
+        elif issubclass(type(obj), torch.optim.Optimizer):
             params = [p for g in obj.param_groups for p in g["params"]]
             state = [v for s in obj.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
             named = [("state", _own(state, device, on_device)),
                      ("parameters", _own(params, device, on_device)),
                      ("gradients", _own((p.grad for p in params), device, on_device))]
             rest = "other attributes"
-        elif isinstance(obj, torch.Tensor):
+        elif issubclass(type(obj), torch.Tensor):
             own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"
             named = [(own, _own([obj], device, on_device))]
             if obj.is_leaf:
@@ -120,11 +121,11 @@ def own_storages(obj: Any, device: torch.device, canon: Canon, on_device: Callab
     module's parameters, their gradients and its buffers; an optimizer's state,
     parameters and gradients; nothing for others."""
     try:
-        if isinstance(obj, torch.optim.Optimizer):
+        if issubclass(type(obj), torch.optim.Optimizer):
             params = [p for g in obj.param_groups for p in g["params"]]
             state = [v for st in obj.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
             keys = _own([*state, *params, *(p.grad for p in params)], device, on_device)
-        elif isinstance(obj, torch.nn.Module) and not isinstance(obj, _CONTAINER_MODULES):
+        elif issubclass(type(obj), torch.nn.Module) and not issubclass(type(obj), _CONTAINER_MODULES):
             params = list(obj.parameters())
             keys = _own([*params, *(p.grad for p in params), *obj.buffers()], device, on_device)
         else:
@@ -170,30 +171,30 @@ def items_of(obj: Any) -> list[tuple[str, Any, int]]:
     item of a dict, list, tuple or object's ``__dict__`` is one level down, a
     ``UserDict``'s item two (through its ``data``)."""
     try:
-        if isinstance(obj, _CONTAINER_MODULES):
+        if issubclass(type(obj), _CONTAINER_MODULES):
             return [(f"[{_key_text(k)}]", v, 1) for k, v in obj.items()] if hasattr(obj, "items") else \
                 [(f"[{i}]", v, 1) for i, v in enumerate(obj)]
-        if isinstance(obj, torch.nn.Module):  # its plain attributes: a cache, a list a hook appends to
+        if issubclass(type(obj), torch.nn.Module):  # its plain attributes: a cache, a list a hook appends to
             return [(_module_path(prefix) + _attr(name), v, 1)
                     for prefix, m in obj.named_modules() for name, v in list(vars(m).items())
                     if name not in _MODULE_OWN and not isinstance(v, (bool, int, float, str, type(None)))]
-        if isinstance(obj, torch.optim.Optimizer):  # its plain attributes: an EMA copy, a cache
+        if issubclass(type(obj), torch.optim.Optimizer):  # its plain attributes: an EMA copy, a cache
             return [(_attr(name), v, 1) for name, v in list(vars(obj).items())
                     if name not in ("state", "param_groups", "defaults")]
-        if isinstance(obj, (torch.Tensor, _SKIP_TYPES)) or is_tooling(obj):
+        if issubclass(type(obj), (torch.Tensor, _SKIP_TYPES)) or is_tooling(obj):
             return []
-        if isinstance(obj, dict):  # dict's own items: a subclass's overridden items() is user code
+        if issubclass(type(obj), dict):  # dict's own items: a subclass's overridden items() is user code
             return [(f"[{_key_text(k)}]", v, 1) for k, v in list(dict.items(obj))]
-        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-            return [(_attr(f), v, 1) for f, v in zip(obj._fields, obj)]
-        if isinstance(obj, (list, tuple)):
-            return [(f"[{i}]", v, 1) for i, v in enumerate(list(obj))]
-        if isinstance(obj, (set, frozenset)):
+        if issubclass(type(obj), tuple) and isinstance(getattr(type(obj), "_fields", None), tuple):
+            return [(_attr(f), v, 1) for f, v in zip(type(obj)._fields, container_items(obj))]
+        if issubclass(type(obj), (list, tuple)):  # the built-in's items, not a subclass's __iter__ (user code)
+            return [(f"[{i}]", v, 1) for i, v in enumerate(container_items(obj))]
+        if issubclass(type(obj), (set, frozenset)):
             return []  # no name to type for a set's element: the set is one entry
         out = []
         for name, v in object_attributes(obj):
-            if isinstance(obj, UserDict) and name == "data" and isinstance(v, dict):
-                out += [(f"[{_key_text(k)}]", x, 2) for k, x in list(v.items())]
+            if issubclass(type(obj), UserDict) and name == "data" and isinstance(v, dict):
+                out += [(f"[{_key_text(k)}]", x, 2) for k, x in list(dict.items(v))]
             else:
                 out.append((_attr(name), v, 1))
         return out
@@ -309,7 +310,7 @@ def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_d
                   children: list[Entry]) -> list[tuple[str, Held]]:
     """The split of ``held``: :func:`parts_of` for an object, the sum of its
     entries' splits for a container (what no entry counts is ``other``)."""
-    if not children or isinstance(obj, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
+    if not children or issubclass(type(obj), (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
         return parts_of(obj, held, device, canon, on_device)
     merged: dict[str, Held] = {}
     left = dict(held)
@@ -336,7 +337,7 @@ def detail_of(obj: Any, held: Held, device: torch.device, canon: Canon, on_devic
     shares with entries before it, and the other names that keep some of it."""
     try:
         parts = _merged_parts(obj, held, device, canon, on_device, children or [])
-        if isinstance(obj, torch.Tensor):
+        if issubclass(type(obj), torch.Tensor):
             own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"
             one = obj.is_leaf  # a leaf's own gradient; a graph's are its parameters' gradients
             rest = describe([("gradient" if n == "gradients" and one else n, p) for n, p in parts if n != own],

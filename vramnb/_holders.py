@@ -67,6 +67,13 @@ def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH,
     over the same bytes.
     """
     out: dict[int, int] = {}
+    with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's code
+        _storages_into(out, obj, device, depth, ranges)
+    return out
+
+
+def _storages_into(out: dict[int, int], obj: Any, device: torch.device, depth: int,
+                   ranges: dict[int, tuple[int, int]] | None) -> None:
     for t in held_tensors(obj, depth, {}):
         for key, st in storages_of_tensor(t):
             if _on_device(st, device):
@@ -75,7 +82,6 @@ def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH,
                     r = data_range(st)
                     if r is not None:
                         ranges[key] = r
-    return out
 
 
 def _same_bytes_once(helds: list[dict[int, int]], ranges: dict[int, tuple[int, int]]) -> Canon:
@@ -104,13 +110,13 @@ def _same_bytes_once(helds: list[dict[int, int]], ranges: dict[int, tuple[int, i
 
 
 def _kind(obj: Any) -> str:
-    if isinstance(obj, torch.nn.Parameter):
+    if issubclass(type(obj), torch.Tensor) and isinstance(obj, torch.nn.Parameter):
         return "Parameter"
-    if isinstance(obj, torch.Tensor):
+    if issubclass(type(obj), torch.Tensor):
         return "Tensor"
-    if isinstance(obj, torch.nn.Module):
+    if issubclass(type(obj), torch.nn.Module):
         return "Module"
-    if isinstance(obj, torch.optim.Optimizer):
+    if issubclass(type(obj), torch.optim.Optimizer):
         return "Optimizer"
     return type(obj).__name__
 
@@ -327,6 +333,12 @@ def find_holders(
         other root; a leaf only another variable's graph keeps is that
         variable's).
     """
+    with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's code
+        return _find_holders(namespace, device, hidden, skip, limit, entries, max_entries)
+
+
+def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Mapping[str, tuple[str, Any]] | None,
+                  skip: Iterable[str], limit: int | None, entries: bool, max_entries: int) -> HolderRows:
     skip = set(skip)
     ranges: dict[int, tuple[int, int]] = {}
     found: list[tuple[str, str, Any, dict[int, int], bool]] = []

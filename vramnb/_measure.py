@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from ._cell_breakdown import CellAttribution
-from ._oom import is_oom, requested_bytes
+from ._oom import is_oom, message, requested_bytes
 from ._versions import versions
 from .diagnose import OOMState, install_cuda_observer, reserved_growth, verdict
 from .diagnose._one_time import new_workspaces, workspace_note
@@ -95,7 +95,7 @@ class Measurement:
     holders: Callable[[], list[tuple[str, int]]] | None = None
     hidden: Callable[[], list[tuple[str, int]]] | None = None
     report: CellReport | None = field(default=None, init=False)
-    # the state of the first out-of-memory failure during the block, taken at the failure
+    # the state of the latest out-of-memory failure during the block, taken at the failure
     oom_state: Any = field(default=None, init=False)
     # what nested measurements' resets of the peak counter took away from this one
     nested_peak: int = field(default=0, init=False)
@@ -362,14 +362,14 @@ def _finish(
 
 
 def _first_oom(m: Measurement, state: OOMState) -> None:
-    """At the failure: keep the first state (a retried step, a batch search, fails more than
-    once), with what the notebook held out of sight then (later the failing cell's own
-    exception would count as out of sight)."""
-    if m.oom_state is None:
-        hidden = _safe_call(m.hidden)
-        if hidden:
-            state.hidden, state.hidden_by = sum(b for _, b in hidden), hidden
-        m.oom_state = state
+    """At the failure: keep the latest state, with what the notebook held out of sight then
+    (later the failing cell's own exception would count as out of sight). A block that
+    catches a failure and goes on (a batch search trying a smaller size) ends, if it fails,
+    with a later failure: the report describes the one that ended it."""
+    hidden = _safe_call(m.hidden)
+    if hidden:
+        state.hidden, state.hidden_by = sum(b for _, b in hidden), hidden
+    m.oom_state = state
 
 
 def _safe_call(fn: Callable[[], list[tuple[str, int]]] | None) -> list[tuple[str, int]]:
@@ -379,11 +379,21 @@ def _safe_call(fn: Callable[[], list[tuple[str, int]]] | None) -> list[tuple[str
         return []
 
 
+def _same_request(captured: int | None, asked: int | None) -> bool:
+    """Whether a captured failure can be the one whose message asked for ``asked`` bytes (the
+    CUDA message rounds to two decimals of its unit: within 1 %; unknown on either side: yes)."""
+    if captured is None or asked is None:
+        return True
+    return abs(captured - asked) <= max(captured, asked) // 100
+
+
 def _post_mortem(m: Measurement, exc: BaseException, end: Any) -> OOMInfo:
     """The out-of-memory post-mortem: the state at the failure if it was caught there
     (else read now, after unwinding), the notebook's holders, and the verdict."""
     asked = requested_bytes(exc)
     state = m.oom_state
+    if state is not None and not _same_request(state.requested, asked):
+        state = None  # taken at another failure (one the block caught); this one was not seen where it failed
     if state is None and m.device.type == "cpu":
         cap, room = process_limit()
         state = OOMState("cpu", False, asked, end.allocated, cap=cap, available=end.free, cap_room=room)
@@ -397,7 +407,7 @@ def _post_mortem(m: Measurement, exc: BaseException, end: Any) -> OOMInfo:
         v = verdict(state)
     except Exception:  # noqa: BLE001 - a verdict must never replace the user's error
         v = None
-    return OOMInfo(state.requested, state.allocated, state.holders, str(exc).splitlines()[0][:200], state, v)
+    return OOMInfo(state.requested, state.allocated, state.holders, (message(exc).splitlines() or [''])[0][:200], state, v)
 
 
 class History(Rendered, list):  # type: ignore[misc]

@@ -48,6 +48,7 @@ from typing import Any
 import torch
 from torch.utils import checkpoint as ckpt
 
+from ._graph import container_items
 from ._optim_state import SMALL, State, claimed_state_bits, read_state
 from ._units import format_bytes
 
@@ -82,14 +83,13 @@ def _autocast_state(device_type: str) -> tuple[bool, torch.dtype | None]:
 
 def _tensors(out: Any, depth: int = 2) -> Iterator[torch.Tensor]:
     """The tensors of a module's output: a tensor, a tuple/list, a dict (a
-    Hugging Face ``ModelOutput``), two levels deep."""
-    if isinstance(out, torch.Tensor):
+    Hugging Face ``ModelOutput``), two levels deep, read through the built-in types'
+    own accessors (a subclass's overridden ``values``/``__iter__`` is the user's code)."""
+    tp = type(out)
+    if issubclass(tp, torch.Tensor):
         yield out
-    elif depth > 0 and isinstance(out, (tuple, list)):
-        for o in out:
-            yield from _tensors(o, depth - 1)
-    elif depth > 0 and isinstance(out, dict):
-        for o in out.values():
+    elif depth > 0 and issubclass(tp, (tuple, list, dict)):
+        for o in container_items(out):
             yield from _tensors(o, depth - 1)
 
 
@@ -184,7 +184,8 @@ class EffectWatch:
 
         def post(mod: Any, args: Any, out: Any) -> None:
             try:
-                lowered(args, out)
+                with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's
+                    lowered(args, out)
             except Exception:  # noqa: BLE001 - an observer never breaks the user's forward
                 pass
 

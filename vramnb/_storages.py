@@ -83,7 +83,11 @@ _IS_TENSOR_TYPE: dict[type, int] = {}  # 1: a tensor type, 2: a storage type, 0:
 
 def _kinds(objs: list[Any]) -> tuple[set[type], set[type]]:
     cache = _IS_TENSOR_TYPE
-    for tp in set(map(type, objs)):
+    try:
+        kinds: Any = set(map(type, objs))
+    except TypeError:  # a class whose metaclass is unhashable (defines __eq__ without __hash__): not a tensor type
+        kinds = [tp for tp in {id(tp): tp for tp in map(type, objs)}.values() if _hashable(tp)]
+    for tp in kinds:
         if tp not in cache:
             cache[tp] = (1 if issubclass(tp, torch.Tensor)
                          else 2 if issubclass(tp, (torch.UntypedStorage, torch.TypedStorage)) else 0)
@@ -104,10 +108,20 @@ def _live_tensors_and_storages() -> tuple[list[torch.Tensor], list[Any]]:
     the garbage collector tracks (see :func:`_live_tensors`)."""
     objs = gc.get_objects()
     tensor_types, storage_types = _kinds(objs)
-    types_ = list(map(type, objs))
-    tensors = list(itertools.compress(objs, map(tensor_types.__contains__, types_)))
-    storages = list(itertools.compress(objs, map(storage_types.__contains__, types_))) if storage_types else []
+    # by the types' ids (alive while objs holds their instances): a set lookup would hash each type
+    type_ids = list(map(id, map(type, objs)))
+    tensor_ids, storage_ids = {id(tp) for tp in tensor_types}, {id(tp) for tp in storage_types}
+    tensors = list(itertools.compress(objs, map(tensor_ids.__contains__, type_ids)))
+    storages = list(itertools.compress(objs, map(storage_ids.__contains__, type_ids))) if storage_ids else []
     return tensors, storages
+
+
+def _hashable(tp: type) -> bool:
+    try:
+        hash(tp)
+    except TypeError:
+        return False
+    return True
 
 
 live_tensors = _live_tensors

@@ -47,10 +47,17 @@ def _failed_allocation(tracker: StorageTracker, exc: RuntimeError) -> None:
     at this moment (before anything unwinds) to the out-of-memory post-mortem."""
     from ._oom import is_oom, requested_bytes
 
-    if is_oom(exc):
-        from .diagnose._postmortem import capture_cpu_oom
+    # the allocator's own error is a plain RuntimeError: a subclass (the user's, raised by a
+    # __torch_dispatch__ subclass) is not read here, whose __str__ is the user's code
+    if type(exc) is not RuntimeError and type(exc) is not getattr(torch, "OutOfMemoryError", None):
+        return
+    try:
+        if is_oom(exc):
+            from .diagnose._postmortem import capture_cpu_oom
 
-        capture_cpu_oom(requested_bytes(exc), tracker.current)
+            capture_cpu_oom(requested_bytes(exc), tracker.current)
+    except Exception:  # noqa: BLE001 - the post-mortem must never replace the user's error
+        pass
 
 
 class _Mode(TorchDispatchMode):
@@ -372,6 +379,13 @@ class StorageTracker(SameMemory):
         refs = [weakref.ref(t) for t in tensors]
         del tensors
         me = threading.get_ident()
+        # a subclass's __torch_function__ is the user's code (a counter, a lazy load): reading
+        # .layout, .requires_grad, .grad must not run it
+        with torch._C.DisableTorchFunctionSubclass():
+            self._scan_tensors(refs, me, seen)
+        return len(self._entries) - before
+
+    def _scan_tensors(self, refs: list[weakref.ref[Any]], me: int, seen: dict[int, Any]) -> None:
         for ref in refs:
             t = ref()
             if t is None:
@@ -394,7 +408,6 @@ class StorageTracker(SameMemory):
                             self.add_tensor(x, None)
             except Exception:
                 continue
-        return len(self._entries) - before
 
 
 _WARM = False

@@ -22,6 +22,8 @@ Neither keeps a reference to a tensor or a frame: the state is bytes and names.
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import os
 import sys
 import threading
@@ -30,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from .._storages import storages_of_tensor
 
 __all__ = ["OOMState", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block",
            "process_limit"]
@@ -238,7 +242,9 @@ def _mem_available() -> int | None:
 
 
 # -- the frames on the stack --------------------------------------------------------------
-_SKIP = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+# the packages' folders, with the separator: torchvision's, torch_geometric's or a user's
+# ``vramnb_experiments`` folder beside them are not theirs
+_SKIP = tuple(os.path.join(d, "") for d in (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__))))
 
 
 def _user_frame(frame: Any) -> bool:
@@ -249,10 +255,33 @@ def _user_frame(frame: Any) -> bool:
             and not f.startswith("<frozen"))
 
 
+def _frame_locals(frame: Any) -> list[tuple[str, Any]]:
+    """``(name, value)`` of a frame's local variables, leaving no reference behind.
+
+    Before Python 3.13, ``frame.f_locals`` of a function's frame is a dict that Python
+    fills from the frame's variables and keeps on the frame until it returns: a tensor
+    the function deletes after catching the error (to retry smaller) would stay alive
+    through it. That dict is emptied again when only the frame holds it (the function
+    never called ``locals()`` itself; a later ``locals()`` fills it afresh). A class body's
+    or ``exec``'s locals are the real namespace, never emptied; 3.13's ``f_locals`` is a
+    view (PEP 667) that keeps nothing."""
+    d = frame.f_locals
+    items = list(dict.items(d)) if isinstance(d, dict) else list(d.items())
+    if sys.version_info < (3, 13) and type(d) is dict and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+        # references: the frame's, ``d``'s and getrefcount's argument; more: the user's ``locals()``
+        if sys.getrefcount(d) <= 3:
+            d.clear()
+    del d
+    return items
+
+
 def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, int]]:
     """``(frame, variable, bytes)``: tensors on ``device`` held by the local variables of
     the user's frames on this thread's stack (not torch's, vramnb's or IPython's),
-    innermost first, each storage counted once; the ``limit`` largest."""
+    innermost first, each storage counted once (a sparse tensor or a wrapper subclass by
+    the storages of its parts); the ``limit`` largest. No user code runs (no
+    ``__torch_function__``, no overridden ``values``/``__getitem__``) and no reference is
+    kept (see :func:`_frame_locals`)."""
     seen: set[int] = set()
     out: list[tuple[str, str, int]] = []
     frame = sys._getframe(1)
@@ -261,31 +290,47 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
         depth += 1
         if _user_frame(frame):
             where = f"{frame.f_code.co_name}:{frame.f_lineno}"
-            for var, val in list(frame.f_locals.items()):
-                n = _tensor_bytes(val, device, seen)
+            var = val = None
+            for var, val in _frame_locals(frame):
+                try:
+                    n = _tensor_bytes(val, device, seen)
+                except Exception:  # noqa: BLE001 - a strange object holds nothing we can see
+                    n = 0
                 if n:
                     out.append((where, var, n))
+            del var, val
         frame = frame.f_back
     del frame
     out.sort(key=lambda t: -t[2])
     return out[:limit]
 
 
+_ITEMS = 10_000  # items of a local list, tuple or dict looked at
+
+
 def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0) -> int:
-    if isinstance(val, torch.Tensor):
-        if val.device.type != device.type or (device.index is not None and val.device.index != device.index):
-            return 0
-        try:
-            st = val.untyped_storage()
-            key = st.data_ptr() or id(st)
-            if key in seen:
-                return 0
+    # type(), not isinstance: isinstance reads ``__class__`` (a mock, a proxy, a lazy object answer it)
+    tp = type(val)
+    if issubclass(tp, torch.Tensor):
+        n = 0
+        with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's code
+            parts = storages_of_tensor(val)
+        for key, st in parts:
+            d = st.device
+            if d.type != device.type or (device.index is not None and d.index != device.index) or key in seen:
+                continue
             seen.add(key)
-            return int(st.nbytes())
-        except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse)
-            return 0
-    if depth < 1 and isinstance(val, (list, tuple)):
-        return sum(_tensor_bytes(v, device, seen, depth + 1) for v in val[:10_000])
-    if depth < 1 and isinstance(val, dict):
-        return sum(_tensor_bytes(v, device, seen, depth + 1) for v in list(val.values())[:10_000])
-    return 0
+            n += int(st.nbytes())
+        return n
+    if depth >= 1:
+        return 0
+    # the containers' own items, never a subclass's overridden accessors (the user's code)
+    if issubclass(tp, list):
+        items: Any = list.__getitem__(val, slice(0, _ITEMS))
+    elif issubclass(tp, tuple):
+        items = tuple.__getitem__(val, slice(0, _ITEMS))
+    elif issubclass(tp, dict):
+        items = itertools.islice(dict.values(val), _ITEMS)
+    else:
+        return 0
+    return sum(_tensor_bytes(v, device, seen, depth + 1) for v in items)
