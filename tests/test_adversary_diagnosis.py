@@ -331,7 +331,7 @@ def test_regrowth_verdict_and_vram_touch_no_lazy_attribute(ip):
     for _ in range(3):
         run(ip, cell)
     notes = vramnb.history()[-1].notes
-    assert any(n.startswith("each run of this cell leaves 256.0 KiB more (3 runs): grow grew by 256.0 KiB")
+    assert any(n.startswith("each run of this cell leaves 256.0 KiB more (3 runs in a row): grow grew by 256.0 KiB")
                for n in notes), notes
     assert ip.user_ns["Lazy"].reads == 0
     ip.run_cell("def fails():\n    x = torch.ones(1 << 16)\n    1 / 0\nfails()")  # a last exception
