@@ -13,13 +13,12 @@ back no live tensor (checked only when such a block appeared).
 
 from __future__ import annotations
 
-import gc
 import os
 import re
-import warnings
 
 import torch
 
+from .._storages import live_tensors, storages_of_tensor
 from .._units import format_bytes
 
 __all__ = ["cublas_workspace_sizes", "new_workspaces", "workspace_note"]
@@ -50,14 +49,12 @@ def new_workspaces(device: int) -> list[int]:
     fresh = {a: s for a, s in found.items() if a not in seen}
     if not fresh:
         return []
-    tensors = set()
-    with warnings.catch_warnings():  # isinstance() on deprecated module proxies warns
-        warnings.simplefilter("ignore")
-        for obj in gc.get_objects():  # only when a block of a workspace's size appeared
+    tensors = set()  # only when a block of a workspace's size appeared: the data of every live tensor
+    for t in live_tensors():
+        for _, st in storages_of_tensor(t):
             try:
-                if isinstance(obj, torch.Tensor) and obj.is_cuda:
-                    tensors.add(obj.untyped_storage().data_ptr())
-            except Exception:  # noqa: BLE001
+                tensors.add(st.data_ptr())
+            except Exception:  # noqa: BLE001 - meta and fake storages
                 continue
     out = [s for a, s in fresh.items() if a not in tensors]
     seen.update(a for a in fresh if a not in tensors)
