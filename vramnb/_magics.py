@@ -160,10 +160,12 @@ class VramMagics(Magics):
         else:
             display(obj)
 
-    def _holders_fn(self, device: Any) -> Any:
+    def _holders_fn(self, device: Any, limit: int = 3) -> Any:
+        """A function giving ``(name, bytes it keeps, bytes deleting it frees)`` of the ``limit``
+        names of the notebook that hold the most on ``device``."""
         def top() -> list[tuple[str, int, int]]:
             dev = resolve_device(device)
-            rows = find_holders(self.shell.user_ns, dev, skip=self.shell.user_ns_hidden, limit=3, entries=False)
+            rows = find_holders(self.shell.user_ns, dev, skip=self.shell.user_ns_hidden, limit=limit, entries=False)
             return [(h.name, h.nbytes, h.unique) for h in rows]
 
         return top
@@ -174,19 +176,11 @@ class VramMagics(Magics):
         if report.exception is not None or not source:
             return
         try:
-            note = self._regrowth.observe(source, report.delta_allocated, self._sizes_fn(device))
+            note = self._regrowth.observe(source, report.delta_allocated, self._holders_fn(device, limit=50))
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             note = None
         if note:
             report.notes.append(note)
-
-    def _sizes_fn(self, device: Any) -> Any:
-        def sizes() -> list[tuple[str, int]]:
-            dev = resolve_device(device)
-            return [(h.name, h.unique) for h in find_holders(self.shell.user_ns, dev, skip=self.shell.user_ns_hidden,
-                                                             limit=50, entries=False)]
-
-        return sizes
 
     def _hidden_fn(self, device: Any) -> Any:
         def hidden() -> list[tuple[str, int]]:

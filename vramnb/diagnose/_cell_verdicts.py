@@ -43,9 +43,10 @@ class Regrowth:
         self._deltas: dict[str, list[int]] = {}
         self._sizes: dict[str, dict[str, int]] = {}
 
-    def observe(self, source: str, delta: int, holders: Callable[[], list[tuple[str, int]]]) -> str | None:
+    def observe(self, source: str, delta: int, holders: Callable[[], list[tuple[str, int, int]]]) -> str | None:
         """Record a run of ``source`` that changed allocated memory by ``delta`` bytes;
-        ``holders`` gives ``(variable, bytes)`` (called only when the pattern is under way).
+        ``holders`` gives ``(variable, bytes it keeps, bytes deleting it frees)`` (called only
+        when the pattern is under way; the growth compared is of what deleting it frees).
         Returns the verdict line when this run completes the pattern."""
         key = hashlib.sha1(source.strip().encode()).hexdigest()
         runs = self._deltas.setdefault(key, [])
@@ -55,7 +56,7 @@ class Regrowth:
         if delta <= 0 or len(runs) < 2:
             self._sizes.pop(key, None)
             return None
-        sizes = dict(holders())
+        sizes = {name: frees for name, _, frees in holders()}
         before = self._sizes.get(key)
         self._sizes[key] = sizes
         if len(runs) < self.RUNS or before is None:

@@ -64,6 +64,13 @@ def _limit(s: OOMState) -> int | None:
     return s.cap if s.cap is not None else s.total
 
 
+def _cpu_room(s: OOMState) -> int | None:
+    """What a CPU allocation could still get: the least of what the system has available and
+    what the process's own limit allows (``None``: neither known)."""
+    known = [x for x in (s.available, s.cap_room) if x is not None]
+    return min(known) if known else None
+
+
 def verdict(s: OOMState) -> Verdict:
     """The verdict for the state ``s`` (see the module docstring)."""
     req = s.requested or 0
@@ -79,8 +86,7 @@ def verdict(s: OOMState) -> Verdict:
                 [Fix("raise the process's limit (up to its hard limit)",
                      "import resource; resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, "
                      "resource.RLIM_INFINITY))")] + _capacity_fixes(s))
-        room = s.available if s.cap_room is None else min(s.cap_room, s.available if s.available is not None
-                                                            else s.cap_room)
+        room = _cpu_room(s)
         short = None if room is None else max(0, req - room)
         if s.hidden and short is not None and s.hidden >= short > 0:
             return _hidden(s, req, short)
@@ -148,9 +154,8 @@ def _capacity_fixes(s: OOMState) -> list[Fix]:
     if s.hidden:
         fixes.append(Fix("release what the output history, kept exceptions and graphs hold", "%vram free", s.hidden))
     # all the device could give this process: its limit (CUDA), or what is available plus what tensors hold (CPU)
-    room = _limit(s) if s.reserved is not None else (None if s.available is None and s.cap_room is None else
-                                                     min(x for x in (s.available, s.cap_room) if x is not None)
-                                                     + s.allocated)
+    cpu_room = _cpu_room(s) if s.reserved is None else None
+    room = _limit(s) if s.reserved is not None else (None if cpu_room is None else cpu_room + s.allocated)
     if s.requested and room is not None and s.requested > room:
         return [Fix("one request is larger than the whole device: read the shapes on the failing line "
                     "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
