@@ -285,3 +285,43 @@ def test_first_matmul_labels_the_cublas_workspace():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_autocast_weight_cast_cache_on_cuda(cuda_ip):
+    # inference under no_grad + autocast on a weight-heavy model: fp16 copies of every weight it used,
+    # kept until the region exits; the breakdown gives them a row and the report a line
+    ip = cuda_ip
+    run(ip, "net = torch.nn.Sequential(*[torch.nn.Linear(2048, 2048) for _ in range(8)]).cuda()\n"
+            "x = torch.randn(16, 2048, device='cuda')\nnet(x).sum().item()")  # warm: cuBLAS's workspace taken
+    run(ip, "%%vram --breakdown\nwith torch.no_grad(), torch.autocast('cuda', dtype=torch.float16):\n    y = net(x)")
+    rep = vramnb.history()[-1]
+    rows = {n: (a, b, p) for n, a, b, p in rep.sources}
+    copies = 8 * (2048 * 2048 + 2048) * 2  # each a multiple of the allocator's 512-byte block
+    assert rows["autocast weight-cast cache"] == (0, 0, copies), rep.sources
+    assert any(n.startswith("64.0 MiB of this peak is autocast's weight-cast cache") for n in rep.notes), rep.notes
+    run(ip, "%%vram\nwith torch.no_grad(), torch.autocast('cuda', dtype=torch.float16, cache_enabled=False):\n"
+            "    y = net(x)")
+    off = vramnb.history()[-1]
+    assert off.peak_allocated - off.start_allocated < copies // 4  # one weight's copy at a time
+
+
+def test_lazy_module_loading_is_labelled_a_one_time_cost():
+    # a fresh process: the first use of a kernel family loads its module onto the device
+    # (CUDA_MODULE_LOADING=LAZY, the default), which shows as non-PyTorch memory
+    code = textwrap.dedent(
+        """
+        import torch
+        from IPython.core.interactiveshell import InteractiveShell
+        ip = InteractiveShell.instance()
+        ip.run_cell("%load_ext vramnb")
+        ip.run_cell("import torch\\na = torch.randn(256, 256, device='cuda')")
+        ip.run_cell("%%vram\\nb = torch.fft.fft2(a.to(torch.complex64)); c = torch.linalg.svd(a)")
+        import vramnb
+        r = vramnb.history()[-1]
+        print(r.non_pytorch, r.notes)
+        assert any("one-time" in n and "outside PyTorch" in n for n in r.notes), r.notes
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -191,6 +191,15 @@ class SavedTensors:
         for root in roots:
             keys |= keys_of((s for s in graph_tensors(root, seen, grads=False) if not _is_leaf(s)), self.key)
         seen.clear()
+        self.note(keys, where)
+
+    def note(self, keys: Iterable[int], where: Any = None) -> None:
+        """Note storages by key, alive now (``where``: the phase, or on CUDA the
+        allocator's position; default: read now)."""
+        if where is None:
+            where = self.phase
+            if self.interval_of is None and self.recorder is not None and hasattr(self.recorder, "position"):
+                where = self.recorder.position()
         for k in keys:
             if self.interval_of is None:
                 self.addresses.append((k, where))

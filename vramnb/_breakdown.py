@@ -127,6 +127,9 @@ class StepReport(Rendered):
             stayed wide. Shown as warnings in the report, ``compare`` and the panel.
         versions: what it was measured with (``torch``, ``cuda``, ``gpu``, ``python``,
             ``ipython``).
+        oom: where a step ran out of memory, the post-mortem (:class:`vramnb._report.OOMInfo`):
+            the state at the failure, the verdict, and fixes with the saving each would
+            bring to this step (estimated once the model was restored), else ``None``.
     """
 
     device: str
@@ -138,6 +141,7 @@ class StepReport(Rendered):
     error: str | None = None
     recipe: Any = None
     versions: dict[str, str] = field(default_factory=dict)
+    oom: Any = None
 
     _time_label = "step time"  # what StepResult.step_time is, in the table's notes
 
@@ -218,6 +222,11 @@ class StepReport(Rendered):
                 t.note(f"{len(s.missing_grads)} parameter(s) require grad but received none: {shown}", warn=True)
         if self.error:
             t.note(f"the step raised {self.error}; breakdown at the failure", warn=True)
+        if self.oom is not None:
+            from ._report import oom_lines
+
+            for line in oom_lines(self.oom):
+                t.note(line, warn=line.startswith(("out of memory", "verdict")))
         for w in self.warnings:
             t.note(w, warn=True)
         for n in self.notes:

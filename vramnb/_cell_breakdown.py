@@ -26,6 +26,7 @@ import torch
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
 from ._graph import MAX_DEPTH, held_tensors, is_tooling, module_attributes
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
+from .diagnose._autocast_cache import CACHE_ROW
 
 __all__ = ["CellAttribution"]
 
@@ -54,8 +55,9 @@ class CellAttribution:
     """Records one cell and labels its memory; ``rows`` is set by :meth:`finish`:
     ``(label, bytes at start, bytes at end, bytes at the peak)``."""
 
-    def __init__(self, namespace: Mapping[str, Any], device: torch.device) -> None:
+    def __init__(self, namespace: Mapping[str, Any], device: torch.device, casts: Any = None) -> None:
         self.ns = namespace
+        self.casts = casts  # a diagnose._autocast_cache.CastCache whose copies get a row of their own
         self.device = device
         self.cuda = device.type == "cuda"
         self.key = key_fn(device)
@@ -110,19 +112,26 @@ class CellAttribution:
             # a cell counts the whole process, as the CUDA allocator does: every thread's changes
             stack.enter_context(tracker.listening(self.recorder, all_threads=True))
             saved = SavedTensors(self.key, self.recorder.interval_of)
+        # autocast's cached weight copies, noted at their cast as saved tensors are
+        copies = SavedTensors(self.key, saved.interval_of, saved.recorder)
+        if self.casts is not None:
+            self.casts.locate = lambda t: copies.note(keys_of([t], self.key))
         self.recorder.mark("start")
         try:
             with stack, saved.observing_all_threads():
                 yield
         finally:
+            if self.casts is not None:
+                self.casts.locate = None
             self.recorder.mark("end")
             tl = self.recorder.finish()
             end_claims = self._claims_now(graphs=True)  # graphs still alive: their saved tensors
             keys_end = tensor_keys(self.device) if self.cuda else None
-            self._finish(tl, start_claims, end_claims, saved, keys_start, keys_end)
+            self._finish(tl, start_claims, end_claims, saved, keys_start, keys_end, copies)
 
     def _finish(self, tl: Timeline, start_claims: list[tuple[str, set[int]]], end_claims: list[tuple[str, set[int]]],
-                saved: SavedTensors, keys_start: set[int] | None, keys_end: set[int] | None) -> None:
+                saved: SavedTensors, keys_start: set[int] | None, keys_end: set[int] | None,
+                copies: SavedTensors | None = None) -> None:
         start, end = tl.marks["start"], tl.marks["end"]
         merged: dict[str, list[tuple[int, set[int]]]] = {}
         for name, ks in start_claims:
@@ -136,6 +145,8 @@ class CellAttribution:
         claims += [(n, p) for n, p in merged.items() if n.startswith("tensor ")]
         claims.append(("activations", merged.get("activations", [])))
         claims.append(("activations", saved.claim(tl, after_forward="end", window_end="end")))
+        if copies is not None:  # held by autocast's cache until its region exited, else temporaries
+            claims.append((CACHE_ROW, copies.claim(tl, after_forward="end", window_end="end")))
         # what other names retain (a dict, a list, an object's attributes) is theirs, not temporaries
         claims += [(n, p) for n, p in merged.items() if not n.startswith(owners + ("tensor ", "activations"))]
         labels = label_intervals(tl, claims, cuda=self.cuda,

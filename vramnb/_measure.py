@@ -36,7 +36,9 @@ from ._cell_breakdown import CellAttribution
 from ._oom import is_oom, message, requested_bytes
 from ._versions import versions
 from .diagnose import OOMState, install_cuda_observer, reserved_growth, verdict
-from .diagnose._one_time import new_workspaces, workspace_note
+from .diagnose._autocast_cache import CACHE_ROW, CastCache, CastMode, cache_note
+from ._tracker_patch import _exit_mode
+from .diagnose._one_time import new_workspaces, outside_growth, workspace_note
 from .diagnose._postmortem import listening, process_limit
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
 from ._render import Rendered, Table, dataframe
@@ -171,7 +173,9 @@ def vram(
         probe.tracker.warm_up()
         probe.tracker.scan()
         compiles = _dynamo_frames()
-    start = probe.sample(device_info=False)
+    # on CUDA, the memory outside the allocator at the start too (cudaMemGetInfo; only where the
+    # context exists): what a cell's first use of a kernel family loads there (lazy module loading)
+    start = probe.sample(device_info=isinstance(probe, CudaProbe) and was_active)
     _fold_peak(name, start.peak)
     with _ACTIVE_LOCK:
         if reset_peak:
@@ -187,10 +191,17 @@ def vram(
     track = contextlib.ExitStack()
     if isinstance(probe, CpuProbe):
         track.enter_context(probe.tracker.tracking())
+    casts = CastCache()  # autocast's weight-cast cache: seen by the CPU tracker's mode, or on CUDA by
+    # a mode of its own under --breakdown (a plain CUDA cell runs no dispatch mode)
+    if isinstance(probe, CpuProbe):
+        probe.tracker.watches.append(casts)
+        track.callback(_unwatch, probe.tracker, casts)
     attribution = None
     if breakdown is not None:
-        attribution = CellAttribution(breakdown, dev)
+        attribution = CellAttribution(breakdown, dev, casts)
         track.enter_context(attribution.recording(probe.tracker if isinstance(probe, CpuProbe) else None))
+        if not isinstance(probe, CpuProbe):
+            track.enter_context(_cast_mode(casts))
     if isinstance(probe, CpuProbe):
         # storages no dispatch mode saw (other threads, torch.frombuffer, storage
         # constructors): found by a scan before the block's end is read
@@ -213,6 +224,8 @@ def vram(
         m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
         if attribution is not None:
             m.report.sources = attribution.rows
+        _cache_verdict(m.report, casts, attribution)
+        casts.release()
         if timed and isinstance(probe, CpuProbe):
             note = _tracking_cost_note(probe.tracker, probe.tracker.ops - ops_before, wall)
             if note:
@@ -228,6 +241,39 @@ def vram(
         if warn:
             for w in m.report.warnings:
                 warnings.warn(f"vramnb: {w}", ResourceWarning, stacklevel=3)
+
+
+def _unwatch(tracker: Any, casts: CastCache) -> None:
+    if casts in tracker.watches:
+        tracker.watches.remove(casts)
+
+
+@contextlib.contextmanager
+def _cast_mode(casts: CastCache) -> Iterator[None]:
+    mode = CastMode(casts)
+    mode.__enter__()
+    try:
+        yield
+    finally:
+        _exit_mode(mode)  # also when the user's code left a mode of its own on the stack
+
+
+def _cache_verdict(report: CellReport, casts: CastCache, attribution: CellAttribution | None) -> None:
+    """The autocast weight-cast cache line: its bytes at the peak from the breakdown's row
+    where one was recorded, else from the CPU tracker's peak (CUDA without --breakdown: not seen)."""
+    if not casts.copies:
+        return
+    at_peak = casts.at_peak
+    if attribution is not None:
+        at_peak = next((r[3] for r in attribution.rows if r[0] == CACHE_ROW), 0)
+    elif report.device != "cpu":
+        return
+    try:
+        note = cache_note(casts, at_peak, max(0, report.peak_allocated - report.start_allocated))
+    except Exception:  # noqa: BLE001 - a verdict must never break the report
+        note = None
+    if note:
+        report.notes.append(note)
 
 
 _OP_COST: list[float] = []  # seconds the dispatch mode adds per ATen operator, measured once
@@ -340,6 +386,9 @@ def _finish(
     note = reserved_growth(report)
     if note:
         report.notes.append(note)
+    note = outside_growth(start.non_pytorch, end.non_pytorch)
+    if note and was_active:
+        report.notes.append(note)
     if m.device.type == "cuda" and report.delta_allocated >= 1 << 20:
         try:
             note = workspace_note(new_workspaces(m.device.index or 0))
@@ -388,23 +437,37 @@ def _same_request(captured: int | None, asked: int | None) -> bool:
 
 
 def _post_mortem(m: Measurement, exc: BaseException, end: Any) -> OOMInfo:
-    """The out-of-memory post-mortem: the state at the failure if it was caught there
-    (else read now, after unwinding), the notebook's holders, and the verdict."""
+    """The out-of-memory post-mortem of a measured block (see :func:`oom_info`), with the
+    notebook's holders."""
+    return oom_info(m.oom_state, exc, m.device, end, lambda: _safe_call(m.holders)[:3])
+
+
+def oom_info(state: OOMState | None, exc: BaseException, device: torch.device, end: Any,
+             holders: Callable[[], list[tuple[Any, ...]]] | None = None,
+             techniques: Callable[[OOMState], list[Any]] | None = None) -> OOMInfo:
+    """The out-of-memory post-mortem: the state at the failure if it was caught there (else
+    read from ``end``, a probe's sample after unwinding), the holders, and the verdict.
+    ``techniques(state)`` gives fixes with this step's estimated savings (profile_step)."""
     asked = requested_bytes(exc)
-    state = m.oom_state
     if state is not None and not _same_request(state.requested, asked):
         state = None  # taken at another failure (one the block caught); this one was not seen where it failed
-    if state is None and m.device.type == "cpu":
-        cap, room = process_limit()
-        state = OOMState("cpu", False, asked, end.allocated, cap=cap, available=end.free, cap_room=room)
+    if state is None and device.type == "cpu":
+        cap, room, which = process_limit()
+        state = OOMState("cpu", False, asked, end.allocated, cap=cap, available=end.free, cap_room=room,
+                         cap_name=which)
     elif state is None:
-        state = OOMState(str(m.device), False, asked, end.allocated, end.reserved, end.total, None, end.free,
+        state = OOMState(str(device), False, asked, end.allocated, end.reserved, end.total, None, end.free,
                          None, end.non_pytorch)
     elif state.requested is None:
         state.requested = asked
-    state.holders = _safe_call(m.holders)[:3]
+    if holders is not None:
+        state.holders = holders()
     try:
-        v = verdict(state)
+        fixes = techniques(state) if techniques is not None else None
+    except Exception:  # noqa: BLE001 - savings are extra: never in the way of the verdict
+        fixes = None
+    try:
+        v = verdict(state, fixes)
     except Exception:  # noqa: BLE001 - a verdict must never replace the user's error
         v = None
     return OOMInfo(state.requested, state.allocated, state.holders, (message(exc).splitlines() or [''])[0][:200], state, v)

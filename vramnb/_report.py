@@ -215,15 +215,30 @@ def oom_lines(oom: OOMInfo) -> list[str]:
     if oom.verdict is not None:
         v = oom.verdict
         lines.append(f"verdict: {v.kind}: {v.reason}")
-        for i, f in enumerate(v.fixes[:4], 1):
-            gain = f" (frees up to {fmt(f.saving)})" if f.saving else ""
-            lines.append(f"fix {i}: {f.what}{gain}" + (f": {f.code}" if f.code else ""))
+        for i, f in enumerate(v.fixes[:5], 1):
+            code = f.code.splitlines()
+            if len(code) <= 1:
+                lines.append(f"fix {i}: {f.what}{fix_gain(f)}" + (f": {f.code}" if f.code else ""))
+            else:  # a few lines of code: each on its own line, as it would be typed
+                lines.append(f"fix {i}: {f.what}{fix_gain(f)}:")
+                lines += [f"    {c}" for c in code]
     if st is not None and st.frames:
         top = ", ".join(f"{var} {fmt(n)} ({where})" for where, var, n in st.frames[:4])
         lines.append(f"held by the failing frames: {top}")
     if oom.holders:
         lines.append("largest holders: " + ", ".join(_holder_text(h) for h in oom.holders))
     return lines
+
+
+def fix_gain(f: Any) -> str:
+    """`` (frees up to X)``, or for an estimated saving on this step `` (this step's peak −X,
+    estimated; then fits)``; empty where the saving is unknown."""
+    if not f.saving:
+        return ""
+    if not getattr(f, "estimated", False):
+        return f" (frees up to {format_bytes(f.saving)})"
+    then = {True: "; the step then fits", False: "; not enough alone"}.get(getattr(f, "fits", None), "")
+    return f" (this step's peak −{format_bytes(f.saving)}, estimated{then})"
 
 
 def _holder_text(h: tuple) -> str:

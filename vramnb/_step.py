@@ -43,6 +43,11 @@ from ._timeline import CpuRecorder, CudaRecorder, Timeline, history_enabled
 from ._tracker import cpu_tracker
 from ._units import format_bytes
 from ._versions import versions
+from ._measure import oom_info
+from ._oom import is_oom
+from .diagnose import OOMState, install_cuda_observer
+from .diagnose._postmortem import listening, oom_device_name
+from .diagnose._step_savings import held_outside, step_savings
 
 __all__ = ["profile_step", "MARKS", "PHASES"]
 
@@ -544,6 +549,7 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     if recipe is not None and optimizer is None:
         check_hooks(model, None, any_optimizer=True)
     batch_tensors = [t for _, t in _batch_tensors(batch)]
+    other = held_outside(device, model, optimizer, batch_tensors)  # before the snapshot's host copies
     users_history = device.type == "cuda" and history_enabled()
     snap = Snapshot.take(model, optimizer, batch_tensors, [loss_fn] if loss_fn is not None else []) if restore else None
     results: list[StepResult] = []
@@ -553,6 +559,10 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     aside: SetAside | None = None
     reach: Reach | None = None
     effects = EffectWatch()
+    failures: list[OOMState] = []  # the state at an out-of-memory failure in the steps, taken there
+    if device.type == "cuda" and torch.cuda.is_initialized():
+        install_cuda_observer()
+    stop_listening = listening(oom_device_name(device), failures.append)
     try:
         if recipe is not None:
             recipe.apply(plan)  # may raise ValueError (not available here); restored below
@@ -582,6 +592,7 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
             if hasattr(err, "add_note"):
                 err.add_note(f"restoring after the failure also raised {type(undo_err).__name__}: {undo_err}")
         finally:
+            stop_listening()
             plan.release()  # also when vramnb's own bookkeeping raised: a recipe's optimizer must not outlive it
     probe = probe_for(device)
     method = "CUDA caching allocator trace" if isinstance(probe, CudaProbe) else CpuProbe.method
@@ -608,6 +619,11 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
         report.notes.append("model, optimizer and RNG state restored exactly")
         if extra > 0:
             report.notes.append(f"also restored: {extra} module(s) outside the model that the step ran")
+    if err is not None and is_oom(err):  # after the restore: the fixes' savings are estimated on the user's step
+        report.oom = oom_info(failures[-1] if failures else None, err, device, probe.sample(device_info=True),
+                              techniques=lambda st: step_savings(model, batch, loss_fn, optimizer, recipe, st, other,
+                                                                 device))
+    failures.clear()
     if err is not None:
         report.error = type(err).__name__
         try:

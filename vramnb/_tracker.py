@@ -40,6 +40,8 @@ from ._storages import (
     _PLAIN, DataRanges, _live_tensors_and_storages, data_range, storage_key, storage_of, storages_of_tensor,
 )
 
+_TO_COPY = torch.ops.aten._to_copy.default  # the cast autocast's weight-cast cache keeps (diagnose._autocast_cache)
+
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
 def _failed_allocation(tracker: StorageTracker, exc: RuntimeError) -> None:
@@ -88,6 +90,12 @@ class _Mode(TorchDispatchMode):
             for o in out:
                 if isinstance(o, torch.Tensor):
                     add(o)
+        if self.tracker.watches:
+            for w in list(self.tracker.watches):
+                if func is _TO_COPY:
+                    w.cast(args, out)
+                elif w.pending:  # the op that uses a cached copy runs in the caller's grad mode
+                    w.used()
         return out
 
 
@@ -127,6 +135,9 @@ class StorageTracker(SameMemory):
         self._tracking: dict[int, int] = {}  # thread ident -> nesting depth of tracking() and owning()
         self.resets = 0  # times reset_peak was called (lets a measurement notice a reset)
         self.ops = 0  # ATen operators seen by the dispatch mode (what tracking slows down)
+        # watchers of casts and new peaks (``cast(args, out)``, ``new_peak()``): autocast's
+        # weight-cast cache while a measurement runs (vramnb.diagnose._autocast_cache)
+        self.watches: list[Any] = []
         self._ranges = DataRanges()  # data ranges of the counted storages
         self._alias_of: dict[int, int] = {}  # a storage over another's bytes -> that one
         self._aliases: dict[int, set[int]] = {}
@@ -214,6 +225,9 @@ class StorageTracker(SameMemory):
         self.current += new - old
         if self.current > self.peak:
             self.peak = self.current
+            if self.watches:
+                for w in self.watches:
+                    w.new_peak()
         if not self._listeners:
             return
         me = threading.get_ident()

@@ -1,4 +1,4 @@
-"""One-time costs in a CUDA cell: cuBLAS's workspaces.
+"""One-time costs in a CUDA cell: cuBLAS's workspaces, and what CUDA loads outside PyTorch.
 
 The first matrix multiply on a thread and stream takes a workspace from the caching
 allocator and keeps it for the process (``aten/src/ATen/cuda/CublasHandlePool.cpp``):
@@ -9,6 +9,14 @@ default 1 MiB). In a cell's report that shows as allocated memory no variable ho
 Found from the allocator's segments at the end of a cell that allocated at least that
 much: active blocks of exactly those requested sizes, new since the last look, that
 back no live tensor (checked only when such a block appeared).
+
+Outside the allocator, CUDA loads a kernel's module onto the device the first time the
+process uses it (``CUDA_MODULE_LOADING=LAZY``, PyTorch's default since CUDA 11.7; the
+CUDA C++ Programming Guide, "Lazy Loading"), and libraries create their handles (cuFFT
+plans, cuSOLVER, cuDNN) at their first call: device memory that is neither tensors nor
+the allocator's cache, kept for the process. It shows as the growth of
+``total − free − reserved`` (``cudaMemGetInfo``) across the cell, which another process
+on the same GPU changes too.
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ import torch
 from .._storages import live_tensors, storages_of_tensor
 from .._units import format_bytes
 
-__all__ = ["cublas_workspace_sizes", "new_workspaces", "workspace_note"]
+__all__ = ["cublas_workspace_sizes", "new_workspaces", "workspace_note", "outside_growth", "OUTSIDE_MIN"]
+
+#: the least growth of memory outside the allocator worth a line (bytes)
+OUTSIDE_MIN = 2 << 20
 
 _SEEN: dict[int, set[int]] = {}  # device -> addresses already counted as a workspace
 
@@ -70,3 +81,14 @@ def workspace_note(sizes: list[int]) -> str | None:
             + (f" ({parts})" if len(sizes) > 1 else "")
             + ": taken by the first matrix multiply on a thread and kept for the process, a one-time cost, "
               "not this cell's leak")
+
+
+def outside_growth(before: int | None, after: int | None) -> str | None:
+    """The report line for device memory outside PyTorch's allocator that grew from
+    ``before`` to ``after`` bytes during a cell (by at least :data:`OUTSIDE_MIN`), else ``None``."""
+    if before is None or after is None or after - before < OUTSIDE_MIN:
+        return None
+    return (f"device memory outside PyTorch grew by {format_bytes(after - before)}: CUDA loaded the kernels and "
+            "library handles this cell used for the first time (lazy module loading, cuFFT/cuSOLVER/cuDNN "
+            "handles), a one-time cost kept for the process, not this cell's leak (or another process on this "
+            "GPU allocated meanwhile: nvidia-smi shows)")

@@ -36,7 +36,7 @@ import torch
 from .._storages import storages_of_tensor
 
 __all__ = ["OOMState", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block",
-           "process_limit"]
+           "process_limit", "listening", "oom_device_name"]
 
 
 @dataclass
@@ -60,7 +60,7 @@ class OOMState:
         holders: ``(variable, bytes it keeps, bytes deleting it frees)``, the largest holders in
             the notebook's namespace.
         cap_room: bytes the process's own limit still allowed (CPU: ``RLIMIT_AS``/``RLIMIT_DATA``
-            less what it used), where one is set.
+            less what it used), where one is set; ``cap_name`` names that limit.
         hidden: bytes held out of sight (output history, kept exceptions, graphs), ``hidden_by`` by name.
     """
 
@@ -81,6 +81,7 @@ class OOMState:
     hidden: int | None = None
     hidden_by: list[tuple[str, int]] = field(default_factory=list)
     cap_room: int | None = None
+    cap_name: str | None = None
 
 
 # -- where the state goes ---------------------------------------------------------------
@@ -102,6 +103,16 @@ def listening(device: str, callback: Callable[[OOMState], None]) -> Callable[[],
             if entry in _CAPTURES:
                 _CAPTURES.remove(entry)
     return stop
+
+
+def oom_device_name(device: torch.device) -> str:
+    """The name the captures use for ``device``: ``"cpu"``, ``"cuda:N"`` (the current device for a bare
+    ``"cuda"``, read only where CUDA is initialised)."""
+    if device.type != "cuda":
+        return device.type
+    if device.index is not None:
+        return f"cuda:{device.index}"
+    return f"cuda:{torch.cuda.current_device() if torch.cuda.is_initialized() else 0}"
 
 
 def _deliver(state: OOMState) -> None:
@@ -199,18 +210,19 @@ def capture_cpu_oom(requested: int | None, allocated: int) -> None:
     if not _wanted("cpu"):
         return
     try:
-        cap, room = process_limit()
+        cap, room, which = process_limit()
         state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
-                         frames=frame_holders(torch.device("cpu")), cap_room=room)
+                         frames=frame_holders(torch.device("cpu")), cap_room=room, cap_name=which)
     except Exception:  # noqa: BLE001
         return
     _deliver(state)
 
 
-def process_limit() -> tuple[int | None, int | None]:
-    """``(limit, room)``: the tightest of this process's address-space and data limits
+def process_limit() -> tuple[int | None, int | None, str | None]:
+    """``(limit, room, name)``: the tightest of this process's address-space and data limits
     (``resource.RLIMIT_AS`` against ``VmSize``, ``RLIMIT_DATA`` against ``VmData`` in
-    ``/proc/self/status``), and the bytes it still allows; ``(None, None)`` where none is set."""
+    ``/proc/self/status``), the bytes it still allows, and its name (``"RLIMIT_AS"``);
+    ``(None, None, None)`` where none is set."""
     try:
         import resource
 
@@ -218,15 +230,15 @@ def process_limit() -> tuple[int | None, int | None]:
             used = {k: int(v.split()[0]) * 1024 for k, v in (ln.split(":", 1) for ln in f if ":" in ln)
                     if k in ("VmSize", "VmData")}
     except (ImportError, OSError, ValueError):
-        return None, None
-    best: tuple[int | None, int | None] = (None, None)
-    for lim, key in ((resource.RLIMIT_AS, "VmSize"), (resource.RLIMIT_DATA, "VmData")):
-        soft = resource.getrlimit(lim)[0]
+        return None, None, None
+    best: tuple[int | None, int | None, str | None] = (None, None, None)
+    for name, key in (("RLIMIT_AS", "VmSize"), ("RLIMIT_DATA", "VmData")):
+        soft = resource.getrlimit(getattr(resource, name))[0]
         if soft == resource.RLIM_INFINITY or key not in used:
             continue
         room = max(0, soft - used[key])
         if best[1] is None or room < best[1]:
-            best = (soft, room)
+            best = (soft, room, name)
     return best
 
 

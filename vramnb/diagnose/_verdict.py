@@ -35,11 +35,17 @@ KINDS = ("fragmentation", "per-process cap", "another process", "held out of sig
 
 @dataclass(frozen=True)
 class Fix:
-    """A way out: what to do, the code, and the bytes it frees or adds (``None``: not computed)."""
+    """A way out: what to do, the code, and the bytes it frees (``None``: not computed).
+
+    ``estimated``: ``saving`` is the estimated drop of this step's peak (from
+    :mod:`vramnb.diagnose._savings`), and ``fits`` whether the step would then fit
+    (``None``: not known)."""
 
     what: str
     code: str
     saving: int | None = None
+    estimated: bool = False
+    fits: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -71,21 +77,32 @@ def _cpu_room(s: OOMState) -> int | None:
     return min(known) if known else None
 
 
-def verdict(s: OOMState) -> Verdict:
-    """The verdict for the state ``s`` (see the module docstring)."""
+def verdict(s: OOMState, techniques: list[Fix] | None = None) -> Verdict:
+    """The verdict for the state ``s`` (see the module docstring). ``techniques``: fixes
+    with this step's estimated savings (:func:`vramnb.diagnose._savings.step_fixes`),
+    which replace the general ones where memory does not suffice."""
+    v = _verdict(s)
+    general = {f.code for f in _general_fixes(s.device)}
+    if techniques and any(f.code in general for f in v.fixes):  # not where one request exceeds the device
+        v.fixes[:] = [f for f in v.fixes if f.code not in general] + list(techniques)
+    return v
+
+
+def _verdict(s: OOMState) -> Verdict:
     req = s.requested or 0
     fmt = format_bytes
     if s.reserved is None or s.total is None:  # CPU: the process's own limit, out of sight, capacity
         if s.cap_room is not None and req > s.cap_room and (s.available is None or req <= s.available):
             return Verdict(
                 "per-process cap",
-                f"the allocation of {fmt(req)} is more than the {fmt(s.cap_room)} this process's own limit still "
-                f"allows (address space or data: ulimit -v, resource.setrlimit), of {fmt(s.cap or 0)}; the system "
+                f"the allocation of {fmt(req)} is more than the {fmt(s.cap_room)} this process's own limit "
+                f"({s.cap_name or 'address space or data'}: ulimit, resource.setrlimit) still allows, of "
+                f"{fmt(s.cap or 0)}; the system "
                 f"has {fmt(s.available) if s.available is not None else 'more'} available",
                 req - s.cap_room,
                 [Fix("raise the process's limit (up to its hard limit)",
-                     "import resource; resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, "
-                     "resource.RLIM_INFINITY))")] + _capacity_fixes(s))
+                     f"import resource; resource.setrlimit(resource.{s.cap_name or 'RLIMIT_AS'}, "
+                     f"resource.getrlimit(resource.{s.cap_name or 'RLIMIT_AS'})[1:] * 2)")] + _capacity_fixes(s))
         room = _cpu_room(s)
         short = None if room is None else max(0, req - room)
         if s.hidden and short is not None and s.hidden >= short > 0:
@@ -163,10 +180,14 @@ def _capacity_fixes(s: OOMState) -> list[Fix]:
         if len(h) >= 3 and h[2] >= max(s.requested or 0, 1) // 4 and h[2] > 0:
             fixes.append(Fix(f"{h[0]} keeps {format_bytes(h[1])}; deleting it frees {format_bytes(h[2])}",
                              f"del {h[0]}", h[2]))
-    kind = s.device.split(":")[0]
-    fixes += [Fix("find a batch that fits", "vramnb.max_batch_size(model, batch, loss_fn, optimizer)"),
+    return fixes + _general_fixes(s.device)
+
+
+def _general_fixes(device: str) -> list[Fix]:
+    """The training techniques, without savings (the step is not known)."""
+    kind = device.split(":")[0]
+    return [Fix("find a batch that fits", "vramnb.max_batch_size(model, batch, loss_fn, optimizer)"),
               Fix("train in bf16 autocast", f"with torch.autocast({kind!r}, dtype=torch.bfloat16): loss = ..."),
               Fix("recompute activations in backward", "model.gradient_checkpointing_enable()  # or "
                                                        "torch.utils.checkpoint.checkpoint(block, x)"),
               Fix("see each technique's saving on this model", "vramnb.compare(model, batch, loss_fn, optimizer)")]
-    return fixes

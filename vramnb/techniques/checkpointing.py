@@ -156,5 +156,16 @@ class Checkpointing(Technique):
                 plan.undo.append(_wrap(block, selective=value == "selective", record=record))
 
     @classmethod
+    def code(cls, value: Any, device_type: str = "cuda") -> str:
+        every = {"every block": "", "every 2nd block": "[::2]", "every 4th block": "[::4]"}.get(value)
+        if every is None:
+            return ("from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts\n"
+                    "# in each block's caller: checkpoint(block, x, use_reentrant=False, context_fn=...)  # "
+                    "saving matmul/attention outputs")
+        return ("model.gradient_checkpointing_enable()  # Hugging Face models; else wrap each block"
+                f"{' of ' + every if every else ''}:\n"
+                "# x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)")
+
+    @classmethod
     def describe(cls, value: Any) -> str:
         return f"checkpointing {value}" if value != "selective" else "selective checkpointing"

@@ -106,3 +106,16 @@ class OptimizerChoice(Technique):
     @classmethod
     def describe(cls, value: Any) -> str:
         return f"optimizer {value}"
+
+    @classmethod
+    def code(cls, value: Any, device_type: str = "cuda") -> str:
+        lines = {"SGD": "torch.optim.SGD(model.parameters(), lr=lr)",
+                 "SGD momentum": "torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)",
+                 "Adam": "torch.optim.Adam(model.parameters(), lr=lr)",
+                 "AdamW": "torch.optim.AdamW(model.parameters(), lr=lr)",
+                 "AdamW foreach": "torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)",
+                 "AdamW fused": "torch.optim.AdamW(model.parameters(), lr=lr, fused=True)",
+                 "Adafactor": "torch.optim.Adafactor(model.parameters(), lr=lr)",
+                 "Lion": "lion_pytorch.Lion(model.parameters(), lr=lr)",
+                 "AdamW 8-bit": "bitsandbytes.optim.AdamW8bit(model.parameters(), lr=lr)  # or torchao.optim.AdamW8bit"}
+        return f"optimizer = {lines[value]}" if value in lines else "# your optimizer"

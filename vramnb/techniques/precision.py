@@ -72,6 +72,18 @@ class MixedPrecision(Technique):
             _convert_fp8(plan)
 
     @classmethod
+    def code(cls, value: Any, device_type: str = "cuda") -> str:
+        if value == "bf16":
+            return f"with torch.autocast({device_type!r}, dtype=torch.bfloat16): loss = loss_fn(model, batch)"
+        if value == "fp16":
+            return (f"scaler = torch.amp.GradScaler({device_type!r})\n"
+                    f"with torch.autocast({device_type!r}, dtype=torch.float16): loss = loss_fn(model, batch)\n"
+                    "scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()")
+        if value == "fp8":
+            return "from torchao.float8 import convert_to_float8_training; convert_to_float8_training(model)"
+        return "# fp32: no autocast"
+
+    @classmethod
     def describe(cls, value: Any) -> str:
         return {"bf16": "bf16 autocast", "fp16": "fp16 autocast + GradScaler", "fp8": "fp8 (torchao)"}.get(value, value)
 

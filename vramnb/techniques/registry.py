@@ -54,6 +54,13 @@ class Technique:
     def describe(cls, value: Any) -> str:
         return f"{cls.label}: {value}"
 
+    @classmethod
+    def code(cls, value: Any, device_type: str = "cuda") -> str:
+        """The change to make in the user's own training loop for ``value``, as code
+        (one or a few lines; ``device_type`` for the autocast lines). The default names
+        the recipe setting that profile_step and estimate take."""
+        return f"vramnb.Recipe({cls.name}={value!r})  # the setting profile_step/estimate apply"
+
 
 REGISTRY: dict[str, type[Technique]] = {}
 

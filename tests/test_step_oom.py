@@ -1,0 +1,58 @@
+"""profile_step that runs out of memory: the post-mortem on the StepReport, with each
+fix's saving estimated on the user's own step (vramnb/diagnose/_savings.py).
+
+A real CPU allocation failure: a subprocess lowers its own RLIMIT_DATA below what the
+step needs (the test must not starve the machine)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+CODE = textwrap.dedent(
+    """
+    import re, resource, torch, vramnb
+    from vramnb import Recipe
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(),
+                                                      torch.nn.Linear(2048, 512)) for _ in range(6)])
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(2048, 512)
+    loss_fn = lambda m, b: m(b).square().mean()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def est(**s):
+        return vramnb.estimate(model, x, loss_fn, opt, device="cpu", steps=1, warm_optimizer=True,
+                               recipe=Recipe(**s) if s else None).peak_allocated
+    base, ckpt = est(), est(checkpointing="every block")
+    vm = int(re.search(r"VmData:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) * 1024
+    resource.setrlimit(resource.RLIMIT_DATA, (vm + 300 * 2**20, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+    try:
+        vramnb.profile_step(model, x, loss_fn, opt)
+        raise SystemExit("the step did not fail")
+    except RuntimeError as err:
+        rep = err.vramnb_report
+    oom = rep.oom
+    assert oom is not None and oom.state.at_failure and oom.state.cap_name == "RLIMIT_DATA", oom
+    assert oom.verdict.kind == "per-process cap", oom.verdict
+    fixes = {f.what: f for f in oom.verdict.fixes}
+    f = fixes["checkpointing every block"]
+    assert f.estimated and f.fits and f.saving == base - ckpt, (f, base, ckpt)
+    assert "torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)" in f.code
+    # ranked: those that fit first; the batch size that fits is among them
+    fits = [g.fits for g in oom.verdict.fixes if g.estimated]
+    assert fits == sorted(fits, reverse=True), fits
+    assert any(w.startswith("batch size ") and g.fits for w, g in fixes.items())
+    text = repr(rep)
+    assert f": checkpointing every block (this step's peak −{vramnb.format_bytes(base - ckpt)}, estimated; " \\
+           "the step then fits):" in text, text
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # restored
+    print("ok")
+    """
+)
+
+
+def test_step_oom_fixes_carry_this_steps_estimated_savings():
+    out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout[-3000:] + out.stderr[-3000:]

@@ -1,0 +1,72 @@
+"""The savings of each fix for a step that ran out of memory in :func:`vramnb.profile_step`.
+
+The step is known there (model, batch, loss, optimizer, recipe), so each candidate
+technique is estimated on it (:mod:`vramnb.diagnose._savings`) once the model is
+restored. Memory the notebook held before the step outside the model, optimizer and
+batch (:func:`held_outside`) stays held whatever the step does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .._storages import storages_of_tensor
+from ._postmortem import OOMState
+from ._savings import step_fixes
+from ._verdict import Fix, _cpu_room
+
+__all__ = ["held_outside", "step_savings"]
+
+
+def held_outside(device: torch.device, model: torch.nn.Module, optimizer: Any, batch: list[torch.Tensor]) -> int:
+    """Bytes allocated on ``device`` now that are not the model's parameters, buffers and
+    gradients, the optimizer's state or the batch (each storage once)."""
+    from .._probe import probe_for
+
+    try:
+        now = probe_for(device).sample(device_info=False).allocated
+    except Exception:  # noqa: BLE001
+        return 0
+    tensors: list[torch.Tensor] = list(model.parameters()) + list(model.buffers()) + list(batch)
+    tensors += [p.grad for p in model.parameters() if p.grad is not None]
+    if optimizer is not None:
+        tensors += [v for st in optimizer.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+    seen: dict[int, int] = {}
+    for t in tensors:
+        try:
+            for _, st in storages_of_tensor(t):
+                if st.device.type == device.type:
+                    seen[st.data_ptr() or id(st)] = st.nbytes()
+        except Exception:  # noqa: BLE001 - meta, fake or odd tensors hold nothing here
+            continue
+    return max(0, now - sum(seen.values()))
+
+
+def step_savings(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: Any, recipe: Any, state: OOMState,
+                 other: int, device: torch.device) -> list[Fix]:
+    """Fixes for the failed step with their estimated savings (see :func:`_savings.step_fixes`);
+    the step is estimated for the device it ran on (``device="cuda"`` models the GPU present)."""
+    from ..predict._estimate import estimate
+    from ..techniques.batching import batch_len
+    from ..techniques import Recipe
+
+    settings = recipe.changed() if recipe is not None else {}
+    try:
+        n: int | None = batch_len(batch)
+    except Exception:  # noqa: BLE001 - a batch without a batch dimension: no batch-size fix
+        n = None
+    kind = "cuda" if device.type == "cuda" else "cpu"
+
+    def run(s: dict[str, Any], bs: int | None) -> Any:
+        return estimate(model, batch, loss_fn, optimizer, recipe=Recipe(**s) if s else None, batch_size=bs,
+                        device=kind, steps=1, warm_optimizer=optimizer is not None)
+
+    if kind == "cuda":
+        limit = state.cap if state.cap is not None else state.total
+        room = None if limit is None else limit - (state.non_pytorch or 0) - (state.other_processes or 0)
+    else:
+        r = _cpu_room(state)
+        room = None if r is None else r + state.allocated
+    return step_fixes(run, settings, n, room, other, kind)
