@@ -11,6 +11,7 @@ and the report is displayed after the cell's own outputs.
 
 from __future__ import annotations
 
+import inspect
 import keyword
 import re
 import sys
@@ -54,6 +55,22 @@ def times_itself(cell: str) -> bool:
     (True, False)
     """
     return bool(_TIMING.search(cell))
+
+
+def _handled_frames() -> list[Any]:
+    """The local variables' values of the user's function frames in the traceback of the
+    exception being handled now (a failing cell's, read in the measurement's ``finally``),
+    leaving no reference on the frames (:func:`vramnb.diagnose._postmortem._frame_locals`)."""
+    from .diagnose._postmortem import _frame_locals, _user_frame
+
+    tb = sys.exc_info()[2]
+    out: list[Any] = []
+    while tb is not None:
+        f = tb.tb_frame
+        if _user_frame(f) and f.f_code.co_flags & inspect.CO_OPTIMIZED:
+            out.extend(v for _, v in _frame_locals(f))
+        tb = tb.tb_next
+    return out
 
 
 @magics_class
@@ -165,7 +182,15 @@ class VramMagics(Magics):
         names of the notebook that hold the most on ``device``."""
         def top() -> list[tuple[str, int, int]]:
             dev = resolve_device(device)
-            rows = find_holders(self.shell.user_ns, dev, skip=self.shell.user_ns_hidden, limit=limit, entries=False)
+            # what deleting a name frees: not what the output history, a kept exception's frames
+            # or the failing frames (an error being handled) also keep
+            hidden = dict(hidden_holders(self.shell))
+            frames = _handled_frames()
+            if frames:
+                hidden["(the failing frames)"] = ("traceback frames", frames)
+            rows = find_holders(self.shell.user_ns, dev, hidden=hidden, skip=self.shell.user_ns_hidden,
+                                limit=None, entries=False)
+            rows = [h for h in rows if not h.hidden][:limit]
             return [(h.name, h.nbytes, h.unique) for h in rows]
 
         return top
@@ -184,9 +209,31 @@ class VramMagics(Magics):
 
     def _hidden_fn(self, device: Any) -> Any:
         def hidden() -> list[tuple[str, int]]:
+            """What ``%vram free`` would release, by kind (output history, a kept exception's
+            frames): each kind's objects together, against every name of the notebook (a tensor
+            a variable also holds is not freed); the first row is ``("total", bytes)`` of all kinds
+            together (a tensor two kinds hold counts once)."""
             dev = resolve_device(device)
-            objs = {name: obj for name, (_, obj) in hidden_holders(self.shell).items()}
-            return [(h.name, h.unique) for h in find_holders(objs, dev, limit=5, entries=False) if h.unique]
+            kinds: dict[str, list[Any]] = {}
+            for name, (kind, obj) in hidden_holders(self.shell).items():
+                kinds.setdefault("last exception" if name == "last exception" else kind, []).append(obj)
+            if not kinds:
+                return []
+            groups = {k: (k, objs) for k, objs in kinds.items()}
+            # the user's own names: IPython's output names (_, _3) are the output history itself
+            hid = self.shell.user_ns_hidden
+            names = {n: v for n, v in self.shell.user_ns.items() if not (n in hid and hid[n] is v)}
+            groups["total"] = ("total", [o for objs in kinds.values() for o in objs])
+            rows = {}
+            for k in groups:  # each group against the notebook's names and the other groups but "total"
+                others = {g: v for g, v in groups.items() if g not in (k, "total") and k != "total"}
+                hits = find_holders(names, dev, hidden={k: groups[k], **others}, entries=False)
+                rows[k] = next((h.unique for h in hits if h.hidden and h.name == f"({k})"), 0)
+            total = rows.pop("total", 0)
+            if not total:
+                return []
+            by_kind = sorted(((k, b) for k, b in rows.items() if b), key=lambda r: -r[1])
+            return [("total", total)] + by_kind
 
         return hidden
 

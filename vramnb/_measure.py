@@ -39,7 +39,7 @@ from .diagnose import OOMState, install_cuda_observer, reserved_growth, verdict
 from .diagnose._autocast_cache import CACHE_ROW, CastCache, CastMode, cache_note
 from ._tracker_patch import _exit_mode
 from .diagnose._one_time import new_workspaces, outside_growth, workspace_note
-from .diagnose._postmortem import listening, process_limit
+from .diagnose._postmortem import failing_code, listening, process_limit
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
 from ._render import Rendered, Table, dataframe
 from ._report import CellReport, OOMInfo
@@ -415,8 +415,10 @@ def _first_oom(m: Measurement, state: OOMState) -> None:
     (later the failing cell's own exception would count as out of sight). A block that
     catches a failure and goes on (a batch search trying a smaller size) ends, if it fails,
     with a later failure: the report describes the one that ended it."""
-    hidden = _safe_call(m.hidden)
-    if hidden:
+    hidden = _safe_call(m.hidden)  # ("total", bytes) first, then by kind
+    if hidden and hidden[0][0] == "total":
+        state.hidden, state.hidden_by = hidden[0][1], hidden[1:]
+    elif hidden:
         state.hidden, state.hidden_by = sum(b for _, b in hidden), hidden
     m.oom_state = state
 
@@ -434,6 +436,16 @@ def _same_request(captured: int | None, asked: int | None) -> bool:
     if captured is None or asked is None:
         return True
     return abs(captured - asked) <= max(captured, asked) // 100
+
+
+def _tb_frames(exc: BaseException) -> list[Any]:
+    """The frames of ``exc``'s traceback, innermost first."""
+    out = []
+    tb = exc.__traceback__
+    while tb is not None:
+        out.append(tb.tb_frame)
+        tb = tb.tb_next
+    return out[::-1]
 
 
 def _post_mortem(m: Measurement, exc: BaseException, end: Any) -> OOMInfo:
@@ -460,6 +472,11 @@ def oom_info(state: OOMState | None, exc: BaseException, device: torch.device, e
                          None, end.non_pytorch)
     elif state.requested is None:
         state.requested = asked
+    if state.context is None:  # read after unwinding: the traceback's frames still say what ran
+        try:
+            state.context = failing_code(_tb_frames(exc))
+        except Exception:  # noqa: BLE001
+            pass
     if holders is not None:
         state.holders = holders()
     try:

@@ -215,6 +215,8 @@ def oom_lines(oom: OOMInfo) -> list[str]:
     if oom.verdict is not None:
         v = oom.verdict
         lines.append(f"verdict: {v.kind}: {v.reason}")
+        if len(v.fixes) > 5:
+            lines.append(f"… and {len(v.fixes) - 5} more fix(es) in report.oom.verdict.fixes")
         for i, f in enumerate(v.fixes[:5], 1):
             code = f.code.splitlines()
             if len(code) <= 1:
@@ -236,6 +238,8 @@ def fix_gain(f: Any) -> str:
     if not f.saving:
         return ""
     if not getattr(f, "estimated", False):
+        if "frees" in f.what or "freed" in f.what or "held" in f.what:  # the bytes are in its words already
+            return ""
         return f" (frees up to {format_bytes(f.saving)})"
     then = {True: "; the step then fits", False: "; not enough alone"}.get(getattr(f, "fits", None), "")
     return f" (this step's peak −{format_bytes(f.saving)}, estimated{then})"

@@ -35,7 +35,7 @@ import torch
 
 from .._storages import storages_of_tensor
 
-__all__ = ["OOMState", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block",
+__all__ = ["OOMState", "FailingCode", "failing_code", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block",
            "process_limit", "listening", "oom_device_name"]
 
 
@@ -82,6 +82,31 @@ class OOMState:
     hidden_by: list[tuple[str, int]] = field(default_factory=list)
     cap_room: int | None = None
     cap_name: str | None = None
+    context: FailingCode | None = None
+
+
+@dataclass
+class FailingCode:
+    """What the failing code was doing, read from its frames (names only).
+
+    Attributes:
+        in_use: global names the failing frames' code refers to (a cell's ``train_step``,
+            the ``model`` and ``opt`` inside it): deleting them is not a fix.
+        model: the notebook's name of the ``nn.Module`` in use with the most parameters, if any.
+        optimizer: the name of an optimizer in use, if any.
+        trains: a module ran in the failing frames (a forward, a step), else a plain
+            tensor computation, for which training techniques are no fix.
+        autocast: an autocast region was open at the failure.
+        checkpointing: the failure came inside ``torch.utils.checkpoint``, or a model in use
+            has Hugging Face's gradient checkpointing on.
+    """
+
+    in_use: set[str] = field(default_factory=set)
+    model: str | None = None
+    optimizer: str | None = None
+    trains: bool = False
+    autocast: bool = False
+    checkpointing: bool = False
 
 
 # -- where the state goes ---------------------------------------------------------------
@@ -169,7 +194,8 @@ def cuda_state(device: int, requested: int, limit: int, free: int) -> OOMState:
     non_pytorch = max(0, total - free - reserved - (others or 0))
     return OOMState(f"cuda:{device}", True, int(requested), allocated, reserved, total,
                     int(limit) if limit < total else None, int(free), largest_free_block(device), non_pytorch,
-                    others, frames=frame_holders(torch.device("cuda", device)))
+                    others, frames=frame_holders(torch.device("cuda", device)),
+                    context=failing_code(_stack(sys._getframe(1))))
 
 
 def largest_free_block(device: int) -> int | None:
@@ -212,7 +238,8 @@ def capture_cpu_oom(requested: int | None, allocated: int) -> None:
     try:
         cap, room, which = process_limit()
         state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
-                         frames=frame_holders(torch.device("cpu")), cap_room=room, cap_name=which)
+                         frames=frame_holders(torch.device("cpu")), cap_room=room, cap_name=which,
+                         context=failing_code(_stack(sys._getframe(1))))
     except Exception:  # noqa: BLE001
         return
     _deliver(state)
@@ -287,6 +314,72 @@ def _frame_locals(frame: Any) -> list[tuple[str, Any]]:
     return items
 
 
+def failing_code(frames: list[Any]) -> FailingCode:
+    """:class:`FailingCode` from the frames of a failure, innermost first. Reads code
+    objects' names and the frames' globals by name (``dict.get``: no user code runs)."""
+    from ._autocast_cache import _nesting
+
+    ctx = FailingCode()
+    try:
+        ctx.autocast = _nesting() > 0
+    except Exception:  # noqa: BLE001
+        pass
+    ckpt_file = os.path.join("torch", "utils", "checkpoint.py")
+    best = -1
+    for frame in frames:
+        code = frame.f_code
+        if code.co_filename.endswith(ckpt_file):
+            ctx.checkpointing = True
+        if not (_user_frame(frame) or code.co_name == "<module>") or code.co_filename.startswith(_SKIP):
+            continue
+        if "/IPython/" in code.co_filename:
+            continue
+        names = set(code.co_names)
+        ctx.in_use |= names
+        g = frame.f_globals
+        for name in names:
+            obj = dict.get(g, name) if type(g) is dict else None
+            if obj is None:
+                continue
+            tp = type(obj)
+            if issubclass(tp, torch.nn.Module):
+                ctx.trains = True
+                n = _parameter_count(obj)
+                if n > best:
+                    best, ctx.model = n, name
+                if getattr(obj, "is_gradient_checkpointing", False) is True:
+                    ctx.checkpointing = True
+            elif issubclass(tp, torch.optim.Optimizer) and ctx.optimizer is None:
+                ctx.optimizer = name
+        for _, val in _frame_locals(frame) if _user_frame(frame) else ():
+            if issubclass(type(val), torch.nn.Module):
+                ctx.trains = True
+        val = None
+    return ctx
+
+
+def _parameter_count(module: Any, depth: int = 0) -> int:
+    """Elements of a module's parameters, read from its ``_parameters``/``_modules`` dicts
+    (no overridden ``parameters()``/``named_modules()``: the user's code)."""
+    d = object.__getattribute__(module, "__dict__") if depth < 32 else {}
+    n = 0
+    params = dict.get(d, "_parameters")
+    if type(params) is dict:
+        n += sum(p.numel() for p in dict.values(params) if type(p) is torch.nn.Parameter)
+    mods = dict.get(d, "_modules")
+    if type(mods) is dict:
+        n += sum(_parameter_count(m, depth + 1) for m in dict.values(mods) if issubclass(type(m), torch.nn.Module))
+    return n
+
+
+def _stack(start: Any) -> list[Any]:
+    out = []
+    while start is not None and len(out) < 64:
+        out.append(start)
+        start = start.f_back
+    return out
+
+
 def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, int]]:
     """``(frame, variable, bytes)``: tensors on ``device`` held by the local variables of
     the user's frames on this thread's stack (not torch's, vramnb's or IPython's),
@@ -295,6 +388,7 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
     ``__torch_function__``, no overridden ``values``/``__getitem__``) and no reference is
     kept (see :func:`_frame_locals`)."""
     seen: set[int] = set()
+    nodes: dict[int, Any] = {}  # autograd nodes walked (kept alive while walking, released at the end)
     out: list[tuple[str, str, int]] = []
     frame = sys._getframe(1)
     depth = 0
@@ -305,7 +399,7 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
             var = val = None
             for var, val in _frame_locals(frame):
                 try:
-                    n = _tensor_bytes(val, device, seen)
+                    n = _tensor_bytes(val, device, seen, 0, nodes)
                 except Exception:  # noqa: BLE001 - a strange object holds nothing we can see
                     n = 0
                 if n:
@@ -313,6 +407,7 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
             del var, val
         frame = frame.f_back
     del frame
+    nodes.clear()
     out.sort(key=lambda t: -t[2])
     return out[:limit]
 
@@ -320,21 +415,44 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
 _ITEMS = 10_000  # items of a local list, tuple or dict looked at
 
 
-def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0) -> int:
+def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0,
+                  nodes: dict[int, Any] | None = None) -> int:
+    """Bytes on ``device`` of the storages ``val`` keeps that ``seen`` does not hold yet: a
+    tensor's own (and, for one computed with autograd, what its graph saved for backward:
+    activations of a forward cut short, leaves excluded), a module's parameters, gradients
+    and buffers, and the items of lists, tuples and dicts up to three levels down."""
     # type(), not isinstance: isinstance reads ``__class__`` (a mock, a proxy, a lazy object answer it)
     tp = type(val)
     if issubclass(tp, torch.Tensor):
-        n = 0
-        with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's code
-            parts = storages_of_tensor(val)
-        for key, st in parts:
-            d = st.device
-            if d.type != device.type or (device.index is not None and d.index != device.index) or key in seen:
-                continue
-            seen.add(key)
-            n += int(st.nbytes())
+        n = _storages_bytes(val, device, seen)
+        fn = val.grad_fn if tp in _PLAIN_TENSORS else None
+        if fn is not None and nodes is not None:
+            from .._graph import graph_tensors
+
+            for t in graph_tensors(fn, nodes, grads=False):
+                if type(t) in _PLAIN_TENSORS and not (t.is_leaf and t.requires_grad):
+                    n += _storages_bytes(t, device, seen)
         return n
-    if depth >= 1:
+    if issubclass(tp, torch.nn.Module):
+        if depth >= 32:
+            return 0
+        d = object.__getattribute__(val, "__dict__")
+        n = 0
+        for attr in ("_parameters", "_buffers"):
+            items = dict.get(d, attr)
+            if type(items) is dict:
+                for t in dict.values(items):
+                    if t is not None and issubclass(type(t), torch.Tensor):
+                        n += _storages_bytes(t, device, seen)
+                        g = t.grad if type(t) in _PLAIN_TENSORS else None
+                        if g is not None:
+                            n += _storages_bytes(g, device, seen)
+        mods = dict.get(d, "_modules")
+        if type(mods) is dict:
+            n += sum(_tensor_bytes(m, device, seen, depth + 1, nodes) for m in dict.values(mods)
+                     if issubclass(type(m), torch.nn.Module))
+        return n
+    if depth >= 3:
         return 0
     # the containers' own items, never a subclass's overridden accessors (the user's code)
     if issubclass(tp, list):
@@ -345,4 +463,20 @@ def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0
         items = itertools.islice(dict.values(val), _ITEMS)
     else:
         return 0
-    return sum(_tensor_bytes(v, device, seen, depth + 1) for v in items)
+    return sum(_tensor_bytes(v, device, seen, depth + 1, nodes) for v in items)
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def _storages_bytes(t: Any, device: torch.device, seen: set[int]) -> int:
+    n = 0
+    with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's code
+        parts = storages_of_tensor(t)
+    for key, st in parts:
+        d = st.device
+        if d.type != device.type or (device.index is not None and d.index != device.index) or key in seen:
+            continue
+        seen.add(key)
+        n += int(st.nbytes())
+    return n

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from .._units import format_bytes
 
 if TYPE_CHECKING:
-    from ._postmortem import OOMState
+    from ._postmortem import FailingCode, OOMState
 
 __all__ = ["Fix", "Verdict", "verdict", "KINDS"]
 
@@ -82,8 +82,9 @@ def verdict(s: OOMState, techniques: list[Fix] | None = None) -> Verdict:
     with this step's estimated savings (:func:`vramnb.diagnose._savings.step_fixes`),
     which replace the general ones where memory does not suffice."""
     v = _verdict(s)
-    general = {f.code for f in _general_fixes(s.device)}
-    if techniques and any(f.code in general for f in v.fixes):  # not where one request exceeds the device
+    whole = any(f.what.startswith("one request is larger") for f in v.fixes)
+    if techniques and v.kind != "fragmentation" and not whole:
+        general = {f.code for f in _general_fixes(s.device, s.context)}
         v.fixes[:] = [f for f in v.fixes if f.code not in general] + list(techniques)
     return v
 
@@ -109,7 +110,9 @@ def _verdict(s: OOMState) -> Verdict:
             return _hidden(s, req, short)
         where = f"{fmt(room)} available" if room is not None else "the memory the system gives"
         return Verdict("capacity", f"the allocation of {fmt(req)} needs more than {where}, with "
-                                   f"{fmt(s.allocated)} of tensors alive at the failure", short, _capacity_fixes(s))
+                                   f"{fmt(s.allocated)} of tensors alive "
+                                   f"{'at the failure' if s.at_failure else 'after the error unwound'}", short,
+                   _capacity_fixes(s))
     limit = _limit(s)
     assert limit is not None
     capped = s.cap is not None and s.cap < s.total
@@ -165,29 +168,74 @@ def _hidden(s: OOMState, req: int, short: int | None) -> Verdict:
 
 def _capacity_fixes(s: OOMState) -> list[Fix]:
     """The fixes for memory that does not suffice, best first: what the notebook holds out of
-    sight, the variables whose deletion frees the most, then the training techniques (none
-    for a single request larger than the whole device: a shape to read, not memory to save)."""
+    sight, the variables whose deletion would close the gap, the training techniques (only
+    where a model ran, and not those the failing code already uses), then variables whose
+    deletion helps but does not close it alone. None of the training ones for a single
+    request larger than the whole device (a shape to read, not memory to save). Variables
+    the failing code refers to (its model, its optimizer) are never offered for deletion."""
+    ctx = s.context
     fixes = []
     if s.hidden:
-        fixes.append(Fix("release what the output history, kept exceptions and graphs hold", "%vram free", s.hidden))
-    # all the device could give this process: its limit (CUDA), or what is available plus what tensors hold (CPU)
-    cpu_room = _cpu_room(s) if s.reserved is None else None
-    room = _limit(s) if s.reserved is not None else (None if cpu_room is None else cpu_room + s.allocated)
-    if s.requested and room is not None and s.requested > room:
+        exc = dict(s.hidden_by).get("last exception", 0)
+        if exc:
+            fixes.append(Fix(f"the previous error's traceback held {format_bytes(exc)}; this error replaced it, "
+                             "which freed it: run the cell again", "", exc))
+        if s.hidden - exc > 0:
+            fixes.append(Fix("release what the output history and kept graphs hold", "%vram free", s.hidden - exc))
+    # the whole device: the limit (CUDA: the cap or the card; CPU: the process's limit, else what is
+    # available plus what tensors hold)
+    if s.reserved is not None:
+        whole = _limit(s)
+    elif s.cap is not None:
+        whole = s.cap
+    else:
+        whole = None if s.available is None else s.available + s.allocated
+    if s.requested and whole is not None and s.requested > whole:
         return [Fix("one request is larger than the whole device: read the shapes on the failing line "
                     "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
+    short = _short(s)
+    enough, partial = [], []
     for h in s.holders:  # (name, holds, frees)
-        if len(h) >= 3 and h[2] >= max(s.requested or 0, 1) // 4 and h[2] > 0:
-            fixes.append(Fix(f"{h[0]} keeps {format_bytes(h[1])}; deleting it frees {format_bytes(h[2])}",
-                             f"del {h[0]}", h[2]))
-    return fixes + _general_fixes(s.device)
+        if len(h) < 3 or h[2] <= 0 or (ctx is not None and h[0] in ctx.in_use):
+            continue
+        f = Fix(f"{h[0]} keeps {format_bytes(h[1])}; deleting it frees {format_bytes(h[2])}", f"del {h[0]}", h[2])
+        if short is not None and h[2] >= short:
+            enough.append(f)
+        elif h[2] >= max(s.requested or 0, 1) // 4:
+            partial.append(f)
+    return fixes + enough + _general_fixes(s.device, ctx) + partial
 
 
-def _general_fixes(device: str) -> list[Fix]:
-    """The training techniques, without savings (the step is not known)."""
+def _short(s: OOMState) -> int | None:
+    """Bytes missing for the request (``None``: not known)."""
+    req = s.requested or 0
+    if s.reserved is None or s.total is None:
+        room = _cpu_room(s)
+        return None if room is None else max(0, req - room)
+    limit = _limit(s)
+    if limit is None:
+        return None
+    outside = 0 if s.cap is not None and s.cap < s.total else (s.non_pytorch or 0) + (s.other_processes or 0)
+    return max(0, s.allocated + req + outside - limit)
+
+
+def _general_fixes(device: str, ctx: FailingCode | None = None) -> list[Fix]:
+    """The training techniques, without savings (the step is not known): none where no model
+    ran in the failing code; not those it already uses; with the notebook's own names."""
+    if ctx is not None and not ctx.trains:
+        return []
     kind = device.split(":")[0]
-    return [Fix("find a batch that fits", "vramnb.max_batch_size(model, batch, loss_fn, optimizer)"),
-              Fix("train in bf16 autocast", f"with torch.autocast({kind!r}, dtype=torch.bfloat16): loss = ..."),
-              Fix("recompute activations in backward", "model.gradient_checkpointing_enable()  # or "
-                                                       "torch.utils.checkpoint.checkpoint(block, x)"),
-              Fix("see each technique's saving on this model", "vramnb.compare(model, batch, loss_fn, optimizer)")]
+    model = (ctx.model if ctx is not None else None) or "model"
+    opt = (ctx.optimizer if ctx is not None else None) or "optimizer"
+    args = f"{model}, batch, loss_fn, {opt}"
+    out = []
+    if kind == "cuda":  # the search models a CUDA card
+        out.append(Fix("find a batch that fits", f"vramnb.max_batch_size({args})  # batch and loss_fn: yours"))
+    if ctx is None or not ctx.autocast:
+        out.append(Fix("train in bf16 autocast", f"with torch.autocast({kind!r}, dtype=torch.bfloat16): loss = ..."))
+    if ctx is None or not ctx.checkpointing:
+        out.append(Fix("recompute activations in backward",
+                       f"{model}.gradient_checkpointing_enable()  # Hugging Face; else in forward: "
+                       "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)"))
+    out.append(Fix("see each technique's saving on this model", f"vramnb.compare({args})"))
+    return out

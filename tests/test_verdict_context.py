@@ -1,0 +1,99 @@
+"""The post-mortem reads what the failing code was doing and what is out of sight, exactly
+(CPU): the names the failing code uses are never offered for deletion, training techniques
+only where a model ran and not those already on, out-of-sight bytes against every name."""
+
+from __future__ import annotations
+
+import torch
+
+import vramnb
+from tests.conftest import run
+from vramnb.diagnose import OOMState, verdict
+from vramnb.diagnose._postmortem import FailingCode
+
+MiB = 2**20
+HUGE = "torch.empty(1 << 60, dtype=torch.uint8)"  # the CPU allocator refuses 1 EiB
+
+
+def _oom(ip, cell):
+    res, cap = run(ip, "%%vram -d cpu\n" + cell)
+    assert res.error_in_exec is not None
+    return vramnb.history()[-1].oom, cap
+
+
+def test_failing_code_names_the_model_and_optimizer_in_use_and_sees_autocast(ip):
+    run(ip, "model = torch.nn.Linear(256, 256)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "small = torch.nn.Linear(2, 2)\n"
+            "def train_step(x):\n    loss = model(x).sum()\n    loss.backward(); opt.step()\n"
+            "    return " + HUGE)
+    oom, _ = _oom(ip, "with torch.autocast('cpu', dtype=torch.bfloat16):\n    train_step(torch.ones(4, 256))")
+    ctx = oom.state.context
+    assert ctx.trains and ctx.model == "model" and ctx.optimizer == "opt" and ctx.autocast
+    assert {"train_step", "model", "opt"} <= ctx.in_use and "small" not in ctx.in_use
+    assert not ctx.checkpointing
+
+
+def test_failing_frames_count_modules_nested_containers_and_the_graph_cut_short(ip):
+    run(ip, "def step(model, x):\n    cfg = {'a': {'t': torch.ones(1000)}}\n    pair = [torch.ones(500), [torch.ones(250)]]\n"
+            "    h = torch.relu(model(x))\n    g = h * 2\n    " + HUGE)
+    oom, _ = _oom(ip, "step(torch.nn.Linear(64, 64), torch.ones(8, 64, requires_grad=True))")
+    frames = {var: n for _, var, n in oom.state.frames}
+    assert frames["model"] == (64 * 64 + 64) * 4  # a module local: its parameters
+    assert frames["cfg"] == 1000 * 4 and frames["pair"] == 750 * 4  # nested containers
+    assert frames["x"] == 8 * 64 * 4
+    # h: its own 2 KiB and what its graph saved (relu's output is h itself; the Linear saved x: counted at x)
+    assert frames["h"] == 8 * 64 * 4
+    assert frames["g"] == 8 * 64 * 4 + 8  # mul saved the scalar 2, a 0-dim int64 tensor
+
+
+def test_out_of_sight_bytes_are_what_vram_free_would_release(ip):
+    run(ip, "kept = torch.zeros(2_500_000)\n"
+            "def fail():\n    ref = kept; tmp = torch.ones(500_000); raise ValueError('x')")
+    run(ip, "fail()")  # the last exception keeps tmp (2 MB) and, through ref, kept (a name: not out of sight)
+    run(ip, "torch.ones(1_000_000)")  # Out and _ keep 4 MB
+    oom, _ = _oom(ip, HUGE)
+    assert oom.state.hidden == 500_000 * 4 + 1_000_000 * 4
+    assert dict(oom.state.hidden_by) == {"last exception": 500_000 * 4, "output history": 1_000_000 * 4}
+
+
+def _state(**kw):
+    base = dict(device="cpu", at_failure=True, requested=100 * MiB, allocated=300 * MiB, available=60 * MiB)
+    base.update(kw)
+    return OOMState(**base)
+
+
+def test_fixes_never_delete_what_the_failing_code_uses_and_rank_what_closes_the_gap_first():
+    ctx = FailingCode(in_use={"train_step", "opt", "model"}, model="model", optimizer="opt", trains=True)
+    s = _state(holders=[("opt", 200 * MiB, 200 * MiB), ("old", 10 * MiB, 10 * MiB), ("cache", 50 * MiB, 50 * MiB)],
+               context=ctx)
+    fixes = verdict(s).fixes
+    codes = [f.code for f in fixes]
+    assert "del opt" not in codes
+    # 40 MiB short: deleting cache (50 MiB) closes it and comes before the techniques; old (10 MiB) after them
+    assert codes.index("del cache") < codes.index("vramnb.compare(model, batch, loss_fn, opt)") < codes.index("del old") \
+        if "del old" in codes else codes.index("del cache") == 0
+    assert any("with torch.autocast('cpu'" in c for c in codes)
+    # CPU: no batch search (it models a CUDA card)
+    assert not any(c.startswith("vramnb.max_batch_size") for c in codes)
+
+
+def test_no_training_fixes_without_a_model_and_none_already_in_use():
+    plain = verdict(_state(context=FailingCode(in_use={"z"}))).fixes
+    assert not any("autocast" in f.code or "checkpoint" in f.code or "compare" in f.code for f in plain)
+    on = verdict(_state(context=FailingCode(trains=True, autocast=True, checkpointing=True, model="net"))).fixes
+    assert not any("autocast" in f.code or "checkpoint" in f.code for f in on)
+    assert any(f.code == "vramnb.compare(net, batch, loss_fn, optimizer)" for f in on)
+
+
+def test_a_request_under_the_process_limit_is_not_larger_than_the_whole_device():
+    # 120 MiB asked, 1 GiB limit with 10 MiB of room: the limit is the device, not the room
+    s = _state(requested=120 * MiB, allocated=20 * MiB, available=20 * 2**30, cap=2**30, cap_room=10 * MiB,
+               cap_name="RLIMIT_AS", context=FailingCode(trains=True))
+    v = verdict(s)
+    assert v.kind == "per-process cap"
+    assert not any(f.what.startswith("one request is larger") for f in v.fixes)
+    assert v.fixes[0].code == ("import resource; resource.setrlimit(resource.RLIMIT_AS, "
+                               "resource.getrlimit(resource.RLIMIT_AS)[1:] * 2)")
+    big = verdict(_state(requested=2 * 2**30, available=20 * 2**30, cap=2**30, cap_room=10 * MiB,
+                         context=FailingCode(trains=True)))
+    assert any(f.what.startswith("one request is larger") for f in big.fixes)
