@@ -97,3 +97,45 @@ def test_a_request_under_the_process_limit_is_not_larger_than_the_whole_device()
     big = verdict(_state(requested=2 * 2**30, available=20 * 2**30, cap=2**30, cap_room=10 * MiB,
                          context=FailingCode(trains=True)))
     assert any(f.what.startswith("one request is larger") for f in big.fixes)
+
+
+def test_a_cell_runs_even_where_vramnb_cannot_start_measuring(ip, monkeypatch, capsys):
+    # under memory pressure vramnb's own start (the tracker's warm-up, its scan) can fail: the cell must still run
+    from vramnb._tracker import StorageTracker
+
+    def no_memory(self):
+        raise MemoryError("no memory left")
+
+    monkeypatch.setattr(StorageTracker, "warm_up", no_memory)
+    res, cap = run(ip, "%%vram -d cpu\nran = 41 + 1\nran")
+    assert res.error_in_exec is None and ip.user_ns["ran"] == 42
+    assert "could not start measuring (MemoryError: no memory left); the cell ran unmeasured" in cap.stderr
+    # and a failing cell keeps its own error
+    res, cap = run(ip, "%%vram -d cpu\nraise KeyError('mine')")
+    assert isinstance(res.error_in_exec, KeyError)
+
+
+def test_every_report_carries_the_versions(ip):
+    import platform
+
+    import IPython
+
+    want = {"torch": torch.__version__, "python": platform.python_version(), "vramnb": vramnb.__version__}
+    model = torch.nn.Linear(8, 8)
+    batch = torch.ones(4, 8)
+    loss = lambda m, b: m(b).sum()  # noqa: E731
+    est = vramnb.estimate(model, batch, loss, target="A100")
+    assert est.versions.items() >= {**want, "target": est.target.name}.items()
+    cmp = vramnb.compare(model, batch, loss, None, toggles={"precision": ["fp32"]}, progress=False)
+    assert cmp.versions.items() >= want.items()
+    ip.user_ns["t"] = torch.ones(10)
+    magics = ip.magics_manager.registry["VramMagics"]
+    rep = magics.state(torch.device("cpu"))  # what %vram shows
+    assert rep.versions.items() >= {**want, "ipython": IPython.__version__}.items()
+
+
+def test_a_forward_only_recipe_does_not_warn_about_missing_gradients():
+    model = torch.nn.Linear(8, 8)
+    rep = vramnb.profile_step(model, torch.ones(4, 8), lambda m, b: m(b).sum(), None, recipe={"mode": "no_grad"})
+    assert all(not s.missing_grads for s in rep.steps)
+    assert "require grad but received none" not in repr(rep)

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 
 from ._breakdown import StepReport
+from ._report import oom_lines
+from ._versions import versions
 from ._render import Rendered, Table, dataframe
 from ._sources import SOURCES
 from ._checks import InputError
@@ -58,6 +60,7 @@ class Comparison(Rendered):
     variants: list[Variant]
     device: str
     notes: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)  # what it was measured with (see StepReport)
 
     def __repr__(self) -> str:
         return self._table().to_text()
@@ -240,14 +243,20 @@ def compare(
                 bar.set_postfix_str(r.describe()[:40])
             v = Variant(r)
             try:
-                v.report = profile_step(model, batch, loss_fn, optimizer, recipe=r, module_depth=module_depth)
+                v.report = profile_step(model, batch, loss_fn, optimizer, recipe=r, module_depth=module_depth,
+                                        diagnose=False)
                 device = v.report.device
             except Unavailable as e:
                 v.unavailable = str(e).split(": ", 1)[-1]
             except InputError:  # vramnb refusing the inputs: the same for every recipe
                 raise
             except Exception as e:  # noqa: BLE001 - a failing recipe is a result, not a crash
-                v.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+                oom = getattr(getattr(e, "vramnb_report", None), "oom", None)
+                if oom is not None:  # the post-mortem's first line and verdict, not the allocator's raw message
+                    lines = oom_lines(oom)
+                    v.error = lines[0] + (f"; {lines[1]}" if len(lines) > 1 and lines[1].startswith("verdict") else "")
+                else:
+                    v.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
                 # only the message is kept: drop the frames' locals (the failed step's graph
                 # and activations), which a cycle through autograd's C++ nodes would keep alive
                 traceback.clear_frames(e.__traceback__)
@@ -257,7 +266,7 @@ def compare(
     finally:
         if bar is not None:
             bar.close()
-    cmp = Comparison(variants, device)
+    cmp = Comparison(variants, device, versions=versions(device))
     cmp.notes.append("each recipe runs 2 steps; compared: the steady-state step, so one-time costs "
                      "(first optimizer step, first-matmul workspaces, lazy CUDA loading) are left out")
     return cmp

@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from ._versions import versions
+
 from ._graph import container_items
 from ._probe import CpuProbe, probe_for
 from ._render import Rendered, Table
@@ -275,6 +277,7 @@ class FreeReport(Rendered):
     freed: list[tuple[str, int]] = field(default_factory=list)
     returned: int | None = None
     method: str = ""
+    versions: dict[str, str] = field(default_factory=dict)  # what it was measured with
 
     @property
     def total(self) -> int:
@@ -312,7 +315,7 @@ def free_hidden(shell: Any, device: torch.device, bound: Mapping[str, int] | Non
         ("output history (Out, _, __, ___)", lambda: _clear_output_history(shell, bound)),
         ("last exception (traceback frames)", lambda: _clear_last_exception(shell)),
     ]
-    report = FreeReport(str(device), method=probe.method)
+    report = FreeReport(str(device), method=probe.method, versions=versions(device))
     before = allocated(collect=False)
     for name, step in steps:
         step()

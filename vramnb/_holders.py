@@ -184,6 +184,7 @@ class HoldersReport(Rendered):
     free: int | None = None
     non_pytorch: int | None = None
     method: str = ""
+    versions: dict[str, str] = field(default_factory=dict)  # what it was measured with
     out_of_sight: int = 0
 
     def _table(self) -> Table:

@@ -31,6 +31,7 @@ from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
 from ._probe import CpuProbe, probe_for, resolve_device
+from ._versions import versions
 
 __all__ = ["VramMagics"]
 
@@ -55,6 +56,15 @@ def times_itself(cell: str) -> bool:
     (True, False)
     """
     return bool(_TIMING.search(cell))
+
+
+def _warn_unmeasured(what: str, e: BaseException) -> None:
+    """One line on stderr where vramnb's own work failed around a cell that ran."""
+    try:
+        why = f"{type(e).__name__}: {e}"[:200]
+    except Exception:  # noqa: BLE001 - an exception whose __str__ raises
+        why = type(e).__name__
+    print(f"vramnb: could not {what} ({why}); the cell ran unmeasured", file=sys.stderr)
 
 
 def _handled_frames() -> list[Any]:
@@ -348,7 +358,11 @@ class VramMagics(Magics):
 
         async def body() -> None:
             __tracebackhide__ = True
-            m = cm.__enter__()
+            m: Any = None
+            try:
+                m = cm.__enter__()
+            except Exception as e:  # noqa: BLE001 - vramnb's own start failed (memory pressure): the cell
+                _warn_unmeasured("start measuring", e)  # runs all the same, unmeasured
             err: BaseException | None = None
             shown: list[Any] = []
             try:
@@ -359,11 +373,17 @@ class VramMagics(Magics):
                 raise
             finally:
                 err = err if err is not None else outcome.error
-                cm.__exit__(type(err) if err is not None else None, err, err.__traceback__ if err is not None else None)
+                if m is not None:
+                    try:
+                        cm.__exit__(type(err) if err is not None else None, err,
+                                    err.__traceback__ if err is not None else None)
+                    except Exception as e:  # noqa: BLE001 - the cell's result and error stay the user's
+                        if e is not err:
+                            _warn_unmeasured("finish the report", e)
                 for value in shown:  # the final value, displayed outside the measurement
                     sys.displayhook(value)
                 self._record(outcome)
-                if m.report is not None:
+                if m is not None and m.report is not None:
                     m.report.cell = count
                     self._note_regrowth(m.report, cell, dev)
                     if args.out:
@@ -490,6 +510,7 @@ class VramMagics(Magics):
         ns = self.shell.user_ns
         rows = find_holders(ns, dev, hidden=hidden_holders(self.shell), skip=self.shell.user_ns_hidden)
         return HoldersReport(
+            versions=versions(dev),
             device=str(dev),
             holders=rows,
             total=rows.total,

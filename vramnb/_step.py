@@ -44,6 +44,7 @@ from ._tracker import cpu_tracker
 from ._units import format_bytes
 from ._versions import versions
 from ._measure import oom_info
+from ._report import oom_lines
 from ._oom import is_oom
 from .diagnose import OOMState, install_cuda_observer
 from .diagnose._postmortem import listening, oom_device_name
@@ -379,7 +380,8 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
     passed = sum(1 for m in MARKS[1:] if m in tl.marks and peak_point > tl.marks[m])
     phase = run.phase if "at failure" in tl.marks else PHASES[min(passed, len(PHASES) - 1)]
     missing = []
-    if err is None and hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
+    # a forward-only step (mode no_grad / inference_mode) computes no gradient by design
+    if err is None and plan.mode == "train" and hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
         missing = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in run.got_grad]
 
     def positions(pos: Any) -> int:
@@ -448,6 +450,7 @@ def profile_step(
     label: str = "",
     trace: str | None = None,
     recipe: Any = None,
+    diagnose: bool = True,
 ) -> StepReport:
     """Profile training steps of a live model and say where the memory goes.
 
@@ -469,6 +472,10 @@ def profile_step(
             techniques to apply for the profiled steps (mixed precision,
             activation checkpointing, another optimizer, micro-batches, ...);
             all undone afterwards.
+        diagnose: on an out-of-memory error, estimate each fix's saving on this step
+            (a few estimates on fake tensors, seconds; the post-mortem is ``report.oom``
+            of the report attached to the error, and its verdict and fixes are added to
+            the error's notes). ``False``: the verdict without savings.
         trace: CUDA only: write the last step's allocation trace to this file
             (a pickle of ``torch.cuda.memory._snapshot()``, which PyTorch's
             memory viewer opens); ``report.plot("sources")`` draws it offline.
@@ -519,7 +526,7 @@ def profile_step(
     with one_at_a_time(), InterruptGuard() as guard:
         try:
             return _profile(guard, model, batch, loss_fn, optimizer, steps, set_to_none, module_depth, restore, label,
-                            trace, recipe)
+                            trace, recipe, diagnose)
         except BaseException as e:
             # the traceback keeps vramnb's frames, whose locals hold the snapshot's host copies,
             # the recipe's optimizer and resized batches: drop them (the user's frames keep theirs)
@@ -529,7 +536,8 @@ def profile_step(
 
 @protected
 def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimizer: Any, steps: Any, set_to_none: Any,
-             module_depth: Any, restore: bool, label: str, trace: str | None, recipe: Any) -> StepReport:
+             module_depth: Any, restore: bool, label: str, trace: str | None, recipe: Any,
+             diagnose: bool = True) -> StepReport:
     """profile_step's work: every check first, then the steps, then undo and restore
     (which an interrupt does not cut, see :class:`InterruptGuard`)."""
     device = check_inputs(model, batch, optimizer)
@@ -537,6 +545,8 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     check_loss_fn(model, batch, loss_fn)
     if not isinstance(restore, bool):
         raise InputError(f"restore must be True or False, not {restore!r}")
+    if not isinstance(diagnose, bool):
+        raise InputError(f"diagnose must be True or False, not {diagnose!r}")
     if trace is not None and device.type != "cuda":
         raise InputError(
             f"trace= needs a CUDA model (it saves the CUDA caching allocator's trace); this model is on {device}. "
@@ -620,9 +630,19 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
         if extra > 0:
             report.notes.append(f"also restored: {extra} module(s) outside the model that the step ran")
     if err is not None and is_oom(err):  # after the restore: the fixes' savings are estimated on the user's step
-        report.oom = oom_info(failures[-1] if failures else None, err, device, probe.sample(device_info=True),
-                              techniques=lambda st: step_savings(model, batch, loss_fn, optimizer, recipe, st, other,
-                                                                 device))
+        savings = (lambda st: step_savings(model, batch, loss_fn, optimizer, recipe, st, other, device)) \
+            if diagnose else None
+        try:
+            report.oom = oom_info(failures[-1] if failures else None, err, device, probe.sample(device_info=True),
+                                  techniques=savings)
+        except KeyboardInterrupt:  # estimating the savings was interrupted: the step's own error stands
+            report.notes.append("the post-mortem's savings were interrupted")
+        if report.oom is not None and hasattr(err, "add_note"):  # shown under the traceback (Python >= 3.11)
+            try:
+                for line in oom_lines(report.oom)[1:8]:
+                    err.add_note(f"vramnb: {line}")
+            except Exception:  # noqa: BLE001 - the user's error is never replaced
+                pass
     failures.clear()
     if err is not None:
         report.error = type(err).__name__

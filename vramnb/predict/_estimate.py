@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from .._versions import versions
+
 from ._accuracy import ExpectedError, StepOps, classify, expected_error
 from ._allocator import replay, round_size
 from ._batch_values import BatchValues
@@ -409,6 +411,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     where = "CPU" if tgt is None else tgt.name
     est = Estimate(f"{device} (estimate)", f"estimate: fake tensors, {'exact storage sizes' if tgt is None else 'CUDA allocator model'}",
                    results, name, target=tgt, margin=float(margin), recipe=recipe)
+    # made on this machine (its torch decides the fake step) for the target card
+    est.versions = {**versions("cpu"), **({"target": tgt.name} if tgt is not None else {})}
     est.notes.extend(plan.notes)
     est.notes.extend(values.notes())
     plan.release()
