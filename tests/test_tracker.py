@@ -166,3 +166,25 @@ def test_graph_walk_shared_seen_set_survives_wrapper_reuse():
     found = [list(graph_tensors(loss.grad_fn, seen, grads=False)) for loss in losses]
     # every graph saves its own tanh outputs and inputs: none is skipped
     assert all(len(f) >= 3 for f in found), [len(f) for f in found]
+
+
+def test_exact_bytes_of_nested_and_per_channel_quantized_tensors_and_a_resize_peak():
+    import warnings
+
+    import vramnb
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    old = torch.zeros(1000)
+    with vramnb.vram("cpu", record=False) as m:
+        old.resize_(2000)  # the new 8000 B buffer is allocated while the old 4000 B one is alive
+    assert (m.report.peak_allocated - m.report.start_allocated, m.report.end_allocated - m.report.start_allocated) \
+        == (8000, 4000)
+    with vramnb.vram("cpu", record=False) as m:
+        nt = torch.nested.nested_tensor([torch.randn(10, 4), torch.randn(20, 4)])
+    # values 30 x 4 floats, and its sizes (2 x 2 int64), strides (2 x 2 int64), offsets (2 int64)
+    assert m.report.end_allocated - m.report.start_allocated == 120 * 4 + 32 + 32 + 16
+    with vramnb.vram("cpu", record=False) as m:
+        q = torch.quantize_per_channel(torch.zeros(4, 25), torch.ones(4) * 0.1, torch.zeros(4, dtype=torch.long), 0,
+                                       torch.qint8)
+    assert m.report.end_allocated - m.report.start_allocated == 100 + 4 * 8 + 4 * 8  # int8 data, f64 scales, i64 zeros
+    del nt, q

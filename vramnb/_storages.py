@@ -18,6 +18,7 @@ import torch
 __all__ = ["storage_of", "storages_of_tensor", "storage_key", "live_tensors", "data_range", "same_memory"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_PER_CHANNEL = (torch.per_channel_affine, torch.per_channel_symmetric, torch.per_channel_affine_float_qparams)
 
 
 def storage_of(t: Any) -> torch.UntypedStorage | None:
@@ -59,6 +60,16 @@ def storages_of_tensor(t: Any, _depth: int = 0) -> list[tuple[int, torch.Untyped
                     out += storages_of_tensor(inner, _depth + 1)
             return out
         layout = t.layout
+        if type(t) in _PLAIN and t.is_nested and layout == torch.strided:  # its sizes, strides and offsets too
+            own = storage_of(t)
+            meta = (t._nested_tensor_size(), t._nested_tensor_strides(), t._nested_tensor_storage_offsets())
+            return ([] if own is None else [(storage_key(own), own)]) + [
+                kv for p in meta for kv in storages_of_tensor(p, _depth + 1)]
+        if type(t) in _PLAIN and t.is_quantized and t.qscheme() in _PER_CHANNEL:  # its scales and zero points
+            own = storage_of(t)
+            meta = (t.q_per_channel_scales(), t.q_per_channel_zero_points())
+            return ([] if own is None else [(storage_key(own), own)]) + [
+                kv for p in meta for kv in storages_of_tensor(p, _depth + 1)]
         if layout == torch.sparse_coo:
             return storages_of_tensor(t._indices(), _depth + 1) + storages_of_tensor(t._values(), _depth + 1)
         if layout in (torch.sparse_csr, torch.sparse_bsr):

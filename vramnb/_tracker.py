@@ -147,7 +147,7 @@ class StorageTracker(SameMemory):
     def add_tensor(self, t: Any, owner: Any = "auto") -> None:
         """Register the storage(s) of ``t`` (a tensor, or a bare storage) that
         live on this tracker's device type."""
-        if type(t) in _PLAIN and t.layout == torch.strided:  # the fast path: almost every tensor
+        if type(t) in _PLAIN and t.layout == torch.strided and not (t.is_nested or t.is_quantized):  # the fast path
             st = storage_of(t)
             if st is not None:
                 self.add_storage(st, owner)
@@ -177,6 +177,10 @@ class StorageTracker(SameMemory):
                     if key in self._alias_of:
                         self._alias_bytes[key] = nbytes
                     elif entry[1] != nbytes:
+                        if entry[1] and nbytes and self.current + nbytes > self.peak:
+                            # a storage's resize allocates the new buffer and copies before it frees the old
+                            # one (c10's resize_bytes_cpu): both were alive for a moment
+                            self.peak = self.current + nbytes
                         self._entries[key] = (entry[0], nbytes, entry[2])
                         self._ranges.remove(key)
                         rng = data_range(st)
