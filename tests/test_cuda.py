@@ -325,3 +325,40 @@ def test_lazy_module_loading_is_labelled_a_one_time_cost():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_step_oom_fixes_are_estimated_for_this_step_and_the_one_that_fits_runs():
+    # profile_step runs out of memory under a per-process cap between the step's estimated peak and the peak
+    # with checkpointing; the post-mortem's fixes carry each one's estimated saving, and the checkpointing
+    # fix said to fit then runs, measured, under the same cap
+    from vramnb import Recipe, estimate, profile_step
+
+    torch.manual_seed(0)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024))
+              for _ in range(8)]
+    model = torch.nn.Sequential(*blocks).cuda()
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(8192, 1024, device="cuda")
+    loss_fn = lambda m, b: m(b).square().mean()  # noqa: E731
+    base = estimate(model, x, loss_fn, opt, steps=1, warm_optimizer=True)
+    ckpt = estimate(model, x, loss_fn, opt, steps=1, warm_optimizer=True, recipe=Recipe(checkpointing="every block"))
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(0).total_memory
+    held = torch.cuda.memory_allocated()
+    limit = held + (base.peak_reserved + ckpt.peak_reserved) // 2  # below the step, above the checkpointed step
+    torch.cuda.set_per_process_memory_fraction(limit / total)
+    try:
+        with pytest.raises(torch.OutOfMemoryError) as info:
+            profile_step(model, x, loss_fn, opt)
+        oom = info.value.vramnb_report.oom
+        assert oom.state.at_failure and oom.verdict.kind == "per-process cap", oom
+        fixes = {f.what: f for f in oom.verdict.fixes}
+        f = fixes["checkpointing every block"]
+        assert f.estimated and f.fits and f.saving == base.peak_reserved - ckpt.peak_reserved, (f, base, ckpt)
+        assert any(n.startswith("vramnb: fix") for n in getattr(info.value, "__notes__", [])) or sys.version_info < (3, 11)
+        del info
+        torch.cuda.empty_cache()
+        rep = profile_step(model, x, loss_fn, opt, recipe=Recipe(checkpointing="every block"))  # fits: measured
+        assert rep.error is None and rep.oom is None
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
