@@ -344,10 +344,10 @@ def test_step_oom_fixes_are_estimated_for_this_step_and_the_one_that_fits_runs()
     ckpt = estimate(model, x, loss_fn, opt, steps=1, warm_optimizer=True, recipe=Recipe(checkpointing="every block"))
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
-    from vramnb.diagnose._step_savings import held_outside
+    from vramnb.diagnose._postmortem import held_outside
 
     # the estimates count the model, optimizer and batch; what else this process holds (cuBLAS's workspace)
-    other = held_outside(torch.device("cuda", 0), model, opt, [x])
+    other = held_outside(torch.cuda.memory_allocated(), torch.device("cuda", 0), model, opt, [x])
     limit = other + (base.peak_reserved + ckpt.peak_reserved) // 2  # below the step, above the checkpointed step
     print("estimated peak reserved", base.peak_reserved, "with checkpointing", ckpt.peak_reserved, "other", other)
     torch.cuda.set_per_process_memory_fraction(limit / total)

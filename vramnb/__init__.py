@@ -52,7 +52,7 @@ _LAZY = {
     "Recipe": ".techniques",
     "compare": "._compare",
     "Comparison": "._compare",
-    "profile_step": "._step",
+    "profile_step": "._profile_step",
     "StepReport": "._breakdown",
     "plot_breakdown": "._plot",
     "plot_timeline": "._plot",

@@ -243,8 +243,7 @@ def compare(
                 bar.set_postfix_str(r.describe()[:40])
             v = Variant(r)
             try:
-                v.report = profile_step(model, batch, loss_fn, optimizer, recipe=r, module_depth=module_depth,
-                                        diagnose=False)
+                v.report = profile_step(model, batch, loss_fn, optimizer, recipe=r, module_depth=module_depth)
                 device = v.report.device
             except Unavailable as e:
                 v.unavailable = str(e).split(": ", 1)[-1]

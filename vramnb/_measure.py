@@ -480,7 +480,7 @@ def oom_info(state: OOMState | None, exc: BaseException, device: torch.device, e
     if holders is not None:
         state.holders = holders()
     try:
-        fixes = techniques(state) if techniques is not None else None
+        fixes = techniques(state) if techniques is not None else None  # a StepFixes: also the step's need
     except Exception:  # noqa: BLE001 - savings are extra: never in the way of the verdict
         fixes = None
     try:

@@ -44,11 +44,9 @@ from ._tracker import cpu_tracker
 from ._units import format_bytes
 from ._versions import versions
 from ._measure import oom_info
-from ._report import oom_lines
 from ._oom import is_oom
 from .diagnose import OOMState, install_cuda_observer
-from .diagnose._postmortem import listening, oom_device_name
-from .diagnose._step_savings import held_outside, step_savings
+from .diagnose._postmortem import held_outside, listening, oom_device_name
 
 __all__ = ["profile_step", "MARKS", "PHASES"]
 
@@ -450,7 +448,6 @@ def profile_step(
     label: str = "",
     trace: str | None = None,
     recipe: Any = None,
-    diagnose: bool = True,
 ) -> StepReport:
     """Profile training steps of a live model and say where the memory goes.
 
@@ -472,10 +469,11 @@ def profile_step(
             techniques to apply for the profiled steps (mixed precision,
             activation checkpointing, another optimizer, micro-batches, ...);
             all undone afterwards.
-        diagnose: on an out-of-memory error, estimate each fix's saving on this step
-            (a few estimates on fake tensors, seconds; the post-mortem is ``report.oom``
-            of the report attached to the error, and its verdict and fixes are added to
-            the error's notes). ``False``: the verdict without savings.
+        diagnose: (``vramnb.profile_step``) on an out-of-memory error, estimate each
+            fix's saving on this step (a few estimates on fake tensors, seconds; the
+            post-mortem is ``report.oom`` of the report attached to the error, and its
+            verdict and fixes are added to the error's notes). ``False``: the verdict
+            without savings.
         trace: CUDA only: write the last step's allocation trace to this file
             (a pickle of ``torch.cuda.memory._snapshot()``, which PyTorch's
             memory viewer opens); ``report.plot("sources")`` draws it offline.
@@ -526,7 +524,7 @@ def profile_step(
     with one_at_a_time(), InterruptGuard() as guard:
         try:
             return _profile(guard, model, batch, loss_fn, optimizer, steps, set_to_none, module_depth, restore, label,
-                            trace, recipe, diagnose)
+                            trace, recipe)
         except BaseException as e:
             # the traceback keeps vramnb's frames, whose locals hold the snapshot's host copies,
             # the recipe's optimizer and resized batches: drop them (the user's frames keep theirs)
@@ -536,8 +534,7 @@ def profile_step(
 
 @protected
 def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimizer: Any, steps: Any, set_to_none: Any,
-             module_depth: Any, restore: bool, label: str, trace: str | None, recipe: Any,
-             diagnose: bool = True) -> StepReport:
+             module_depth: Any, restore: bool, label: str, trace: str | None, recipe: Any) -> StepReport:
     """profile_step's work: every check first, then the steps, then undo and restore
     (which an interrupt does not cut, see :class:`InterruptGuard`)."""
     device = check_inputs(model, batch, optimizer)
@@ -545,8 +542,6 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     check_loss_fn(model, batch, loss_fn)
     if not isinstance(restore, bool):
         raise InputError(f"restore must be True or False, not {restore!r}")
-    if not isinstance(diagnose, bool):
-        raise InputError(f"diagnose must be True or False, not {diagnose!r}")
     if trace is not None and device.type != "cuda":
         raise InputError(
             f"trace= needs a CUDA model (it saves the CUDA caching allocator's trace); this model is on {device}. "
@@ -559,7 +554,8 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     if recipe is not None and optimizer is None:
         check_hooks(model, None, any_optimizer=True)
     batch_tensors = [t for _, t in _batch_tensors(batch)]
-    other = held_outside(device, model, optimizer, batch_tensors)  # before the snapshot's host copies
+    # what the notebook holds beside the step (before the snapshot's host copies), for the post-mortem
+    other = held_outside(probe_for(device).sample(device_info=False).allocated, device, model, optimizer, batch_tensors)
     users_history = device.type == "cuda" and history_enabled()
     snap = Snapshot.take(model, optimizer, batch_tensors, [loss_fn] if loss_fn is not None else []) if restore else None
     results: list[StepResult] = []
@@ -630,19 +626,11 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
         if extra > 0:
             report.notes.append(f"also restored: {extra} module(s) outside the model that the step ran")
     if err is not None and is_oom(err):  # after the restore: the fixes' savings are estimated on the user's step
-        savings = (lambda st: step_savings(model, batch, loss_fn, optimizer, recipe, st, other, device)) \
-            if diagnose else None
-        try:
-            report.oom = oom_info(failures[-1] if failures else None, err, device, probe.sample(device_info=True),
-                                  techniques=savings)
-        except KeyboardInterrupt:  # estimating the savings was interrupted: the step's own error stands
-            report.notes.append("the post-mortem's savings were interrupted")
-        if report.oom is not None and hasattr(err, "add_note"):  # shown under the traceback (Python >= 3.11)
-            try:
-                for line in oom_lines(report.oom)[1:8]:
-                    err.add_note(f"vramnb: {line}")
-            except Exception:  # noqa: BLE001 - the user's error is never replaced
-                pass
+        # the verdict from the state at the failure; vramnb.profile_step (vramnb._profile_step) adds
+        # each fix's saving, estimated on this step, and puts the verdict into the error's notes
+        report.oom = oom_info(failures[-1] if failures else None, err, device, probe.sample(device_info=True))
+        if report.oom.state is not None:
+            report.oom.state.beside = other
     failures.clear()
     if err is not None:
         report.error = type(err).__name__

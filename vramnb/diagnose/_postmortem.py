@@ -36,7 +36,7 @@ import torch
 from .._storages import storages_of_tensor
 
 __all__ = ["OOMState", "FailingCode", "failing_code", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block",
-           "process_limit", "listening", "oom_device_name"]
+           "process_limit", "listening", "oom_device_name", "held_outside"]
 
 
 @dataclass
@@ -61,6 +61,8 @@ class OOMState:
             the notebook's namespace.
         cap_room: bytes the process's own limit still allowed (CPU: ``RLIMIT_AS``/``RLIMIT_DATA``
             less what it used), where one is set; ``cap_name`` names that limit.
+        context: what the failing code was doing (:class:`FailingCode`).
+        beside: for a profiled step, bytes held before it outside the model, optimizer and batch.
         hidden: bytes held out of sight (output history, kept exceptions, graphs), ``hidden_by`` by name.
     """
 
@@ -83,6 +85,7 @@ class OOMState:
     cap_room: int | None = None
     cap_name: str | None = None
     context: FailingCode | None = None
+    beside: int | None = None
 
 
 @dataclass
@@ -107,6 +110,25 @@ class FailingCode:
     trains: bool = False
     autocast: bool = False
     checkpointing: bool = False
+
+
+def held_outside(now: int, device: torch.device, model: torch.nn.Module, optimizer: Any,
+                 batch: list[torch.Tensor]) -> int:
+    """Of ``now`` bytes allocated on ``device``, those that are not the model's parameters,
+    buffers and gradients, the optimizer's state or the batch (each storage once)."""
+    tensors: list[torch.Tensor] = list(model.parameters()) + list(model.buffers()) + list(batch)
+    tensors += [p.grad for p in model.parameters() if p.grad is not None]
+    if optimizer is not None:
+        tensors += [v for st in optimizer.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+    seen: dict[int, int] = {}
+    for t in tensors:
+        try:
+            for _, st in storages_of_tensor(t):
+                if st.device.type == device.type:
+                    seen[st.data_ptr() or id(st)] = st.nbytes()
+        except Exception:  # noqa: BLE001 - meta, fake or odd tensors hold nothing here
+            continue
+    return max(0, now - sum(seen.values()))
 
 
 # -- where the state goes ---------------------------------------------------------------

@@ -23,7 +23,14 @@ from typing import Any
 
 from ._verdict import Fix
 
-__all__ = ["CANDIDATES", "step_fixes"]
+__all__ = ["CANDIDATES", "StepFixes", "step_fixes"]
+
+
+class StepFixes(list):  # type: ignore[type-arg]
+    """The fixes (a list, best first), and ``need``: the step's estimated peak plus what the
+    notebook held outside it (bytes; ``None`` where the step could not be estimated)."""
+
+    need: int | None = None
 
 #: the techniques tried, cheapest in step time first (ties broken by the saving): autocast
 #: speeds a step up; an optimizer swap changes the training; micro-batches and checkpointing
@@ -46,7 +53,7 @@ def step_fixes(
     other: int,
     device_type: str,
     progress: Callable[[str], None] | None = None,
-) -> list[Fix]:
+) -> StepFixes:
     """The techniques' fixes for one step, best first.
 
     Args:
@@ -60,7 +67,8 @@ def step_fixes(
 
     Returns:
         fixes with ``saving`` (bytes the step's peak drops, estimated) and ``fits``; those
-        that would fit first (in :data:`CANDIDATES` order), then the rest by saving.
+        that would fit first (in :data:`CANDIDATES` order), then the rest by saving, as a
+        :class:`StepFixes` whose ``need`` is the step's estimated peak plus ``other``.
         Empty where the step itself cannot be estimated.
     """
     from ..techniques import REGISTRY
@@ -75,7 +83,7 @@ def step_fixes(
         _say(progress, "this step")
         base = run(settings, None)
     except Exception:  # noqa: BLE001 - no savings where the step cannot be estimated
-        return []
+        return StepFixes()
     found: list[tuple[int, Fix]] = []
     for rank, (name, value) in enumerate(CANDIDATES):
         if name in settings:  # already part of the step's recipe
@@ -100,7 +108,9 @@ def step_fixes(
                                           peak(base) - e, estimated=True, fits=True)))
     ok = [f for _, f in sorted((r, f) for r, f in found if f.fits)]  # type: ignore[type-var]
     rest = sorted((f for _, f in found if not f.fits), key=lambda f: -(f.saving or 0))
-    return ok + rest
+    out = StepFixes(ok + rest)
+    out.need = peak(base) + other
+    return out
 
 
 def _largest_batch(run: Any, settings: dict[str, Any], n: int | None, base: Any, room: int | None, other: int,

@@ -3,7 +3,7 @@
 The step is known there (model, batch, loss, optimizer, recipe), so each candidate
 technique is estimated on it (:mod:`vramnb.diagnose._savings`) once the model is
 restored. Memory the notebook held before the step outside the model, optimizer and
-batch (:func:`held_outside`) stays held whatever the step does.
+batch (:func:`vramnb.diagnose._postmortem.held_outside`) stays held whatever the step does.
 """
 
 from __future__ import annotations
@@ -12,36 +12,11 @@ from typing import Any
 
 import torch
 
-from .._storages import storages_of_tensor
 from ._postmortem import OOMState
 from ._savings import step_fixes
 from ._verdict import Fix, _cpu_room
 
-__all__ = ["held_outside", "step_savings"]
-
-
-def held_outside(device: torch.device, model: torch.nn.Module, optimizer: Any, batch: list[torch.Tensor]) -> int:
-    """Bytes allocated on ``device`` now that are not the model's parameters, buffers and
-    gradients, the optimizer's state or the batch (each storage once)."""
-    from .._probe import probe_for
-
-    try:
-        now = probe_for(device).sample(device_info=False).allocated
-    except Exception:  # noqa: BLE001
-        return 0
-    tensors: list[torch.Tensor] = list(model.parameters()) + list(model.buffers()) + list(batch)
-    tensors += [p.grad for p in model.parameters() if p.grad is not None]
-    if optimizer is not None:
-        tensors += [v for st in optimizer.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
-    seen: dict[int, int] = {}
-    for t in tensors:
-        try:
-            for _, st in storages_of_tensor(t):
-                if st.device.type == device.type:
-                    seen[st.data_ptr() or id(st)] = st.nbytes()
-        except Exception:  # noqa: BLE001 - meta, fake or odd tensors hold nothing here
-            continue
-    return max(0, now - sum(seen.values()))
+__all__ = ["step_savings"]
 
 
 def step_savings(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: Any, recipe: Any, state: OOMState,

@@ -81,12 +81,55 @@ def verdict(s: OOMState, techniques: list[Fix] | None = None) -> Verdict:
     """The verdict for the state ``s`` (see the module docstring). ``techniques``: fixes
     with this step's estimated savings (:func:`vramnb.diagnose._savings.step_fixes`),
     which replace the general ones where memory does not suffice."""
-    v = _verdict(s)
+    need = getattr(techniques, "need", None)
+    v = _step_verdict(s, need) if need is not None else None
+    v = v or _verdict(s)
     whole = any(f.what.startswith("one request is larger") for f in v.fixes)
     if techniques and v.kind != "fragmentation" and not whole:
         general = {f.code for f in _general_fixes(s.device, s.context)}
         v.fixes[:] = [f for f in v.fixes if f.code not in general] + list(techniques)
     return v
+
+
+def _step_verdict(s: OOMState, need: int) -> Verdict | None:
+    """Where the failing step is known and estimated to need ``need`` bytes at its peak (with
+    what the notebook held beside it) that this process cannot have: the cap or capacity,
+    whatever the failing request met (a fragmented cache at the margin of a step that needs
+    more anyway is not the cause). ``None`` where the step would fit."""
+    fmt = format_bytes
+    if s.reserved is not None and s.total is not None:
+        limit = _limit(s)
+        assert limit is not None
+        capped = s.cap is not None and s.cap < s.total
+        outside = 0 if capped else (s.non_pytorch or 0) + (s.other_processes or 0)
+        if need + outside <= limit:
+            return None
+        what = f"the per-process cap of {fmt(limit)} on a {fmt(s.total)} card" if capped else \
+            f"the {fmt(s.total)} card ({fmt(outside)} of it outside this process's allocator)"
+        kind = "per-process cap" if capped and need + (s.non_pytorch or 0) + (s.other_processes or 0) <= s.total \
+            else "capacity"
+        fixes = [Fix("raise or remove the cap", "torch.cuda.set_per_process_memory_fraction(1.0)", s.total - limit)] \
+            if kind == "per-process cap" else []
+        return Verdict(kind, f"the step needs about {fmt(need)} at its peak (estimated), {fmt(need + outside - limit)} "
+                             f"more than {what}; it failed asking {fmt(s.requested or 0)} with {fmt(s.allocated)} "
+                             "allocated", need + outside - limit, fixes + _capacity_fixes(s))
+    room = _cpu_room(s)
+    if room is None or need <= room + s.allocated:
+        return None
+    short = need - room - s.allocated
+    if s.cap_room is not None and (s.available is None or need <= s.available + s.allocated):
+        return Verdict("per-process cap", f"the step needs about {fmt(need)} at its peak (estimated), {fmt(short)} "
+                                          f"more than this process's own limit ({s.cap_name or 'address space or data'}"
+                                          f") allows; the system has {fmt(s.available) if s.available is not None else 'more'} "
+                                          "available", short, [_raise_limit(s)] + _capacity_fixes(s))
+    return Verdict("capacity", f"the step needs about {fmt(need)} at its peak (estimated), {fmt(short)} more than "
+                               "this process could have", short, _capacity_fixes(s))
+
+
+def _raise_limit(s: OOMState) -> Fix:
+    name = s.cap_name or "RLIMIT_AS"
+    return Fix("raise the process's limit (up to its hard limit)",
+               f"import resource; resource.setrlimit(resource.{name}, resource.getrlimit(resource.{name})[1:] * 2)")
 
 
 def _verdict(s: OOMState) -> Verdict:
@@ -101,9 +144,7 @@ def _verdict(s: OOMState) -> Verdict:
                 f"{fmt(s.cap or 0)}; the system "
                 f"has {fmt(s.available) if s.available is not None else 'more'} available",
                 req - s.cap_room,
-                [Fix("raise the process's limit (up to its hard limit)",
-                     f"import resource; resource.setrlimit(resource.{s.cap_name or 'RLIMIT_AS'}, "
-                     f"resource.getrlimit(resource.{s.cap_name or 'RLIMIT_AS'})[1:] * 2)")] + _capacity_fixes(s))
+                [_raise_limit(s)] + _capacity_fixes(s))
         room = _cpu_room(s)
         short = None if room is None else max(0, req - room)
         if s.hidden and short is not None and s.hidden >= short > 0:
