@@ -367,3 +367,10 @@ def test_the_free_hint_shows_when_only_out_of_sight_rows_keep_memory(ip):
     run(ip, "%vram -q -o who_hint")
     assert ip.user_ns["who_hint"].out_of_sight == 0
     assert "%vram free` releases" not in ip.user_ns["who_hint"]._table().to_text()
+
+
+def test_the_output_history_is_one_holder_whose_not_shared_bytes_vram_free_releases(ip):
+    run(ip, "torch.ones(2**18)")  # displayed: held by Out[1], _ and _1, and nothing else
+    res, _ = run(ip, "%vram -d cpu")
+    rows = {h.name: (h.nbytes, h.unique) for h in res.result.holders if h.hidden}
+    assert rows["(Out, _ __ ___)"] == (2**20, 2**20)  # one holder: what deleting all of it frees

@@ -173,12 +173,11 @@ def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
     """Out-of-sight holders in an IPython shell: shown name → (kind, objects)."""
     out: dict[str, tuple[str, Any]] = {}
     oh = _output_cache(shell)
-    if oh:
-        out["Out"] = ("output history", list(oh.values()))
     unders = list(_ipython_outputs(shell).values()) + [getattr(shell.displayhook, u, None) for u in _UNDERS]
     res = getattr(shell, "last_execution_result", None)
     unders.append(getattr(res, "result", None))
-    out["_ __ ___"] = ("output history", unders)
+    # one holder: Out[n] and _, __, ___, _n are the same outputs (each alone would free nothing)
+    out["Out, _ __ ___" if oh else "_ __ ___"] = ("output history", [list(oh.values()) if oh else [], unders])
     frames = _frame_objects(shell)
     if frames:
         out["last exception"] = ("traceback frames", frames)

@@ -126,7 +126,7 @@ class Holder:
     """One name and the memory it keeps alive on the device.
 
     Attributes:
-        name: the variable (or ``(Out)``, ``(_ __ ___)``, ``(last exception)``).
+        name: the variable (or ``(Out, _ __ ___)``, ``(last exception)``).
         kind: ``Tensor``, ``Module``, ``Optimizer``, ``list``...
         nbytes: bytes of all storages it keeps alive.
         unique: bytes that deleting this name alone would free (kept alive by

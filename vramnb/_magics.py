@@ -198,8 +198,7 @@ class VramMagics(Magics):
             frames = _handled_frames()
             if frames:
                 hidden["(the failing frames)"] = ("traceback frames", frames)
-            rows = find_holders(self.shell.user_ns, dev, hidden=hidden, skip=self.shell.user_ns_hidden,
-                                limit=None, entries=False)
+            rows = find_holders(self._users_names(), dev, hidden=hidden, limit=None, entries=False)
             rows = [h for h in rows if not h.hidden][:limit]
             return [(h.name, h.nbytes, h.unique) for h in rows]
 
@@ -217,6 +216,12 @@ class VramMagics(Magics):
         if note:
             report.notes.append(note)
 
+    def _users_names(self) -> dict[str, Any]:
+        """The notebook's own names: ``user_ns`` less what IPython put there (``Out``, ``_``, ``_3``,
+        ``In``...: their memory is the out-of-sight output history, :func:`hidden_holders`)."""
+        hid = self.shell.user_ns_hidden
+        return {n: v for n, v in list(self.shell.user_ns.items()) if not (n in hid and hid[n] is v)}
+
     def _hidden_fn(self, device: Any) -> Any:
         def hidden() -> list[tuple[str, int]]:
             """What ``%vram free`` would release, by kind (output history, a kept exception's
@@ -230,9 +235,7 @@ class VramMagics(Magics):
             if not kinds:
                 return []
             groups = {k: (k, objs) for k, objs in kinds.items()}
-            # the user's own names: IPython's output names (_, _3) are the output history itself
-            hid = self.shell.user_ns_hidden
-            names = {n: v for n, v in self.shell.user_ns.items() if not (n in hid and hid[n] is v)}
+            names = self._users_names()
             groups["total"] = ("total", [o for objs in kinds.values() for o in objs])
             rows = {}
             for k in groups:  # each group against the notebook's names and the other groups but "total"
@@ -507,8 +510,8 @@ class VramMagics(Magics):
         if isinstance(probe, CpuProbe):
             probe.tracker.scan()
         sample = probe.sample(device_info=probe.active())
-        ns = self.shell.user_ns
-        rows = find_holders(ns, dev, hidden=hidden_holders(self.shell), skip=self.shell.user_ns_hidden)
+        # the user's own names; IPython's (Out, _, _3) are the out-of-sight output history holder
+        rows = find_holders(self._users_names(), dev, hidden=hidden_holders(self.shell))
         return HoldersReport(
             versions=versions(dev),
             device=str(dev),
