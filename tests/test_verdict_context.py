@@ -139,3 +139,11 @@ def test_a_forward_only_recipe_does_not_warn_about_missing_gradients():
     rep = vramnb.profile_step(model, torch.ones(4, 8), lambda m, b: m(b).sum(), None, recipe={"mode": "no_grad"})
     assert all(not s.missing_grads for s in rep.steps)
     assert "require grad but received none" not in repr(rep)
+
+
+def test_regrowth_names_the_list_an_alias_shares(ip):
+    run(ip, "acc = []\nalias = acc")
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nacc.append(torch.zeros(1000))")
+    [note] = [n for n in vramnb.history()[-1].notes if n.startswith("each run of this cell")]
+    assert ": acc and alias grew by 3.9 KiB:" in note  # 4000 B each run; deleting either alone frees nothing

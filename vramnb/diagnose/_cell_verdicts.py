@@ -41,7 +41,7 @@ class Regrowth:
 
     def __init__(self) -> None:
         self._deltas: dict[str, list[int]] = {}
-        self._sizes: dict[str, dict[str, int]] = {}
+        self._sizes: dict[str, dict[str, tuple[int, int]]] = {}
 
     def observe(self, source: str, delta: int, holders: Callable[[], list[tuple[str, int, int]]]) -> str | None:
         """Record a run of ``source`` that changed allocated memory by ``delta`` bytes;
@@ -56,13 +56,20 @@ class Regrowth:
         if delta <= 0 or len(runs) < 2:
             self._sizes.pop(key, None)
             return None
-        sizes = {name: frees for name, _, frees in holders()}
+        sizes = {name: (frees, holds) for name, holds, frees in holders()}
         before = self._sizes.get(key)
         self._sizes[key] = sizes
         if len(runs) < self.RUNS or before is None:
             return None
-        grew = sorted(((sizes[n] - before.get(n, 0), n) for n in sizes), reverse=True)
-        who = f": {grew[0][1]} grew by {format_bytes(grew[0][0])}" if grew and grew[0][0] > 0 else ""
+        # what deleting a name frees grew; where another name shares the growing object (an alias),
+        # neither frees more alone: then what it keeps grew
+        who = ""
+        for i in (0, 1):
+            grew = sorted(((sizes[n][i] - before.get(n, (0, 0))[i], n) for n in sizes), reverse=True)
+            if grew and grew[0][0] > 0:
+                shared = sorted(n for g, n in grew if g == grew[0][0]) if i else [grew[0][1]]
+                who = f": {' and '.join(shared[:3])} grew by {format_bytes(grew[0][0])}"
+                break
         return (f"each run of this cell leaves {format_bytes(delta)} more ({len(runs)} runs in a row){who}: it keeps "
                 "what each run makes (a list appended to; a tensor summed with a loss keeps every step's graph: "
                 "add loss.item() instead)")
