@@ -337,3 +337,11 @@ def test_a_kept_loss_splits_the_parameters_its_graph_keeps_from_its_activations(
     (row,) = find_holders({"losses": [loss]}, CPU)
     assert row.entries[0].detail == f"() float32 · parameters {format_bytes(p)} · gradients {format_bytes(p)}"
     assert row.detail == f"tensors 4 B · parameters {format_bytes(p)} · gradients {format_bytes(p)}"
+
+
+def test_a_view_says_it_keeps_its_whole_storage(ip):
+    run(ip, "a = torch.ones(500, 1000)\nb = a[::2]\ndel a")
+    res, _ = run(ip, "%vram -d cpu")
+    [row] = [h for h in res.result.holders if h.name == "b"]
+    assert row.nbytes == 500 * 1000 * 4  # the view keeps all of a's storage alive
+    assert row.detail.startswith("(250, 1000) float32 · a view of a 1.9 MiB storage")

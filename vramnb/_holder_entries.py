@@ -326,7 +326,15 @@ def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_d
 
 def _shape(t: torch.Tensor) -> str:
     layout = "" if t.layout == torch.strided else f" {str(t.layout).replace('torch.', '')}"
-    return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}{layout}"
+    out = f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}{layout}"
+    try:  # a view keeps its whole base storage alive: say so where it is larger than the view's own bytes
+        if t.layout == torch.strided and type(t) in (torch.Tensor, torch.nn.Parameter) and not t.is_nested:
+            whole = t.untyped_storage().nbytes()
+            if whole > t.numel() * t.element_size():
+                out += f" · a view of a {format_bytes(whole)} storage"
+    except Exception:  # noqa: BLE001 - meta, fake or odd tensors: the shape alone
+        pass
+    return out
 
 
 def detail_of(obj: Any, held: Held, device: torch.device, canon: Canon, on_device: Callable[..., bool],
