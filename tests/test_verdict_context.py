@@ -147,3 +147,30 @@ def test_regrowth_names_the_list_an_alias_shares(ip):
         run(ip, "%%vram -d cpu\nacc.append(torch.zeros(1000))")
     [note] = [n for n in vramnb.history()[-1].notes if n.startswith("each run of this cell")]
     assert ": acc and alias grew by 3.9 KiB:" in note  # 4000 B each run; deleting either alone frees nothing
+
+
+def test_checkpointing_code_is_the_models_own_method_or_names_its_blocks():
+    from vramnb.techniques import REGISTRY
+
+    ck = REGISTRY["checkpointing"]
+
+    class HF(torch.nn.Module):
+        def activation_checkpointing_enable(self, every_n_layers=1):
+            pass
+
+    class Old(torch.nn.Module):
+        def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
+            pass
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(2, 2) for _ in range(5))
+
+    assert ck.code("every block", model=HF(), name="gpt") == "gpt.activation_checkpointing_enable()"
+    assert ck.code("every 2nd block", model=HF()) == "model.activation_checkpointing_enable(every_n_layers=2)"
+    assert ck.code("every block", model=Old()) == \
+        'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})'
+    assert ck.code("every block", model=Net(), name="net") == (
+        "# in the forward, around net.layers.0, net.layers.1, net.layers.2 (… 5 blocks):\n"
+        "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)")

@@ -65,7 +65,7 @@ def _explain(err: BaseException, oom: Any, report: Any, model: Any, batch: Any, 
             pass
     if hasattr(err, "add_note"):  # shown under the traceback (Python >= 3.11)
         try:
-            for line in oom_lines(oom)[1:8]:
+            for line in oom_lines(oom)[1:]:
                 err.add_note(f"vramnb: {line}")
         except Exception:  # noqa: BLE001 - the user's error is never replaced
             pass

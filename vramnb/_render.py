@@ -84,6 +84,8 @@ class Table:
         out.append("</table>")
         for text, warn in self.notes:
             style = f"color:{_RED}" if warn else "opacity:0.8"
+            if text.startswith("    ") and not warn:  # a line of code under a fix: kept as typed
+                style = "white-space:pre;padding-left:2ch"
             out.append(f'<div style="{style}">{"⚠ " if warn else ""}{e(text)}</div>')
         out.extend(sec.to_html() for sec in self.sections)
         out.append("</div>")

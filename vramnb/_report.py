@@ -215,8 +215,6 @@ def oom_lines(oom: OOMInfo) -> list[str]:
     if oom.verdict is not None:
         v = oom.verdict
         lines.append(f"verdict: {v.kind}: {v.reason}")
-        if len(v.fixes) > 5:
-            lines.append(f"… and {len(v.fixes) - 5} more fix(es) in report.oom.verdict.fixes")
         for i, f in enumerate(v.fixes[:5], 1):
             code = f.code.splitlines()
             if len(code) <= 1:
@@ -224,6 +222,8 @@ def oom_lines(oom: OOMInfo) -> list[str]:
             else:  # a few lines of code: each on its own line, as it would be typed
                 lines.append(f"fix {i}: {f.what}{fix_gain(f)}:")
                 lines += [f"    {c}" for c in code]
+        if len(v.fixes) > 5:
+            lines.append(f"… and {len(v.fixes) - 5} more fix(es) in report.oom.verdict.fixes")
     if st is not None and st.frames:
         top = ", ".join(f"{var} {fmt(n)} ({where})" for where, var, n in st.frames[:4])
         lines.append(f"held by the failing frames: {top}")

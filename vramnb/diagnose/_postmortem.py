@@ -102,6 +102,7 @@ class FailingCode:
         autocast: an autocast region was open at the failure.
         checkpointing: the failure came inside ``torch.utils.checkpoint``, or a model in use
             has Hugging Face's gradient checkpointing on.
+        checkpoint_method: the Hugging Face checkpointing method of that model's class, if any.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -110,6 +111,7 @@ class FailingCode:
     trains: bool = False
     autocast: bool = False
     checkpointing: bool = False
+    checkpoint_method: str | None = None
 
 
 def held_outside(now: int, device: torch.device, model: torch.nn.Module, optimizer: Any,
@@ -368,7 +370,9 @@ def failing_code(frames: list[Any]) -> FailingCode:
                 ctx.trains = True
                 n = _parameter_count(obj)
                 if n > best:
-                    best, ctx.model = n, name
+                    from ..techniques.checkpointing import hf_method
+
+                    best, ctx.model, ctx.checkpoint_method = n, name, hf_method(obj)
                 if getattr(obj, "is_gradient_checkpointing", False) is True:
                     ctx.checkpointing = True
             elif issubclass(tp, torch.optim.Optimizer) and ctx.optimizer is None:

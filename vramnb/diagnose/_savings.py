@@ -53,6 +53,7 @@ def step_fixes(
     other: int,
     device_type: str,
     progress: Callable[[str], None] | None = None,
+    model: Any = None,
 ) -> StepFixes:
     """The techniques' fixes for one step, best first.
 
@@ -97,14 +98,14 @@ def step_fixes(
         saving = peak(base) - peak(e)
         if saving <= 0:
             continue
-        found.append((rank, Fix(tech.describe(value), tech.code(value, device_type), saving, estimated=True,
+        found.append((rank, Fix(tech.describe(value), tech.code(value, device_type, model), saving, estimated=True,
                                 fits=fits(e))))
     bs = _largest_batch(run, settings, batch_size, base, room, other, peak, progress)
     if bs is not None:
         n, e = bs
-        found.append((len(CANDIDATES), Fix(f"batch size {n} (from {batch_size}; linear in the batch from two "
-                                          "estimates: vramnb.max_batch_size searches it)",
-                                          f"batch = batch[:{n}]  # or DataLoader(..., batch_size={n})",
+        found.append((len(CANDIDATES), Fix(f"batch size {n} (from {batch_size})",
+                                          f"batch = batch[:{n}]  # or DataLoader(..., batch_size={n}): about the "
+                                          "largest that fits (two estimates; vramnb.max_batch_size searches it)",
                                           peak(base) - e, estimated=True, fits=True)))
     ok = [f for _, f in sorted((r, f) for r, f in found if f.fits)]  # type: ignore[type-var]
     rest = sorted((f for _, f in found if not f.fits), key=lambda f: -(f.saving or 0))

@@ -44,4 +44,4 @@ def step_savings(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: An
     else:
         r = _cpu_room(state)
         room = None if r is None else r + state.allocated
-    return step_fixes(run, settings, n, room, other, kind)
+    return step_fixes(run, settings, n, room, other, kind, model=model)

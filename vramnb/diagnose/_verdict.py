@@ -275,8 +275,10 @@ def _general_fixes(device: str, ctx: FailingCode | None = None) -> list[Fix]:
     if ctx is None or not ctx.autocast:
         out.append(Fix("train in bf16 autocast", f"with torch.autocast({kind!r}, dtype=torch.bfloat16): loss = ..."))
     if ctx is None or not ctx.checkpointing:
+        method = ctx.checkpoint_method if ctx is not None else None
         out.append(Fix("recompute activations in backward",
-                       f"{model}.gradient_checkpointing_enable()  # Hugging Face; else in forward: "
-                       "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)"))
+                       f"{model}.{method}()" if method else
+                       "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # around each block, "
+                       "in the forward"))
     out.append(Fix("see each technique's saving on this model", f"vramnb.compare({args})"))
     return out

@@ -124,6 +124,17 @@ class Blocks(Technique):
         return f"blocks {value}"
 
 
+def hf_method(model: Any) -> str | None:
+    """The Hugging Face checkpointing method ``model``'s class has, else ``None`` (read on the
+    class: no user code runs)."""
+    if model is None:
+        return None
+    for m in ("activation_checkpointing_enable", "gradient_checkpointing_enable"):
+        if callable(getattr(type(model), m, None)):
+            return m
+    return None
+
+
 @register
 class Checkpointing(Technique):
     name = "checkpointing"
@@ -156,15 +167,33 @@ class Checkpointing(Technique):
                 plan.undo.append(_wrap(block, selective=value == "selective", record=record))
 
     @classmethod
-    def code(cls, value: Any, device_type: str = "cuda") -> str:
-        every = {"every block": "", "every 2nd block": "[::2]", "every 4th block": "[::4]"}.get(value)
+    def code(cls, value: Any, device_type: str = "cuda", model: Any = None, name: str = "model") -> str:
+        """The Hugging Face method the model has (``activation_checkpointing_enable`` in transformers
+        >= 5.24, ``gradient_checkpointing_enable`` before), else the ``checkpoint`` call around the
+        blocks vramnb would wrap (named where ``model`` is given)."""
+        every = {"every block": 1, "every 2nd block": 2, "every 4th block": 4}.get(value)
         if every is None:
             return ("from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts\n"
                     "# in each block's caller: checkpoint(block, x, use_reentrant=False, context_fn=...)  # "
                     "saving matmul/attention outputs")
-        return ("model.gradient_checkpointing_enable()  # Hugging Face models; else wrap each block"
-                f"{' of ' + every if every else ''}:\n"
-                "# x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)")
+        method = hf_method(model)
+        if method == "activation_checkpointing_enable":
+            return f"{name}.activation_checkpointing_enable(every_n_layers={every})" if every > 1 else \
+                f"{name}.activation_checkpointing_enable()"
+        if method is not None and every == 1:
+            return f'{name}.gradient_checkpointing_enable(gradient_checkpointing_kwargs={{"use_reentrant": False}})'
+        where = "each block"
+        if model is not None:
+            try:
+                blocks = find_blocks(model, "auto")
+                names = {id(m): n for n, m in model.named_modules()}
+                shown = [names.get(id(b), "?") for b in blocks[::every]]
+                where = ", ".join(f"{name}.{n}" for n in shown[:3]) + (f" (… {len(shown)} blocks)" if len(shown) > 3 else "")
+            except Exception:  # noqa: BLE001 - the general line
+                pass
+        step = "" if every == 1 else f" (every {every}th)"
+        return (f"# in the forward, around {where}{step}:\n"
+                "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)")
 
     @classmethod
     def describe(cls, value: Any) -> str:

@@ -58,7 +58,7 @@ class ActivationOffload(Technique):
         return "activations offloaded to CPU"
 
     @classmethod
-    def code(cls, value: Any, device_type: str = "cuda") -> str:
+    def code(cls, value: Any, device_type: str = "cuda", model: Any = None, name: str = "model") -> str:
         return ("with torch.autograd.graph.save_on_cpu(pin_memory=True):\n"
                 "    loss = loss_fn(model, batch)")
 

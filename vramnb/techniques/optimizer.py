@@ -108,7 +108,7 @@ class OptimizerChoice(Technique):
         return f"optimizer {value}"
 
     @classmethod
-    def code(cls, value: Any, device_type: str = "cuda") -> str:
+    def code(cls, value: Any, device_type: str = "cuda", model: Any = None, name: str = "model") -> str:
         lines = {"SGD": "torch.optim.SGD(model.parameters(), lr=lr)",
                  "SGD momentum": "torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)",
                  "Adam": "torch.optim.Adam(model.parameters(), lr=lr)",

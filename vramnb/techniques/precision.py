@@ -72,7 +72,7 @@ class MixedPrecision(Technique):
             _convert_fp8(plan)
 
     @classmethod
-    def code(cls, value: Any, device_type: str = "cuda") -> str:
+    def code(cls, value: Any, device_type: str = "cuda", model: Any = None, name: str = "model") -> str:
         if value == "bf16":
             return f"with torch.autocast({device_type!r}, dtype=torch.bfloat16): loss = loss_fn(model, batch)"
         if value == "fp16":

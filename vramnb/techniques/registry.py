@@ -55,10 +55,11 @@ class Technique:
         return f"{cls.label}: {value}"
 
     @classmethod
-    def code(cls, value: Any, device_type: str = "cuda") -> str:
+    def code(cls, value: Any, device_type: str = "cuda", model: Any = None, name: str = "model") -> str:
         """The change to make in the user's own training loop for ``value``, as code
-        (one or a few lines; ``device_type`` for the autocast lines). The default names
-        the recipe setting that profile_step and estimate take."""
+        (one or a few lines; ``device_type`` for the autocast lines; ``model``, named ``name``
+        in the notebook, where the line depends on it). The default names the recipe setting
+        that profile_step and estimate take."""
         return f"vramnb.Recipe({cls.name}={value!r})  # the setting profile_step/estimate apply"
 
 
