@@ -6,7 +6,9 @@ fails. This times, on the CPU: (1) registering and removing the listener, (2) a 
 ``vramnb.vram("cpu")`` block with the post-mortem as it is, and with its listener
 replaced by a no-op (the difference is the post-mortem's cost per block), (3) an
 operator inside a measured block that raises a non-memory error (the tracker's
-except branch: the only extra work on the success path is none).
+except branch: the only extra work on the success path is none), (4) an operator
+under the tracker with and without the watch of autocast's weight-cast cache (one
+list check and one identity comparison per operator).
 
     python benchmarks/bench_postmortem.py
 """
@@ -21,6 +23,7 @@ import torch
 import vramnb
 from vramnb import _measure
 from vramnb.diagnose import _postmortem
+from vramnb.diagnose._autocast_cache import CastCache
 
 
 def _median(fn, n: int, repeat: int = 7) -> float:
@@ -53,6 +56,20 @@ def main() -> None:
     with vramnb.vram("cpu", record=False):
         per_op = _median(lambda: torch.add(x, 1), 20000)
     print(f"an operator under the tracker: {per_op * 1e6:.2f} µs (no post-mortem work unless it raises)")
+    # (4) the autocast weight-cast cache's watch: one check per operator inside a measured CPU block
+    from vramnb._tracker import cpu_tracker
+
+    tracker = cpu_tracker()
+    with tracker.tracking():
+        watched, plain = [], []
+        for i in range(10):  # interleaved, each first in turn: a loaded machine's drift hits both alike
+            for on in ((True, False) if i % 2 else (False, True)):
+                if on:
+                    tracker.watches.append(CastCache())
+                (watched if on else plain).append(_median(lambda: torch.add(x, 1), 5000, 1))
+                tracker.watches.clear()
+    print(f"per operator, the autocast cache's watch on / off: {statistics.median(watched) * 1e6:.2f} / "
+          f"{statistics.median(plain) * 1e6:.2f} µs (medians of 10 x 5000)")
 
 
 if __name__ == "__main__":

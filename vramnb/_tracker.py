@@ -90,12 +90,16 @@ class _Mode(TorchDispatchMode):
             for o in out:
                 if isinstance(o, torch.Tensor):
                     add(o)
-        if self.tracker.watches:
-            for w in list(self.tracker.watches):
-                if func is _TO_COPY:
-                    w.cast(args, out)
-                elif w.pending:  # the op that uses a cached copy runs in the caller's grad mode
-                    w.used()
+        tracker = self.tracker
+        if tracker.watches:
+            if func is _TO_COPY:
+                for w in list(tracker.watches):
+                    tracker.cast_pending |= w.cast(args, out)
+            elif tracker.cast_pending:  # the op that uses a cached copy runs in the caller's grad mode
+                tracker.cast_pending = False
+                for w in list(tracker.watches):
+                    if w.pending:
+                        w.used()
         return out
 
 
@@ -138,6 +142,7 @@ class StorageTracker(SameMemory):
         # watchers of casts and new peaks (``cast(args, out)``, ``new_peak()``): autocast's
         # weight-cast cache while a measurement runs (vramnb.diagnose._autocast_cache)
         self.watches: list[Any] = []
+        self.cast_pending = False  # a watch saw a cached cast; the next operator tells its grad mode
         self._ranges = DataRanges()  # data ranges of the counted storages
         self._alias_of: dict[int, int] = {}  # a storage over another's bytes -> that one
         self._aliases: dict[int, set[int]] = {}

@@ -100,19 +100,20 @@ class CastCache:
         self._refs: dict[int, Any] = {}  # storage key -> weak reference (never the storage itself)
         self._lock = threading.Lock()
 
-    def cast(self, args: Any, out: Any) -> None:
-        """Called by a dispatch mode after ``aten._to_copy(*args)`` returned ``out``."""
+    def cast(self, args: Any, out: Any) -> bool:
+        """Called by a dispatch mode after ``aten._to_copy(*args)`` returned ``out``; whether
+        it was a cached cast (then the next operator should call :meth:`used`)."""
         try:
             if not is_cached_cast(args, out):
-                return
+                return False
             st = out.untyped_storage()
             n = st.nbytes()
             addr = st.data_ptr()
         except Exception:  # noqa: BLE001 - an odd tensor is not a cached cast
-            return
+            return False
         with self._lock:
             if addr in self._refs:
-                return
+                return False
             self.copies += 1
             self.held += n
             self.alive += n
@@ -124,6 +125,7 @@ class CastCache:
                 self.locate(out)
             except Exception:  # noqa: BLE001 - a label must never break the user's op
                 pass
+        return True
 
     def used(self) -> None:
         """Called by a dispatch mode at the first other op after cached casts."""
