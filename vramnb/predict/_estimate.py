@@ -78,6 +78,8 @@ class Estimate(StepReport):
         expected_error: how far estimates of steps of this kind were from the real
             steps in the zoo benchmark (:class:`vramnb.predict._accuracy.ExpectedError`:
             ``kinds``, ``median``, ``worst_under`` as fractions); ``None`` for a CPU estimate.
+        time: with ``step_time=True``, the steady step's predicted time on the target
+            (:class:`vramnb.predict._step_time.StepTime`: a roofline over its operators).
     """
 
     target: Target | None = None
@@ -91,6 +93,7 @@ class Estimate(StepReport):
     outside_pytorch: int | None = None
     backends: dict[str, int] = field(default_factory=dict)
     expected_error: ExpectedError | None = None
+    time: Any = None
 
     _time_label = "time to trace on this machine"  # fake tensors on this CPU, not the GPU's step time
 
@@ -197,6 +200,7 @@ def estimate(
     label: str = "",
     world_size: int = 1,
     parallel: str | None = None,
+    step_time: bool = False,
 ) -> Estimate:
     """Predict the memory of training steps without running them on the device.
 
@@ -225,6 +229,10 @@ def estimate(
             or ``"zero2"`` (gradients and optimizer state sharded); PyTorch's
             FSDP2 runs against a fake process group (:mod:`vramnb.predict._parallel`).
             The batch is the per-GPU batch.
+        step_time: also predict the last step's time on the target (``Estimate.time``):
+            each operator's arithmetic at the card's peak rate for its dtype or its memory
+            traffic at the card's bandwidth, the longer (:mod:`vramnb.predict._step_time`);
+            used by :func:`vramnb.fit` to rank plans. CUDA targets only.
         warm_optimizer: create the optimizer's state before the profiled
             steps (one ``optimizer.step()`` on zero gradients), so that even
             ``steps=1`` predicts a steady-state step (faster; used by
@@ -252,7 +260,7 @@ def estimate(
         return _estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, device=device,
                          batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
                          warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
-                         label=label, world_size=world_size, parallel=parallel)
+                         label=label, world_size=world_size, parallel=parallel, step_time=step_time)
 
 
 _ONE_AT_A_TIME = threading.RLock()
@@ -293,8 +301,11 @@ def _host_default_device() -> Any:
 
 def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: Any, target: Any, device: str,
               batch_size: int | None, expandable_segments: bool, margin: float, steps: int, warm_optimizer: bool,
-              set_to_none: bool, module_depth: int | None, label: str, world_size: int, parallel: str | None) -> Estimate:
+              set_to_none: bool, module_depth: int | None, label: str, world_size: int, parallel: str | None,
+              step_time: bool = False) -> Estimate:
     t0 = time.perf_counter()
+    if not isinstance(step_time, bool):
+        raise ValueError(f"step_time must be True or False, not {step_time!r}")
     check_arguments(device=device, margin=margin, loss_fn=loss_fn, batch_size=batch_size, world_size=world_size,
                     parallel=parallel, expandable_segments=expandable_segments, label=label)
     check_options(steps, module_depth, set_to_none)
@@ -313,7 +324,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
         est = _predict(model, batch, loss_fn, optimizer, guard, recipe=recipe, tgt=tgt, device=device,
                        batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
                        warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
-                       label=label, world_size=world_size, parallel=parallel)
+                       label=label, world_size=world_size, parallel=parallel, step_time=step_time)
     except BaseException:
         with contextlib.suppress(ValueError):  # put back what was swapped; the step's own error is the one to see
             state.check_and_restore()
@@ -326,7 +337,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
 def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTensorGuard, *, recipe: Any,
              tgt: Target | None, device: str, batch_size: int | None, expandable_segments: bool, margin: float,
              steps: int, warm_optimizer: bool, set_to_none: bool, module_depth: int | None, label: str,
-             world_size: int, parallel: str | None) -> Estimate:
+             world_size: int, parallel: str | None, step_time: bool = False) -> Estimate:
     from ._parallel import fake_world, rebuild_optimizer, shard
 
     mode = new_mode()
@@ -393,8 +404,17 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
             if warm_optimizer and plan.optimizer is not None:
                 with tracker.tracking():  # its allocations are events the allocator replays
                     _create_state(plan.optimizer)
+            timer = None
             for i in range(steps):
-                with ops if kernels is not None and i == 0 else contextlib.nullcontext():  # kinds: the first step's
+                timed = step_time and tgt is not None and i == steps - 1  # the steady step's time on the card
+                if timed:
+                    from ._step_time import StepTimeMode
+                    from ._throughput import throughput
+
+                    rates, _ = throughput(tgt.name)
+                    timer = StepTimeMode(rates)
+                with ops if kernels is not None and i == 0 else contextlib.nullcontext(), \
+                        timer if timed else contextlib.nullcontext():  # kinds: the first step's
                     res, err = _one_step(plan, module_depth, None, i)
                 results.append(res)
                 offsets.append(len(events) - (len(res.timeline) - 1))
@@ -413,6 +433,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                    results, name, target=tgt, margin=float(margin), recipe=recipe)
     # made on this machine (its torch decides the fake step) for the target card
     est.versions = {**versions("cpu"), **({"target": tgt.name} if tgt is not None else {})}
+    if timer is not None:
+        est.time = timer.time
     est.notes.extend(plan.notes)
     est.notes.extend(values.notes())
     plan.release()
