@@ -1,0 +1,98 @@
+"""vramnb.fit: the fastest plan that fits, found on estimates; the step-time model it ranks by."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import vramnb
+from vramnb.predict._step_time import StepTimeMode
+from vramnb.predict._throughput import THROUGHPUT
+
+
+def test_the_roofline_of_one_matmul_is_its_flops_or_its_bytes():
+    rates = THROUGHPUT["H100 (80 GB)"]
+    a, b = torch.ones(256, 512), torch.ones(512, 128)
+    with StepTimeMode(rates) as m:
+        torch.mm(a, b)
+        torch.mm(a.bfloat16(), b.bfloat16())
+        a.t()  # a view: moves nothing
+    st = m.time
+    flops = 2 * 256 * 512 * 128
+    assert dict(st.flops) == {"float32": flops, "bfloat16": flops}
+    fp32_bytes = (256 * 512 + 512 * 128 + 256 * 128) * 4
+    casts = (256 * 512 + 512 * 128) * (4 + 2)  # the two _to_copy: read fp32, write bf16
+    assert st.bytes == fp32_bytes + casts + fp32_bytes // 2
+    expect = (max(flops / rates.fp32, fp32_bytes / rates.memory) + casts / rates.memory
+              + max(flops / rates.bf16, fp32_bytes / 2 / rates.memory))
+    assert st.seconds == pytest.approx(expect, rel=1e-12)
+    assert st.ops == 4
+
+
+class _Net(torch.nn.Module):
+    def __init__(self, width: int = 256, depth: int = 4) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width))
+            for _ in range(depth))
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        for b in self.blocks:
+            x = x + b(x)
+        return x.square().mean()
+
+
+ALLOW = {"precision": ["bf16"], "checkpointing": ["every block"], "micro_batches": [2]}
+
+
+def test_fit_ranks_the_plans_that_fit_by_step_time_and_leaves_the_model_as_it_was():
+    torch.manual_seed(0)
+    net = _Net()
+    opt = torch.optim.AdamW(net.parameters())
+    x = torch.randn(2048, 256)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    base = vramnb.estimate(net, x, None, opt, target="H100", steps=1, warm_optimizer=True)
+    # a card between the checkpointed step and the plain one
+    ckpt = vramnb.estimate(net, x, None, opt, target="H100", steps=1, warm_optimizer=True,
+                           recipe={"checkpointing": "every block"})
+    card = (base.device_memory + ckpt.device_memory) // 2
+    r = vramnb.fit(net, x, None, opt, target=card, margin=0.0, allow=ALLOW, progress=False)
+    assert r.current is not None and not r.current.fits and r.current.ratio == 1.0
+    fits = [p for p in r.plans if p.fits]
+    assert fits and r.best is fits[0]
+    assert [p.seconds for p in fits] == sorted(p.seconds for p in fits)
+    assert all(p.device_memory <= r.budget for p in fits)
+    assert all(not p.fits for p in r.plans[len(fits):])
+    # the estimate each plan carries is vramnb.estimate's for its recipe
+    ck = next(p for p in r.plans if p.recipe == vramnb.Recipe(checkpointing="every block"))
+    assert ck.device_memory == ckpt.device_memory and ck.fits
+    compile(r.best.code, "<fit>", "exec")  # the code to apply is Python
+    assert "fastest that fits" in repr(r) and r.best.recipe.describe() in repr(r)
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+    assert not opt.state and all(p.grad is None for p in net.parameters())
+
+
+def test_nothing_fits_says_by_how_much_and_what_would():
+    torch.manual_seed(0)
+    net = _Net(512, 2)
+    r = vramnb.fit(net, torch.randn(64, 512), None, torch.optim.AdamW(net.parameters()), target=70 * 2**20,
+                   margin=0.0, allow={"precision": ["bf16"]}, progress=False)
+    assert r.best is None and r.misses is not None and r.misses > 0
+    closest = min(r.plans, key=lambda p: p.device_memory)
+    assert r.misses == closest.device_memory - r.budget
+    assert any(s.startswith("the smallest card in vramnb.GPUS") for s in r.suggestions)
+    assert "nothing fits" in repr(r)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"allow": ["precison"]}, "not a technique the planner can choose; valid: precision"),
+    ({"allow": {"precision": ["bf17"]}}, "precision='bf17' is not a valid setting; valid:"),
+    ({"allow": "precision"}, "allow must be technique names or a dict"),
+    ({"batch_size": 0}, "batch_size must be a positive integer"),
+    ({"margin": 1.5}, r"margin must be a fraction of the card in \[0, 1\)"),
+    ({"target": "Quantum 9000"}, "unknown GPU 'Quantum 9000'; known:"),
+])
+def test_bad_input_names_the_problem_and_the_choices(kwargs, match):
+    net = _Net(8, 1)
+    with pytest.raises(ValueError, match=match):
+        vramnb.fit(net, torch.randn(4, 8), progress=False, **kwargs)

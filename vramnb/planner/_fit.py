@@ -1,0 +1,398 @@
+"""``vramnb.fit``: the fastest combination of techniques that makes a step fit a card.
+
+The search runs on estimates (fake tensors: no GPU needed, nothing allocated): for each
+combination of the allowed settings but the number of micro-batches, the fewest
+micro-batches that fit (more only cost time: smaller operators, the same arithmetic),
+each estimated with its step time (:mod:`vramnb.predict._step_time`). Plans that fit the
+target with the margin are ranked by predicted step time, fastest first; each carries its
+predicted peak and device memory, its breakdown's change against the current recipe, the
+time ratio and where it comes from, and the code to apply it in the user's own loop
+(:meth:`vramnb.techniques.Technique.code`). Where nothing fits, the closest plan, by how
+much it misses, and what would make it fit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._render import Rendered, Table
+from .._units import format_bytes
+from ..techniques import REGISTRY, Recipe
+
+__all__ = ["fit", "FitResult", "Plan", "DEFAULT_ALLOW"]
+
+#: what is tried unless ``allow`` says otherwise: techniques that change memory and time but
+#: not what is trained (an optimizer swap, freezing or LoRA change the training: allow them by name)
+DEFAULT_ALLOW: dict[str, tuple[Any, ...]] = {
+    "precision": ("fp32", "bf16"),
+    "checkpointing": ("off", "every 2nd block", "every block"),
+    "micro_batches": (1, 2, 4, 8, 16),
+}
+#: the values tried for a technique allowed by name only
+_BY_NAME: dict[str, tuple[Any, ...]] = {
+    "optimizer": ("yours", "Adafactor", "SGD momentum"),
+    "freeze": ("none", "embeddings", "first half of blocks"),
+    "lora": ("off", "r=16"),
+    "activation_offload": ("off", "CPU"),
+}
+
+
+@dataclass
+class Plan:
+    """One combination of techniques, estimated.
+
+    Attributes:
+        recipe: the settings (:class:`vramnb.Recipe`).
+        estimate: its :class:`vramnb.Estimate` (peak, device memory, breakdown, ``time``).
+        fits: it fits the target with the margin.
+        seconds: predicted step time on the target (roofline, :mod:`vramnb.predict._step_time`).
+        ratio: ``seconds`` over the current recipe's (``None`` where that is unknown).
+        code: the change to make in the user's loop.
+    """
+
+    recipe: Recipe
+    estimate: Any
+    fits: bool
+    seconds: float
+    ratio: float | None = None
+    code: str = ""
+
+    @property
+    def device_memory(self) -> int:
+        return int(self.estimate.device_memory or 0)
+
+    @property
+    def peak(self) -> int:
+        return int(self.estimate.peak_allocated)
+
+    def why(self, current: Plan | None) -> str:
+        """Where the time goes, against ``current``: recomputed arithmetic, the dtype of the matmuls."""
+        t = self.estimate.time
+        parts = []
+        if current is not None and current.estimate.time is not None and t is not None:
+            c = current.estimate.time
+            if c.total_flops and t.total_flops != c.total_flops:
+                more = t.total_flops / c.total_flops - 1
+                parts.append(f"{more * 100:+.0f} % arithmetic" + (" (recomputed)" if more > 0 else ""))
+        if t is not None and t.seconds:
+            low = sum(v for k, v in t.flops.items() if k in ("bfloat16", "float16"))
+            if low:
+                parts.append(f"{low / max(1, t.total_flops) * 100:.0f} % of it on 16-bit tensor cores")
+            parts.append(f"{t.memory / t.seconds * 100:.0f} % bound by memory traffic")
+        return "; ".join(parts)
+
+
+@dataclass
+class FitResult(Rendered):
+    """What :func:`fit` found.
+
+    Attributes:
+        target: the card's name; ``budget``: bytes the plans must stay within (its memory less the margin).
+        plans: every plan estimated, those that fit first (fastest first), then the others by device memory.
+        current: the user's current recipe, estimated.
+        batch_size: the batch size planned for.
+        misses: where nothing fits: by how much the closest plan misses (bytes), else ``None``.
+        suggestions: where nothing fits, what would (a smaller batch, a bigger card, N GPUs), as lines.
+        verified: with ``verify=True``, the real step of the best plan (:class:`vramnb.StepReport`).
+        notes: settings that could not be tried here (and why), what was assumed.
+        seconds: wall time of the search.
+    """
+
+    target: str
+    budget: int
+    plans: list[Plan]
+    current: Plan | None
+    batch_size: int | None = None
+    misses: int | None = None
+    suggestions: list[str] = field(default_factory=list)
+    verified: Any = None
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def best(self) -> Plan | None:
+        """The fastest plan that fits, or ``None``."""
+        return next((p for p in self.plans if p.fits), None)
+
+    def __repr__(self) -> str:
+        return self._table().to_text()
+
+    def _table(self) -> Table:
+        bs = f" · batch {self.batch_size}" if self.batch_size else ""
+        t = Table(f"vram fit · {self.target} · within {format_bytes(self.budget)}{bs}",
+                  ["plan", "peak", "device memory", "fits", "step time", "why"])
+        shown = [p for p in self.plans if p.fits][:8] or self.plans[:3]
+        for p in shown:
+            ratio = f"{p.ratio:.2f}× now" if p.ratio is not None else "—"
+            t.rows.append([p.recipe.describe(), format_bytes(p.peak), format_bytes(p.device_memory),
+                           "fits" if p.fits else f"short {format_bytes(p.device_memory - self.budget)}",
+                           ratio, p.why(self.current)])
+        best = self.best
+        if best is not None:
+            t.note(f"fastest that fits: {best.recipe.describe()} (predicted step time {best.ratio:.2f}× the current "
+                   "recipe's)" if best.ratio is not None else f"fastest that fits: {best.recipe.describe()}")
+            code = best.code.splitlines() or ["# the current recipe already fits"]
+            t.note("apply it in your loop:")
+            for line in code:
+                t.note(f"    {line}")
+        else:
+            t.note(f"nothing fits: the closest plan misses by {format_bytes(self.misses or 0)}", warn=True)
+            for s in self.suggestions:
+                t.note(s)
+        if self.verified is not None:
+            real = self.verified.steady.peak.allocated
+            t.note(f"verified on this GPU: peak {format_bytes(real)} measured, {format_bytes(best.peak)} predicted"
+                   if best is not None else "verified")
+        for n in self.notes:
+            t.note(n)
+        t.note("step times: a roofline over the step's operators (PyTorch's flop formulas, the card's published peak "
+               "rates), as a ratio to the current recipe; memory: vramnb.estimate")
+        return t
+
+
+def _allowed(allow: Any, capability: tuple[int, int]) -> dict[str, tuple[Any, ...]]:
+    """``allow`` as technique → values to try (the first: what the step does now)."""
+    low = "bf16" if capability >= (8, 0) else "fp16"  # no bf16 tensor cores before Ampere
+    base = {k: tuple(low if v == "bf16" else v for v in vals) for k, vals in DEFAULT_ALLOW.items()}
+    if allow is None:
+        return base
+    if isinstance(allow, str) or not isinstance(allow, (Mapping, Iterable)):
+        raise ValueError(f"allow must be technique names or a dict of technique -> values to try, not {allow!r}; "
+                         f"techniques: {', '.join(REGISTRY)}")
+    items = allow.items() if isinstance(allow, Mapping) else ((name, None) for name in allow)
+    out: dict[str, tuple[Any, ...]] = {}
+    for name, vals in items:
+        if name not in REGISTRY or name in ("batch_size", "blocks", "mode", "zero_grad"):
+            valid = [n for n in REGISTRY if n not in ("batch_size", "blocks", "mode", "zero_grad")]
+            raise ValueError(f"allow: {name!r} is not a technique the planner can choose; valid: {', '.join(valid)}")
+        if vals is None:
+            vals = base.get(name) or _BY_NAME.get(name) or REGISTRY[name].choices
+        vals = tuple(vals)
+        for v in vals:
+            REGISTRY[name].validate(v)  # ValueError naming the valid settings
+        default = REGISTRY[name].default()
+        out[name] = (default,) + tuple(v for v in vals if v != default)
+    return out
+
+
+def fit(
+    model: Any,
+    batch: Any,
+    loss_fn: Any = None,
+    optimizer: Any = None,
+    *,
+    target: str | int | None = None,
+    batch_size: int | None = None,
+    margin: float = 0.05,
+    allow: Iterable[str] | Mapping[str, Iterable[Any]] | None = None,
+    recipe: Any = None,
+    verify: bool = False,
+    progress: bool = True,
+) -> FitResult:
+    """The fastest plan (combination of techniques) whose step fits ``target``.
+
+    Args:
+        model, batch, loss_fn, optimizer: as for :func:`vramnb.estimate` (the model is never
+            changed: every plan runs on fake copies).
+        target: a GPU name (``"RTX 4090"``, see ``vramnb.GPUS``) or a size (``"24GiB"``); default:
+            the GPU present, else an H100.
+        batch_size: plan for this batch size (the batch's first dimension is resized).
+        margin: fraction of the card to keep free (0 to < 1).
+        allow: the techniques the search may use: names (each with its usual values) or a dict
+            of name → values to try. Default: ``DEFAULT_ALLOW`` (mixed precision, checkpointing,
+            micro-batches: they change memory and time, not what is trained); name
+            ``"optimizer"``, ``"freeze"``, ``"lora"`` or ``"activation_offload"`` to allow those.
+        recipe: the current recipe (what the user's loop does now; default: none).
+        verify: where a CUDA GPU is present and the model is on it, run one real step of the
+            best plan (:func:`vramnb.profile_step`, the model restored exactly) and report
+            measured against predicted.
+        progress: show a tqdm bar.
+
+    Returns:
+        a :class:`FitResult`; ``.best`` is the fastest plan that fits (``None``: nothing does,
+        ``.misses`` says by how much and ``.suggestions`` what would).
+
+    Raises:
+        ValueError: a target without a size; a batch size below 1; a margin outside [0, 1);
+            ``allow`` naming an unknown technique or setting (the message lists the valid
+            ones); what :func:`vramnb.estimate` refuses.
+    """
+    from ..predict._batch_search import _bar
+    from ..predict._estimate import estimate
+    from ..predict._estimate_inputs import as_recipe
+    from ..predict._gpus import resolve_target
+
+    t0 = time.perf_counter()
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
+        raise ValueError(f"margin must be a fraction of the card in [0, 1), not {margin!r}")
+    if not isinstance(verify, bool):
+        raise ValueError(f"verify must be True or False, not {verify!r}")
+    tgt = resolve_target(target)
+    if tgt.memory is None:
+        raise ValueError(f"fit needs a target with a size; {tgt.name!r} has none (give a card or '24GiB')")
+    budget = int(tgt.memory * (1 - margin))
+    current = as_recipe(recipe) or Recipe()
+    space = _allowed(allow, tgt.capability)
+    notes: list[str] = []
+    bar = _bar(progress)
+    cache: dict[Recipe, Plan | None] = {}
+
+    def run(r: Recipe) -> Plan | None:
+        if r in cache:
+            return cache[r]
+        if bar is not None:
+            bar.set_postfix_str(r.describe()[:40])
+        try:
+            e = estimate(model, batch, loss_fn, optimizer, recipe=r, target=target, batch_size=batch_size,
+                         margin=margin, steps=1, warm_optimizer=optimizer is not None, step_time=True)
+        except ValueError as err:  # a setting this model or machine cannot run (Unavailable is a ValueError)
+            notes.append(f"{r.describe()}: not tried ({str(err).splitlines()[0][:160]})")
+            cache[r] = None
+            return None
+        finally:
+            if bar is not None:
+                bar.update(1)
+        plan = Plan(r, e, bool(e.fits), e.time.seconds if e.time is not None else float("inf"))
+        cache[r] = plan
+        return plan
+
+    try:
+        now = run(current)
+        micro = space.pop("micro_batches", (1,))
+        names = list(space)
+        plans: list[Plan] = []
+        seen: set[Recipe] = set()
+        for values in itertools.product(*(space[n] for n in names)):
+            settings = {**current.changed(), **{n: v for n, v in zip(names, values)}}
+            for k in micro:  # the fewest micro-batches that fit: more cost time, never memory
+                s = {**settings, "micro_batches": k}
+                r = Recipe(**{n: v for n, v in s.items() if v != REGISTRY[n].default()})
+                p = run(r)
+                if p is not None and r not in seen:
+                    seen.add(r)
+                    plans.append(p)
+                if p is not None and p.fits:
+                    break
+    finally:
+        if bar is not None:
+            bar.close()
+    base = now.seconds if now is not None and now.seconds != float("inf") else None
+    for p in plans:
+        p.ratio = p.seconds / base if base else None
+        p.code = _code(p.recipe, current, model, tgt)
+    plans.sort(key=lambda p: (not p.fits, p.seconds if p.fits else p.device_memory))
+    result = FitResult(tgt.name, budget, plans, now, batch_size, notes=notes)
+    result.notes.extend(a for a in tgt.assumed)
+    if result.best is None and plans:
+        closest = min(plans, key=lambda p: p.device_memory)
+        result.misses = closest.device_memory - budget
+        result.suggestions = _suggestions(model, batch, loss_fn, optimizer, closest, budget, margin, batch_size, target)
+    if verify and result.best is not None:
+        result.verified = _verify(model, batch, loss_fn, optimizer, result.best, result)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _code(r: Recipe, current: Recipe, model: Any, tgt: Any) -> str:
+    """The user's training step with ``r``'s techniques, as code: the model and optimizer set up
+    once (checkpointing, an optimizer swap, freezing, LoRA: each technique's own line), then
+    one step, its forward under autocast, split into micro-batches, with fp16's scaler.
+    ``""`` where ``r`` is the current recipe."""
+    changed = {n: v for n, v in r.changed().items() if current[n] != v}
+    if not changed:
+        return ""
+    mod = model if hasattr(model, "modules") else None
+    setup = [REGISTRY[n].code(v, "cuda", mod) for n, v in changed.items()
+             if n not in ("precision", "micro_batches", "activation_offload")]
+    k = int(r["micro_batches"] or 1)
+    prec = r["precision"]
+    step: list[str] = []
+    ctx = []
+    if prec in ("bf16", "fp16"):
+        dt = "bfloat16" if prec == "bf16" else "float16"
+        ctx.append(f"torch.autocast('cuda', dtype=torch.{dt})")
+    if r["activation_offload"] == "CPU":
+        ctx.append("torch.autograd.graph.save_on_cpu(pin_memory=True)")
+    if prec == "fp8":
+        setup.append(REGISTRY["precision"].code("fp8"))
+    scaler = prec == "fp16"
+    if scaler:
+        setup.append("scaler = torch.amp.GradScaler('cuda')")
+    backward = "scaler.scale(loss).backward()" if scaler else "loss.backward()"
+    body = f"loss = loss_fn(model, {'part' if k > 1 else 'batch'})" + (f" / {k}" if k > 1 else "")
+    inner = ([f"with {', '.join(ctx)}:", f"    {body}"] if ctx else [body]) + [backward]
+    if k > 1:
+        step.append(f"for part in zip(*(t.chunk({k}) for t in batch)):  # {k} micro-batches (a dict batch: "
+                    "split each value)")
+        step += [f"    {line}" for line in inner]
+    else:
+        step += inner
+    step.append("scaler.step(optimizer); scaler.update()" if scaler else "optimizer.step()")
+    step.append("optimizer.zero_grad()")
+    return "\n".join([*setup, "# each step:", *step])
+
+
+def _suggestions(model: Any, batch: Any, loss_fn: Any, optimizer: Any, closest: Plan, budget: int, margin: float,
+                 batch_size: int | None, target: Any) -> list[str]:
+    """What would make the closest plan fit: a smaller batch (two estimates, linear in the batch),
+    the smallest card in ``vramnb.GPUS`` that holds it, N GPUs with FSDP."""
+    from ..predict._estimate import estimate
+    from ..predict._gpus import GPUS
+    from ..techniques.batching import batch_len
+
+    out = []
+    need = closest.device_memory
+    try:
+        n = batch_size or batch_len(batch)
+    except Exception:  # noqa: BLE001
+        n = None
+    if n and n >= 2:
+        try:
+            half = estimate(model, batch, loss_fn, optimizer, recipe=closest.recipe, batch_size=n // 2, steps=1,
+                            warm_optimizer=optimizer is not None, target=target)
+            per = (need - (half.device_memory or 0)) / (n - n // 2)
+            if per > 0:
+                k = int((budget - (need - per * n)) // per)
+                if 1 <= k < n:
+                    out.append(f"a batch of about {k} fits with {closest.recipe.describe()} "
+                               f"(vramnb.max_batch_size(..., recipe={closest.recipe!r}) searches it)")
+        except Exception:  # noqa: BLE001 - a suggestion, not a requirement
+            pass
+    bigger = [(mem, name) for name, mem in GPUS.items() if mem * (1 - margin) >= need]
+    if bigger:
+        mem, name = min(bigger)
+        out.append(f"the smallest card in vramnb.GPUS that holds {closest.recipe.describe()}: {name}")
+    for world in (2, 4, 8):
+        try:
+            e = estimate(model, batch, loss_fn, optimizer, recipe=closest.recipe, batch_size=batch_size, steps=1,
+                         warm_optimizer=optimizer is not None, target=target,
+                         world_size=world, parallel="fsdp", margin=margin)
+        except Exception:  # noqa: BLE001
+            break
+        if e.fits:
+            out.append(f"{world} GPUs with FSDP (full shard): {format_bytes(e.device_memory or 0)} per GPU "
+                       f"(vramnb.estimate(..., world_size={world}, parallel='fsdp'))")
+            break
+    return out
+
+
+def _verify(model: Any, batch: Any, loss_fn: Any, optimizer: Any, best: Plan, result: FitResult) -> Any:
+    """One real step of ``best`` on the user's model where it is on a CUDA GPU, else ``None`` (a note says why)."""
+    import torch
+
+    try:
+        dev = next(model.parameters()).device
+    except Exception:  # noqa: BLE001
+        dev = torch.device("cpu")
+    if dev.type != "cuda":
+        result.notes.append("verify: the model is not on a CUDA GPU here; nothing was run")
+        return None
+    from .._step import profile_step
+
+    return profile_step(model, batch, loss_fn, optimizer, recipe=best.recipe)
