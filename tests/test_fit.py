@@ -96,3 +96,29 @@ def test_bad_input_names_the_problem_and_the_choices(kwargs, match):
     net = _Net(8, 1)
     with pytest.raises(ValueError, match=match):
         vramnb.fit(net, torch.randn(4, 8), progress=False, **kwargs)
+
+
+def test_the_code_runs_as_the_users_step_for_each_kind_of_batch():
+    from vramnb.planner._fit import _code
+
+    torch.manual_seed(0)
+    r = vramnb.Recipe(precision="bf16", micro_batches=2)
+    cases = [
+        (torch.randn(8, 4), None, lambda: torch.nn.Sequential(torch.nn.Linear(4, 1), torch.nn.Flatten(0)), "model(part)"),
+        ((torch.randn(8, 4),), None, None, "model(*part)"),
+        ({"x": torch.randn(8, 4)}, None, None, "model(**part).loss"),
+        (torch.randn(8, 4), lambda m, b: m(b).square().mean(), lambda: torch.nn.Linear(4, 3), "loss_fn(model, part)"),
+    ]
+    for batch, loss_fn, make, call in cases:
+        code = _code(r, vramnb.Recipe(), None, batch, loss_fn)
+        assert f"loss = {call} / 2" in code
+        if make is None:
+            continue
+        model = make()
+        ns = {"torch": torch, "model": model, "batch": batch, "loss_fn": loss_fn,
+              "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)}
+        if loss_fn is None:  # a scalar output: the sum of the micro-batch's outputs
+            ns["model"] = lambda b, m=model: m(b).sum()
+            ns["optimizer"] = torch.optim.SGD(model.parameters(), lr=0.1)
+        exec(code.replace("'cuda'", "'cpu'"), ns)  # runs as written (on CPU here)
+        assert all(p.grad is None for p in model.parameters())  # the step ended with zero_grad

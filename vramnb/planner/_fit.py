@@ -285,7 +285,7 @@ def fit(
     base = now.seconds if now is not None and now.seconds != float("inf") else None
     for p in plans:
         p.ratio = p.seconds / base if base else None
-        p.code = _code(p.recipe, current, model, tgt)
+        p.code = _code(p.recipe, current, model, batch, loss_fn)
     plans.sort(key=lambda p: (not p.fits, p.seconds if p.fits else p.device_memory))
     result = FitResult(tgt.name, budget, plans, now, batch_size, notes=notes)
     result.notes.extend(a for a in tgt.assumed)
@@ -299,10 +299,12 @@ def fit(
     return result
 
 
-def _code(r: Recipe, current: Recipe, model: Any, tgt: Any) -> str:
+def _code(r: Recipe, current: Recipe, model: Any, batch: Any = None, loss_fn: Any = None) -> str:
     """The user's training step with ``r``'s techniques, as code: the model and optimizer set up
     once (checkpointing, an optimizer swap, freezing, LoRA: each technique's own line), then
-    one step, its forward under autocast, split into micro-batches, with fp16's scaler.
+    one step, its forward under autocast, split into micro-batches (a dict batch value by
+    value), with fp16's scaler; the loss as ``loss_fn(model, batch)``, or without one as
+    :func:`vramnb.profile_step`'s default takes it (``model(**batch).loss`` for a dict batch).
     ``""`` where ``r`` is the current recipe."""
     changed = {n: v for n, v in r.changed().items() if current[n] != v}
     if not changed:
@@ -325,11 +327,25 @@ def _code(r: Recipe, current: Recipe, model: Any, tgt: Any) -> str:
     if scaler:
         setup.append("scaler = torch.amp.GradScaler('cuda')")
     backward = "scaler.scale(loss).backward()" if scaler else "loss.backward()"
-    body = f"loss = loss_fn(model, {'part' if k > 1 else 'batch'})" + (f" / {k}" if k > 1 else "")
+    b = "part" if k > 1 else "batch"
+    if loss_fn is not None:
+        loss = f"loss_fn(model, {b})"
+    elif isinstance(batch, Mapping):
+        loss = f"model(**{b}).loss"
+    elif isinstance(batch, (tuple, list)):
+        loss = f"model(*{b})"
+    else:
+        loss = f"model({b})"
+    body = f"loss = {loss}" + (f" / {k}" if k > 1 else "")
     inner = ([f"with {', '.join(ctx)}:", f"    {body}"] if ctx else [body]) + [backward]
     if k > 1:
-        step.append(f"for part in zip(*(t.chunk({k}) for t in batch)):  # {k} micro-batches (a dict batch: "
-                    "split each value)")
+        if isinstance(batch, Mapping):
+            split = f"({{key: v.chunk({k})[i] for key, v in batch.items()}} for i in range({k}))"
+        elif isinstance(batch, (tuple, list)):
+            split = f"zip(*(t.chunk({k}) for t in batch))"
+        else:
+            split = f"batch.chunk({k})"
+        step.append(f"for part in {split}:  # {k} micro-batches, one optimizer step")
         step += [f"    {line}" for line in inner]
     else:
         step += inner
