@@ -171,6 +171,16 @@ def test_checkpointing_code_is_the_models_own_method_or_names_its_blocks():
     assert ck.code("every 2nd block", model=HF()) == "model.activation_checkpointing_enable(every_n_layers=2)"
     assert ck.code("every block", model=Old()) == \
         'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})'
-    assert ck.code("every block", model=Net(), name="net") == (
-        "# in the forward, around net.layers.0, net.layers.1, net.layers.2 (… 5 blocks):\n"
-        "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)")
+    code = ck.code("every 2nd block", model=Net(), name="net")
+    assert code == ("import functools, torch.utils.checkpoint\n"
+                    "for block in net.get_submodule('layers')[::2]:  # recompute each block's forward in backward\n"
+                    "    block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
+                    "use_reentrant=False)")
+    net = Net()
+    exec(code, {"net": net})  # runs as printed: blocks 0, 2 and 4 now recompute in backward
+    assert [isinstance(b.__dict__.get("forward"), __import__("functools").partial) for b in net.layers] == \
+        [True, False, True, False, True]
+    x = torch.ones(3, 2, requires_grad=True)
+    for b in net.layers:
+        x = b(x)
+    x.sum().backward()

@@ -124,6 +124,28 @@ class Blocks(Technique):
         return f"blocks {value}"
 
 
+def _block_names(model: Any) -> tuple[Any, int] | None:
+    """The blocks vramnb checkpoints, named: ``(container name, count)`` where they are all the
+    entries of one ``ModuleList``/``Sequential``, else ``(list of their names, 0)``; ``None`` if none."""
+    try:
+        blocks = find_blocks(model, "auto")
+    except Exception:  # noqa: BLE001
+        return None
+    if not blocks:
+        return None
+    names = {id(m): n for n, m in model.named_modules()}
+    full = [names.get(id(b)) for b in blocks]
+    if any(n is None for n in full):
+        return None
+    parents = {n.rpartition(".")[0] for n in full}
+    if len(parents) == 1:
+        parent = parents.pop()
+        container = model.get_submodule(parent) if parent else model
+        if list(container.children()) == list(blocks) and parent:
+            return parent, len(blocks)
+    return full, 0
+
+
 def hf_method(model: Any) -> str | None:
     """The Hugging Face checkpointing method ``model``'s class has, else ``None`` (read on the
     class: no user code runs)."""
@@ -182,18 +204,18 @@ class Checkpointing(Technique):
                 f"{name}.activation_checkpointing_enable()"
         if method is not None and every == 1:
             return f'{name}.gradient_checkpointing_enable(gradient_checkpointing_kwargs={{"use_reentrant": False}})'
-        where = "each block"
-        if model is not None:
-            try:
-                blocks = find_blocks(model, "auto")
-                names = {id(m): n for n, m in model.named_modules()}
-                shown = [names.get(id(b), "?") for b in blocks[::every]]
-                where = ", ".join(f"{name}.{n}" for n in shown[:3]) + (f" (… {len(shown)} blocks)" if len(shown) > 3 else "")
-            except Exception:  # noqa: BLE001 - the general line
-                pass
-        step = "" if every == 1 else f" (every {every}th)"
-        return (f"# in the forward, around {where}{step}:\n"
-                "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)")
+        blocks = _block_names(model) if model is not None else None
+        if not blocks:
+            step = "" if every == 1 else f" (every {every}th)"
+            return (f"# in the forward, around each block{step}:\n"
+                    "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)")
+        parent, count = blocks
+        chosen = f"{name}.get_submodule({parent!r})" + (f"[::{every}]" if every > 1 else "") if count else \
+            "[" + ", ".join(f"{name}.get_submodule({n!r})" for n in parent[::every]) + "]"
+        return ("import functools, torch.utils.checkpoint\n"
+                f"for block in {chosen}:  # recompute each block's forward in backward\n"
+                "    block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
+                "use_reentrant=False)")
 
     @classmethod
     def describe(cls, value: Any) -> str:
