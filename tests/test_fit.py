@@ -122,3 +122,18 @@ def test_the_code_runs_as_the_users_step_for_each_kind_of_batch():
             ns["optimizer"] = torch.optim.SGD(model.parameters(), lr=0.1)
         exec(code.replace("'cuda'", "'cpu'"), ns)  # runs as written (on CPU here)
         assert all(p.grad is None for p in model.parameters())  # the step ended with zero_grad
+
+
+def test_the_fit_magic_on_notebook_variables(ip):
+    from tests.conftest import run
+
+    run(ip, "import torch\nfrom tests.test_fit import _Net\ntorch.manual_seed(0)\nnet = _Net(64, 2)\n"
+            "opt = torch.optim.AdamW(net.parameters())\nx = torch.randn(64, 64)")
+    res, _ = run(ip, "%vram fit net x opt --target 24GiB --batch-size 32 -o plan")
+    r = ip.user_ns["plan"]
+    assert res.error_in_exec is None and isinstance(r, vramnb.FitResult)
+    assert r.batch_size == 32 and r.target == "24GiB" and r.best is not None
+    # it fits as it is; the fastest plan that fits is at least as fast as the current recipe
+    assert r.current.fits and r.best.seconds <= r.current.seconds and r.best.ratio <= 1.0
+    res, _ = run(ip, "%vram fit net x opt --target 'Quantum 9000'")
+    assert "unknown GPU 'Quantum 9000'" in str(res.error_in_exec)

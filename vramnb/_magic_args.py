@@ -17,7 +17,7 @@ from IPython.core.error import UsageError
 from ._probe import resolve_device
 from ._units import parse_size
 
-COMMANDS = ("free", "on", "off", "history", "panel", "estimate")
+COMMANDS = ("free", "on", "off", "history", "panel", "estimate", "fit")
 # which options the cell magic and each line command accept
 OPTIONS: dict[str | None, set[str]] = {
     "cell": {"device", "quiet", "out", "budget", "no_reset", "breakdown"},
@@ -28,6 +28,7 @@ OPTIONS: dict[str | None, set[str]] = {
     "off": set(),
     "panel": {"out"},
     "estimate": {"out", "quiet", "target", "recipe", "max_batch", "margin", "batch_size"},
+    "fit": {"out", "quiet", "target", "recipe", "margin", "batch_size"},
 }
 FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "budget": "--budget", "no_reset": "--no-reset",
           "breakdown": "--breakdown", "target": "--target", "recipe": "--recipe", "max_batch": "--max-batch",

@@ -253,16 +253,16 @@ class VramMagics(Magics):
     # -- the magic ----------------------------------------------------------
     @no_var_expand
     @magic_arguments()
-    @argument("command", nargs="?", help="line magic only: free | on | off | history | panel | estimate "
+    @argument("command", nargs="?", help="line magic only: free | on | off | history | panel | estimate | fit "
               "(none: what holds the memory now)")
-    @argument("names", nargs="*", help="%%vram panel|estimate MODEL BATCH [LOSS_FN] [OPTIMIZER]: names of notebook variables")
-    @argument("--target", default=None, metavar="GPU", help="estimate: a card (H100, 'RTX 4090') or a size (24GiB); "
+    @argument("names", nargs="*", help="%%vram panel|estimate|fit MODEL BATCH [LOSS_FN] [OPTIMIZER]: names of notebook variables")
+    @argument("--target", default=None, metavar="GPU", help="estimate, fit: a card (H100, 'RTX 4090') or a size (24GiB); "
               "default: the GPU present, else H100")
     @argument("--recipe", default=None, action="append", metavar="SETTINGS",
-              help="estimate: techniques, e.g. --recipe \"precision=bf16,checkpointing=every block\" (repeatable)")
-    @argument("--batch-size", default=None, type=int, metavar="N", help="estimate: predict for batch size N")
+              help="estimate: techniques (fit: what your loop does now), e.g. --recipe \"precision=bf16,checkpointing=every block\" (repeatable)")
+    @argument("--batch-size", default=None, type=int, metavar="N", help="estimate, fit: for batch size N")
     @argument("--max-batch", action="store_true", help="estimate: the largest batch size that fits the target")
-    @argument("--margin", default=None, type=float, metavar="FRACTION", help="estimate: fraction of the card to keep free")
+    @argument("--margin", default=None, type=float, metavar="FRACTION", help="estimate, fit: fraction of the card to keep free")
     @argument("-d", "--device", default=None, help="cpu, cuda or cuda:N (default: the current CUDA device, else cpu)")
     @argument("-q", "--quiet", action="store_true", help="record (or return) the report but display nothing")
     @argument("--budget", default=None, metavar="SIZE", help="warn when the peak would not fit a card of SIZE, e.g. 24GiB")
@@ -312,6 +312,10 @@ class VramMagics(Magics):
             %vram estimate model batch [loss_fn] [optimizer] --target A100 --recipe precision=bf16
                              predict the step on a card you do not have
                              (vramnb.estimate; --max-batch: vramnb.max_batch_size)
+            %vram fit model batch [loss_fn] [optimizer] --target "RTX 4090" --batch-size 32
+                             the fastest combination of techniques that fits the card,
+                             with the code to apply it (vramnb.fit; --recipe: what
+                             your loop does now)
         """
         __tracebackhide__ = True
         silenced = cell is None and line.rstrip().endswith(";")  # `%vram;`, as IPython silences a value
@@ -429,12 +433,14 @@ class VramMagics(Magics):
             self._auto = {"device": str(dev), "quiet": args.quiet, "budget": opts.budget(args.budget), "reset_peak": not args.no_reset}
             print(f"vram: reporting every cell on {dev} (%vram off to stop)")
             return None
-        if args.names and cmd not in ("panel", "estimate"):
+        if args.names and cmd not in ("panel", "estimate", "fit"):
             raise UsageError(f"unexpected {' '.join(args.names)!r} after %vram {cmd or ''}".rstrip())
         if cmd == "panel":
             return self._panel(args)
         if cmd == "estimate":
             return self._estimate(args)
+        if cmd == "fit":
+            return self._fit(args)
         if cmd == "history":
             result: Any = history()
         elif cmd == "free":
@@ -486,6 +492,23 @@ class VramMagics(Magics):
                 result: Any = max_batch_size(model, batch, loss_fn, optimizer, **kw)
             else:
                 result = estimate(model, batch, loss_fn, optimizer, batch_size=args.batch_size, **kw)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if args.out:
+            self.shell.user_ns[args.out] = result
+        return None if args.quiet else result
+
+    def _fit(self, args: Any) -> Any:
+        model, batch, loss_fn, optimizer = self._step_args(args)
+        from .planner._fit import fit
+
+        recipes = opts.recipe(args.recipe)
+        kw: dict[str, Any] = {"target": opts.unquote(args.target), "batch_size": args.batch_size,
+                              "recipe": recipes}
+        if args.margin is not None:
+            kw["margin"] = args.margin
+        try:
+            result = fit(model, batch, loss_fn, optimizer, **kw)
         except ValueError as e:
             raise UsageError(str(e)) from None
         if args.out:
