@@ -197,7 +197,8 @@ def fit(
 
     Args:
         model, batch, loss_fn, optimizer: as for :func:`vramnb.estimate` (the model is never
-            changed: every plan runs on fake copies).
+            changed: every plan runs on fake copies). ``batch`` may also be a ``DataLoader`` or
+            another iterable of batches: the plan is made for the largest of its first 256.
         target: a GPU name (``"RTX 4090"``, see ``vramnb.GPUS``) or a size (``"24GiB"``); default:
             the GPU present, else an H100.
         batch_size: plan for this batch size (the batch's first dimension is resized).
@@ -227,6 +228,7 @@ def fit(
     from ..predict._gpus import resolve_target
 
     t0 = time.perf_counter()
+    batch, worst_note = _worst_batch(batch)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
@@ -288,6 +290,8 @@ def fit(
         p.code = _code(p.recipe, current, model, batch, loss_fn)
     plans.sort(key=lambda p: (not p.fits, p.seconds if p.fits else p.device_memory))
     result = FitResult(tgt.name, budget, plans, now, batch_size, notes=notes)
+    if worst_note:
+        result.notes.insert(0, worst_note)
     result.notes.extend(a for a in tgt.assumed)
     if result.best is None and plans:
         closest = min(plans, key=lambda p: p.device_memory)
@@ -297,6 +301,33 @@ def fit(
         result.verified = _verify(model, batch, loss_fn, optimizer, result.best, result)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+#: batches of a loader looked at for the largest
+MAX_BATCHES = 256
+
+
+def _worst_batch(batch: Any) -> tuple[Any, str]:
+    """A ``DataLoader`` or another iterable of batches (not a tensor, dict, tuple or list, which
+    are one batch): its largest batch, by the bytes of its tensors (a step's memory grows with
+    its batch's shapes), of the first :data:`MAX_BATCHES`; and a note saying which."""
+    import torch
+
+    if isinstance(batch, (torch.Tensor, Mapping, tuple, list)) or not isinstance(batch, Iterable):
+        return batch, ""
+    from .._checks import _batch_tensors
+
+    best, size, seen = None, -1, 0
+    for b in itertools.islice(iter(batch), MAX_BATCHES):
+        seen += 1
+        n = sum(t.numel() * t.element_size() for _, t in _batch_tensors(b))
+        if n > size:
+            best, size = b, n
+    if best is None:
+        raise ValueError("the loader gave no batch: fit needs at least one")
+    shapes = ", ".join(str(tuple(t.shape)) for _, t in _batch_tensors(best))
+    return best, (f"planned for the largest of the loader's first {seen} batches ({shapes}, {format_bytes(size)}); "
+                  "the allocator's cost of varying shapes is not modelled: expandable_segments avoids most of it")
 
 
 def _code(r: Recipe, current: Recipe, model: Any, batch: Any = None, loss_fn: Any = None) -> str:
