@@ -242,7 +242,7 @@ def fit(
     current = as_recipe(recipe) or Recipe()
     space = _allowed(allow, tgt.capability)
     notes: list[str] = []
-    bar = _bar(progress)
+    bar = _bar(progress, "fit (estimates)")
     cache: dict[Recipe, Plan | None] = {}
 
     def run(r: Recipe) -> Plan | None:
