@@ -450,3 +450,102 @@ def test_frames_of_code_beside_torch_are_the_users():
         with vramnb.vram("cpu", record=False) as m:
             ns["step"]()
     assert [(var, n) for _, var, n in m.report.oom.state.frames] == [("acts", MiB)]
+
+
+# -- round 2: the autocast cache's watch, the bounded walks, the start that fails ------------------
+
+def test_a_cast_copy_freed_by_a_collection_inside_the_watch_does_not_deadlock():
+    import gc
+    import threading
+
+    lin = torch.nn.Linear(8, 8)
+    done = []
+
+    def cell():
+        # copies in reference cycles die only in a collection, which some allocation inside the
+        # watch's own bookkeeping starts: every gc threshold and offset, so one lands there
+        with vramnb.vram("cpu", record=False):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                for threshold in range(3, 60):
+                    gc.set_threshold(threshold)
+                    for k in range(threshold + 3):
+                        for _ in range(3):
+                            junk = [[] for _ in range(k)]  # noqa: F841 - shifts where the collection lands
+                            c = [lin.weight.to(torch.bfloat16)]
+                            c.append(c)
+                            del c
+        done.append(True)
+
+    old = gc.get_threshold()
+    try:
+        t = threading.Thread(target=cell, daemon=True)
+        t.start()
+        t.join(60)
+    finally:
+        gc.set_threshold(*old)
+    assert done, "the measured cell hung"
+
+
+def test_the_post_mortem_walks_aliased_lists_and_a_shared_module_tree_once(ip):
+    import time
+
+    run(ip, "def grid_step():\n    grid = [[[torch.ones(1)] * 300] * 300] * 300\n"
+            "    return torch.empty(1 << 60, dtype=torch.uint8)\n"
+            "m = torch.nn.Linear(4, 4)\nfor _ in range(24):\n    m = torch.nn.Sequential(m, m)\n"
+            "def tree_step(model):\n    return torch.empty(1 << 60, dtype=torch.uint8)")
+    for cell in ("grid_step()", "tree_step(m)"):
+        t0 = time.perf_counter()
+        res, _ = run(ip, "%%vram -d cpu\n" + cell)
+        assert res.error_in_exec is not None and time.perf_counter() - t0 < 20, cell  # was 2**24 visits
+    frames = {var: n for _, var, n in vramnb.history()[-1].oom.state.frames}
+    assert frames["model"] == (4 * 4 + 4) * 4  # the one Linear, counted once
+
+
+def test_the_failing_codes_walk_runs_no_getattr_of_the_users(ip):
+    run(ip, "calls = []\nclass Wrapper(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.inner = torch.nn.Linear(2, 2)\n    def __getattr__(self, name):\n"
+            "        calls.append(name)\n        return super().__getattr__(name)\n"
+            "w = Wrapper()\ndef step():\n    w.inner(torch.ones(1, 2))\n    return torch.empty(1 << 60, dtype=torch.uint8)")
+    run(ip, "calls.clear()")
+    res, _ = run(ip, "%%vram -d cpu\nstep()")
+    assert res.error_in_exec is not None and vramnb.history()[-1].oom.state.context.model == "w"
+    assert "is_gradient_checkpointing" not in ip.user_ns["calls"]
+
+
+def test_a_start_that_fails_leaves_no_watch_and_no_measurement_behind(ip, monkeypatch):
+    from vramnb import _measure
+    from vramnb._tracker import cpu_tracker
+
+    def fails(*a, **k):
+        raise MemoryError("no memory left")
+
+    monkeypatch.setattr(_measure, "listening", fails)
+    res, cap = run(ip, "%%vram -d cpu\ny = torch.ones(10)")
+    assert res.error_in_exec is None and "the cell ran unmeasured" in cap.stderr
+    assert not cpu_tracker().watches and not _measure._ACTIVE
+
+
+def test_a_list_the_failing_code_adds_to_is_emptied_not_deleted_and_its_model_kept():
+    from vramnb.diagnose import OOMState, verdict
+    from vramnb.diagnose._postmortem import FailingCode
+
+    MiB = 2**20
+    ctx = FailingCode(in_use={"losses", "gpt", "adam"}, model="gpt", optimizer="adam", trains=True)
+    s = OOMState("cpu", True, 100 * MiB, 900 * MiB, available=50 * MiB, context=ctx,
+                 holders=[("losses", 856 * MiB, 701 * MiB, "list"), ("gpt", 14 * MiB, 14 * MiB, "Module"),
+                          ("out", 154 * MiB, 140 * MiB, "Tensor")])
+    fixes = verdict(s).fixes
+    assert fixes[0].code == "losses.clear()" and "keep numbers, not tensors (loss.item())" in fixes[0].what
+    assert not any(f.code == "del gpt" for f in fixes)
+    assert [f.code for f in fixes].index("del out") > 0
+
+
+def test_memory_out_of_sight_that_covers_the_shortfall_is_the_verdict_under_a_process_limit():
+    from vramnb.diagnose import OOMState, verdict
+
+    MiB = 2**20
+    s = OOMState("cpu", True, 100 * MiB, 700 * MiB, available=20 * 2**30, cap=2**30, cap_room=40 * MiB,
+                 cap_name="RLIMIT_AS", hidden=600 * MiB, hidden_by=[("last exception", 600 * MiB)])
+    v = verdict(s)
+    assert v.kind == "held out of sight" and v.fixes[0].code == "%vram free"
+    assert "gc.collect()" in v.fixes[0].what

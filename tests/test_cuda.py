@@ -357,7 +357,7 @@ def test_step_oom_fixes_are_estimated_for_this_step_and_the_one_that_fits_runs()
     torch.cuda.set_per_process_memory_fraction(limit / total)
     try:
         with pytest.raises(torch.OutOfMemoryError) as info:
-            profile_step(model, x, loss_fn, opt)
+            profile_step(model, x, loss_fn, opt, diagnose=True)
         oom = info.value.vramnb_report.oom
         assert oom.state.at_failure and oom.verdict.kind == "per-process cap", oom
         fixes = {f.what: f for f in oom.verdict.fixes}

@@ -99,7 +99,7 @@ def test_bad_input_names_the_problem_and_the_choices(kwargs, match):
 
 
 def test_the_code_runs_as_the_users_step_for_each_kind_of_batch():
-    from vramnb.planner._fit import _code
+    from vramnb.techniques.code import step_code as _code
 
     torch.manual_seed(0)
     r = vramnb.Recipe(precision="bf16", micro_batches=2)

@@ -28,18 +28,29 @@ CODE = textwrap.dedent(
     base, ckpt = est(), est(checkpointing="every block")
     vm = int(re.search(r"VmData:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) * 1024
     resource.setrlimit(resource.RLIMIT_DATA, (vm + 300 * 2**20, resource.getrlimit(resource.RLIMIT_DATA)[1]))
-    try:
-        vramnb.profile_step(model, x, loss_fn, opt)
+    try:  # first, in the fresh process: the savings (the C heap the failure grows counts against the limit)
+        vramnb.profile_step(model, x, loss_fn, opt, diagnose=True)
         raise SystemExit("the step did not fail")
     except RuntimeError as err:
         rep = err.vramnb_report
+    calls = []
+    counted = lambda m, b: calls.append(1) or loss_fn(m, b)  # noqa: E731
+    try:  # by default, a loss_fn of the user's is not run again: the fixes come without savings
+        vramnb.profile_step(model, x, counted, opt)
+        raise SystemExit("the step did not fail")
+    except RuntimeError as err:
+        plain = err.vramnb_report.oom.verdict
+    assert len(calls) == 1 and not any(f.estimated for f in plain.fixes), (calls, plain)
+    assert any(f.code == "vramnb.profile_step(model, batch, loss_fn, optimizer, diagnose=True)" for f in plain.fixes)
     oom = rep.oom
     assert oom is not None and oom.state.at_failure and oom.state.cap_name == "RLIMIT_DATA", oom
     assert oom.verdict.kind == "per-process cap", oom.verdict
     fixes = {f.what: f for f in oom.verdict.fixes}
     f = fixes["checkpointing every block"]
     assert f.estimated and f.fits and f.saving == base - ckpt, (f, base, ckpt)
-    assert "torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)" in f.code
+    # the fix's code is the user's step with it: the checkpoint wrap of the blocks, then the step
+    assert "block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward" in f.code
+    assert "loss = loss_fn(model, batch)" in f.code
     # ranked: those that fit first; the batch size that fits is among them
     fits = [g.fits for g in oom.verdict.fixes if g.estimated]
     assert fits == sorted(fits, reverse=True), fits

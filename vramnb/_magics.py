@@ -188,8 +188,8 @@ class VramMagics(Magics):
             display(obj)
 
     def _holders_fn(self, device: Any, limit: int = 3) -> Any:
-        """A function giving ``(name, bytes it keeps, bytes deleting it frees)`` of the ``limit``
-        names of the notebook that hold the most on ``device``."""
+        """A function giving ``(name, bytes it keeps, bytes deleting it frees, kind)`` of the ``limit``
+        names of the notebook that hold the most on ``device`` (kind: ``Tensor``, ``Module``, ``list``...)."""
         def top() -> list[tuple[str, int, int]]:
             dev = resolve_device(device)
             # what deleting a name frees: not what the output history, a kept exception's frames
@@ -200,7 +200,7 @@ class VramMagics(Magics):
                 hidden["(the failing frames)"] = ("traceback frames", frames)
             rows = find_holders(self._users_names(), dev, hidden=hidden, limit=None, entries=False)
             rows = [h for h in rows if not h.hidden][:limit]
-            return [(h.name, h.nbytes, h.unique) for h in rows]
+            return [(h.name, h.nbytes, h.unique, h.kind) for h in rows]
 
         return top
 

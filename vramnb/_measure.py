@@ -185,30 +185,37 @@ def vram(
                     outer.nested_peak = max(outer.nested_peak, start.peak)
                     outer.nested_resets += 1
         _ACTIVE.append(m)
-    resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
-    ops_before = probe.tracker.ops if isinstance(probe, CpuProbe) else 0
-    exc: BaseException | None = None
     track = contextlib.ExitStack()
-    if isinstance(probe, CpuProbe):
-        track.enter_context(probe.tracker.tracking())
-    casts = CastCache()  # autocast's weight-cast cache: seen by the CPU tracker's mode, or on CUDA by
-    # a mode of its own under --breakdown (a plain CUDA cell runs no dispatch mode)
-    if isinstance(probe, CpuProbe):
-        probe.tracker.watches.append(casts)
-        track.callback(_unwatch, probe.tracker, casts)
-    attribution = None
-    if breakdown is not None:
-        attribution = CellAttribution(breakdown, dev, casts)
-        track.enter_context(attribution.recording(probe.tracker if isinstance(probe, CpuProbe) else None))
-        if not isinstance(probe, CpuProbe):
-            track.enter_context(_cast_mode(casts))
-    if isinstance(probe, CpuProbe):
-        # storages no dispatch mode saw (other threads, torch.frombuffer, storage
-        # constructors): found by a scan before the block's end is read
-        track.callback(_scan_quietly, probe.tracker)
-    if dev.type == "cuda" and torch.cuda.is_initialized():  # attaching earlier would create the context
-        install_cuda_observer()
-    stop_listening = listening(name, lambda st: _first_oom(m, st))
+    try:  # vramnb's own start: if it fails (memory pressure), nothing of it stays behind
+        resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
+        ops_before = probe.tracker.ops if isinstance(probe, CpuProbe) else 0
+        exc: BaseException | None = None
+        if isinstance(probe, CpuProbe):
+            track.enter_context(probe.tracker.tracking())
+        casts = CastCache()  # autocast's weight-cast cache: seen by the CPU tracker's mode, or on CUDA by
+        # a mode of its own under --breakdown (a plain CUDA cell runs no dispatch mode)
+        if isinstance(probe, CpuProbe):
+            probe.tracker.watches.append(casts)
+            track.callback(_unwatch, probe.tracker, casts)
+        attribution = None
+        if breakdown is not None:
+            attribution = CellAttribution(breakdown, dev, casts)
+            track.enter_context(attribution.recording(probe.tracker if isinstance(probe, CpuProbe) else None))
+            if not isinstance(probe, CpuProbe):
+                track.enter_context(_cast_mode(casts))
+        if isinstance(probe, CpuProbe):
+            # storages no dispatch mode saw (other threads, torch.frombuffer, storage
+            # constructors): found by a scan before the block's end is read
+            track.callback(_scan_quietly, probe.tracker)
+        if dev.type == "cuda" and torch.cuda.is_initialized():  # attaching earlier would create the context
+            install_cuda_observer()
+        stop_listening = listening(name, lambda st: _first_oom(m, st))
+    except BaseException:
+        track.close()
+        with _ACTIVE_LOCK:
+            if m in _ACTIVE:
+                _ACTIVE.remove(m)
+        raise
     t0 = time.perf_counter()
     try:
         with _reset_watch() as resets, track:

@@ -18,17 +18,17 @@ from typing import Any
 from . import _step
 from ._oom import is_oom
 from ._report import oom_lines
-from .diagnose import verdict
+from .diagnose import Fix, verdict
 from .diagnose._step_savings import step_savings
 
 __all__ = ["profile_step"]
 
 
 @functools.wraps(_step.profile_step)
-def profile_step(model: Any, batch: Any, loss_fn: Any = None, optimizer: Any = None, *, diagnose: bool = True,
+def profile_step(model: Any, batch: Any, loss_fn: Any = None, optimizer: Any = None, *, diagnose: bool | None = None,
                  **kwargs: Any) -> Any:
-    if not isinstance(diagnose, bool):
-        raise _step.InputError(f"diagnose must be True or False, not {diagnose!r}")
+    if diagnose is not None and not isinstance(diagnose, bool):
+        raise _step.InputError(f"diagnose must be True, False or None, not {diagnose!r}")
     try:
         return _step.profile_step(model, batch, loss_fn, optimizer, **kwargs)
     except BaseException as err:
@@ -39,9 +39,14 @@ def profile_step(model: Any, batch: Any, loss_fn: Any = None, optimizer: Any = N
         raise
 
 
+_NOTE_ASK = Fix("each fix's saving on this step: run it again with diagnose=True (the estimates call your loss_fn "
+                "again, on fake tensors)", "vramnb.profile_step(model, batch, loss_fn, optimizer, diagnose=True)")
+_NOTE_INTERRUPTED = Fix("estimating each fix's saving was interrupted", "")
+
+
 def _signature() -> inspect.Signature:
     sig = inspect.signature(_step.profile_step)
-    diag = inspect.Parameter("diagnose", inspect.Parameter.KEYWORD_ONLY, default=True, annotation="bool")
+    diag = inspect.Parameter("diagnose", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="bool | None")
     return sig.replace(parameters=[*sig.parameters.values(), diag])
 
 
@@ -54,15 +59,23 @@ def _explain(err: BaseException, oom: Any, report: Any, model: Any, batch: Any, 
     import torch
 
     state = oom.state
-    if diagnose and state is not None:
+    useful = state is not None and oom.verdict is not None and oom.verdict.kind != "fragmentation" and not any(
+        f.what.startswith("one request is larger") for f in oom.verdict.fixes)  # else the savings go unused
+    # the estimates run the step again on fake tensors: the model's forward on a fake copy (its
+    # hooks left out) and the loss; a loss_fn of the user's may keep what it computes (a list of
+    # losses), so by default only vramnb's own loss is run again
+    auto = diagnose is None and loss_fn is None
+    if useful and (diagnose or auto):
         try:
             fixes = step_savings(model, batch, loss_fn, optimizer, getattr(report, "recipe", None),
                                  state, state.beside or 0, torch.device(report.device))
             oom.verdict = verdict(state, fixes)
         except KeyboardInterrupt:  # estimating was interrupted: the step's own error stands
-            report.notes.append("the post-mortem's savings were interrupted")
+            oom.verdict.fixes.append(_NOTE_INTERRUPTED)
         except Exception:  # noqa: BLE001 - savings are extra: never in the way of the user's error
             pass
+    elif useful and diagnose is None:
+        oom.verdict.fixes.append(_NOTE_ASK)
     if hasattr(err, "add_note"):  # shown under the traceback (Python >= 3.11)
         try:
             for line in oom_lines(oom)[1:]:

@@ -470,10 +470,14 @@ def profile_step(
             activation checkpointing, another optimizer, micro-batches, ...);
             all undone afterwards.
         diagnose: (``vramnb.profile_step``) on an out-of-memory error, estimate each
-            fix's saving on this step (a few estimates on fake tensors, seconds; the
-            post-mortem is ``report.oom`` of the report attached to the error, and its
-            verdict and fixes are added to the error's notes). ``False``: the verdict
-            without savings.
+            fix's saving on this step (a few estimates on fake tensors, up to a minute;
+            the post-mortem is ``report.oom`` of the report attached to the error, and
+            its verdict and fixes are added to the error's notes). The estimates run
+            the model's forward on a fake copy and the loss again: ``None`` (default)
+            does so only with vramnb's own loss (no ``loss_fn``: a ``loss_fn`` of yours
+            may keep what it computes), ``True`` always, ``False`` never. Skipped where
+            the verdict would not use them (fragmentation, one request larger than the
+            device).
         trace: CUDA only: write the last step's allocation trace to this file
             (a pickle of ``torch.cuda.memory._snapshot()``, which PyTorch's
             memory viewer opens); ``report.plot("sources")`` draws it offline.

@@ -97,8 +97,10 @@ class CastCache:
         self.pending = False  # a cast was seen; the next op tells the grad mode it runs in
         self.dtype: torch.dtype | None = None
         self.locate: Any = None
-        self._refs: dict[int, Any] = {}  # storage key -> weak reference (never the storage itself)
-        self._lock = threading.Lock()
+        self._refs: dict[int, Any] = {}  # storage address -> weak reference (never the storage itself)
+        # re-entrant: a weak reference's callback can run in this thread while it holds the lock (a
+        # garbage collection triggered inside cast() frees an earlier copy)
+        self._lock = threading.RLock()
 
     def cast(self, args: Any, out: Any) -> bool:
         """Called by a dispatch mode after ``aten._to_copy(*args)`` returned ``out``; whether
@@ -111,15 +113,17 @@ class CastCache:
             addr = st.data_ptr()
         except Exception:  # noqa: BLE001 - an odd tensor is not a cached cast
             return False
+        ref = weakref.ref(st, lambda r, a=addr, b=n: self._freed(r, a, b))  # made outside the lock
         with self._lock:
-            if addr in self._refs:
+            old = self._refs.get(addr)
+            if old is not None and old() is not None:
                 return False
             self.copies += 1
             self.held += n
             self.alive += n
             self.dtype = out.dtype
             self.pending = True
-            self._refs[addr] = weakref.ref(st, lambda _r, a=addr, b=n: self._freed(a, b))
+            self._refs[addr] = ref
         if self.locate is not None:
             try:
                 self.locate(out)
@@ -133,9 +137,10 @@ class CastCache:
         if torch.is_grad_enabled():
             self.no_grad = False
 
-    def _freed(self, addr: int, n: int) -> None:
+    def _freed(self, ref: Any, addr: int, n: int) -> None:
         with self._lock:
-            if self._refs.pop(addr, None) is not None:
+            if self._refs.get(addr) is ref:  # not a later copy at the same address
+                del self._refs[addr]
                 self.alive -= n
 
     def new_peak(self) -> None:

@@ -56,7 +56,7 @@ class Regrowth:
         if delta <= 0 or len(runs) < 2:
             self._sizes.pop(key, None)
             return None
-        sizes = {name: (frees, holds) for name, holds, frees in holders()}
+        sizes = {h[0]: (h[2], h[1]) for h in holders()}
         before = self._sizes.get(key)
         self._sizes[key] = sizes
         if len(runs) < self.RUNS or before is None:

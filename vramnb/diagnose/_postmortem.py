@@ -368,12 +368,12 @@ def failing_code(frames: list[Any]) -> FailingCode:
             tp = type(obj)
             if issubclass(tp, torch.nn.Module):
                 ctx.trains = True
-                n = _parameter_count(obj)
+                n, ckpt = _parameter_count(obj)
                 if n > best:
                     from ..techniques.checkpointing import hf_method
 
                     best, ctx.model, ctx.checkpoint_method = n, name, hf_method(obj)
-                if getattr(obj, "is_gradient_checkpointing", False) is True:
+                if ckpt:  # Hugging Face's flag on a layer, read from its __dict__
                     ctx.checkpointing = True
             elif issubclass(tp, torch.optim.Optimizer) and ctx.optimizer is None:
                 ctx.optimizer = name
@@ -384,18 +384,28 @@ def failing_code(frames: list[Any]) -> FailingCode:
     return ctx
 
 
-def _parameter_count(module: Any, depth: int = 0) -> int:
-    """Elements of a module's parameters, read from its ``_parameters``/``_modules`` dicts
-    (no overridden ``parameters()``/``named_modules()``: the user's code)."""
-    d = object.__getattribute__(module, "__dict__") if depth < 32 else {}
+def _parameter_count(module: Any, depth: int = 0, visited: set[int] | None = None) -> tuple[int, bool]:
+    """Elements of a module's parameters and whether any of its modules has Hugging Face's
+    ``gradient_checkpointing`` flag set, read from the ``_parameters``/``_modules`` dicts and
+    the instance ``__dict__`` (no overridden ``parameters()``, ``named_modules()`` or
+    ``__getattr__``: the user's code); each module once."""
+    visited = set() if visited is None else visited
+    if depth >= 32 or id(module) in visited or len(visited) > _BUDGET:
+        return 0, False
+    visited.add(id(module))
+    d = object.__getattribute__(module, "__dict__")
     n = 0
+    ckpt = dict.get(d, "gradient_checkpointing") is True
     params = dict.get(d, "_parameters")
     if type(params) is dict:
         n += sum(p.numel() for p in dict.values(params) if type(p) is torch.nn.Parameter)
     mods = dict.get(d, "_modules")
     if type(mods) is dict:
-        n += sum(_parameter_count(m, depth + 1) for m in dict.values(mods) if issubclass(type(m), torch.nn.Module))
-    return n
+        for m in dict.values(mods):
+            if issubclass(type(m), torch.nn.Module):
+                k, c = _parameter_count(m, depth + 1, visited)
+                n, ckpt = n + k, ckpt or c
+    return n, ckpt
 
 
 def _stack(start: Any) -> list[Any]:
@@ -413,8 +423,7 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
     the storages of its parts); the ``limit`` largest. No user code runs (no
     ``__torch_function__``, no overridden ``values``/``__getitem__``) and no reference is
     kept (see :func:`_frame_locals`)."""
-    seen: set[int] = set()
-    nodes: dict[int, Any] = {}  # autograd nodes walked (kept alive while walking, released at the end)
+    walk = _Walk(device)  # storages counted once; containers, modules and graph nodes visited once, bounded
     out: list[tuple[str, str, int]] = []
     frame = sys._getframe(1)
     depth = 0
@@ -425,7 +434,7 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
             var = val = None
             for var, val in _frame_locals(frame):
                 try:
-                    n = _tensor_bytes(val, device, seen, 0, nodes)
+                    n = _tensor_bytes(val, device, walk.seen, 0, None, walk)
                 except Exception:  # noqa: BLE001 - a strange object holds nothing we can see
                     n = 0
                 if n:
@@ -433,35 +442,65 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
             del var, val
         frame = frame.f_back
     del frame
-    nodes.clear()
+    walk.nodes.clear()
+    walk.visited.clear()
     out.sort(key=lambda t: -t[2])
     return out[:limit]
 
 
 _ITEMS = 10_000  # items of a local list, tuple or dict looked at
+_BUDGET = 200_000  # objects looked at in all, per post-mortem
+_NODES = 20_000  # autograd nodes walked in all, per post-mortem
+
+
+class _Walk:
+    """One post-mortem's walk: storages counted, containers and modules visited (each once:
+    lists aliased at every level, a module used twice at every level), what is left of the
+    budget, and the autograd nodes walked (kept alive while walking, cleared at the end)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.seen: set[int] = set()
+        self.visited: set[int] = set()
+        self.budget = _BUDGET
+        self.nodes: dict[int, Any] = {}
 
 
 def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0,
-                  nodes: dict[int, Any] | None = None) -> int:
+                  nodes: dict[int, Any] | None = None, walk: _Walk | None = None) -> int:
     """Bytes on ``device`` of the storages ``val`` keeps that ``seen`` does not hold yet: a
     tensor's own (and, for one computed with autograd, what its graph saved for backward:
     activations of a forward cut short, leaves excluded), a module's parameters, gradients
-    and buffers, and the items of lists, tuples and dicts up to three levels down."""
+    and buffers, and the items of lists, tuples and dicts up to three levels down. Each
+    container and module is visited once and the walk is bounded (:class:`_Walk`)."""
+    if walk is None:
+        walk = _Walk(device)
+        walk.seen = seen
+        if nodes is not None:
+            walk.nodes = nodes
+    walk.budget -= 1
+    if walk.budget < 0:
+        return 0
     # type(), not isinstance: isinstance reads ``__class__`` (a mock, a proxy, a lazy object answer it)
     tp = type(val)
     if issubclass(tp, torch.Tensor):
-        n = _storages_bytes(val, device, seen)
+        n = _storages_bytes(val, device, walk.seen)
         fn = val.grad_fn if tp in _PLAIN_TENSORS else None
-        if fn is not None and nodes is not None:
+        if fn is not None and len(walk.nodes) < _NODES:
             from .._graph import graph_tensors
 
-            for t in graph_tensors(fn, nodes, grads=False):
+            for t in graph_tensors(fn, walk.nodes, grads=False):
                 if type(t) in _PLAIN_TENSORS and not (t.is_leaf and t.requires_grad):
-                    n += _storages_bytes(t, device, seen)
+                    n += _storages_bytes(t, device, walk.seen)
+                if len(walk.nodes) >= _NODES:
+                    break
         return n
+    if id(val) in walk.visited:
+        return 0
     if issubclass(tp, torch.nn.Module):
         if depth >= 32:
             return 0
+        walk.visited.add(id(val))
         d = object.__getattribute__(val, "__dict__")
         n = 0
         for attr in ("_parameters", "_buffers"):
@@ -469,13 +508,13 @@ def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0
             if type(items) is dict:
                 for t in dict.values(items):
                     if t is not None and issubclass(type(t), torch.Tensor):
-                        n += _storages_bytes(t, device, seen)
+                        n += _storages_bytes(t, device, walk.seen)
                         g = t.grad if type(t) in _PLAIN_TENSORS else None
                         if g is not None:
-                            n += _storages_bytes(g, device, seen)
+                            n += _storages_bytes(g, device, walk.seen)
         mods = dict.get(d, "_modules")
         if type(mods) is dict:
-            n += sum(_tensor_bytes(m, device, seen, depth + 1, nodes) for m in dict.values(mods)
+            n += sum(_tensor_bytes(m, device, walk.seen, depth + 1, None, walk) for m in dict.values(mods)
                      if issubclass(type(m), torch.nn.Module))
         return n
     if depth >= 3:
@@ -489,7 +528,13 @@ def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0
         items = itertools.islice(dict.values(val), _ITEMS)
     else:
         return 0
-    return sum(_tensor_bytes(v, device, seen, depth + 1, nodes) for v in items)
+    walk.visited.add(id(val))
+    total = 0
+    for v in items:
+        if walk.budget < 0:
+            break
+        total += _tensor_bytes(v, device, walk.seen, depth + 1, None, walk)
+    return total
 
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)

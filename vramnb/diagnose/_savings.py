@@ -18,8 +18,10 @@ state fixed, activations in proportion), to within the allocator's rounding.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
+
 
 from ._verdict import Fix
 
@@ -53,7 +55,8 @@ def step_fixes(
     other: int,
     device_type: str,
     progress: Callable[[str], None] | None = None,
-    model: Any = None,
+    code: Callable[[dict[str, Any]], str] | None = None,
+    deadline: float | None = None,
 ) -> StepFixes:
     """The techniques' fixes for one step, best first.
 
@@ -65,6 +68,9 @@ def step_fixes(
         other: bytes held before the step outside the model, optimizer and batch.
         device_type: ``"cuda"`` or ``"cpu"`` (the code lines' autocast device).
         progress: called with the name of each estimate before it runs.
+        code: ``code(settings) -> str``, the step's code with those settings (default: each
+            technique's own line).
+        deadline: a ``time.perf_counter()`` after which no further estimate starts.
 
     Returns:
         fixes with ``saving`` (bytes the step's peak drops, estimated) and ``fits``; those
@@ -89,6 +95,8 @@ def step_fixes(
     for rank, (name, value) in enumerate(CANDIDATES):
         if name in settings:  # already part of the step's recipe
             continue
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         tech = REGISTRY[name]
         try:
             _say(progress, tech.describe(value))
@@ -98,9 +106,11 @@ def step_fixes(
         saving = peak(base) - peak(e)
         if saving <= 0:
             continue
-        found.append((rank, Fix(tech.describe(value), tech.code(value, device_type, model), saving, estimated=True,
+        text = code({**settings, name: value}) if code is not None else tech.code(value, device_type)
+        found.append((rank, Fix(tech.describe(value), text, saving, estimated=True,
                                 fits=fits(e))))
-    bs = _largest_batch(run, settings, batch_size, base, room, other, peak, progress)
+    late = deadline is not None and time.perf_counter() > deadline
+    bs = None if late else _largest_batch(run, settings, batch_size, base, room, other, peak, progress)
     if bs is not None:
         n, e = bs
         found.append((len(CANDIDATES), Fix(f"batch size {n} (from {batch_size})",

@@ -112,7 +112,7 @@ def _step_verdict(s: OOMState, need: int) -> Verdict | None:
             if kind == "per-process cap" else []
         return Verdict(kind, f"the step needs about {fmt(need)} at its peak (estimated), {fmt(need + outside - limit)} "
                              f"more than {what}; it failed asking {fmt(s.requested or 0)} with {fmt(s.allocated)} "
-                             "allocated", need + outside - limit, fixes + _capacity_fixes(s))
+                             "allocated", need + outside - limit, _capacity_fixes(s, fixes))
     room = _cpu_room(s)
     if room is None or need <= room + s.allocated:
         return None
@@ -121,7 +121,7 @@ def _step_verdict(s: OOMState, need: int) -> Verdict | None:
         return Verdict("per-process cap", f"the step needs about {fmt(need)} at its peak (estimated), {fmt(short)} "
                                           f"more than this process's own limit ({s.cap_name or 'address space or data'}"
                                           f") allows; the system has {fmt(s.available) if s.available is not None else 'more'} "
-                                          "available", short, [_raise_limit(s)] + _capacity_fixes(s))
+                                          "available", short, _capacity_fixes(s, [_raise_limit(s)]))
     return Verdict("capacity", f"the step needs about {fmt(need)} at its peak (estimated), {fmt(short)} more than "
                                "this process could have", short, _capacity_fixes(s))
 
@@ -135,7 +135,11 @@ def _raise_limit(s: OOMState) -> Fix:
 def _verdict(s: OOMState) -> Verdict:
     req = s.requested or 0
     fmt = format_bytes
-    if s.reserved is None or s.total is None:  # CPU: the process's own limit, out of sight, capacity
+    if s.reserved is None or s.total is None:  # CPU: out of sight, the process's own limit, capacity
+        room = _cpu_room(s)
+        short = None if room is None else max(0, req - room)
+        if s.hidden and short is not None and s.hidden >= short > 0:  # freeing it is the fix, whatever the limit
+            return _hidden(s, req, short)
         if s.cap_room is not None and req > s.cap_room and (s.available is None or req <= s.available):
             return Verdict(
                 "per-process cap",
@@ -144,11 +148,7 @@ def _verdict(s: OOMState) -> Verdict:
                 f"{fmt(s.cap or 0)}; the system "
                 f"has {fmt(s.available) if s.available is not None else 'more'} available",
                 req - s.cap_room,
-                [_raise_limit(s)] + _capacity_fixes(s))
-        room = _cpu_room(s)
-        short = None if room is None else max(0, req - room)
-        if s.hidden and short is not None and s.hidden >= short > 0:
-            return _hidden(s, req, short)
+                _capacity_fixes(s, [_raise_limit(s)]))
         where = f"{fmt(room)} available" if room is not None else "the memory the system gives"
         return Verdict("capacity", f"the allocation of {fmt(req)} needs more than {where}, with "
                                    f"{fmt(s.allocated)} of tensors alive "
@@ -176,13 +176,17 @@ def _verdict(s: OOMState) -> Verdict:
                  'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"')])
     need = s.allocated + req  # live blocks and the request, were all free space one block
     outside = (s.non_pytorch or 0) + (s.other_processes or 0)  # on the card, not this process's allocator
+    short = max(0, need - limit) if capped else max(0, need + outside - s.total)
+    if s.hidden and s.hidden >= short > 0:  # freeing it is the fix, whatever the cap or other processes hold
+        return _hidden(s, req, short)
     if capped and need > limit and need + outside <= s.total:
         return Verdict(
             "per-process cap",
             f"{fmt(s.allocated)} allocated + {fmt(req)} asked > the per-process cap of {fmt(limit)} "
             f"(torch.cuda.set_per_process_memory_fraction) on a {fmt(s.total)} card, which would hold it",
             need - limit,
-            [Fix("raise or remove the cap", "torch.cuda.set_per_process_memory_fraction(1.0)", s.total - limit)])
+            _capacity_fixes(s, [Fix("raise or remove the cap", "torch.cuda.set_per_process_memory_fraction(1.0)",
+                                    s.total - limit)]))
     if s.other_processes and not capped and need + (s.non_pytorch or 0) <= s.total < need + outside:
         return Verdict(
             "another process",
@@ -190,9 +194,6 @@ def _verdict(s: OOMState) -> Verdict:
             need + outside - s.total,
             [Fix("stop the other processes on this GPU (nvidia-smi lists them), or use another GPU",
                  "!nvidia-smi --query-compute-apps=pid,used_memory --format=csv", s.other_processes)])
-    short = max(0, need - limit) if capped else max(0, need + outside - s.total)
-    if s.hidden and s.hidden >= short > 0:
-        return _hidden(s, req, short)
     what = f"the per-process cap ({fmt(limit)})" if capped else f"the card ({fmt(s.total)}, {fmt(outside)} of it " \
         "outside this process's allocator)"
     return Verdict("capacity",
@@ -207,7 +208,7 @@ def _hidden(s: OOMState, req: int, short: int | None) -> Verdict:
                    f"{format_bytes(req)} would fit", short, _capacity_fixes(s))
 
 
-def _capacity_fixes(s: OOMState) -> list[Fix]:
+def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
     """The fixes for memory that does not suffice, best first: what the notebook holds out of
     sight, the variables whose deletion would close the gap, the training techniques (only
     where a model ran, and not those the failing code already uses), then variables whose
@@ -217,12 +218,10 @@ def _capacity_fixes(s: OOMState) -> list[Fix]:
     ctx = s.context
     fixes = []
     if s.hidden:
-        exc = dict(s.hidden_by).get("last exception", 0)
-        if exc:
-            fixes.append(Fix(f"the previous error's traceback held {format_bytes(exc)}; this error replaced it, "
-                             "which freed it: run the cell again", "", exc))
-        if s.hidden - exc > 0:
-            fixes.append(Fix("release what the output history and kept graphs hold", "%vram free", s.hidden - exc))
+        parts = ", ".join(f"{k} {format_bytes(b)}" for k, b in s.hidden_by[:3])
+        fixes.append(Fix(f"release what the notebook holds out of sight ({parts or format_bytes(s.hidden)}): the "
+                         "output history, and a previous error's traceback, whose frames keep cycles that only "
+                         "gc.collect() frees (%vram free does both)", "%vram free", s.hidden))
     # the whole device: the limit (CUDA: the cap or the card; CPU: the process's limit, else what is
     # available plus what tensors hold)
     if s.reserved is not None:
@@ -234,17 +233,41 @@ def _capacity_fixes(s: OOMState) -> list[Fix]:
     if s.requested and whole is not None and s.requested > whole:
         return [Fix("one request is larger than the whole device: read the shapes on the failing line "
                     "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
+    enough, partial = _holder_fixes(s)
+    return fixes + enough + (first or []) + _general_fixes(s.device, ctx) + partial
+
+
+#: holder kinds that are the training itself where the failing code uses them: never deleted
+_TRAINING_KINDS = ("Module", "Optimizer")
+_CONTAINER_KINDS = ("list", "dict", "deque", "set", "tuple")
+
+
+def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
+    """``(closing the gap, helping)``: a holder the failing code does not use is deleted; a
+    list or dict it adds to (a history of losses kept with their graphs) is emptied; the model
+    and optimizer it trains are left alone."""
+    ctx = s.context
     short = _short(s)
     enough, partial = [], []
-    for h in s.holders:  # (name, holds, frees)
-        if len(h) < 3 or h[2] <= 0 or (ctx is not None and h[0] in ctx.in_use):
+    for h in s.holders:  # (name, holds, frees[, kind])
+        if len(h) < 3 or h[2] <= 0:
             continue
-        f = Fix(f"{h[0]} keeps {format_bytes(h[1])}; deleting it frees {format_bytes(h[2])}", f"del {h[0]}", h[2])
-        if short is not None and h[2] >= short:
+        name, holds, frees = h[:3]
+        kind = h[3] if len(h) > 3 else ""
+        used = ctx is not None and name.split("[")[0].split(".")[0] in ctx.in_use
+        if used and kind not in _CONTAINER_KINDS:
+            continue
+        if used:
+            f = Fix(f"{name} ({kind}), which the failing code adds to, keeps {format_bytes(holds)}: keep numbers, "
+                    f"not tensors (loss.item()), or empty it; that frees {format_bytes(frees)}", f"{name}.clear()",
+                    frees)
+        else:
+            f = Fix(f"{name} keeps {format_bytes(holds)}; deleting it frees {format_bytes(frees)}", f"del {name}", frees)
+        if short is not None and frees >= short:
             enough.append(f)
-        elif h[2] >= max(s.requested or 0, 1) // 4:
+        elif frees >= max(s.requested or 0, 1) // 4:
             partial.append(f)
-    return fixes + enough + _general_fixes(s.device, ctx) + partial
+    return enough, partial
 
 
 def _short(s: OOMState) -> int | None:

@@ -22,6 +22,7 @@ from typing import Any
 from .._render import Rendered, Table
 from .._units import format_bytes
 from ..techniques import REGISTRY, Recipe
+from ..techniques.code import step_code
 
 __all__ = ["fit", "FitResult", "Plan", "DEFAULT_ALLOW"]
 
@@ -287,7 +288,7 @@ def fit(
     base = now.seconds if now is not None and now.seconds != float("inf") else None
     for p in plans:
         p.ratio = p.seconds / base if base else None
-        p.code = _code(p.recipe, current, model, batch, loss_fn)
+        p.code = step_code(p.recipe, current, model, batch, loss_fn)
     plans.sort(key=lambda p: (not p.fits, p.seconds if p.fits else p.device_memory))
     result = FitResult(tgt.name, budget, plans, now, batch_size, notes=notes)
     if worst_note:
@@ -328,61 +329,6 @@ def _worst_batch(batch: Any) -> tuple[Any, str]:
     shapes = ", ".join(str(tuple(t.shape)) for _, t in _batch_tensors(best))
     return best, (f"planned for the largest of the loader's first {seen} batches ({shapes}, {format_bytes(size)}); "
                   "the allocator's cost of varying shapes is not modelled: expandable_segments avoids most of it")
-
-
-def _code(r: Recipe, current: Recipe, model: Any, batch: Any = None, loss_fn: Any = None) -> str:
-    """The user's training step with ``r``'s techniques, as code: the model and optimizer set up
-    once (checkpointing, an optimizer swap, freezing, LoRA: each technique's own line), then
-    one step, its forward under autocast, split into micro-batches (a dict batch value by
-    value), with fp16's scaler; the loss as ``loss_fn(model, batch)``, or without one as
-    :func:`vramnb.profile_step`'s default takes it (``model(**batch).loss`` for a dict batch).
-    ``""`` where ``r`` is the current recipe."""
-    changed = {n: v for n, v in r.changed().items() if current[n] != v}
-    if not changed:
-        return ""
-    mod = model if hasattr(model, "modules") else None
-    setup = [REGISTRY[n].code(v, "cuda", mod) for n, v in changed.items()
-             if n not in ("precision", "micro_batches", "activation_offload")]
-    k = int(r["micro_batches"] or 1)
-    prec = r["precision"]
-    step: list[str] = []
-    ctx = []
-    if prec in ("bf16", "fp16"):
-        dt = "bfloat16" if prec == "bf16" else "float16"
-        ctx.append(f"torch.autocast('cuda', dtype=torch.{dt})")
-    if r["activation_offload"] == "CPU":
-        ctx.append("torch.autograd.graph.save_on_cpu(pin_memory=True)")
-    if prec == "fp8":
-        setup.append(REGISTRY["precision"].code("fp8"))
-    scaler = prec == "fp16"
-    if scaler:
-        setup.append("scaler = torch.amp.GradScaler('cuda')")
-    backward = "scaler.scale(loss).backward()" if scaler else "loss.backward()"
-    b = "part" if k > 1 else "batch"
-    if loss_fn is not None:
-        loss = f"loss_fn(model, {b})"
-    elif isinstance(batch, Mapping):
-        loss = f"model(**{b}).loss"
-    elif isinstance(batch, (tuple, list)):
-        loss = f"model(*{b})"
-    else:
-        loss = f"model({b})"
-    body = f"loss = {loss}" + (f" / {k}" if k > 1 else "")
-    inner = ([f"with {', '.join(ctx)}:", f"    {body}"] if ctx else [body]) + [backward]
-    if k > 1:
-        if isinstance(batch, Mapping):
-            split = f"({{key: v.chunk({k})[i] for key, v in batch.items()}} for i in range({k}))"
-        elif isinstance(batch, (tuple, list)):
-            split = f"zip(*(t.chunk({k}) for t in batch))"
-        else:
-            split = f"batch.chunk({k})"
-        step.append(f"for part in {split}:  # {k} micro-batches, one optimizer step")
-        step += [f"    {line}" for line in inner]
-    else:
-        step += inner
-    step.append("scaler.step(optimizer); scaler.update()" if scaler else "optimizer.step()")
-    step.append("optimizer.zero_grad()")
-    return "\n".join([*setup, "# each step:", *step])
 
 
 def _suggestions(model: Any, batch: Any, loss_fn: Any, optimizer: Any, closest: Plan, budget: int, margin: float,
