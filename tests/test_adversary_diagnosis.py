@@ -100,7 +100,7 @@ def test_postmortem_runs_no_user_code_and_counts_every_layout():
     with pytest.raises(RuntimeError, match="can't allocate memory"):
         with vramnb.vram("cpu", record=False) as m:
             frame()
-    got = {var: n for _, var, n in m.report.oom.state.frames}
+    got = {var: n for _, var, n, *_ in m.report.oom.state.frames}
     assert got == {"sub": MiB, "sp": 2 * nnz * 8 + nnz * 4, "d": MiB // 2, "lst": MiB // 4}
     assert (Counting.calls, LazyDict.calls, LazyList.calls) == (0, 0, 0)
 
@@ -159,7 +159,7 @@ def test_report_is_of_the_failure_that_ended_the_block_not_an_earlier_caught_one
             build_and_fail()
     oom = m.report.oom
     assert oom.requested == oom.state.requested == 1 << 61
-    assert [(var, n) for _, var, n in oom.state.frames] == [("keep", 2 * MiB)]
+    assert [(var, n) for _, var, n, *_ in oom.state.frames] == [("keep", 2 * MiB)]
 
 
 # -- the holders walk (%vram, the re-run verdict, the holders at a failure) ------------------
@@ -449,7 +449,7 @@ def test_frames_of_code_beside_torch_are_the_users():
     with pytest.raises(RuntimeError, match="can't allocate memory"):
         with vramnb.vram("cpu", record=False) as m:
             ns["step"]()
-    assert [(var, n) for _, var, n in m.report.oom.state.frames] == [("acts", MiB)]
+    assert [(var, n) for _, var, n, *_ in m.report.oom.state.frames] == [("acts", MiB)]
 
 
 # -- round 2: the autocast cache's watch, the bounded walks, the start that fails ------------------
@@ -497,7 +497,7 @@ def test_the_post_mortem_walks_aliased_lists_and_a_shared_module_tree_once(ip):
         t0 = time.perf_counter()
         res, _ = run(ip, "%%vram -d cpu\n" + cell)
         assert res.error_in_exec is not None and time.perf_counter() - t0 < 20, cell  # was 2**24 visits
-    frames = {var: n for _, var, n in vramnb.history()[-1].oom.state.frames}
+    frames = {var: n for _, var, n, *_ in vramnb.history()[-1].oom.state.frames}
     assert frames["model"] == (4 * 4 + 4) * 4  # the one Linear, counted once
 
 

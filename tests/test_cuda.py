@@ -216,7 +216,7 @@ def test_oom_post_mortem_at_the_failure_under_a_cap(cuda_ip):
     # the list at the failure: all the cell allocated, k x 512 MiB under the cap beside what the session held
     # before (cuBLAS workspaces of earlier tests, or nothing in a fresh process; after unwinding: 0)
     rep = vramnb.history()[-1]
-    where, var, kept = oom.state.frames[0]
+    where, var, kept, _ = oom.state.frames[0]
     assert (where, var) == ("build:4", "keep") and kept == oom.state.allocated - rep.start_allocated
     assert kept % (512 * MiB) == 0 and 7 * 512 * MiB <= kept <= 8 * 512 * MiB
     assert oom.live == oom.state.allocated <= 4 * GiB

@@ -345,3 +345,11 @@ def test_a_view_says_it_keeps_its_whole_storage(ip):
     [row] = [h for h in res.result.holders if h.name == "b"]
     assert row.nbytes == 500 * 1000 * 4  # the view keeps all of a's storage alive
     assert row.detail.startswith("(250, 1000) float32 · a view of a 1.9 MiB storage")
+
+
+def test_a_kept_exception_holds_its_frames_variables(ip):
+    run(ip, "def f():\n    big = torch.ones(2**20)\n    raise ValueError('x')\n"
+            "try:\n    f()\nexcept ValueError as e:\n    err = e")
+    res, _ = run(ip, "%vram -d cpu")
+    [row] = [h for h in res.result.holders if h.name == "err"]
+    assert (row.kind, row.nbytes, row.unique) == ("ValueError", 4 * 2**20, 4 * 2**20)  # big, in f's frame

@@ -39,7 +39,7 @@ def test_cpu_state_is_taken_at_the_failure_not_after_unwinding():
     # the failing frame's list, alive at the failure (the tracker counts the whole process: from the block's start)
     assert oom.live == oom.state.allocated == m.report.start_allocated + 4 * MiB
     assert oom.requested == 1 << 60
-    where, var, nbytes = oom.state.frames[0]
+    where, var, nbytes, _ = oom.state.frames[0]
     assert (var, nbytes) == ("keep", 4 * MiB) and where.startswith("_build_and_fail:")
     assert oom.verdict is not None and oom.verdict.kind == "capacity"
     assert oom.verdict.fixes[0].what.startswith("one request is larger than the whole device")

@@ -33,6 +33,7 @@ the ``SavedTensor`` object (``_raw_saved_x``) instead:
 from __future__ import annotations
 
 import gc
+import inspect
 import sys
 import types
 from collections.abc import Iterable, Iterator
@@ -243,7 +244,9 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             return
         if depth <= 0 or is_tooling(obj):
             return
-        if issubclass(tp, (dict, list, tuple, set, frozenset)):  # not every Mapping: a shelf would load itself
+        if issubclass(tp, BaseException):  # a kept error: its traceback's frames keep their variables
+            items = exception_locals(obj)
+        elif issubclass(tp, (dict, list, tuple, set, frozenset)):  # not every Mapping: a shelf would load itself
             items = container_items(obj)
         else:
             items = [v for _, v in object_attributes(obj)]
@@ -251,6 +254,49 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
         return
     for item in items:
         yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
+
+
+def frame_locals(frame: Any) -> list[tuple[str, Any]]:
+    """``(name, value)`` of a frame's local variables, leaving no reference behind.
+
+    Before Python 3.13, ``frame.f_locals`` of a function's frame is a dict that Python
+    fills from the frame's variables and keeps on the frame until it returns: a tensor
+    the function deletes after catching the error (to retry smaller) would stay alive
+    through it. That dict is emptied again when only the frame holds it (the function
+    never called ``locals()`` itself; a later ``locals()`` fills it afresh). A class body's
+    or ``exec``'s locals are the real namespace, never emptied; 3.13's ``f_locals`` is a
+    view (PEP 667) that keeps nothing."""
+    d = frame.f_locals
+    items = list(dict.items(d)) if isinstance(d, dict) else list(d.items())
+    if sys.version_info < (3, 13) and type(d) is dict and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+        # references: the frame's, ``d``'s and getrefcount's argument; more: the user's ``locals()``
+        if sys.getrefcount(d) <= 3:
+            d.clear()
+    del d
+    return items
+
+
+def exception_locals(exc: BaseException, limit: int = 64) -> list[Any]:
+    """The values of the local variables of the function frames in ``exc``'s traceback and in
+    those of the exceptions chained to it (``__cause__``, ``__context__``), read without
+    leaving a reference on the frames (:func:`frame_locals`); a module's top level (a
+    namespace) is not followed."""
+    out: list[Any] = []
+    seen: set[int] = set()
+    todo: list[Any] = [exc]
+    while todo and len(seen) < limit:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        tb = BaseException.__getattribute__(e, "__traceback__")
+        while tb is not None:
+            f = tb.tb_frame
+            if f.f_code.co_flags & inspect.CO_OPTIMIZED:
+                out.extend(v for _, v in frame_locals(f))
+            tb = tb.tb_next
+        todo += [BaseException.__getattribute__(e, "__cause__"), BaseException.__getattribute__(e, "__context__")]
+    return out
 
 
 def container_items(obj: Any) -> list[Any]:

@@ -70,8 +70,9 @@ def _warn_unmeasured(what: str, e: BaseException) -> None:
 def _handled_frames() -> list[Any]:
     """The local variables' values of the user's function frames in the traceback of the
     exception being handled now (a failing cell's, read in the measurement's ``finally``),
-    leaving no reference on the frames (:func:`vramnb.diagnose._postmortem._frame_locals`)."""
-    from .diagnose._postmortem import _frame_locals, _user_frame
+    leaving no reference on the frames (:func:`vramnb._graph.frame_locals`)."""
+    from ._graph import frame_locals as _frame_locals
+    from .diagnose._postmortem import _user_frame
 
     tb = sys.exc_info()[2]
     out: list[Any] = []
@@ -446,7 +447,11 @@ class VramMagics(Magics):
         elif cmd == "free":
             result = free_hidden(self.shell, opts.device(args.device), self._bound)
         else:
-            result = self.state(opts.device(args.device))
+            try:
+                result = self.state(opts.device(args.device))
+            except MemoryError:  # right after running out of memory, under a process limit
+                raise UsageError("not enough memory left to walk the notebook's objects (MemoryError): run "
+                                 "%vram free first (it needs none), then %vram again") from None
         if args.out:
             self.shell.user_ns[args.out] = result
         return None if args.quiet else result

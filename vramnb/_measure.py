@@ -405,6 +405,10 @@ def _finish(
             report.notes.append(note)
     if exc is not None and is_oom(exc):
         report.oom = _post_mortem(m, exc, end)
+    if exc is not None and not isinstance(exc, KeyboardInterrupt):
+        note = _error_holds(exc, m.device)
+        if note:
+            report.notes.append(note)
     if m.budget is not None:
         need = peak + (end.non_pytorch or 0)
         if need > m.budget:
@@ -443,6 +447,24 @@ def _same_request(captured: int | None, asked: int | None) -> bool:
     if captured is None or asked is None:
         return True
     return abs(captured - asked) <= max(captured, asked) // 100
+
+
+def _error_holds(exc: BaseException, device: torch.device) -> str | None:
+    """The line for memory the cell's error keeps through its traceback's frames (their
+    variables: IPython keeps the error as the last exception), where it is 1 MiB or more."""
+    from ._graph import exception_locals
+    from .diagnose._postmortem import _tensor_bytes, _Walk
+
+    try:
+        walk = _Walk(device)
+        held = sum(_tensor_bytes(v, device, walk.seen, 0, None, walk) for v in exception_locals(exc))
+        walk.nodes.clear()
+    except Exception:  # noqa: BLE001 - a line, never in the way of the user's error
+        return None
+    if held < 1 << 20:
+        return None
+    return (f"the error's traceback keeps {format_bytes(held)} alive (the variables of the frames that raised; "
+            "IPython keeps it as the last exception): %vram free releases it")
 
 
 def _tb_frames(exc: BaseException) -> list[Any]:

@@ -225,11 +225,20 @@ def oom_lines(oom: OOMInfo) -> list[str]:
         if len(v.fixes) > 5:
             lines.append(f"… and {len(v.fixes) - 5} more fix(es) in report.oom.verdict.fixes")
     if st is not None and st.frames:
-        top = ", ".join(f"{var} {fmt(n)} ({where})" for where, var, n in st.frames[:4])
-        lines.append(f"held by the failing frames: {top}")
+        top = ", ".join(_frame_text(f) for f in st.frames[:4])
+        shared = " (a storage two of them share counts for the first)" if len(st.frames) > 1 else ""
+        lines.append(f"held by the failing frames: {top}{shared}")
     if oom.holders:
         lines.append("largest holders: " + ", ".join(_holder_text(h) for h in oom.holders))
     return lines
+
+
+def _frame_text(f: tuple) -> str:
+    """``logits 31.2 MiB + its graph 529.4 MiB (lossf:31)``."""
+    where, var, n = f[:3]
+    graph = f[3] if len(f) > 3 else 0
+    own = f"{var} {format_bytes(n - graph)} + its graph {format_bytes(graph)}" if graph else f"{var} {format_bytes(n)}"
+    return f"{own} ({where})"
 
 
 def fix_gain(f: Any) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from .._graph import frame_locals
 from .._storages import storages_of_tensor
 
 __all__ = ["OOMState", "FailingCode", "failing_code", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block",
@@ -103,6 +104,7 @@ class FailingCode:
         checkpointing: the failure came inside ``torch.utils.checkpoint``, or a model in use
             has Hugging Face's gradient checkpointing on.
         checkpoint_method: the Hugging Face checkpointing method of that model's class, if any.
+        grad: gradients were on at the failure (else inference: recomputing in backward is no fix).
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -112,6 +114,7 @@ class FailingCode:
     autocast: bool = False
     checkpointing: bool = False
     checkpoint_method: str | None = None
+    grad: bool = True
 
 
 def held_outside(now: int, device: torch.device, model: torch.nn.Module, optimizer: Any,
@@ -318,24 +321,7 @@ def _user_frame(frame: Any) -> bool:
             and not f.startswith("<frozen"))
 
 
-def _frame_locals(frame: Any) -> list[tuple[str, Any]]:
-    """``(name, value)`` of a frame's local variables, leaving no reference behind.
-
-    Before Python 3.13, ``frame.f_locals`` of a function's frame is a dict that Python
-    fills from the frame's variables and keeps on the frame until it returns: a tensor
-    the function deletes after catching the error (to retry smaller) would stay alive
-    through it. That dict is emptied again when only the frame holds it (the function
-    never called ``locals()`` itself; a later ``locals()`` fills it afresh). A class body's
-    or ``exec``'s locals are the real namespace, never emptied; 3.13's ``f_locals`` is a
-    view (PEP 667) that keeps nothing."""
-    d = frame.f_locals
-    items = list(dict.items(d)) if isinstance(d, dict) else list(d.items())
-    if sys.version_info < (3, 13) and type(d) is dict and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
-        # references: the frame's, ``d``'s and getrefcount's argument; more: the user's ``locals()``
-        if sys.getrefcount(d) <= 3:
-            d.clear()
-    del d
-    return items
+_frame_locals = frame_locals  # the one implementation lives in vramnb._graph
 
 
 def failing_code(frames: list[Any]) -> FailingCode:
@@ -346,6 +332,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
     ctx = FailingCode()
     try:
         ctx.autocast = _nesting() > 0
+        ctx.grad = torch.is_grad_enabled()
     except Exception:  # noqa: BLE001
         pass
     ckpt_file = os.path.join("torch", "utils", "checkpoint.py")
@@ -416,29 +403,30 @@ def _stack(start: Any) -> list[Any]:
     return out
 
 
-def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, int]]:
-    """``(frame, variable, bytes)``: tensors on ``device`` held by the local variables of
+def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, int, int]]:
+    """``(frame, variable, bytes, of which through its autograd graph)``: tensors on ``device`` held by the local variables of
     the user's frames on this thread's stack (not torch's, vramnb's or IPython's),
     innermost first, each storage counted once (a sparse tensor or a wrapper subclass by
     the storages of its parts); the ``limit`` largest. No user code runs (no
     ``__torch_function__``, no overridden ``values``/``__getitem__``) and no reference is
     kept (see :func:`_frame_locals`)."""
     walk = _Walk(device)  # storages counted once; containers, modules and graph nodes visited once, bounded
-    out: list[tuple[str, str, int]] = []
+    out: list[tuple[str, str, int, int]] = []
     frame = sys._getframe(1)
     depth = 0
     while frame is not None and depth < 64:
         depth += 1
         if _user_frame(frame):
-            where = f"{frame.f_code.co_name}:{frame.f_lineno}"
+            where = f"{getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}:{frame.f_lineno}"
             var = val = None
             for var, val in _frame_locals(frame):
+                g0 = walk.graph
                 try:
                     n = _tensor_bytes(val, device, walk.seen, 0, None, walk)
                 except Exception:  # noqa: BLE001 - a strange object holds nothing we can see
                     n = 0
                 if n:
-                    out.append((where, var, n))
+                    out.append((where, var, n, walk.graph - g0))
             del var, val
         frame = frame.f_back
     del frame
@@ -464,6 +452,7 @@ class _Walk:
         self.visited: set[int] = set()
         self.budget = _BUDGET
         self.nodes: dict[int, Any] = {}
+        self.graph = 0  # bytes counted through autograd graphs (saved for backward), so far
 
 
 def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0,
@@ -491,7 +480,9 @@ def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0
 
             for t in graph_tensors(fn, walk.nodes, grads=False):
                 if type(t) in _PLAIN_TENSORS and not (t.is_leaf and t.requires_grad):
-                    n += _storages_bytes(t, device, walk.seen)
+                    g = _storages_bytes(t, device, walk.seen)
+                    n += g
+                    walk.graph += g
                 if len(walk.nodes) >= _NODES:
                     break
         return n

@@ -234,7 +234,8 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
         return [Fix("one request is larger than the whole device: read the shapes on the failing line "
                     "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
     enough, partial = _holder_fixes(s)
-    return fixes + enough + (first or []) + _general_fixes(s.device, ctx) + partial
+    return fixes + enough + (first or []) + _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None) \
+        + partial
 
 
 #: holder kinds that are the training itself where the failing code uses them: never deleted
@@ -283,25 +284,37 @@ def _short(s: OOMState) -> int | None:
     return max(0, s.allocated + req + outside - limit)
 
 
-def _general_fixes(device: str, ctx: FailingCode | None = None) -> list[Fix]:
+def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | None = None) -> list[Fix]:
     """The training techniques, without savings (the step is not known): none where no model
-    ran in the failing code; not those it already uses; with the notebook's own names."""
+    ran in the failing code; not those it already uses (autocast, checkpointing), no
+    checkpointing where gradients were off; with the notebook's own names. On CUDA the last is
+    :func:`vramnb.fit` for this card (``limit``: the cap or the card, bytes), which estimates
+    every combination and gives the code."""
     if ctx is not None and not ctx.trains:
         return []
     kind = device.split(":")[0]
     model = (ctx.model if ctx is not None else None) or "model"
     opt = (ctx.optimizer if ctx is not None else None) or "optimizer"
     args = f"{model}, batch, loss_fn, {opt}"
+    yours = "  # batch and loss_fn: yours"
     out = []
     if kind == "cuda":  # the search models a CUDA card
-        out.append(Fix("find a batch that fits", f"vramnb.max_batch_size({args})  # batch and loss_fn: yours"))
+        out.append(Fix("find a batch that fits", f"vramnb.max_batch_size({args}){yours}"))
     if ctx is None or not ctx.autocast:
-        out.append(Fix("train in bf16 autocast", f"with torch.autocast({kind!r}, dtype=torch.bfloat16): loss = ..."))
-    if ctx is None or not ctx.checkpointing:
+        out.append(Fix("bf16 autocast around the forward and the loss",
+                       f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    loss = loss_fn({model}, batch)"))
+    if (ctx is None or not ctx.checkpointing) and (ctx is None or ctx.grad):
         method = ctx.checkpoint_method if ctx is not None else None
         out.append(Fix("recompute activations in backward",
                        f"{model}.{method}()" if method else
                        "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # around each block, "
                        "in the forward"))
-    out.append(Fix("see each technique's saving on this model", f"vramnb.compare({args})"))
+    if kind == "cuda":
+        target = f", target={limit}" if limit else ""
+        out.append(Fix("the fastest combination of techniques that fits, with its code",
+                       f"vramnb.fit({args}{target}){yours}"))
+    else:
+        out.append(Fix("each technique's saving on this model",
+                       f'vramnb.compare({args}, toggles={{"precision": ["fp32", "bf16"], '
+                       f'"checkpointing": ["off", "every block"]}}){yours}'))
     return out
