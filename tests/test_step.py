@@ -457,3 +457,22 @@ def test_a_gradient_penalty_step_is_profiled_with_per_module_attribution():
     assert per_module.steady.peak.sources == plain.steady.peak.sources
     assert per_module.steady.mark("after backward").sources["gradients"] == (64 * 128 + 128 + 128 * 10 + 10) * F32
     assert per_module.steady.modules  # the per-module rows are there
+
+
+def test_a_forward_cut_short_labels_what_it_saved_so_far_as_activations():
+    import vramnb
+
+    class Fail(torch.nn.Module):
+        def forward(self, x):
+            h = x * 1.0  # noqa: F841 - a frame local the failure leaves behind
+            raise RuntimeError("boom")
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), Fail())
+    x = torch.randn(32, 64)
+    with pytest.raises(RuntimeError, match="boom") as info:
+        vramnb.profile_step(model, x, lambda m, b: m(b).sum(), None)
+    step = info.value.vramnb_report.steps[0]
+    at = dict(step.marks)["at failure"]
+    # ReLU saved its output (32 x 256 floats); the Linear's saved input is the batch
+    assert at.sources["activations"] == 32 * 256 * 4

@@ -158,6 +158,18 @@ class _StepRun:
         finally:
             _remove_tracking(mt, mt_module, original, handles)
 
+    def _saved_so_far(self, e: BaseException) -> None:
+        """A forward cut short by an error: the graphs its frames' tensors still hold (their
+        saved tensors are activations, as a backward would have found them)."""
+        from ._graph import exception_locals
+
+        roots = []
+        for v in exception_locals(e):
+            if type(v) in (torch.Tensor, torch.nn.Parameter) and v.grad_fn is not None:
+                roots.append(v.grad_fn)
+        if roots:
+            self.saved.observe(roots)
+
     @protected
     def run(self) -> tuple[Timeline, float, BaseException | None]:
         if self.cuda:
@@ -185,6 +197,9 @@ class _StepRun:
                 self._body()
         except BaseException as e:  # noqa: BLE001 - re-raised by the caller after restoring
             err = e
+            if self.phase == "forward":  # what the forward saved so far: no backward will walk it
+                with contextlib.suppress(Exception):
+                    self._saved_so_far(e)
             _clear_own_frames(e.__traceback__)
             with contextlib.suppress(Exception):
                 self.mark("at failure")
