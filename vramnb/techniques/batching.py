@@ -101,11 +101,5 @@ class MicroBatches(_PositiveInt):
         plan.batches = [map_tensors(batch, lambda t, i=i: t[i * n : (i + 1) * n] if t.dim() else t) for i in range(value)]
 
     @classmethod
-    def code(cls, value: Any, device_type: str = "cuda", model: Any = None, name: str = "model") -> str:
-        return (f"for part in zip(*(t.chunk({value}) for t in batch)):  # {value} micro-batches, one step\n"
-                f"    (loss_fn(model, part) / {value}).backward()\n"
-                "optimizer.step(); optimizer.zero_grad()")
-
-    @classmethod
     def describe(cls, value: Any) -> str:
         return f"{value} micro-batches"

@@ -46,23 +46,17 @@ def step_code(r: Recipe, current: Recipe, model: Any = None, batch: Any = None, 
         setup.append(f"scaler = torch.amp.GradScaler({device_type!r})")
     backward = "scaler.scale(loss).backward()" if scaler else "loss.backward()"
     b = "part" if k > 1 else "batch"
-    if loss_fn is not None:
-        loss = f"loss_fn(model, {b})"
-    elif isinstance(batch, Mapping):
-        loss = f"model(**{b}).loss"
+    # the batch as it is: (the default loss's call, the split into micro-batches)
+    if isinstance(batch, Mapping):
+        call, split = f"model(**{b}).loss", f"({{key: v.chunk({k})[i] for key, v in batch.items()}} for i in range({k}))"
     elif isinstance(batch, (tuple, list)):
-        loss = f"model(*{b})"
+        call, split = f"model(*{b})", f"zip(*(t.chunk({k}) for t in batch))"
     else:
-        loss = f"model({b})"
+        call, split = f"model({b})", f"batch.chunk({k})"
+    loss = f"loss_fn(model, {b})" if loss_fn is not None else call
     body = f"loss = {loss}" + (f" / {k}" if k > 1 else "")
     inner = ([f"with {', '.join(ctx)}:", f"    {body}"] if ctx else [body]) + [backward]
     if k > 1:
-        if isinstance(batch, Mapping):
-            split = f"({{key: v.chunk({k})[i] for key, v in batch.items()}} for i in range({k}))"
-        elif isinstance(batch, (tuple, list)):
-            split = f"zip(*(t.chunk({k}) for t in batch))"
-        else:
-            split = f"batch.chunk({k})"
         step.append(f"for part in {split}:  # {k} micro-batches, one optimizer step")
         step += [f"    {line}" for line in inner]
     else:

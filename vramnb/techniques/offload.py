@@ -57,11 +57,6 @@ class ActivationOffload(Technique):
     def describe(cls, value: Any) -> str:
         return "activations offloaded to CPU"
 
-    @classmethod
-    def code(cls, value: Any, device_type: str = "cuda", model: Any = None, name: str = "model") -> str:
-        return ("with torch.autograd.graph.save_on_cpu(pin_memory=True):\n"
-                "    loss = loss_fn(model, batch)")
-
 
 def _modelled_offload() -> Any:
     """Offload in an estimate: a saved tensor leaves the device (only its shape is

@@ -73,15 +73,11 @@ class MixedPrecision(Technique):
 
     @classmethod
     def code(cls, value: Any, device_type: str = "cuda", model: Any = None, name: str = "model") -> str:
-        if value == "bf16":
-            return f"with torch.autocast({device_type!r}, dtype=torch.bfloat16): loss = loss_fn(model, batch)"
-        if value == "fp16":
-            return (f"scaler = torch.amp.GradScaler({device_type!r})\n"
-                    f"with torch.autocast({device_type!r}, dtype=torch.float16): loss = loss_fn(model, batch)\n"
-                    "scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()")
+        """fp8's set-up line; bf16/fp16 are the autocast region and scaler that
+        :func:`vramnb.techniques.code.step_code` writes around the step."""
         if value == "fp8":
-            return "from torchao.float8 import convert_to_float8_training; convert_to_float8_training(model)"
-        return "# fp32: no autocast"
+            return f"from torchao.float8 import convert_to_float8_training; convert_to_float8_training({name})"
+        return super().code(value, device_type, model, name)
 
     @classmethod
     def describe(cls, value: Any) -> str:
