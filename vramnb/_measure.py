@@ -457,7 +457,7 @@ def _error_holds(exc: BaseException, device: torch.device) -> str | None:
 
     try:
         walk = _Walk(device)
-        held = sum(_tensor_bytes(v, device, walk.seen, 0, None, walk) for v in exception_locals(exc))
+        held = sum(_tensor_bytes(v, walk) for v in exception_locals(exc))
         walk.nodes.clear()
     except Exception:  # noqa: BLE001 - a line, never in the way of the user's error
         return None

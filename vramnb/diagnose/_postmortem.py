@@ -321,9 +321,6 @@ def _user_frame(frame: Any) -> bool:
             and not f.startswith("<frozen"))
 
 
-_frame_locals = frame_locals  # the one implementation lives in vramnb._graph
-
-
 def failing_code(frames: list[Any]) -> FailingCode:
     """:class:`FailingCode` from the frames of a failure, innermost first. Reads code
     objects' names and the frames' globals by name (``dict.get``: no user code runs)."""
@@ -364,7 +361,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
                     ctx.checkpointing = True
             elif issubclass(tp, torch.optim.Optimizer) and ctx.optimizer is None:
                 ctx.optimizer = name
-        for _, val in _frame_locals(frame) if _user_frame(frame) else ():
+        for _, val in frame_locals(frame) if _user_frame(frame) else ():
             if issubclass(type(val), torch.nn.Module):
                 ctx.trains = True
         val = None
@@ -409,7 +406,7 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
     innermost first, each storage counted once (a sparse tensor or a wrapper subclass by
     the storages of its parts); the ``limit`` largest. No user code runs (no
     ``__torch_function__``, no overridden ``values``/``__getitem__``) and no reference is
-    kept (see :func:`_frame_locals`)."""
+    kept (see :func:`vramnb._graph.frame_locals`)."""
     walk = _Walk(device)  # storages counted once; containers, modules and graph nodes visited once, bounded
     out: list[tuple[str, str, int, int]] = []
     frame = sys._getframe(1)
@@ -419,10 +416,10 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
         if _user_frame(frame):
             where = f"{getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}:{frame.f_lineno}"
             var = val = None
-            for var, val in _frame_locals(frame):
+            for var, val in frame_locals(frame):
                 g0 = walk.graph
                 try:
-                    n = _tensor_bytes(val, device, walk.seen, 0, None, walk)
+                    n = _tensor_bytes(val, walk)
                 except Exception:  # noqa: BLE001 - a strange object holds nothing we can see
                     n = 0
                 if n:
@@ -455,18 +452,13 @@ class _Walk:
         self.graph = 0  # bytes counted through autograd graphs (saved for backward), so far
 
 
-def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0,
-                  nodes: dict[int, Any] | None = None, walk: _Walk | None = None) -> int:
-    """Bytes on ``device`` of the storages ``val`` keeps that ``seen`` does not hold yet: a
+def _tensor_bytes(val: Any, walk: _Walk, depth: int = 0) -> int:
+    """Bytes on ``walk.device`` of the storages ``val`` keeps that ``walk.seen`` does not hold yet: a
     tensor's own (and, for one computed with autograd, what its graph saved for backward:
     activations of a forward cut short, leaves excluded), a module's parameters, gradients
     and buffers, and the items of lists, tuples and dicts up to three levels down. Each
     container and module is visited once and the walk is bounded (:class:`_Walk`)."""
-    if walk is None:
-        walk = _Walk(device)
-        walk.seen = seen
-        if nodes is not None:
-            walk.nodes = nodes
+    device = walk.device
     walk.budget -= 1
     if walk.budget < 0:
         return 0
@@ -505,7 +497,7 @@ def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0
                             n += _storages_bytes(g, device, walk.seen)
         mods = dict.get(d, "_modules")
         if type(mods) is dict:
-            n += sum(_tensor_bytes(m, device, walk.seen, depth + 1, None, walk) for m in dict.values(mods)
+            n += sum(_tensor_bytes(m, walk, depth + 1) for m in dict.values(mods)
                      if issubclass(type(m), torch.nn.Module))
         return n
     if depth >= 3:
@@ -524,7 +516,7 @@ def _tensor_bytes(val: Any, device: torch.device, seen: set[int], depth: int = 0
     for v in items:
         if walk.budget < 0:
             break
-        total += _tensor_bytes(v, device, walk.seen, depth + 1, None, walk)
+        total += _tensor_bytes(v, walk, depth + 1)
     return total
 
 
