@@ -235,15 +235,15 @@ class VramMagics(Magics):
                 kinds.setdefault("last exception" if name == "last exception" else kind, []).append(obj)
             if not kinds:
                 return []
-            groups = {k: (k, objs) for k, objs in kinds.items()}
             names = self._users_names()
-            groups["total"] = ("total", [o for objs in kinds.values() for o in objs])
-            rows = {}
-            for k in groups:  # each group against the notebook's names and the other groups but "total"
-                others = {g: v for g, v in groups.items() if g not in (k, "total") and k != "total"}
-                hits = find_holders(names, dev, hidden={k: groups[k], **others}, entries=False)
-                rows[k] = next((h.unique for h in hits if h.hidden and h.name == f"({k})"), 0)
-            total = rows.pop("total", 0)
+
+            def unique(groups: dict[str, tuple[str, Any]]) -> dict[str, int]:
+                hits = find_holders(names, dev, hidden=groups, entries=False)
+                return {k: next((h.unique for h in hits if h.hidden and h.name == f"({k})"), 0) for k in groups}
+
+            # each kind against the notebook's names and the other kinds (one walk); then all kinds as one
+            rows = unique({k: (k, objs) for k, objs in kinds.items()})
+            total = unique({"total": ("total", [o for objs in kinds.values() for o in objs])})["total"]
             if not total:
                 return []
             by_kind = sorted(((k, b) for k, b in rows.items() if b), key=lambda r: -r[1])
