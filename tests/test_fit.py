@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import vramnb
-from vramnb.predict._step_time import StepTimeMode
-from vramnb.predict._throughput import THROUGHPUT
+from vramnb.predict._step_time import StepTimeMode, replay
+from vramnb.predict._throughput import HOST, THROUGHPUT, Host
 
 
 def test_the_roofline_of_one_matmul_is_its_flops_or_its_bytes():
@@ -25,8 +25,22 @@ def test_the_roofline_of_one_matmul_is_its_flops_or_its_bytes():
     assert st.bytes == fp32_bytes + casts + fp32_bytes // 2
     expect = (max(flops / rates.fp32, fp32_bytes / rates.memory) + casts / rates.memory
               + max(flops / rates.bf16, fp32_bytes / 2 / rates.memory))
-    assert st.seconds == pytest.approx(expect, rel=1e-12)
-    assert st.ops == 4
+    assert st.device == pytest.approx(expect, rel=1e-12)
+    assert st.ops == 5 and st.backward_ops == 0  # the view too: the host issues it
+    assert st.host == pytest.approx(5 * HOST.forward, rel=1e-12)
+    # four operators on the device, issued one host step apart; the view is the host's only
+    assert st.seconds == pytest.approx(replay(st.kernels, HOST), rel=1e-12)
+    assert [k[0] == 0.0 for k in st.kernels] == [False, False, False, False, True]
+
+
+def test_the_step_replays_the_hosts_queue_and_the_devices():
+    host = Host(forward=2.0, backward=1.0, source="test")
+    # host-bound: tiny kernels, the host's 2 s each decide
+    assert replay([(0.5, False, False)] * 3, host) == 2.0 * 2 + 2.0 + 0.5
+    # device-bound: the device's 5 s each, queued behind the first issue
+    assert replay([(5.0, False, False)] * 3, host) == 2.0 + 15.0
+    # the engine's operators cost the host 1 s; a value read (sync) makes the host wait for the device
+    assert replay([(5.0, True, True), (0.0, False, False), (1.0, False, False)], host) == 1.0 + 5.0 + 2.0 + 2.0 + 1.0
 
 
 class _Net(torch.nn.Module):
@@ -147,3 +161,25 @@ def test_a_loader_is_planned_for_its_largest_batch():
     # batches of 40, 40 and 20 rows: the first 40-row batch is the largest
     assert r.notes[0].startswith("planned for the largest of the loader's first 3 batches ((40, 32), 5.0 KiB)")
     assert r.current.estimate.steps[0].peak.sources["input batch"] == 40 * 32 * 4
+
+
+def test_checkpointing_estimates_the_code_it_prints_on_a_hugging_face_model_and_restores_it():
+    tf = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    gpt = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=2))
+    gpt.train()
+    ids = torch.randint(0, 256, (2, 64))
+    batch = {"input_ids": ids, "labels": ids}
+    before = [(m, dict(m.__dict__), {k: dict(v) for k, v in m.__dict__.items() if k.endswith("hooks")})
+              for m in gpt.modules()]
+    planned = vramnb.estimate(gpt, batch, steps=1, recipe={"checkpointing": "every block"})
+    # the module dicts and hook dicts are as they were: nothing of HF's method stays behind
+    for m, attrs, hooks in before:
+        assert m.__dict__.keys() == attrs.keys() and all(m.__dict__[k] is v for k, v in attrs.items())
+        assert {k: dict(v) for k, v in m.__dict__.items() if k.endswith("hooks")} == hooks
+    code = vramnb.techniques.registry.REGISTRY["checkpointing"].code("every block", model=gpt, name="gpt")
+    exec(code, {"gpt": gpt})  # the line the user is given
+    printed = vramnb.estimate(gpt, batch, steps=1)
+    assert planned.peak_allocated == printed.peak_allocated
+    assert planned.peak_reserved == printed.peak_reserved
+    assert planned.steps[-1].peak.sources == printed.steps[-1].peak.sources

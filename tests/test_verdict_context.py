@@ -179,8 +179,10 @@ def test_checkpointing_code_is_the_models_own_method_or_names_its_blocks():
             super().__init__()
             self.layers = torch.nn.ModuleList(torch.nn.Linear(2, 2) for _ in range(5))
 
-    assert ck.code("every block", model=HF(), name="gpt") == "gpt.activation_checkpointing_enable()"
-    assert ck.code("every 2nd block", model=HF()) == "model.activation_checkpointing_enable(every_n_layers=2)"
+    assert ck.code("every block", model=HF(), name="gpt") == \
+        'gpt.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})'
+    assert ck.code("every 2nd block", model=HF()) == \
+        'model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False}, every_n_layers=2)'
     assert ck.code("every block", model=Old()) == \
         'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})'
     code = ck.code("every 2nd block", model=Net(), name="net")

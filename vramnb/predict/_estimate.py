@@ -408,11 +408,12 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
             for i in range(steps):
                 timed = step_time and tgt is not None and i == steps - 1  # the steady step's time on the card
                 if timed:
+                    from ._calibrate import calibration
                     from ._step_time import StepTimeMode
                     from ._throughput import throughput
 
                     rates, _ = throughput(tgt.name)
-                    timer = StepTimeMode(rates)
+                    timer = StepTimeMode(rates, *calibration(tgt.name))
                 with ops if kernels is not None and i == 0 else contextlib.nullcontext(), \
                         timer if timed else contextlib.nullcontext():  # kinds: the first step's
                     res, err = _one_step(plan, module_depth, None, i)

@@ -348,6 +348,22 @@ def _matching_layout(q: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return torch.empty_strided(shape, strides, dtype=q.dtype, device=q.device)
 
 
+def _count_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, backward: bool) -> None:
+    """The fused kernel's arithmetic and traffic, for the step-time model (PyTorch's own
+    ``sdpa_flop_count``/``sdpa_backward_flop_count``; grouped keys expanded to the query's heads)."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+    from ._step_time import count_kernel
+
+    b, h, tq, d = q.shape
+    ks, vs = (b, h, k.shape[2], k.shape[3]), (b, h, v.shape[2], v.shape[3])
+    out = (b, h, tq, v.shape[3])
+    flops = sdpa_backward_flop_count(out, q.shape, ks, vs) if backward else sdpa_flop_count(q.shape, ks, vs)
+    moved = (q.numel() + k.numel() + v.numel() + q.numel() // d * v.shape[3]) * q.element_size()
+    count_kernel(int(flops), moved * (2 if backward else 1), q.dtype,
+                 "_scaled_dot_product_cudnn_attention" + ("_backward" if backward else ""))
+
+
 class CudnnAttention(torch.autograd.Function):
     """The memory of ``_scaled_dot_product_cudnn_attention`` and its backward."""
 
@@ -355,6 +371,7 @@ class CudnnAttention(torch.autograd.Function):
     def forward(ctx: Any, ws: Workspaces, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 mask: torch.Tensor | None) -> torch.Tensor:
         b, h, tq, _ = q.shape
+        _count_attention(q, k, v, backward=False)
         out = _matching_layout(q, (b, h, tq, v.shape[-1]))
         lse = q.new_empty((b, h, tq, 1), dtype=torch.float32)
         ctx.save_for_backward(q, k, v, out, lse, *([mask] if mask is not None else []))
@@ -364,6 +381,7 @@ class CudnnAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, gout: torch.Tensor) -> Any:
         q, k, v = ctx.saved_tensors[:3]
+        _count_attention(q, k, v, backward=True)
         extra = q.numel() * 4  # dq accumulated in fp32
         if k.shape[1] != q.shape[1]:  # grouped-query: key/value gradients per query head, then summed
             extra += 2 * q.shape[0] * q.shape[1] * k.shape[2] * k.shape[3] * k.element_size()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Throughput", "THROUGHPUT", "throughput"]
+__all__ = ["Throughput", "THROUGHPUT", "throughput", "Host", "HOST", "Achieved", "ACHIEVED"]
 
 T, G = 1e12, 1e9
 
@@ -39,6 +39,40 @@ class Throughput:
     host: float
 
 
+@dataclass(frozen=True)
+class Host:
+    """The host's seconds to issue one ATen operator of an eager step (Python, dispatcher,
+    kernel launch; views and allocations count as operators too).
+
+    Attributes:
+        forward: an operator issued from Python (a forward through ``nn.Module`` calls, the
+            optimizer's step).
+        backward: an operator the autograd engine runs (backward, from C++).
+        source: where the figures come from.
+    """
+
+    forward: float
+    backward: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """The fraction of a card's peak rates that PyTorch's kernels reach.
+
+    Attributes:
+        tensor_cores: of the bf16/fp16/TF32 peak, by a large matmul.
+        cuda_cores: of the FP32 peak, by a large fp32 matmul at matmul precision ``"highest"``.
+        memory: of the memory bandwidth, by a large elementwise copy.
+        source: where the figures come from.
+    """
+
+    tensor_cores: float
+    cuda_cores: float
+    memory: float
+    source: str
+
+
 PCIE3, PCIE4, PCIE5 = 15.75 * G, 31.5 * G, 63.0 * G
 
 #: the names of vramnb.GPUS -> peak rates
@@ -60,10 +94,20 @@ THROUGHPUT: dict[str, Throughput] = {
 }
 
 
+#: the host's cost per operator where no CUDA device is present to measure it
+#: (:mod:`vramnb.predict._calibrate`'s micro-benchmarks on the H200 machine's host)
+HOST = Host(27.8e-6, 24.8e-6, "measured on the H200 machine's host, torch 2.11 "
+            "(benchmarks/results/2026-12-02-h200-run20-step-time)")
+
+#: the fraction of peak reached on a card that is not present to measure it
+ACHIEVED = Achieved(1.0, 1.0, 1.0, "peak rates (not yet measured)")
+
+
 def throughput(name: str) -> tuple[Throughput, str | None]:
     """The rates for a card named as in ``vramnb.GPUS`` or as the driver names it
     (``"NVIDIA H200"``, ``"this GPU (NVIDIA GeForce RTX 4090)"``), and what was assumed
-    (``None``: the card is in the table; else the H100's figures were taken)."""
+    (``None``: the card is in the table; for a size, the H200's figures were taken, the card
+    :func:`vramnb.predict._gpus.resolve_target` assumes for a size; else the H100's)."""
     if name in THROUGHPUT:
         return THROUGHPUT[name], None
     text = name.lower()
@@ -71,4 +115,6 @@ def throughput(name: str) -> tuple[Throughput, str | None]:
         short = key.split(" (")[0].lower()  # a whole word of the driver's name: "L4" is not "L40S"
         if re.search(rf"(?<![a-z0-9]){re.escape(short)}(?![a-z0-9])", text):
             return val, None
+    if name[:1].isdigit():  # a size: the card an estimate for a size assumes (resolve_target)
+        return THROUGHPUT["H200 (141 GB)"], f"a card of {name}: the H200's throughput was taken"
     return THROUGHPUT["H100 (80 GB)"], f"no throughput figures for {name!r}: the H100's were taken"

@@ -157,6 +157,44 @@ def hf_method(model: Any) -> str | None:
     return None
 
 
+def _hf_enable(model: Any, every: int) -> Any:
+    """Turn on ``model``'s Hugging Face checkpointing every ``every`` layers, as
+    :meth:`Checkpointing.code` prints it; returns the undo (every module's attributes and hook
+    dicts put back as they were), or ``None`` where the model's method cannot say ``every``."""
+    method = hf_method(model)
+    if method is None or not getattr(type(model), "supports_gradient_checkpointing", False):
+        return None
+    if every > 1 and method != "activation_checkpointing_enable":
+        return None
+    if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
+        return None  # already on: the user's own settings stay
+    saved = [(m, dict(m.__dict__), {k: dict(v) for k, v in m.__dict__.items()
+                                    if isinstance(v, dict) and k.endswith("hooks")}) for m in model.modules()]
+
+    def undo() -> None:
+        for m, attrs, hooks in saved:
+            live = m.__dict__
+            for k in [k for k in live if k not in attrs]:
+                del live[k]
+            for k, v in attrs.items():
+                if live.get(k, undo) is not v:
+                    live[k] = v
+            for k, h in hooks.items():
+                live[k].clear()
+                live[k].update(h)
+
+    try:
+        if method == "activation_checkpointing_enable":
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False},
+                                                  every_n_layers=every)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    except BaseException:
+        undo()
+        raise
+    return undo
+
+
 @register
 class Checkpointing(Technique):
     name = "checkpointing"
@@ -179,8 +217,19 @@ class Checkpointing(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
-        blocks = find_blocks(plan.model, getattr(plan, "blocks", "auto"))
+        """Where the model has Hugging Face's method and it can express ``value`` (and no blocks
+        were named), that method, as the printed code calls it: the step measured is the step the
+        user will run (HF's layers also turn off the key/value cache and make the embeddings'
+        output require grad); else vramnb's wrap of the blocks' ``forward``."""
         every = {"every block": 1, "every 2nd block": 2, "every 4th block": 4, "selective": 1}[value]
+        if value != "selective" and getattr(plan, "blocks", "auto") == "auto":
+            undo = _hf_enable(plan.model, every)
+            if undo is not None:
+                plan.undo.append(undo)
+                plan.notes.append(f"checkpointing {value}: {type(plan.model).__name__}'s own "
+                                  f"{hf_method(plan.model)}()")
+                return
+        blocks = find_blocks(plan.model, getattr(plan, "blocks", "auto"))
         names = {id(m): n for n, m in plan.model.named_modules()}
         for i, block in enumerate(blocks):
             if i % every == 0:
@@ -200,8 +249,8 @@ class Checkpointing(Technique):
                     "saving matmul/attention outputs")
         method = hf_method(model)
         if method == "activation_checkpointing_enable":
-            return f"{name}.activation_checkpointing_enable(every_n_layers={every})" if every > 1 else \
-                f"{name}.activation_checkpointing_enable()"
+            return (f'{name}.activation_checkpointing_enable(activation_checkpointing_kwargs={{"use_reentrant": False}}'
+                    + (f", every_n_layers={every})" if every > 1 else ")"))
         if method is not None and every == 1:
             return f'{name}.gradient_checkpointing_enable(gradient_checkpointing_kwargs={{"use_reentrant": False}})'
         blocks = _block_names(model) if model is not None else None

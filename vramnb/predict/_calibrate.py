@@ -1,0 +1,139 @@
+"""The host's cost per operator and the card's achieved rates, measured on the GPU present.
+
+The step-time model (:mod:`._step_time`) needs two figures beyond a card's datasheet: what the
+host spends issuing one operator (:class:`._throughput.Host`) and the fraction of the peak rates
+PyTorch's kernels reach (:class:`._throughput.Achieved`). With a CUDA device in the process,
+both are measured here once per process, on micro-benchmarks that are no user's model:
+
+* host, forward: a 200-layer ``nn.Sequential`` of ``Linear(16, 16)``, ``GELU``, ``LayerNorm(16)``
+  on a 4 x 16 input (the device idles: the host bounds it), host seconds per ATen operator;
+* host, backward: the autograd engine through a 1 000-step chain of ``mul`` and ``add`` on
+  256 elements, host seconds per operator it runs;
+* tensor cores: ``mm`` of 8192 x 4096 by 4096 x 4096 in bf16; CUDA cores: 4096 x 2048 by
+  2048 x 2048 in fp32 at matmul precision ``"highest"``; memory: a copy of 256 MiB (512 MiB
+  of traffic); each timed with CUDA events, the best of 5 after a warm-up, over the card's peak
+  from :mod:`._throughput`.
+
+The host figures hold for any card planned on this machine; the achieved rates only for the
+card present (another card takes :data:`._throughput.ACHIEVED`). Without CUDA, the defaults
+(:data:`._throughput.HOST`, :data:`._throughput.ACHIEVED`) are used, as measured on the machine
+named in their ``source``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ._throughput import ACHIEVED, HOST, Achieved, Host, throughput
+
+__all__ = ["calibration", "measure_host", "measure_achieved"]
+
+_CACHE: dict[str, Any] = {}
+
+
+class _Count(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if getattr(func, "namespace", "aten") not in ("prim", "profiler"):
+            self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _host_seconds(fn: Any, runs: int = 7) -> float:
+    times = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return sorted(times)[runs // 2]
+
+
+def measure_host(device: torch.device) -> Host:
+    """The host's seconds per ATen operator on this machine, forward and backward (see the module)."""
+    layers: list[torch.nn.Module] = []
+    for _ in range(200):
+        layers += [torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.LayerNorm(16)]
+    seq = torch.nn.Sequential(*layers).to(device)
+    x = torch.randn(4, 16, device=device)
+    with torch.no_grad():
+        count = _Count()
+        with count:
+            seq(x)
+        forward = _host_seconds(lambda: seq(x)) / count.n
+    a = torch.randn(256, device=device, requires_grad=True)
+    y = a
+    for _ in range(1000):
+        y = y * 1.0001 + 0.001
+    loss = y.sum()
+    count = _Count()
+    with count:
+        loss.backward(retain_graph=True)
+    backward = _host_seconds(lambda: loss.backward(retain_graph=True)) / count.n
+    del seq, x, a, y, loss
+    name = torch.cuda.get_device_name(device)
+    return Host(forward, backward, f"measured on this machine ({name}, torch {torch.__version__})")
+
+
+def _best_seconds(fn: Any, runs: int = 5) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    return best
+
+
+def measure_achieved(device: torch.device) -> Achieved:
+    """The fractions of this card's peak that a large bf16 matmul, fp32 matmul and copy reach."""
+    name = torch.cuda.get_device_name(device)
+    peak, _ = throughput(name)
+    a, b = torch.randn(8192, 4096, device=device, dtype=torch.bfloat16), torch.randn(4096, 4096, device=device,
+                                                                                 dtype=torch.bfloat16)
+    tensor = 2 * 8192 * 4096 * 4096 / _best_seconds(lambda: a @ b) / peak.bf16
+    del a, b
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        a, b = torch.randn(4096, 2048, device=device), torch.randn(2048, 2048, device=device)
+        cuda = 2 * 4096 * 2048 * 2048 / _best_seconds(lambda: a @ b) / peak.fp32
+    finally:
+        torch.set_float32_matmul_precision(precision)
+    del a, b
+    src = torch.empty(64 * 2**20, device=device)
+    dst = torch.empty_like(src)
+    memory = 2 * src.numel() * 4 / _best_seconds(lambda: dst.copy_(src)) / peak.memory
+    del src, dst
+    torch.cuda.empty_cache()
+    return Achieved(min(tensor, 1.0), min(cuda, 1.0), min(memory, 1.0),
+                    f"measured on this {name} (torch {torch.__version__})")
+
+
+def calibration(card: str) -> tuple[Host, Achieved]:
+    """The host cost and achieved rates for planning on ``card`` (a name as :func:`throughput` reads
+    it): measured here where a CUDA device is present (the rates only where it is that card),
+    else the recorded defaults. Measured once per process."""
+    if not torch.cuda.is_available():
+        return HOST, ACHIEVED
+    device = torch.device("cuda", torch.cuda.current_device())
+    here = torch.cuda.get_device_name(device)
+    if "host" not in _CACHE:
+        _CACHE["host"] = measure_host(device)
+    same = throughput(card)[0] == throughput(here)[0] and throughput(here)[1] is None
+    if not same:
+        return _CACHE["host"], ACHIEVED
+    if "achieved" not in _CACHE:
+        _CACHE["achieved"] = measure_achieved(device)
+    return _CACHE["host"], _CACHE["achieved"]
