@@ -183,3 +183,37 @@ def test_checkpointing_estimates_the_code_it_prints_on_a_hugging_face_model_and_
     assert planned.peak_allocated == printed.peak_allocated
     assert planned.peak_reserved == printed.peak_reserved
     assert planned.steps[-1].peak.sources == printed.steps[-1].peak.sources
+
+
+def test_the_cover_is_the_cheapest_set_of_blocks_that_saves_enough():
+    from vramnb.planner._fit import _cover
+
+    items = [(5, 1.0), (4, 0.5), (3, 0.4), (10, 3.0)]  # (bytes saved, seconds recomputed)
+    assert _cover(items, 7, steps=7) == [1, 2]  # 4 + 3 bytes for 0.9 s; 5 + 4 costs 1.5 s, 10 costs 3 s
+    assert _cover(items, 13, steps=13) == [2, 3]  # 3 + 10 for 3.4 s; the three small ones save only 12
+    assert _cover(items, 23, steps=23) is None  # all four save 22
+    assert _cover(items, 0) == []
+
+
+def test_fit_checkpoints_the_fewest_blocks_that_fit_and_says_which():
+    torch.manual_seed(0)
+    net = _Net(256, 4)
+    opt = torch.optim.AdamW(net.parameters())
+    x = torch.randn(2048, 256)
+    kw = dict(target="H100", steps=1, warm_optimizer=True)
+    off = vramnb.estimate(net, x, None, opt, **kw)
+    every = vramnb.estimate(net, x, None, opt, recipe={"checkpointing": "every block"}, **kw)
+    card = off.device_memory - (off.device_memory - every.device_memory) * 6 // 10
+    r = vramnb.fit(net, x, None, opt, target=card, margin=0.0, allow={"checkpointing": ["every block"]},
+                   progress=False)
+    chosen = r.best.recipe["checkpointing"]
+    assert isinstance(chosen, tuple) and 1 <= len(chosen) < 4 and set(chosen) <= {f"blocks.{i}" for i in range(4)}
+    ev = next(p for p in r.plans if p.recipe == vramnb.Recipe(checkpointing="every block"))
+    assert r.best.fits and r.best.seconds < ev.seconds  # less recomputed than every block
+    for drop in chosen if len(chosen) > 1 else ():  # any block fewer misses the card: the fewest that fit
+        fewer = vramnb.estimate(net, x, None, opt, recipe={"checkpointing": tuple(n for n in chosen if n != drop)},
+                                **{**kw, "target": card})
+        assert not fewer.fits
+    ns = {"model": net, "torch": torch}
+    exec(r.best.code.partition("# each step:\n")[0], ns)  # the printed set-up wraps exactly those blocks
+    assert [("forward" in b.__dict__) for b in net.blocks] == [f"blocks.{i}" in chosen for i in range(4)]

@@ -509,7 +509,7 @@ class VramMagics(Magics):
 
         recipes = opts.recipe(args.recipe)
         kw: dict[str, Any] = {"target": opts.unquote(args.target), "batch_size": args.batch_size,
-                              "recipe": recipes}
+                              "recipe": recipes, "progress": not args.quiet}
         if args.margin is not None:
             kw["margin"] = args.margin
         try:

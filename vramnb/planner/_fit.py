@@ -83,7 +83,10 @@ class Plan:
             low = sum(v for k, v in t.flops.items() if k in ("bfloat16", "float16"))
             if low:
                 parts.append(f"{low / max(1, t.total_flops) * 100:.0f} % of it on 16-bit tensor cores")
-            parts.append(f"{t.memory / t.seconds * 100:.0f} % bound by memory traffic")
+            if t.bound == "host":
+                parts.append(f"bound by the host issuing {t.ops} operators")
+            elif t.device:
+                parts.append(f"{t.memory / t.device * 100:.0f} % of the device's time on memory traffic")
         return "; ".join(parts)
 
 
@@ -150,8 +153,12 @@ class FitResult(Rendered):
                    if best is not None else "verified")
         for n in self.notes:
             t.note(n)
-        t.note("step times: a roofline over the step's operators (PyTorch's flop formulas, the card's published peak "
-               "rates), as a ratio to the current recipe; memory: vramnb.estimate")
+        t.note("step times: each operator's roofline (PyTorch's flop formulas, the card's peak rates times what its "
+               "kernels reach) and the host's time to issue it, replayed as PyTorch's queue runs them; a ratio to "
+               "the current recipe; memory: vramnb.estimate")
+        src = next((p.estimate.time.sources for p in self.plans if p.estimate.time is not None), None)
+        if src:
+            t.note(f"host cost per operator: {src[0]}; achieved rates: {src[1]}")
         return t
 
 
@@ -282,6 +289,13 @@ def fit(
                     plans.append(p)
                 if p is not None and p.fits:
                     break
+        if "checkpointing" in names and "every block" in space["checkpointing"]:
+            for values in itertools.product(*(space[n] for n in names if n != "checkpointing")):
+                other = {**current.changed(), **dict(zip([n for n in names if n != "checkpointing"], values))}
+                p = _per_block(model, batch, loss_fn, optimizer, other, run, budget, target, batch_size, margin)
+                if p is not None and p.recipe not in seen:
+                    seen.add(p.recipe)
+                    plans.append(p)
     finally:
         if bar is not None:
             bar.close()
@@ -329,6 +343,92 @@ def _worst_batch(batch: Any) -> tuple[Any, str]:
     shapes = ", ".join(str(tuple(t.shape)) for _, t in _batch_tensors(best))
     return best, (f"planned for the largest of the loader's first {seen} batches ({shapes}, {format_bytes(size)}); "
                   "the allocator's cost of varying shapes is not modelled: expandable_segments avoids most of it")
+
+
+def _recipe(settings: Mapping[str, Any]) -> Recipe:
+    return Recipe(**{n: v for n, v in settings.items() if v != REGISTRY[n].default()})
+
+
+def _cover(items: list[tuple[int, float]], need: int, steps: int = 2000) -> list[int] | None:
+    """The indices of ``items`` (bytes saved, seconds it costs) whose bytes reach ``need`` at the
+    least total seconds: an exact 0/1 covering knapsack, by dynamic programming over bytes in
+    ``need / steps`` units (each item's bytes rounded down: the cover holds). ``None``: no cover."""
+    if need <= 0:
+        return []
+    unit = max(1, -(-need // steps))
+    cap = -(-need // unit)
+    best: list[tuple[float, int] | None] = [None] * (cap + 1)  # units covered -> (seconds, chosen as bits)
+    best[0] = (0.0, 0)
+    for i, (saved, cost) in enumerate(items):
+        w = saved // unit
+        if w <= 0:
+            continue
+        for c in range(cap, -1, -1):
+            cur = best[c]
+            if cur is None:
+                continue
+            to = min(cap, c + w)
+            cand = (cur[0] + cost, cur[1] | (1 << i))
+            if best[to] is None or cand[0] < best[to][0]:  # type: ignore[index]
+                best[to] = cand
+    if best[cap] is None:
+        return None
+    bits = best[cap][1]  # type: ignore[index]
+    return [i for i in range(len(items)) if bits >> i & 1]
+
+
+def _per_block(model: Any, batch: Any, loss_fn: Any, optimizer: Any, other: dict[str, Any], run: Any, budget: int,
+               target: Any, batch_size: int | None, margin: float) -> Plan | None:
+    """Checkpointing chosen per block: where the step without checkpointing misses the budget and
+    checkpointing every block fits (one micro-batch), the blocks whose checkpointing saves enough
+    at the least recomputation (:func:`_cover` over each block's saved activations and forward
+    time, from one estimate of the plain step), re-estimated; a miss adds its shortfall to the
+    need, three times at most; a fit then drops the block dearest per byte saved while the step
+    still fits (the allocator's segments make the savings uneven). ``None`` where that does not
+    apply or nothing better is found."""
+    from ..predict._estimate import estimate
+    from ..techniques.checkpointing import find_blocks
+
+    off = run(_recipe({**other, "micro_batches": 1, "checkpointing": "off"}))
+    every = run(_recipe({**other, "micro_batches": 1, "checkpointing": "every block"}))
+    if off is None or every is None or off.fits or not every.fits:
+        return None
+    names = {id(m): n for n, m in model.named_modules()}
+    blocks = [names.get(id(b)) for b in find_blocks(model)]
+    if len(blocks) < 2 or any(not n for n in blocks) or len({n.count(".") for n in blocks}) != 1:  # type: ignore[union-attr]
+        return None
+    depth = blocks[0].count(".") + 1  # type: ignore[union-attr]
+    e = estimate(model, batch, loss_fn, optimizer, recipe=off.recipe, target=target, batch_size=batch_size,
+                 margin=margin, steps=1, warm_optimizer=optimizer is not None, step_time=True, module_depth=depth)
+    acts = {m.name: m.activations for m in e.steps[-1].modules}
+    saved = [acts.get(n, 0) for n in blocks]  # type: ignore[arg-type]
+    total = off.device_memory - every.device_memory
+    if total <= 0 or not sum(saved) or e.time is None:
+        return None
+    # each block's share of what checkpointing them all saves, in proportion to its activations
+    items = [(int(a * total / sum(saved)), e.time.forward_by_module.get(n, 0.0)) for a, n in zip(saved, blocks)]  # type: ignore[arg-type]
+    need = off.device_memory - budget
+    found = None
+    for _ in range(3):  # the shares are linear; the allocator's segments are not: a miss grows the need
+        chosen = _cover(items, need)
+        if not chosen or len(chosen) == len(blocks):
+            return None
+        p = run(_recipe({**other, "micro_batches": 1, "checkpointing": tuple(blocks[i] for i in chosen)}))
+        if p is None:
+            return None
+        if p.fits:
+            found = (p, chosen)
+            break
+        need += p.device_memory - budget
+    while found is not None and len(found[1]) > 1:  # and a fit may hold with fewer: drop the dearest per byte
+        p, chosen = found
+        drop = max(reversed(chosen), key=lambda i: items[i][1] / max(1, items[i][0]))
+        fewer = [i for i in chosen if i != drop]
+        q = run(_recipe({**other, "micro_batches": 1, "checkpointing": tuple(blocks[i] for i in fewer)}))
+        if q is None or not q.fits:
+            break
+        found = (q, fewer)
+    return found[0] if found is not None else None
 
 
 def _suggestions(model: Any, batch: Any, loss_fn: Any, optimizer: Any, closest: Plan, budget: int, margin: float,

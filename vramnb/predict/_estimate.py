@@ -414,6 +414,9 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
 
                     rates, _ = throughput(tgt.name)
                     timer = StepTimeMode(rates, *calibration(tgt.name))
+                    if module_depth:
+                        timer.watch({id(m): n for n, m in plan.model.named_modules()
+                                     if n and n.count(".") == module_depth - 1})
                 with ops if kernels is not None and i == 0 else contextlib.nullcontext(), \
                         timer if timed else contextlib.nullcontext():  # kinds: the first step's
                     res, err = _one_step(plan, module_depth, None, i)

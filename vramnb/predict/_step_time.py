@@ -59,6 +59,8 @@ class StepTime:
         ops: operators counted.
         backward_ops: of those, the operators the autograd engine ran (backward).
         by_op: predicted seconds per operator name (``"mm"``, ``"add"``), summed.
+        forward_by_module: with :meth:`StepTimeMode.watch`, the device seconds of the forward
+            operators each watched module ran (recomputation in backward excluded), by name.
         sources: where the host's cost and the achieved rates come from.
         kernels: each operator's predicted seconds on the card, in order, with whether the
             autograd engine ran it and whether it waited for the device (``item()``).
@@ -76,6 +78,7 @@ class StepTime:
     by_op: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     kernels: list[tuple[float, bool, bool]] = field(default_factory=list, repr=False)
     sources: tuple[str, str] = ("", "")
+    forward_by_module: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     @property
     def total_flops(self) -> int:
@@ -128,6 +131,7 @@ class StepTimeMode(TorchDispatchMode):
         from torch.utils.flop_counter import flop_registry
 
         self.rates, self.host, self.achieved = rates, host, achieved
+        self._running = []
         self.time = StepTime(sources=(host.source, achieved.source))
         self.registry = flop_registry
         self.matmul_fp32 = torch.get_float32_matmul_precision()
@@ -136,12 +140,37 @@ class StepTimeMode(TorchDispatchMode):
     def ignore_compile_internals(cls) -> bool:
         return True
 
+    def watch(self, modules: dict[int, str]) -> None:
+        """Also count the forward's device time per module (``id(module) -> name``) while active."""
+        self._watched = modules
+
     def __enter__(self) -> StepTimeMode:
         _ACTIVE.append(self)
+        self._running: list[str] = []
+        self._hooks: list[Any] = []
+        watched = getattr(self, "_watched", None)
+        if watched:
+            from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+            running = self._running
+
+            def pre(mod: Any, args: Any) -> None:
+                name = watched.get(id(mod))
+                if name is not None:
+                    running.append(name)
+
+            def post(mod: Any, args: Any, out: Any) -> None:
+                name = watched.get(id(mod))
+                if name is not None and running and running[-1] == name:
+                    running.pop()
+
+            self._hooks = [register_module_forward_pre_hook(pre), register_module_forward_hook(post)]
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         _ACTIVE.remove(self)
+        for h in self._hooks:
+            h.remove()
         super().__exit__(*exc)
         st = self.time
         st.seconds = replay(st.kernels, self.host)
@@ -196,6 +225,8 @@ class StepTimeMode(TorchDispatchMode):
         dev = max(comp, mem)
         st.device += dev
         st.by_op[name] += dev
+        if self._running and not backward:
+            st.forward_by_module[self._running[-1]] += dev
         st.kernels.append((dev, backward, sync))
 
 

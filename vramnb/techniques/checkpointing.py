@@ -204,7 +204,22 @@ class Checkpointing(Technique):
                    "attention outputs and recomputes the rest (Chen et al. 2016; Korthikanti et al. 2022)")
 
     @classmethod
+    def validate(cls, value: Any) -> Any:
+        """One of :attr:`choices`, or a tuple of the blocks' qualified names (checkpoint those)."""
+        if isinstance(value, tuple) and value and all(isinstance(n, str) and n for n in value):
+            return value
+        try:
+            return super().validate(value)
+        except ValueError as e:
+            raise InputError(f"{e}; or a tuple of blocks' qualified names, e.g. ('transformer.h.0', "
+                             "'transformer.h.2')") from None
+
+    @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        if isinstance(value, tuple):
+            names = dict(plan.model.named_modules())
+            missing = [n for n in value if n not in names]
+            return f"checkpointing: {', '.join(missing)} name no submodule of the model" if missing else None
         if value == "selective" and not hasattr(ckpt, "create_selective_checkpoint_contexts"):
             return f"selective checkpointing needs torch >= 2.4 (this is {torch.__version__})"
         try:
@@ -221,6 +236,12 @@ class Checkpointing(Technique):
         were named), that method, as the printed code calls it: the step measured is the step the
         user will run (HF's layers also turn off the key/value cache and make the embeddings'
         output require grad); else vramnb's wrap of the blocks' ``forward``."""
+        if isinstance(value, tuple):  # the blocks named (the planner's choice per block)
+            for name in value:
+                record = Wrapped(name)
+                plan.checkpointed.append(record)
+                plan.undo.append(_wrap(plan.model.get_submodule(name), selective=False, record=record))
+            return
         every = {"every block": 1, "every 2nd block": 2, "every 4th block": 4, "selective": 1}[value]
         if value != "selective" and getattr(plan, "blocks", "auto") == "auto":
             undo = _hf_enable(plan.model, every)
@@ -242,6 +263,12 @@ class Checkpointing(Technique):
         """The Hugging Face method the model has (``activation_checkpointing_enable`` in transformers
         >= 5.24, ``gradient_checkpointing_enable`` before), else the ``checkpoint`` call around the
         blocks vramnb would wrap (named where ``model`` is given)."""
+        if isinstance(value, tuple):
+            chosen = "[" + ", ".join(f"{name}.get_submodule({n!r})" for n in value) + "]"
+            return ("import functools, torch.utils.checkpoint\n"
+                    f"for block in {chosen}:  # recompute each block's forward in backward\n"
+                    "    block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
+                    "use_reentrant=False)")
         every = {"every block": 1, "every 2nd block": 2, "every 4th block": 4}.get(value)
         if every is None:
             return ("from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts\n"
@@ -268,4 +295,7 @@ class Checkpointing(Technique):
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        if isinstance(value, tuple):
+            shown = ", ".join(value[:3]) + (f", … ({len(value)})" if len(value) > 3 else "")
+            return f"checkpointing {len(value)} block{'s' if len(value) > 1 else ''} ({shown})"
         return f"checkpointing {value}" if value != "selective" else "selective checkpointing"
