@@ -370,3 +370,32 @@ def test_step_oom_fixes_are_estimated_for_this_step_and_the_one_that_fits_runs()
         assert rep.error is None and rep.oom is None
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+def test_fit_verify_runs_the_best_plan_on_the_gpu_and_the_calibration_is_measured():
+    """fit(verify=True) on a model on the GPU: one real step of the best plan, measured against
+    predicted (peak allocated within the estimate's expected error), the model restored; the host
+    cost and achieved rates measured here (not the recorded defaults)."""
+    from vramnb.predict._calibrate import calibration
+    from vramnb.predict._throughput import ACHIEVED, HOST
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
+                                                    torch.nn.Linear(4096, 1024)) for _ in range(4)]).cuda()
+    opt = torch.optim.AdamW(net.parameters())
+    x = torch.randn(8192, 1024, device="cuda")
+    loss = lambda m, b: m(b).square().mean()  # noqa: E731
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    plain = vramnb.estimate(net, x, loss, opt, steps=1, warm_optimizer=True)
+    card = int(plain.device_memory * 0.8)
+    r = vramnb.fit(net, x, loss, opt, target=card, verify=True, progress=False)
+    assert r.best is not None and r.verified is not None
+    measured, predicted = r.verified.steady.peak.allocated, r.best.peak
+    assert abs(measured - predicted) <= 0.03 * predicted, (measured, predicted)
+    assert "verified on this GPU" in repr(r)
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+    assert not opt.state and all(p.grad is None for p in net.parameters())
+    host, achieved = calibration(torch.cuda.get_device_name())
+    assert host is not HOST and achieved is not ACHIEVED
+    assert 1e-6 < host.forward < 1e-3 and 1e-6 < host.backward < 1e-3
+    assert 0.2 < achieved.tensor_cores <= 1 and 0.2 < achieved.memory <= 1

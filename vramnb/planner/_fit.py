@@ -148,9 +148,15 @@ class FitResult(Rendered):
             for s in self.suggestions:
                 t.note(s)
         if self.verified is not None:
-            real = self.verified.steady.peak.allocated
-            t.note(f"verified on this GPU: peak {format_bytes(real)} measured, {format_bytes(best.peak)} predicted"
-                   if best is not None else "verified")
+            steady = self.verified.steady
+            real = steady.peak.allocated
+            if best is not None:
+                line = (f"verified on this GPU: peak allocated {format_bytes(real)} measured, "
+                        f"{format_bytes(best.peak)} predicted ({(real - best.peak) / max(1, best.peak) * 100:+.1f} %)")
+                if steady.step_time and best.seconds != float("inf"):
+                    line += (f"; step {steady.step_time * 1e3:.1f} ms measured (with vramnb's hooks on), "
+                             f"{best.seconds * 1e3:.1f} ms predicted")
+                t.note(line)
         for n in self.notes:
             t.note(n)
         t.note("step times: each operator's roofline (PyTorch's flop formulas, the card's peak rates times what its "
