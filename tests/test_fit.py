@@ -7,13 +7,14 @@ import torch
 
 import vramnb
 from vramnb.predict._step_time import StepTimeMode, replay
-from vramnb.predict._throughput import HOST, THROUGHPUT, Host
+from vramnb.predict._throughput import HOST, THROUGHPUT, Achieved, Host
 
 
 def test_the_roofline_of_one_matmul_is_its_flops_or_its_bytes():
     rates = THROUGHPUT["H100 (80 GB)"]
     a, b = torch.ones(256, 512), torch.ones(512, 128)
-    with StepTimeMode(rates) as m:
+    got = Achieved(tensor_cores=0.5, cuda_cores=0.25, memory=0.8, source="test")
+    with StepTimeMode(rates, HOST, got) as m:
         torch.mm(a, b)
         torch.mm(a.bfloat16(), b.bfloat16())
         a.t()  # a view: moves nothing
@@ -23,8 +24,9 @@ def test_the_roofline_of_one_matmul_is_its_flops_or_its_bytes():
     fp32_bytes = (256 * 512 + 512 * 128 + 256 * 128) * 4
     casts = (256 * 512 + 512 * 128) * (4 + 2)  # the two _to_copy: read fp32, write bf16
     assert st.bytes == fp32_bytes + casts + fp32_bytes // 2
-    expect = (max(flops / rates.fp32, fp32_bytes / rates.memory) + casts / rates.memory
-              + max(flops / rates.bf16, fp32_bytes / 2 / rates.memory))
+    bw = rates.memory * 0.8
+    expect = (max(flops / (rates.fp32 * 0.25), fp32_bytes / bw) + casts / bw
+              + max(flops / (rates.bf16 * 0.5), fp32_bytes / 2 / bw))
     assert st.device == pytest.approx(expect, rel=1e-12)
     assert st.ops == 5 and st.backward_ops == 0  # the view too: the host issues it
     assert st.host == pytest.approx(5 * HOST.forward, rel=1e-12)
