@@ -289,6 +289,18 @@ def test_panel_in_jupyterlab(lab: JupyterLab, page: Any, tmp_path: pathlib.Path)
     sizes = charts.evaluate_all("imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
     assert all(done and w >= 400 and h >= 150 for done, w, h in sizes), f"charts not rendered: {sizes}"
 
+    # Make it fit: the fastest plans that fit the card, each with Apply, which sets the menus
+    panel.get_by_role("button", name="Make it fit").click()
+    plans = panel.locator(".vramnb-fit .vramnb-fit-plan")
+    expect(plans.first).to_be_visible(timeout=90_000)
+    expect(panel.locator(".vramnb-status")).to_contain_text("fastest that fits")
+    first = plans.first.inner_text()
+    plans.first.get_by_role("button", name="Apply").click()
+    expect(panel.locator(".vramnb-status")).to_contain_text("press Run step")
+    if "bf16" in first:  # the menu shows the plan's setting
+        sel = panel.locator(".vramnb-control-precision select")
+        assert "bf16" in sel.evaluate("s => s.options[s.selectedIndex].text")
+
     shot = screenshot_path(tmp_path)
     shot.parent.mkdir(exist_ok=True)
     panel.screenshot(path=str(shot))

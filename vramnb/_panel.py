@@ -97,6 +97,13 @@ class Panel(RunsTable):
         self.predict.add_class("vramnb-predict")
         self.button = w.Button(description="Run step", button_style="primary", icon="play",
                                tooltip="profile one training step under these settings (the model is restored after)")
+        self.fit_button = w.Button(description="Make it fit", icon="magic",
+                                   tooltip="search the techniques on estimates for the fastest plan that fits the card "
+                                           "in 'what fits on' (vramnb.fit: fake tensors, your model untouched)")
+        self.fit_button.add_class("vramnb-fit-button")
+        self.fit_box = w.VBox([], layout=w.Layout(margin="0 0 6px 0"))
+        self.fit_box.add_class("vramnb-fit")
+        self.fit_result: Any = None
         self.status = w.HTML(value=self._status_text(f"ready · measured by the {self._method()}"),
                              layout=w.Layout(flex="1 1 auto", margin="0 0 0 12px"))
         self.status.add_class("vramnb-status")
@@ -107,14 +114,16 @@ class Panel(RunsTable):
             out.add_class("vramnb-chart")
         self.table = w.HTML(layout=w.Layout(overflow="auto"))  # a narrow notebook scrolls the table sideways
         self.button.on_click(lambda _b: self.run())
+        self.fit_button.on_click(lambda _b: self.make_it_fit())
         self.target.observe(lambda _c: self._refresh_table(), names="value")
         grid = w.GridBox(cells,
                          layout=w.Layout(grid_template_columns="repeat(auto-fill, minmax(180px, 1fr))",
                                          grid_gap="0 12px", align_items="flex-end", width="100%"))  # menus in line when a label wraps
-        actions = w.HBox([self.button, self.predict, self.status], layout=w.Layout(align_items="center", margin="6px 0"))
+        actions = w.HBox([self.button, self.fit_button, self.predict, self.status],
+                         layout=w.Layout(align_items="center", margin="6px 0"))
         plots = w.HBox([self.breakdown_out, self.compare_out], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
         title = w.HTML(f"<b>vramnb panel</b> · {html.escape(self._model_name)} on {self.device}")
-        self.widget = w.VBox([title, grid, actions, self.table, plots])
+        self.widget = w.VBox([title, grid, actions, self.fit_box, self.table, plots])
         self.widget.add_class("vramnb-panel")
         self._refresh_table()
 
@@ -256,6 +265,95 @@ class Panel(RunsTable):
         del model, batch, loss_fn, optimizer  # nothing of the user's stays in this frame
         self._draw(record)
         return record
+
+    def make_it_fit(self, top: int = 4) -> Any:
+        """Search for the fastest plan that fits the card in *what fits on* (what *Make it fit*
+        does): :func:`vramnb.fit` (its default techniques) with the controls as the current recipe, on estimates. The
+        ``top`` fastest plans that fit are listed, each with an *Apply* button that sets the
+        controls to it (then *Run step* measures it); where nothing fits, by how much the closest
+        plan misses and what would fit. Returns the :class:`vramnb.FitResult` (also
+        ``self.fit_result``), or ``None`` when busy, the model is gone or the search failed
+        (the status says why)."""
+        import ipywidgets as w
+
+        from .planner._fit import fit
+
+        if self._busy:
+            return None
+        model = self.model
+        if model is None:
+            self._gone()
+            return None
+        if self.target_bytes() is None:
+            self.status.value = self._status_text(
+                f"{self.target.value!r} is not a card or a size: type a name from the list or e.g. 24GiB", error=True)
+            return None
+        batch, loss_fn, optimizer = self._inputs[model]
+        target, current = self.target.value, self.recipe()
+        try:
+            self._busy = True
+            self.button.disabled = self.fit_button.disabled = True
+            self.fit_button.description, self.fit_button.icon = "Searching…", "spinner spin"
+            self.status.value = self._status_text(f"searching plans that fit {target} (estimates) …")
+            result = fit(model, batch, loss_fn, optimizer, target=target, recipe=current, progress=False)
+        except KeyboardInterrupt:
+            self.status.value = self._status_text("search interrupted (nothing of yours was changed)", error=True)
+            raise
+        except Exception as e:  # noqa: BLE001 - shown in the panel, which stays usable
+            first = str(e).splitlines()[0] if str(e) else ""
+            self.status.value = self._status_text(f"the search failed: {type(e).__name__}: {first}", error=True)
+            return None
+        finally:
+            self._busy = False
+            self.button.disabled = self.fit_button.disabled = False
+            self.fit_button.description, self.fit_button.icon = "Make it fit", "magic"
+        del model, batch, loss_fn, optimizer
+        self._show_fit(result, top)
+        return result
+
+    def _show_fit(self, result: Any, top: int = 4) -> None:
+        """List ``result``'s fastest plans that fit, with Apply buttons (or why nothing fits)."""
+        import ipywidgets as w
+
+        self.fit_result = result
+        target = result.target
+        rows: list[Any] = []
+        head = f"<b>plans that fit {html.escape(str(result.target))}</b>, fastest first (estimated; Apply sets the controls)"
+        fits = [p for p in result.plans if p.fits][:top]
+        for p in fits:
+            ratio = f"{p.ratio:.2f}× the current step time" if p.ratio is not None else ""
+            text = (f"<span style='line-height:1.6'>{html.escape(p.recipe.describe())} · device memory "
+                    f"{format_bytes(p.device_memory)} · {ratio}</span>")
+            apply = w.Button(description="Apply", layout=w.Layout(width="auto"),
+                             tooltip=f"set the controls to: {p.recipe.describe()}")
+            apply.on_click(lambda _b, r=p.recipe: self.apply(r))
+            row = w.HBox([apply, w.HTML(text, layout=w.Layout(margin="0 0 0 8px"))],
+                         layout=w.Layout(align_items="center"))
+            row.add_class("vramnb-fit-plan")
+            rows.append(row)
+        if not fits:
+            lines = [f"nothing fits {html.escape(str(result.target))}"
+                     + (f": the closest plan misses by {format_bytes(result.misses)}" if result.misses else "")]
+            lines += [html.escape(s) for s in result.suggestions]
+            rows.append(w.HTML("<br>".join(lines)))
+        self.fit_box.children = [w.HTML(head), *rows]
+        best = result.best
+        self.status.value = self._status_text(
+            f"fastest that fits: {best.recipe.describe()}" if best is not None else f"nothing fits {target}",
+            error=best is None)
+
+    def apply(self, recipe: Any) -> None:
+        """Set the controls to ``recipe`` (a :class:`vramnb.Recipe` or a dict); a value not in a
+        menu (checkpointing of chosen blocks) is added to it."""
+        from .predict._estimate_inputs import as_recipe
+
+        r = as_recipe(recipe) or Recipe()
+        for name, ctl in self.controls.items():
+            value = r[name]
+            if value not in [v for _, v in ctl.options]:
+                ctl.options = [*ctl.options, (REGISTRY[name].describe(value).removeprefix("checkpointing "), value)]
+            ctl.value = value
+        self.status.value = self._status_text(f"set to: {r.describe()} · press Run step to measure it")
 
     def _gone(self) -> dict[str, Any]:
         """A run asked for after the model was deleted: said in the panel, nothing run."""
