@@ -167,12 +167,19 @@ def test_checkpointing_code_is_the_models_own_method_or_names_its_blocks():
     ck = REGISTRY["checkpointing"]
 
     class HF(torch.nn.Module):
+        supports_gradient_checkpointing = True
+
         def activation_checkpointing_enable(self, every_n_layers=1):
             pass
 
     class Old(torch.nn.Module):
+        supports_gradient_checkpointing = True
+
         def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
             pass
+
+    class Unsupported(Old):  # the method exists on every PreTrainedModel; ConvNeXt's raises
+        supports_gradient_checkpointing = False
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -185,6 +192,7 @@ def test_checkpointing_code_is_the_models_own_method_or_names_its_blocks():
         'model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False}, every_n_layers=2)'
     assert ck.code("every block", model=Old()) == \
         'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})'
+    assert "gradient_checkpointing_enable" not in ck.code("every block", model=Unsupported())
     code = ck.code("every 2nd block", model=Net(), name="net")
     assert code == ("import functools, torch.utils.checkpoint\n"
                     "for block in net.get_submodule('layers')[::2]:  # recompute each block's forward in backward\n"

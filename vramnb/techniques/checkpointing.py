@@ -157,14 +157,24 @@ def hf_method(model: Any) -> str | None:
     return None
 
 
-def _hf_enable(model: Any, every: int) -> Any:
-    """Turn on ``model``'s Hugging Face checkpointing every ``every`` layers, as
-    :meth:`Checkpointing.code` prints it; returns the undo (every module's attributes and hook
-    dicts put back as they were), or ``None`` where the model's method cannot say ``every``."""
+def _hf_route(model: Any, every: int) -> str | None:
+    """The Hugging Face method that checkpoints every ``every`` layers of ``model``, where its class
+    has one, says it supports checkpointing (``supports_gradient_checkpointing``; ConvNeXt does
+    not) and the method can say ``every``; else ``None``."""
     method = hf_method(model)
     if method is None or not getattr(type(model), "supports_gradient_checkpointing", False):
         return None
     if every > 1 and method != "activation_checkpointing_enable":
+        return None
+    return method
+
+
+def _hf_enable(model: Any, every: int) -> Any:
+    """Turn on ``model``'s Hugging Face checkpointing every ``every`` layers, as
+    :meth:`Checkpointing.code` prints it; returns the undo (every module's attributes and hook
+    dicts put back as they were), or ``None`` where :func:`_hf_route` finds no method."""
+    method = _hf_route(model, every)
+    if method is None:
         return None
     if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
         return None  # already on: the user's own settings stay
@@ -274,7 +284,7 @@ class Checkpointing(Technique):
             return ("from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts\n"
                     "# in each block's caller: checkpoint(block, x, use_reentrant=False, context_fn=...)  # "
                     "saving matmul/attention outputs")
-        method = hf_method(model)
+        method = _hf_route(model, every) if model is not None else None
         if method == "activation_checkpointing_enable":
             return (f'{name}.activation_checkpointing_enable(activation_checkpointing_kwargs={{"use_reentrant": False}}'
                     + (f", every_n_layers={every})" if every > 1 else ")"))
