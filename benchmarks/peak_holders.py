@@ -38,7 +38,9 @@ def _where(frames: list[dict]) -> str:
 def real_peak(make, make_batch, recipe: dict) -> dict:
     dev = torch.device("cuda")
     model, batch, opt = build(make, make_batch, dev)
-    code = vramnb.techniques.code.step_code(vramnb.Recipe(**recipe), vramnb.Recipe(), model, batch, None)
+    from vramnb.techniques.code import step_code
+
+    code = step_code(vramnb.Recipe(**recipe), vramnb.Recipe(), model, batch, None)
     setup, _, step = code.partition("# each step:\n")
     ns = {"torch": torch, "model": model, "batch": batch, "optimizer": opt, "loss_fn": None}
     exec(setup, ns)
