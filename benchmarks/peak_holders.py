@@ -41,6 +41,8 @@ def real_peak(make, make_batch, recipe: dict) -> dict:
     from vramnb.techniques.code import step_code
 
     code = step_code(vramnb.Recipe(**recipe), vramnb.Recipe(), model, batch, None)
+    if "# each step:" not in code:  # the plain step
+        code = "# each step:\nloss = model(**batch).loss\nloss.backward()\noptimizer.step()\noptimizer.zero_grad()\n"
     setup, _, step = code.partition("# each step:\n")
     ns = {"torch": torch, "model": model, "batch": batch, "optimizer": opt, "loss_fn": None}
     exec(setup, ns)
@@ -84,6 +86,11 @@ def real_peak(make, make_batch, recipe: dict) -> dict:
         g[0] += size
         g[1] += 1
     top = sorted(groups.items(), key=lambda kv: -kv[1][0])[:25]
+    big = sorted(at.values(), key=lambda sf: -sf[0])[:12]  # the largest blocks, with their Python frames
+    for size, frames in big:
+        py = [f"{f.get('filename', '').split('site-packages/')[-1]}:{f.get('line')} {f.get('name')}" for f in frames
+              if f.get("filename", "").endswith(".py")][:4]
+        print(f"  block {size / 2**20:8.1f} MiB  " + " < ".join(py), flush=True)
     out = {"peak_replayed": best, "max_memory_allocated": torch.cuda.max_memory_allocated(),
            "top": [(k, v[0], v[1]) for k, v in top]}
     est = vramnb.estimate(model, batch, None, opt, recipe=recipe, steps=1, warm_optimizer=True)

@@ -340,6 +340,11 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
              world_size: int, parallel: str | None, step_time: bool = False) -> Estimate:
     from ._parallel import fake_world, rebuild_optimizer, shard
 
+    calibrated = None
+    if step_time and tgt is not None:  # measured on the GPU present: real CUDA work, before any fake mode
+        from ._calibrate import calibration
+
+        calibrated = calibration(tgt.name)
     mode = new_mode()
     fmodel, fakes, shared = build_model(model, mode)
     model_name = type(fmodel).__name__  # before fully_shard swaps in its subclass FSDP<the model's class>
@@ -408,12 +413,11 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
             for i in range(steps):
                 timed = step_time and tgt is not None and i == steps - 1  # the steady step's time on the card
                 if timed:
-                    from ._calibrate import calibration
                     from ._step_time import StepTimeMode
                     from ._throughput import throughput
 
                     rates, _ = throughput(tgt.name)
-                    timer = StepTimeMode(rates, *calibration(tgt.name))
+                    timer = StepTimeMode(rates, *calibrated)  # type: ignore[misc]
                     if module_depth:
                         timer.watch({id(m): n for n, m in plan.model.named_modules()
                                      if n and n.count(".") == module_depth - 1})
