@@ -22,6 +22,7 @@ Writes one JSON line per model to ``$OUT/fit-bench.jsonl`` as it goes, then a ta
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -107,8 +108,10 @@ def run_code(code: str, make, make_batch, device) -> dict:
     setup, _, step = code.partition("# each step:\n")
     ns = {"torch": torch, "model": model, "batch": batch, "optimizer": opt, "loss_fn": None}
     out: dict = {}
+    gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
+    out["allocated_before"] = torch.cuda.memory_allocated()  # the model, batch and optimizer: nothing else
     try:
         exec(compile(setup, "<setup>", "exec"), ns)
         step_code = compile(step, "<step>", "exec")
@@ -126,8 +129,10 @@ def run_code(code: str, make, make_batch, device) -> dict:
         out["oom"] = True
     out["peak_reserved"] = torch.cuda.max_memory_reserved()
     out["peak_allocated"] = torch.cuda.max_memory_allocated()
+    ns.clear()
     del ns, model, batch, opt
-    torch.cuda.empty_cache()
+    gc.collect()  # what a failed step's frames still hold goes before the next plan runs (run 20's Phi:
+    torch.cuda.empty_cache()  # every plan after the first out-of-memory started with its memory held)
     return out
 
 
