@@ -159,6 +159,10 @@ class FitResult(Rendered):
                 t.note(line)
         for n in self.notes:
             t.note(n)
+        if best is not None and best.recipe["checkpointing"] != "off":
+            from ..predict._estimate import CHECKPOINTED_ON_CUDA
+
+            t.note(CHECKPOINTED_ON_CUDA)
         t.note("step times: each operator's roofline (PyTorch's flop formulas, the card's peak rates times what its "
                "kernels reach) and the host's time to issue it, replayed as PyTorch's queue runs them; a ratio to "
                "the current recipe; memory: vramnb.estimate")
