@@ -318,7 +318,7 @@ class BatchValues(TorchDispatchMode):
             self._mark(out, _META if any(s is _META for s in shadows) else _LARGE)
             return out
         batch = _RANDOMLY if info[0] is not None else self._from_batch(tensors)
-        if sum(f.untyped_storage().nbytes() for f in fakes) > (self.limit if batch == 1 else CONSTANTS):
+        if sum(f.untyped_storage().nbytes() for f in fakes) > (self.limit if batch == 1 else min(self.limit, CONSTANTS)):
             self._mark(out, _LARGE)
             return out
         if info[0] is not None:  # a draw (LayerDrop's torch.rand([]) < p): the estimate's own generator's, not the user's
