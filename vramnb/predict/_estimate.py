@@ -183,8 +183,9 @@ def _start_tensors(fmodel: torch.nn.Module, fbatch: Any, fopt: Any) -> list[torc
 # -- the estimate ----------------------------------------------------------------------
 #: what GPU run 20 measured for checkpointed steps, which the zoo benchmark's kinds do not cover
 CHECKPOINTED_ON_CUDA = ("activation checkpointing on CUDA: GPU run 20 (H200, torch 2.11) measured peaks above the "
-                        "estimate, up to 8 % in bf16 and 36 % in fp32 (Mistral, every block); keep a margin "
-                        "(benchmarks/results/2026-12-01-h200-run20-fit)")
+                        "estimate, up to 8 % in bf16 and 36 % in fp32 (Mistral, every block), before a fix of the "
+                        "causal mask the estimate built for Hugging Face decoders; not re-measured since: keep a "
+                        "margin (benchmarks/results/2026-12-01-h200-run20-fit)")
 
 
 def estimate(
