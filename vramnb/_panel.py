@@ -318,8 +318,9 @@ class Panel(RunsTable):
         self.fit_result = result
         target = result.target
         rows: list[Any] = []
-        head = f"<b>plans that fit {html.escape(str(result.target))}</b>, fastest first (estimated; Apply sets the controls)"
         fits = [p for p in result.plans if p.fits][:top]
+        head = (f"<b>plans that fit {html.escape(str(result.target))}</b>, fastest first (estimated; Apply sets the "
+                "controls)" if fits else f"<b>{html.escape(str(result.target))}</b>: estimated")
         for p in fits:
             ratio = f"{p.ratio:.2f}× the current step time" if p.ratio is not None else ""
             text = (f"<span style='line-height:1.6'>{html.escape(p.recipe.describe())} · device memory "

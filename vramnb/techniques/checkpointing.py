@@ -166,7 +166,26 @@ def _hf_route(model: Any, every: int) -> str | None:
         return None
     if every > 1 and method != "activation_checkpointing_enable":
         return None
+    if method == "activation_checkpointing_enable" and not _takes_every(model):
+        return None  # a class of its own overrides the old method: HF would pass it arguments it refuses
     return method
+
+
+def _takes_every(model: Any) -> bool:
+    """Whether ``model``'s ``gradient_checkpointing_enable``, where its class overrides Hugging Face's
+    (transformers >= 5.24 then calls it with ``every_n_layers`` and ``offload``), takes them."""
+    import inspect
+
+    own = getattr(type(model), "gradient_checkpointing_enable", None)
+    base = next((getattr(c, "gradient_checkpointing_enable") for c in type(model).__mro__
+                 if c.__name__ == "PreTrainedModel" and "gradient_checkpointing_enable" in vars(c)), None)
+    if own is None or base is None or own is base:
+        return True
+    try:
+        params = inspect.signature(own).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind is p.VAR_KEYWORD for p in params) or {"every_n_layers", "offload"} <= {p.name for p in params}
 
 
 def _hf_enable(model: Any, every: int) -> Any:
@@ -176,8 +195,8 @@ def _hf_enable(model: Any, every: int) -> Any:
     method = _hf_route(model, every)
     if method is None:
         return None
-    if any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
-        return None  # already on: the user's own settings stay
+    # already on (the user's own call): the method is called all the same, as the printed line will be
+    # (every_n_layers=2 turns every other layer's off); the undo puts the user's settings back
     saved = [(m, dict(m.__dict__), {k: dict(v) for k, v in m.__dict__.items()
                                     if isinstance(v, dict) and k.endswith("hooks")}) for m in model.modules()]
 

@@ -15,6 +15,29 @@ from .registry import REGISTRY, Recipe
 
 __all__ = ["step_code"]
 
+#: the micro-batches' split, as vramnb's technique does it (vramnb.techniques.batching)
+_SPLIT = '''def micro_batches(batch, k):  # k parts along the first dimension; 0-d tensors and other values as they are
+    if isinstance(batch, torch.Tensor):
+        return list(batch.chunk(k)) if batch.dim() else [batch] * k
+    if isinstance(batch, dict):
+        parts = {key: micro_batches(v, k) for key, v in batch.items()}
+        return [{key: p[i] for key, p in parts.items()} for i in range(k)]
+    if isinstance(batch, (tuple, list)):
+        parts = [micro_batches(v, k) for v in batch]
+        return [type(batch)(p[i] for p in parts) for i in range(k)]
+    return [batch] * k'''
+
+
+def _off(name: str, was: Any, model: Any) -> str:
+    """The line that turns ``name`` off where the current recipe has it on (``was``)."""
+    if name == "checkpointing":
+        from .checkpointing import hf_method
+
+        if hf_method(model) is not None:
+            return "model.gradient_checkpointing_disable()  # checkpointing off"
+        return "# checkpointing off: call the blocks without torch.utils.checkpoint (as before the wrap)"
+    return f"# {REGISTRY[name].label}: back to the baseline (not {REGISTRY[name].describe(was)})"
+
 
 def step_code(r: Recipe, current: Recipe, model: Any = None, batch: Any = None, loss_fn: Any = None,
               device_type: str = "cuda") -> str:
@@ -23,13 +46,14 @@ def step_code(r: Recipe, current: Recipe, model: Any = None, batch: Any = None, 
     one step, its forward under autocast, split into micro-batches (a dict batch value by
     value), with fp16's scaler; the loss as ``loss_fn(model, batch)``, or without one as
     :func:`vramnb.profile_step`'s default takes it (``model(**batch).loss`` for a dict batch).
-    ``""`` where ``r`` is the current recipe."""
-    changed = {n: v for n, v in r.changed().items() if current[n] != v}
+    ``""`` where ``r`` is the current recipe. A setting ``r`` turns back off (the current
+    recipe checkpoints, the plan does not) gets its line too; the step is always ``r``'s whole step."""
+    changed = {n: r[n] for n in REGISTRY if current[n] != r[n]}
     if not changed:
         return ""
     mod = model if hasattr(model, "modules") else None
-    setup = [REGISTRY[n].code(v, device_type, mod) for n, v in changed.items()
-             if n not in ("precision", "micro_batches", "activation_offload")]
+    setup = [_off(n, current[n], mod) if v == REGISTRY[n].default() else REGISTRY[n].code(v, device_type, mod)
+             for n, v in changed.items() if n not in ("precision", "micro_batches", "activation_offload")]
     k = int(r["micro_batches"] or 1)
     prec = r["precision"]
     step: list[str] = []
@@ -46,18 +70,23 @@ def step_code(r: Recipe, current: Recipe, model: Any = None, batch: Any = None, 
         setup.append(f"scaler = torch.amp.GradScaler({device_type!r})")
     backward = "scaler.scale(loss).backward()" if scaler else "loss.backward()"
     b = "part" if k > 1 else "batch"
-    # the batch as it is: (the default loss's call, the split into micro-batches)
-    if isinstance(batch, Mapping):
-        call, split = f"model(**{b}).loss", f"({{key: v.chunk({k})[i] for key, v in batch.items()}} for i in range({k}))"
-    elif isinstance(batch, (tuple, list)):
-        call, split = f"model(*{b})", f"zip(*(t.chunk({k}) for t in batch))"
+    # the batch as it is: the default loss's call (profile_step's: the output if it is a tensor, else
+    # its .loss; a Hugging Face model's .loss)
+    args = f"**{b}" if isinstance(batch, Mapping) else f"*{b}" if isinstance(batch, (tuple, list)) else b
+    hf = mod is not None and hasattr(type(mod), "supports_gradient_checkpointing")
+    scale = f" / {k}" if k > 1 else ""
+    if loss_fn is not None:
+        body = [f"loss = loss_fn(model, {b}){scale}"]
+    elif hf:
+        body = [f"loss = model({args}).loss{scale}"]
     else:
-        call, split = f"model({b})", f"batch.chunk({k})"
-    loss = f"loss_fn(model, {b})" if loss_fn is not None else call
-    body = f"loss = {loss}" + (f" / {k}" if k > 1 else "")
-    inner = ([f"with {', '.join(ctx)}:", f"    {body}"] if ctx else [body]) + [backward]
+        body = [f"out = model({args})", f"loss = (out if isinstance(out, torch.Tensor) else out.loss){scale}"]
+    inner = ([f"with {', '.join(ctx)}:", *(f"    {x}" for x in body)] if ctx else body) + [backward]
     if k > 1:
-        step.append(f"for part in {split}:  # {k} micro-batches, one optimizer step")
+        setup.append(_SPLIT)
+        step.append(f"for part in micro_batches(batch, {k}):  # {k} micro-batches, one optimizer step")
+        step.append(f"    # loss / {k} weighs the parts equally: with padded labels (-100), weigh each by its "
+                    "count of labels != -100 instead")
         step += [f"    {line}" for line in inner]
     else:
         step += inner
