@@ -9,6 +9,17 @@ import pytest
 import torch
 
 
+def pytest_configure(config):  # type: ignore[no-untyped-def]
+    """Ctrl-C raises ``KeyboardInterrupt`` here, as in a Jupyter kernel or a terminal Python: a
+    process started in the background, or a pytest-xdist worker, inherits SIGINT ignored, and the
+    interrupt tests (tests/test_restore.py) send real SIGINTs."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
     if torch.cuda.is_available():
         return
