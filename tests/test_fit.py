@@ -321,3 +321,17 @@ def test_hf_checkpointing_already_on_an_old_style_override_and_a_loaders_rng():
     state = torch.get_rng_state()
     vramnb.fit(fresh, loader, target="H100", progress=False, allow={"precision": ["bf16"]})
     assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_a_kernel_counted_in_one_thread_reaches_only_that_threads_timer():
+    import threading
+
+    from vramnb.predict._step_time import count_kernel
+
+    rates = THROUGHPUT["H100 (80 GB)"]
+    with StepTimeMode(rates) as mine:
+        t = threading.Thread(target=lambda: count_kernel(10**9, 0, torch.bfloat16, "other thread's kernel"))
+        t.start()
+        t.join()
+        count_kernel(10**6, 0, torch.bfloat16, "this thread's kernel")
+    assert dict(mine.time.flops) == {"bfloat16": 10**6} and "other thread's kernel" not in mine.time.by_op

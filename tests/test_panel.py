@@ -277,29 +277,19 @@ def test_batch_loss_fn_and_optimizer_can_be_replaced_and_are_checked():
     assert p.optimizer is opt
 
 
-class _Blocks(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256))
-                                    for _ in range(4))
-
-    def forward(self, x):  # type: ignore[no-untyped-def]
-        for b in self.blocks:
-            x = x + b(x)
-        return x
-
-
 def test_make_it_fit_lists_the_plans_and_apply_sets_the_controls():
+    from tests.test_fit import _Net  # four residual MLP blocks; its forward returns the loss
+
     torch.manual_seed(0)
-    model = _Blocks()
+    model = _Net(256, 4)
     opt = torch.optim.AdamW(model.parameters())
     x = torch.randn(2048, 256)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     kw = dict(steps=1, warm_optimizer=True, target=2**36)
-    plain = vramnb.estimate(model, x, sq, opt, **kw)
-    every = vramnb.estimate(model, x, sq, opt, recipe={"checkpointing": "every block"}, **kw)
+    plain = vramnb.estimate(model, x, None, opt, **kw)
+    every = vramnb.estimate(model, x, None, opt, recipe={"checkpointing": "every block"}, **kw)
     card = (plain.device_memory + every.device_memory) // 2  # the plain step does not fit
-    p = vramnb.panel(model, x, sq, opt, display=False, target=str(card))
+    p = vramnb.panel(model, x, None, opt, display=False, target=str(card))
     p.fit_button.click()
     r = p.fit_result
     assert r is not None and r.best is not None and not r.current.fits
@@ -314,7 +304,7 @@ def test_make_it_fit_lists_the_plans_and_apply_sets_the_controls():
     assert p.runs[-1]["description"] == r.best.recipe.describe() and p.runs[-1]["error"] is None
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     # a card nothing fits: said, with by how much (a search of one technique, shown as the button shows it)
-    none = vramnb.fit(model, x, sq, opt, target="700MiB", allow={"precision": ["bf16"]}, progress=False)
+    none = vramnb.fit(model, x, None, opt, target="700MiB", allow={"precision": ["bf16"]}, progress=False)
     p._show_fit(none)
     assert none.best is None and none.misses > 0
     assert "nothing fits 700MiB: the closest plan misses by" in p.fit_box.children[1].value

@@ -26,6 +26,7 @@ the CUDA caching allocator's own time.
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,7 +146,7 @@ class StepTimeMode(TorchDispatchMode):
         self._watched = modules
 
     def __enter__(self) -> StepTimeMode:
-        _ACTIVE.append(self)
+        _active().append(self)
         self._running: list[str] = []
         self._hooks: list[Any] = []
         watched = getattr(self, "_watched", None)
@@ -168,7 +169,7 @@ class StepTimeMode(TorchDispatchMode):
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
-        _ACTIVE.remove(self)
+        _active().remove(self)
         for h in self._hooks:
             h.remove()
         super().__exit__(*exc)
@@ -230,12 +231,19 @@ class StepTimeMode(TorchDispatchMode):
         st.kernels.append((dev, backward, sync))
 
 
-_ACTIVE: list[StepTimeMode] = []
+_LOCAL = threading.local()
+
+
+def _active() -> list[StepTimeMode]:
+    """This thread's active modes (dispatch modes are per thread: so are they)."""
+    if not hasattr(_LOCAL, "modes"):
+        _LOCAL.modes = []
+    return _LOCAL.modes
 
 
 def count_kernel(flops: int, nbytes: int, dtype: torch.dtype, name: str) -> None:
     """Count a kernel that vramnb models without an ATen operator of its own (cuDNN's fused
     attention in estimates of CUDA) in every active :class:`StepTimeMode`."""
     backward = torch._C._current_autograd_node() is not None
-    for mode in _ACTIVE:
+    for mode in _active():
         mode.add(flops, nbytes, dtype, backward=backward, name=name)
