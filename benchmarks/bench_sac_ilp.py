@@ -50,12 +50,14 @@ def pytorch_sac(make, make_batch, budget_gib: float) -> dict:
     from torch.distributed._tools.sac_estimator import SACEstimator
     from torch.distributed._tools.sac_ilp import sac_milp
 
-    dev = torch.device("cuda")
+    dev = torch.device("cuda", torch.cuda.current_device())  # aggregate_stats looks up "cuda:0", not "cuda"
     t0 = time.perf_counter()
-    with FakeTensorMode():
+    # built on the device inside the fake mode, as PyTorch's test_sac_ilp.py does: a fake
+    # model's `.to("cuda")` fails to swap its parameters ("has weakref associated with it")
+    with FakeTensorMode(), torch.device(dev):
         torch.manual_seed(0)
-        model = make().to(dev).train()
-        batch = {k: v.to(dev) for k, v in make_batch().items()}
+        model = make().train()
+        batch = dict(make_batch())
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         mem = MemTracker()
         mem.track_external(model, opt)

@@ -35,22 +35,14 @@ def _where(frames: list[dict]) -> str:
     return "other"
 
 
-def real_peak(make, make_batch, recipe: dict) -> dict:
-    dev = torch.device("cuda")
-    model, batch, opt = build(make, make_batch, dev)
-    from vramnb.techniques.code import step_code
-
-    code = step_code(vramnb.Recipe(**recipe), vramnb.Recipe(), model, batch, None)
-    if "# each step:" not in code:  # the plain step
-        code = "# each step:\nloss = model(**batch).loss\nloss.backward()\noptimizer.step()\noptimizer.zero_grad()\n"
-    setup, _, step = code.partition("# each step:\n")
-    ns = {"torch": torch, "model": model, "batch": batch, "optimizer": opt, "loss_fn": None}
-    exec(setup, ns)
-    exec(step, ns)  # the first step: optimizer state made
+def holders(run_step) -> dict:
+    """What is alive at the highest allocated point of the second call of ``run_step`` (the
+    first makes the optimizer state), from the allocator's recorded history."""
+    run_step()  # the first step: optimizer state made
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     torch.cuda.memory._record_memory_history(max_entries=1_000_000)
-    exec(step, ns)
+    run_step()
     torch.cuda.synchronize()
     snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
@@ -91,8 +83,22 @@ def real_peak(make, make_batch, recipe: dict) -> dict:
         py = [f"{f.get('filename', '').split('site-packages/')[-1]}:{f.get('line')} {f.get('name')}" for f in frames
               if f.get("filename", "").endswith(".py")][:4]
         print(f"  block {size / 2**20:8.1f} MiB  " + " < ".join(py), flush=True)
-    out = {"peak_replayed": best, "max_memory_allocated": torch.cuda.max_memory_allocated(),
+    return {"peak_replayed": best, "max_memory_allocated": torch.cuda.max_memory_allocated(),
            "top": [(k, v[0], v[1]) for k, v in top]}
+
+
+def real_peak(make, make_batch, recipe: dict) -> dict:
+    dev = torch.device("cuda")
+    model, batch, opt = build(make, make_batch, dev)
+    from vramnb.techniques.code import step_code
+
+    code = step_code(vramnb.Recipe(**recipe), vramnb.Recipe(), model, batch, None)
+    if "# each step:" not in code:  # the plain step
+        code = "# each step:\nloss = model(**batch).loss\nloss.backward()\noptimizer.step()\noptimizer.zero_grad()\n"
+    setup, _, step = code.partition("# each step:\n")
+    ns = {"torch": torch, "model": model, "batch": batch, "optimizer": opt, "loss_fn": None}
+    exec(setup, ns)
+    out = holders(lambda: exec(step, ns))
     est = vramnb.estimate(model, batch, None, opt, recipe=recipe, steps=1, warm_optimizer=True)
     out["estimate_peak"] = est.peak_allocated
     out["estimate_phase"] = est.steps[-1].peak_phase

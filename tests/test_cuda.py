@@ -394,7 +394,9 @@ def test_fit_verify_runs_the_best_plan_on_the_gpu_and_restores_the_model():
 
     net, opt, before, r = _fit_on_gpu(verify=True)
     assert r.best is not None and r.verified is not None, repr(r)
-    measured = r.verified.steady.peak.allocated
+    from vramnb.planner._fit import verified_peak
+
+    measured, _ = verified_peak(r.verified)
     assert f"verified on this GPU: peak allocated {vramnb.format_bytes(measured)} measured" in repr(r)
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
     assert not opt.state and all(p.grad is None for p in net.parameters())
@@ -404,9 +406,17 @@ def test_fit_verify_runs_the_best_plan_on_the_gpu_and_restores_the_model():
     assert 0.2 < achieved.tensor_cores <= 1 and 0.2 < achieved.memory <= 1
 
 
-@pytest.mark.xfail(strict=True, reason="GPU run 20 (H200, torch 2.11): this MLP's best plan peaked at 1 469 383 680 B "
-                   "measured against 1 327 754 752 B predicted (+10.7 %); not explained yet")
 def test_fit_verify_peak_is_within_three_percent_of_the_prediction():
-    _, _, _, r = _fit_on_gpu(verify=True)
-    measured, predicted = r.verified.steady.peak.allocated, r.best.peak
-    assert abs(measured - predicted) <= 0.03 * predicted, (measured, predicted, r.best.recipe)
+    """The step's own peak against the prediction; the test's clones of the weights (`before`, on
+    the GPU) are memory the process holds besides the step, said apart (run 20 compared the whole
+    device's peak: +10.7 %, the clones' 134 MB)."""
+    from vramnb.planner._fit import verified_peak
+
+    _, _, before, r = _fit_on_gpu(verify=True)
+    clones = sum(v.untyped_storage().nbytes() for v in before.values())
+    (measured, held), predicted = verified_peak(r.verified), r.best.peak
+    assert held == clones, (held, clones)
+    assert "besides the step, this process held" in repr(r)
+    assert abs(measured - predicted) <= 0.03 * predicted, (
+        measured, predicted, r.best.recipe, r.verified.steady.peak_phase, r.verified.steady.peak.sources,
+        r.best.estimate.steps[-1].peak_phase, r.best.estimate.steps[-1].peak.sources)

@@ -200,6 +200,27 @@ def test_the_fit_magic_on_notebook_variables(ip):
     assert r.current.fits and r.best.seconds <= r.current.seconds and r.best.ratio <= 1.0
     res, _ = run(ip, "%vram fit net x opt --target 'Quantum 9000'")
     assert "unknown GPU 'Quantum 9000'" in str(res.error_in_exec)
+    # a card the plain step does not fit: the plan's code calls the notebook's own variables
+    run(ip, "import vramnb\nbig = torch.randn(4096, 64)\n"
+            "card = (vramnb.estimate(net, big, None, opt, target='H100').device_memory\n"
+            "        + vramnb.estimate(net, big, None, opt, target='H100', recipe={'checkpointing': 'every block'})"
+            ".device_memory) // 2")
+    res, _ = run(ip, f"%vram fit net big opt --target {ip.user_ns['card'] // 2**10}KiB --margin 0 -q -o plan")
+    r = ip.user_ns["plan"]
+    assert res.error_in_exec is None and r.best is not None and r.best.code, r
+    assert "opt.step()" in r.best.code and "optimizer" not in r.best.code and "out = net(" in r.best.code, r.best.code
+
+
+def test_the_code_renames_identifiers_only():
+    from vramnb.techniques.code import rename
+
+    code = "out = model(**batch)  # the model's batch\nx = out.model + f('model')\noptimizer.step()"
+    assert rename(code, {"model": "net", "optimizer": "opt", "batch": "b"}) == (
+        "out = net(**b)  # the model's batch\nx = out.model + f('model')\nopt.step()")
+    with pytest.raises(ValueError, match="'net' is not one of model, batch, optimizer, loss_fn"):
+        rename(code, {"net": "model"})
+    with pytest.raises(ValueError, match="'my net' is not a Python identifier"):
+        vramnb.fit(torch.nn.Linear(2, 2), torch.zeros(2, 2), names={"model": "my net"}, target="H100", progress=False)
 
 
 def test_a_loader_is_planned_for_its_largest_batch():
@@ -335,3 +356,22 @@ def test_a_kernel_counted_in_one_thread_reaches_only_that_threads_timer():
         t.join()
         count_kernel(10**6, 0, torch.bfloat16, "this thread's kernel")
     assert dict(mine.time.flops) == {"bfloat16": 10**6} and "other thread's kernel" not in mine.time.by_op
+
+
+def test_the_verified_peak_is_the_steps_own_with_the_processes_other_memory_apart():
+    """verify=True compares the step's own peak with the prediction: what the process held beside
+    the step (here the user's clones of the weights: 38 440 B) is the "other" source, said apart."""
+    from vramnb.planner._fit import verified_peak
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.AdamW(net.parameters())
+    step = lambda: vramnb.profile_step(net, torch.randn(32, 64), lambda m, b: m(b).square().mean(), opt)  # noqa: E731
+    own_alone, held_alone = verified_peak(step())  # held_alone: whatever earlier tests left in the process
+    clones = {k: v.clone() for k, v in net.state_dict().items()}
+    rep = step()
+    own, held = verified_peak(rep)
+    assert held - held_alone == sum(v.untyped_storage().nbytes() for v in clones.values()) == 4 * (64 * 128 + 128 + 128 * 10 + 10)
+    assert own == own_alone == rep.steady.peak.allocated - held
+    # params + grads + Adam's two states + the batch + the step's temporaries, as profiled
+    assert own == sum(v for k, v in rep.steady.peak.sources.items() if k != "other")

@@ -482,6 +482,14 @@ class VramMagics(Magics):
                 loss_fn = extra
         return model, batch, loss_fn, optimizer
 
+    def _step_names(self, args: Any, loss_fn: Any, optimizer: Any) -> dict[str, str]:
+        """The notebook's names for the step's objects, for the code a plan prints."""
+        names = {"model": args.names[0], "batch": args.names[1]}
+        for name in args.names[2:]:
+            obj = self.shell.user_ns[name]
+            names["optimizer" if obj is optimizer else "loss_fn"] = name
+        return names
+
     def _estimate(self, args: Any) -> Any:
         model, batch, loss_fn, optimizer = self._step_args(args)
         from .predict._batch_search import max_batch_size
@@ -512,6 +520,7 @@ class VramMagics(Magics):
                               "recipe": recipes, "progress": not args.quiet}
         if args.margin is not None:
             kw["margin"] = args.margin
+        kw["names"] = self._step_names(args, loss_fn, optimizer)
         try:
             result = fit(model, batch, loss_fn, optimizer, **kw)
         except ValueError as e:

@@ -22,7 +22,7 @@ from typing import Any
 from .._render import Rendered, Table
 from .._units import format_bytes
 from ..techniques import REGISTRY, Recipe
-from ..techniques.code import step_code
+from ..techniques.code import rename, step_code
 
 __all__ = ["fit", "FitResult", "Plan", "DEFAULT_ALLOW"]
 
@@ -150,10 +150,13 @@ class FitResult(Rendered):
                 t.note(s)
         if self.verified is not None:
             steady = self.verified.steady
-            real = steady.peak.allocated
+            real, held = verified_peak(self.verified)
             if best is not None:
                 line = (f"verified on this GPU: peak allocated {format_bytes(real)} measured, "
                         f"{format_bytes(best.peak)} predicted ({(real - best.peak) / max(1, best.peak) * 100:+.1f} %)")
+                if held:
+                    line += (f"; besides the step, this process held {format_bytes(held)} on the GPU (your other "
+                             "tensors): here the plan needs that much more room")
                 if steady.step_time and best.seconds != float("inf"):
                     line += (f"; step {steady.step_time * 1e3:.1f} ms measured (with vramnb's hooks on), "
                              f"{best.seconds * 1e3:.1f} ms predicted")
@@ -214,6 +217,7 @@ def fit(
     recipe: Any = None,
     verify: bool = False,
     progress: bool = True,
+    names: Mapping[str, str] | None = None,
 ) -> FitResult:
     """The fastest plan (combination of techniques) whose step fits ``target``.
 
@@ -234,6 +238,9 @@ def fit(
             best plan (:func:`vramnb.profile_step`, the model restored exactly) and report
             measured against predicted.
         progress: show a tqdm bar.
+        names: the names the plans' code gives your objects, where your loop calls them otherwise:
+            ``{"model": "net", "batch": "x", "optimizer": "opt", "loss_fn": "criterion"}`` (any of
+            the four; default ``model``, ``batch``, ``optimizer``, ``loss_fn``).
 
     Returns:
         a :class:`FitResult`; ``.best`` is the fastest plan that fits (``None``: nothing does,
@@ -242,7 +249,8 @@ def fit(
     Raises:
         ValueError: a target without a size; a batch size below 1; a margin outside [0, 1);
             ``allow`` naming an unknown technique or setting (the message lists the valid
-            ones); what :func:`vramnb.estimate` refuses.
+            ones); ``names`` with another key or a value that is not an identifier; what
+            :func:`vramnb.estimate` refuses.
     """
     from ..predict._batch_search import _bar
     from ..predict._estimate import estimate
@@ -257,6 +265,7 @@ def fit(
         raise ValueError(f"margin must be a fraction of the card in [0, 1), not {margin!r}")
     if not isinstance(verify, bool):
         raise ValueError(f"verify must be True or False, not {verify!r}")
+    rename("", names)  # a bad name fails before the search
     tgt = resolve_target(target)
     if tgt.memory is None:
         raise ValueError(f"fit needs a target with a size; {tgt.name!r} has none (give a card or '24GiB')")
@@ -292,11 +301,11 @@ def fit(
     try:
         now = run(current)
         micro = space.pop("micro_batches", (1,))
-        names = list(space)
+        techs = list(space)
         plans: list[Plan] = []
         seen: set[Recipe] = set()
-        for values in itertools.product(*(space[n] for n in names)):
-            settings = {**current.changed(), **{n: v for n, v in zip(names, values)}}
+        for values in itertools.product(*(space[n] for n in techs)):
+            settings = {**current.changed(), **{n: v for n, v in zip(techs, values)}}
             for k in micro:  # the fewest micro-batches that fit: more cost time, never memory
                 s = {**settings, "micro_batches": k}
                 r = Recipe(**{n: v for n, v in s.items() if v != REGISTRY[n].default()})
@@ -306,9 +315,9 @@ def fit(
                     plans.append(p)
                 if p is not None and p.fits:
                     break
-        if "checkpointing" in names and "every block" in space["checkpointing"]:
-            for values in itertools.product(*(space[n] for n in names if n != "checkpointing")):
-                other = {**current.changed(), **dict(zip([n for n in names if n != "checkpointing"], values))}
+        if "checkpointing" in techs and "every block" in space["checkpointing"]:
+            for values in itertools.product(*(space[n] for n in techs if n != "checkpointing")):
+                other = {**current.changed(), **dict(zip([n for n in techs if n != "checkpointing"], values))}
                 p = _per_block(model, batch, loss_fn, optimizer, other, run, budget, target, batch_size, margin)
                 if p is not None and p.recipe not in seen:
                     seen.add(p.recipe)
@@ -319,7 +328,7 @@ def fit(
     base = now.seconds if now is not None and now.seconds != float("inf") else None
     for p in plans:
         p.ratio = p.seconds / base if base else None
-        p.code = step_code(p.recipe, current, model, batch, loss_fn)
+        p.code = step_code(p.recipe, current, model, batch, loss_fn, names=names)
     plans.sort(key=lambda p: (not p.fits, p.seconds if p.fits else p.device_memory))
     result = FitResult(tgt.name, budget, plans, now, batch_size, notes=notes)
     if worst_note:
@@ -491,6 +500,19 @@ def _suggestions(model: Any, batch: Any, loss_fn: Any, optimizer: Any, closest: 
                        f"(vramnb.estimate(..., world_size={world}, parallel='fsdp'))")
             break
     return out
+
+
+def verified_peak(report: Any) -> tuple[int, int]:
+    """The verified step's own peak allocated memory (bytes) and what the process held beside it.
+
+    ``report.steady.peak.allocated`` counts every tensor on the device; the estimate predicts the
+    step's (model, optimizer, batch and what the step makes). The difference is the ``"other"``
+    source: memory held before the step by something else in the process (a user's copies of the
+    weights, another model). Returns ``(peak allocated - other, other)``.
+    """
+    peak = report.steady.peak
+    held = int(peak.sources.get("other", 0))
+    return int(peak.allocated) - held, held
 
 
 def _verify(model: Any, batch: Any, loss_fn: Any, optimizer: Any, best: Plan, result: FitResult) -> Any:

@@ -181,11 +181,11 @@ def _start_tensors(fmodel: torch.nn.Module, fbatch: Any, fopt: Any) -> list[torc
 
 
 # -- the estimate ----------------------------------------------------------------------
-#: what GPU run 20 measured for checkpointed steps, which the zoo benchmark's kinds do not cover
-CHECKPOINTED_ON_CUDA = ("activation checkpointing on CUDA: GPU run 20 (H200, torch 2.11) measured peaks above the "
-                        "estimate, up to 8 % in bf16 and 36 % in fp32 (Mistral, every block), before a fix of the "
-                        "causal mask the estimate built for Hugging Face decoders; not re-measured since: keep a "
-                        "margin (benchmarks/results/2026-12-01-h200-run20-fit)")
+#: what GPU run 21 measured for checkpointed steps, which the zoo benchmark's kinds do not cover
+CHECKPOINTED_ON_CUDA = ("activation checkpointing on CUDA: GPU run 21 (H200, torch 2.11, 10 models) measured peak "
+                        "allocated within 0.6 % of the estimate, but reserved memory from -15 % to +11 % of it (the "
+                        "caching allocator's segments under recomputation are not modelled as closely): keep a margin "
+                        "of 15 % on a tight card (benchmarks/results/2026-12-02-h200-run21-fit-memory)")
 
 
 def estimate(

@@ -51,13 +51,14 @@ def find_blocks(model: torch.nn.Module, path: str = "auto") -> list[torch.nn.Mod
     for m in model.modules():
         if not isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) or len(m) < 2:
             continue
-        kids = list(m.children())
-        kinds = [type(k) for k in kids]
+        calls = list(m)  # one entry per position: a block shared by several (ModuleList([blk] * 8)) counts each time
+        kinds = [type(k) for k in calls]
         common = max(kinds.count(k) for k in set(kinds))
-        if common >= 2 and common >= 0.75 * len(kids) and len(kids) > len(best):
-            best = kids
+        if common >= 2 and common >= 0.75 * len(calls) and len(calls) > len(best):
+            best = calls
     if best:
-        return best
+        # each module once (children() order): a shared block is wrapped once, and so is checkpointed at every call
+        return list({id(b): b for b in best}.values())
     return list(model.children())
 
 

@@ -8,6 +8,8 @@ a tuple, a dict) and the loss as the user computes it.
 
 from __future__ import annotations
 
+import io
+import tokenize
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,15 +41,54 @@ def _off(name: str, was: Any, model: Any) -> str:
     return f"# {REGISTRY[name].label}: back to the baseline (not {REGISTRY[name].describe(was)})"
 
 
+#: the names the step's code gives the user's objects; ``step_code(names=...)`` renames them
+NAMES = ("model", "batch", "optimizer", "loss_fn")
+
+
+def rename(code: str, names: Mapping[str, str] | None) -> str:
+    """``code`` with the identifiers of :data:`NAMES` renamed as ``names`` says (e.g.
+    ``{"model": "net", "optimizer": "opt"}``): names only, by Python's tokenizer (never inside a
+    string or a comment, nor an attribute such as ``out.loss``), and not inside the
+    ``micro_batches`` helper, whose parameter is called ``batch``.
+
+    Raises:
+        ValueError: a key outside :data:`NAMES` or a value that is not a Python identifier.
+    """
+    if not names:
+        return code
+    bad = [k for k in names if k not in NAMES]
+    if bad:
+        raise ValueError(f"names: {bad[0]!r} is not one of {', '.join(NAMES)}")
+    wrong = [v for v in names.values() if not (isinstance(v, str) and v.isidentifier())]
+    if wrong:
+        raise ValueError(f"names: {wrong[0]!r} is not a Python identifier")
+    helper = code.find(_SPLIT)
+    skip = range(code[:helper].count("\n") + 1, code[:helper].count("\n") + _SPLIT.count("\n") + 2) if helper >= 0 else range(0)
+    lines = code.split("\n")
+    edits: list[tuple[int, int, int, str]] = []
+    prev = None
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if (tok.type == tokenize.NAME and tok.string in names and tok.start[0] not in skip
+                and not (prev is not None and prev.type == tokenize.OP and prev.string == ".")):
+            edits.append((tok.start[0], tok.start[1], tok.end[1], names[tok.string]))
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            prev = tok
+    for row, a, b, new in sorted(edits, reverse=True):
+        line = lines[row - 1]
+        lines[row - 1] = line[:a] + new + line[b:]
+    return "\n".join(lines)
+
+
 def step_code(r: Recipe, current: Recipe, model: Any = None, batch: Any = None, loss_fn: Any = None,
-              device_type: str = "cuda") -> str:
+              device_type: str = "cuda", names: Mapping[str, str] | None = None) -> str:
     """The user's training step with ``r``'s techniques, as code: the model and optimizer set up
     once (checkpointing, an optimizer swap, freezing, LoRA: each technique's own line), then
     one step, its forward under autocast, split into micro-batches (a dict batch value by
     value), with fp16's scaler; the loss as ``loss_fn(model, batch)``, or without one as
     :func:`vramnb.profile_step`'s default takes it (``model(**batch).loss`` for a dict batch).
     ``""`` where ``r`` is the current recipe. A setting ``r`` turns back off (the current
-    recipe checkpoints, the plan does not) gets its line too; the step is always ``r``'s whole step."""
+    recipe checkpoints, the plan does not) gets its line too; the step is always ``r``'s whole step.
+    ``names`` renames the objects to the user's own variables (:func:`rename`)."""
     changed = {n: r[n] for n in REGISTRY if current[n] != r[n]}
     if not changed:
         return ""
@@ -92,4 +133,4 @@ def step_code(r: Recipe, current: Recipe, model: Any = None, batch: Any = None, 
         step += inner
     step.append("scaler.step(optimizer); scaler.update()" if scaler else "optimizer.step()")
     step.append("optimizer.zero_grad()")
-    return "\n".join([*setup, "# each step:", *step])
+    return rename("\n".join([*setup, "# each step:", *step]), names)
