@@ -375,3 +375,67 @@ def test_the_verified_peak_is_the_steps_own_with_the_processes_other_memory_apar
     assert own == own_alone == rep.steady.peak.allocated - held
     # params + grads + Adam's two states + the batch + the step's temporaries, as profiled
     assert own == sum(v for k, v in rep.steady.peak.sources.items() if k != "other")
+
+
+class _VaryingLM(torch.nn.Module):
+    """A small transformer LM whose batches vary in length, as a text loader's do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(1000, 256)
+        layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True)
+        self.enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.out = torch.nn.Linear(256, 1000)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(self.out(self.enc(self.emb(x))).flatten(0, 1), x.flatten())
+
+
+_LENGTHS = [64, 200, 96, 320, 128, 256, 160, 512]
+
+
+class _Loader:
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        g = torch.Generator().manual_seed(0)
+        for n in _LENGTHS:
+            yield torch.randint(0, 1000, (16, n), generator=g)
+
+
+def test_more_batches_are_one_step_each_exactly_as_separate_steps_on_cpu():
+    """estimate(more_batches=...): each batch arrives as its step begins and the one before is freed;
+    on CPU each step's peak is the bytes of that batch's own step, exactly."""
+    torch.manual_seed(0)
+    m, bs = _VaryingLM(), list(_Loader())
+    opt = torch.optim.AdamW(m.parameters())
+    seq = vramnb.estimate(m, bs[0], None, opt, device="cpu", more_batches=bs[1:4])
+    assert len(seq.steps) == 2 + 3
+    for i in (1, 2, 3):
+        rep = vramnb.profile_step(m, bs[i], None, opt)
+        own = rep.steady.peak.allocated - rep.steady.peak.sources["other"]
+        assert seq.steps[1 + i].peak.allocated == own, i
+        assert seq.steps[1 + i].peak.sources["input batch"] == 16 * _LENGTHS[i] * 8
+    with pytest.raises(ValueError, match="more_batches must be a list of batches"):
+        vramnb.estimate(m, bs[0], None, opt, device="cpu", more_batches=bs[1])
+
+
+def test_a_loader_of_varying_shapes_is_replayed_and_expandable_segments_offered_where_they_decide():
+    """The loader's batches in order fragment the allocator's cache (the capped replay: cached blocks
+    given back under pressure, as the caching allocator does before it fails). On this model the
+    smallest card for the largest batch alone is about 1 347.7 MB, for the sequence 1 362.3 MB, for
+    the sequence with expandable segments 1 354.5 MB (bisected to 1 MiB): on a card between the
+    last two the plan fits only with expandable segments, and its code sets them; below, not at all."""
+    torch.manual_seed(0)
+    m, bs = _VaryingLM(), list(_Loader())
+    opt = torch.optim.AdamW(m.parameters())
+    between, below = 1_358_000_000, 1_351_000_000
+    fits = lambda card, **kw: vramnb.estimate(m, bs[0], None, opt, target=card, steps=1,  # noqa: E731
+                                              more_batches=bs[1:], **kw).fits
+    assert vramnb.estimate(m, bs[-1], None, opt, target=below).fits  # the largest batch alone fits both cards
+    assert not fits(between) and fits(between, expandable_segments=True) and not fits(below, expandable_segments=True)
+    r = vramnb.fit(m, _Loader(), None, opt, target=between, margin=0.0, allow={"micro_batches": [1]}, progress=False)
+    (p,) = r.plans
+    assert p.fits and p.expandable and p.loader.fits and p.device_memory <= between
+    assert p.code.startswith("import os") and 'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"' in p.code
+    assert any("with expandable segments it fits" in n for n in r.notes), r.notes
+    r = vramnb.fit(m, _Loader(), None, opt, target=below, margin=0.0, allow={"micro_batches": [1]}, progress=False)
+    assert r.best is None and any("with expandable segments or without" in n for n in r.notes), r.notes

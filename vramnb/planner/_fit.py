@@ -53,6 +53,10 @@ class Plan:
         seconds: predicted step time on the target (roofline, :mod:`vramnb.predict._step_time`).
         ratio: ``seconds`` over the current recipe's (``None`` where that is unknown).
         code: the change to make in the user's loop.
+        loader: for a ``DataLoader`` batch, the estimate of the loader's batches in order (the
+            allocator replaying their varying shapes), where it needs more device memory than the
+            largest batch alone; ``expandable``: the plan fits only with PyTorch's expandable
+            segments (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``), which its code sets.
     """
 
     recipe: Recipe
@@ -61,10 +65,15 @@ class Plan:
     seconds: float
     ratio: float | None = None
     code: str = ""
+    loader: Any = None
+    expandable: bool = False
 
     @property
     def device_memory(self) -> int:
-        return int(self.estimate.device_memory or 0)
+        """Device memory the plan needs (bytes): the largest batch's step, or the loader's sequence of
+        batches where its fragmentation needs more (with expandable segments where the plan sets them)."""
+        own = int(self.estimate.device_memory or 0)
+        return max(own, int(self.loader.device_memory or 0)) if self.loader is not None else own
 
     @property
     def peak(self) -> int:
@@ -258,7 +267,7 @@ def fit(
     from ..predict._gpus import resolve_target
 
     t0 = time.perf_counter()
-    batch, worst_note = _worst_batch(batch)
+    batch, worst_note, sequence = _worst_batch(batch)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
@@ -330,6 +339,12 @@ def fit(
         p.ratio = p.seconds / base if base else None
         p.code = step_code(p.recipe, current, model, batch, loss_fn, names=names)
     plans.sort(key=lambda p: (not p.fits, p.seconds if p.fits else p.device_memory))
+    if len(sequence) > 1:
+        notes.extend(_replay_loader(plans, sequence, model, loss_fn, optimizer, target, batch_size, margin, budget))
+        for p in plans:
+            if p.expandable:
+                p.code = EXPANDABLE_CODE + p.code
+        plans.sort(key=lambda p: (not p.fits, p.seconds if p.fits else p.device_memory))
     result = FitResult(tgt.name, budget, plans, now, batch_size, notes=notes)
     if worst_note:
         result.notes.insert(0, worst_note)
@@ -346,30 +361,82 @@ def fit(
 
 #: batches of a loader looked at for the largest
 MAX_BATCHES = 256
+#: a loader's batches replayed in order for the fragmentation of varying shapes (then the largest)
+SEQUENCE = 8
+#: plans that fit, checked against the loader's sequence (best first)
+CHECKED = 3
+EXPANDABLE_CODE = ('import os  # PyTorch reads this when CUDA starts: at the top of the notebook, or restart the kernel\n'
+                   'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"\n')
 
 
-def _worst_batch(batch: Any) -> tuple[Any, str]:
+def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
     """A ``DataLoader`` or another iterable of batches (not a tensor, dict, tuple or list, which
     are one batch): its largest batch, by the bytes of its tensors (a step's memory grows with
-    its batch's shapes), of the first :data:`MAX_BATCHES`; and a note saying which."""
+    its batch's shapes), of the first :data:`MAX_BATCHES`; a note saying which; and the
+    sequence to replay: the first :data:`SEQUENCE` batches in order, then the largest if it is
+    not among them (``[batch]`` for one batch)."""
     import torch
 
     if isinstance(batch, (torch.Tensor, Mapping, tuple, list)) or not isinstance(batch, Iterable):
-        return batch, ""
+        return batch, "", [batch]
     from .._checks import _batch_tensors
 
-    best, size, seen = None, -1, 0
+    best, size, seen, first = None, -1, 0, []
     with torch.random.fork_rng(devices=[]):  # a DataLoader's iterator draws its base seed from torch's RNG
         for b in itertools.islice(iter(batch), MAX_BATCHES):
             seen += 1
+            if len(first) < SEQUENCE:
+                first.append(b)
             n = sum(t.numel() * t.element_size() for _, t in _batch_tensors(b))
             if n > size:
                 best, size = b, n
     if best is None:
         raise ValueError("the loader gave no batch: fit needs at least one")
+    if not any(b is best for b in first):
+        first.append(best)
     shapes = ", ".join(str(tuple(t.shape)) for _, t in _batch_tensors(best))
-    return best, (f"planned for the largest of the loader's first {seen} batches ({shapes}, {format_bytes(size)}); "
-                  "the allocator's cost of varying shapes is not modelled: expandable_segments avoids most of it")
+    return best, f"planned for the largest of the loader's first {seen} batches ({shapes}, {format_bytes(size)})", first
+
+
+def _replay_loader(plans: list[Plan], sequence: list[Any], model: Any, loss_fn: Any, optimizer: Any, target: Any,
+                   batch_size: int | None, margin: float, budget: int) -> list[str]:
+    """Check the best plans that fit against the loader's batches in order: the allocator model replays
+    their varying shapes (:func:`vramnb.estimate`'s ``more_batches``); a plan whose fragmentation
+    takes it over the budget is retried with expandable segments, and fits with them or not at all.
+    Returns the notes to show."""
+    from ..predict._estimate import estimate
+
+    notes: list[str] = []
+    kw = dict(target=target, batch_size=batch_size, margin=margin, steps=1, more_batches=sequence[1:])
+    checked = 0
+    for p in [p for p in plans if p.fits]:
+        if checked >= CHECKED:
+            break
+        checked += 1
+        try:
+            seq = estimate(model, sequence[0], loss_fn, optimizer, recipe=p.recipe, **kw)
+        except Exception as err:  # noqa: BLE001 - the plan stands on its largest batch; the note says why
+            notes.append(f"{p.recipe.describe()}: the loader's sequence was not replayed ({type(err).__name__}: "
+                         f"{(str(err).splitlines() or [''])[0][:120]})")
+            continue
+        extra = int(seq.demand or 0) - int(p.estimate.demand or 0)  # on a card without limit
+        if seq.fits:
+            if extra > 0:
+                p.loader = seq
+                notes.append(f"{p.recipe.describe()}: the loader's {len(sequence)} batches in order (varying shapes) "
+                             f"would leave {format_bytes(extra)} more cached than its largest batch alone; on this card "
+                             "the allocator gives cached blocks back under pressure, and it fits")
+            continue
+        what = (f"{p.recipe.describe()}: the loader's {len(sequence)} batches in order (varying shapes) fragment the "
+                "allocator's cache: it fits the largest batch alone, not the sequence")
+        grown = estimate(model, sequence[0], loss_fn, optimizer, recipe=p.recipe, expandable_segments=True, **kw)
+        if grown.fits:
+            p.loader, p.expandable = grown, True
+            notes.append(f"{what}; with expandable segments it fits (its code sets them)")
+        else:
+            p.loader, p.fits = seq, False
+            notes.append(f"{what}, with expandable segments or without")
+    return notes
 
 
 def _recipe(settings: Mapping[str, Any]) -> Recipe:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,7 @@ from .._step import _batch_tensors, _one_step, check_loss_fn, check_options, def
 from .._tracker import StorageTracker
 from .._units import format_bytes
 from ..techniques import Recipe
+from ..techniques.registry import REGISTRY
 
 __all__ = ["estimate", "Estimate", "Target", "resolve_target"]
 
@@ -208,6 +209,7 @@ def estimate(
     world_size: int = 1,
     parallel: str | None = None,
     step_time: bool = False,
+    more_batches: Sequence[Any] = (),
 ) -> Estimate:
     """Predict the memory of training steps without running them on the device.
 
@@ -240,6 +242,11 @@ def estimate(
             each operator's arithmetic at the card's peak rate for its dtype or its memory
             traffic at the card's bandwidth, the longer (:mod:`vramnb.predict._step_time`);
             used by :func:`vramnb.fit` to rank plans. CUDA targets only.
+        more_batches: batches for more steps, one each, after the ``steps`` on ``batch``: a
+            loader's batches of varying shapes (each a tensor or a tuple/list/dict of them). Each
+            arrives as its step begins and the one before it is freed; the allocator model replays
+            them all, so that reserved memory includes the fragmentation that varying shapes
+            leave (the cached blocks one shape left that the next cannot use).
         warm_optimizer: create the optimizer's state before the profiled
             steps (one ``optimizer.step()`` on zero gradients), so that even
             ``steps=1`` predicts a steady-state step (faster; used by
@@ -267,7 +274,8 @@ def estimate(
         return _estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, device=device,
                          batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
                          warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
-                         label=label, world_size=world_size, parallel=parallel, step_time=step_time)
+                         label=label, world_size=world_size, parallel=parallel, step_time=step_time,
+                         more_batches=more_batches)
 
 
 _ONE_AT_A_TIME = threading.RLock()
@@ -309,7 +317,7 @@ def _host_default_device() -> Any:
 def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: Any, target: Any, device: str,
               batch_size: int | None, expandable_segments: bool, margin: float, steps: int, warm_optimizer: bool,
               set_to_none: bool, module_depth: int | None, label: str, world_size: int, parallel: str | None,
-              step_time: bool = False) -> Estimate:
+              step_time: bool = False, more_batches: Sequence[Any] = ()) -> Estimate:
     t0 = time.perf_counter()
     if not isinstance(step_time, bool):
         raise ValueError(f"step_time must be True or False, not {step_time!r}")
@@ -321,8 +329,14 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
         raise ValueError("target= is for device='cuda'; a CPU estimate has no card")
     recipe = as_recipe(recipe)
     named = check_batch(batch)  # ValueError on a batch that is not (dense) tensors
+    if isinstance(more_batches, (torch.Tensor, Mapping)) or not isinstance(more_batches, Sequence):
+        raise ValueError(f"more_batches must be a list of batches (one per step), not {type(more_batches).__name__}")
+    more = list(more_batches)
+    for b in more:
+        named = named + check_batch(b)
     if batch_size is not None:
-        resize_batch(batch)
+        for b in [batch, *more]:
+            resize_batch(b)
     # what the fake step must not reach, and the last line behind that: see _fake_guard
     user_model = model if isinstance(model, torch.nn.Module) else None
     guard = RealTensorGuard(owned_tensors(user_model, named, optimizer))
@@ -331,7 +345,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
         est = _predict(model, batch, loss_fn, optimizer, guard, recipe=recipe, tgt=tgt, device=device,
                        batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
                        warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
-                       label=label, world_size=world_size, parallel=parallel, step_time=step_time)
+                       label=label, world_size=world_size, parallel=parallel, step_time=step_time, more=more)
     except BaseException:
         with contextlib.suppress(ValueError):  # put back what was swapped; the step's own error is the one to see
             state.check_and_restore()
@@ -344,7 +358,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
 def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTensorGuard, *, recipe: Any,
              tgt: Target | None, device: str, batch_size: int | None, expandable_segments: bool, margin: float,
              steps: int, warm_optimizer: bool, set_to_none: bool, module_depth: int | None, label: str,
-             world_size: int, parallel: str | None, step_time: bool = False) -> Estimate:
+             world_size: int, parallel: str | None, step_time: bool = False, more: Sequence[Any] = ()) -> Estimate:
     from ._parallel import fake_world, rebuild_optimizer, shard
 
     calibrated = None
@@ -406,6 +420,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                                   "(counted as workspace); NCCL's own buffers are not modelled")
         for t in _start_tensors(fmodel, fbatch, fopt) + list(keep):
             tracker.add_tensor(t)
+        del fbatch, t  # the plan holds the batch: a later one replaces it, and the allocator sees it freed
         checkpointed = False
         try:
             if recipe is not None:
@@ -434,6 +449,13 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                 with ops if kernels is not None and i == 0 else contextlib.nullcontext(), \
                         timer if timed else contextlib.nullcontext():  # kinds: the first step's
                     res, err = _one_step(plan, module_depth, None, i)
+                results.append(res)
+                offsets.append(len(events) - (len(res.timeline) - 1))
+                if err is not None:
+                    break
+            for b in more if err is None else ():  # a loader's next batches: one step each, the allocator replaying
+                _next_batch(plan, fake_batch(b, mode, batch_size), recipe, values, b, tracker)
+                res, err = _one_step(plan, module_depth, None, len(results))
                 results.append(res)
                 offsets.append(len(events) - (len(res.timeline) - 1))
                 if err is not None:
@@ -480,6 +502,21 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     else:
         est.peak_allocated = max(s.peak.allocated for s in results)
     return est
+
+
+def _next_batch(plan: StepPlan, fb: Any, recipe: Recipe | None, values: BatchValues, real: Any,
+                tracker: StorageTracker) -> None:
+    """Make ``fb`` (the fake of the user's batch ``real``) the plan's batch for the next step, as a
+    loader's next batch arrives: allocated now (the previous one is freed when the plan lets it
+    go), then cut as the recipe cuts a batch (its batch size, its micro-batches)."""
+    values.add_batch([t for _, t in _batch_tensors(real)], [t for _, t in _batch_tensors(fb)])
+    for _, t in _batch_tensors(fb):
+        tracker.add_tensor(t)
+    plan.batches = [fb]
+    for name in ("batch_size", "micro_batches"):
+        value = recipe[name] if recipe is not None else None
+        if value is not None and value != REGISTRY[name].default():
+            REGISTRY[name].apply(plan, value)
 
 
 def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets: list[int], tgt: Target,
