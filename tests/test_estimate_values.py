@@ -315,3 +315,20 @@ def test_transformers_is_fake_tensor_is_answered_only_inside_an_estimate_and_put
             u = torch.empty(3)
         assert import_utils.is_fake_tensor(u) is True  # unknown values: still fake to transformers
     assert import_utils.is_fake_tensor is original and original(t)
+
+
+def test_a_batch_resized_past_the_limit_keeps_no_copy_and_a_value_read_says_why():
+    """batch_size= far above the user's batch: its values would be a host copy the user never had
+    (LIMIT bytes and more). Without a value read the estimate runs; with one it says why it cannot."""
+    import vramnb
+    from vramnb.predict._batch_values import LIMIT
+
+    net = torch.nn.Linear(64, 64)
+    x = torch.randn(32, 64)
+    rows = LIMIT // (64 * 4) + 1  # one row more than LIMIT bytes of fp32
+    e = vramnb.estimate(net, x, lambda m, b: m(b).mean(), None, batch_size=rows, device="cpu")
+    assert e.steps[0].peak.sources["input batch"] == rows * 64 * 4
+    masked = lambda m, b: m(b[b[:, 0] > 0]).mean()  # noqa: E731 - a shape that follows the batch's values
+    with pytest.raises(ValueError, match="larger than the estimate keeps values for"):
+        vramnb.estimate(net, x, masked, None, batch_size=rows, device="cpu")
+    vramnb.estimate(net, x, masked, None, batch_size=64, device="cpu")  # small enough: its values are kept

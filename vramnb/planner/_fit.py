@@ -14,6 +14,7 @@ much it misses, and what would make it fit.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -282,7 +283,11 @@ def fit(
     current = as_recipe(recipe) or Recipe()
     space = _allowed(allow, tgt.capability)
     notes: list[str] = []
-    bar = _bar(progress, "fit (estimates)")
+    # the fewest it takes: the current recipe, each combination once (more micro-batches only where one does not
+    # fit) and a per-block search where checkpointing is allowed; the total grows when the search needs more
+    combos = math.prod(len(v) for n, v in space.items() if n != "micro_batches")
+    most = 1 + combos + (combos // max(1, len(space["checkpointing"])) * 2 if "checkpointing" in space else 0)
+    bar = _bar(progress, "fit (estimates)", total=most)
     cache: dict[Recipe, Plan | None] = {}
 
     def run(r: Recipe) -> Plan | None:
@@ -290,6 +295,8 @@ def fit(
             return cache[r]
         if bar is not None:
             bar.set_postfix_str(r.describe()[:40])
+            if bar.total is not None and bar.n >= bar.total:
+                bar.total = bar.n + 1
         try:
             # estimate's default, two steps: the first step's optimizer state appears mid-step, and the
             # card must hold it too (one warm step had 0.5 GiB less device memory than estimate() said)
@@ -333,6 +340,8 @@ def fit(
                     plans.append(p)
     finally:
         if bar is not None:
+            bar.total = bar.n  # fewer than the most: the search stopped early
+            bar.refresh()
             bar.close()
     base = now.seconds if now is not None and now.seconds != float("inf") else None
     for p in plans:

@@ -292,14 +292,15 @@ def _model_guess(pts: list[tuple[int, int]], e: Estimate) -> int | None:
     return int(n2 + (room - m2) // slope)
 
 
-def _bar(progress: bool, desc: str = "max batch size (estimates)") -> Any:
+def _bar(progress: bool, desc: str = "max batch size (estimates)", total: int | None = None) -> Any:
+    """A tqdm bar of estimates (``None`` without ``progress`` or tqdm); ``total``: the most it may take."""
     if not progress:
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(desc=desc, unit="estimate", leave=False)
+    return tqdm(desc=desc, unit="estimate", leave=False, total=total)
 
 
 def _verify(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: Any, recipe: Any, n: int) -> Any:

@@ -36,7 +36,8 @@ dispatcher (an RNN on a ``PackedSequence``) cannot be given values by a mode;
 :func:`vramnb.predict._estimate_inputs.explain` names the user's line for them.
 
 Costs: the batch's shadows are copies of the batch (real CPU memory of the
-batch's size; with ``batch_size=`` the resized batch, its rows repeated), and
+batch's size; with ``batch_size=`` the resized batch, its rows repeated, up to
+:data:`LIMIT` bytes per tensor: a larger resized tensor has no values), and
 every tensor derived from it alone has a real shadow while its fake lives
 (masks, lengths, shifted labels: of the batch's order). A shadow larger than
 :data:`LIMIT` bytes (or twice the batch) is not kept, nor one of constants alone
@@ -177,6 +178,11 @@ class BatchValues(TorchDispatchMode):
                 if t.device.type != "cpu":
                     t = t.detach().cpu()
                 key = storage_key(st)
+                if tuple(t.shape) != tuple(f.shape) and st.nbytes() > LIMIT:
+                    # batch_size= made it larger than the user's batch: its copy would be host memory the user
+                    # never had (batch_size=10**6 of a 32-row batch); a value read through it is refused, saying so
+                    self._set(st, _LARGE)
+                    continue
                 entry = self._shadows.get(key)
                 if entry is None or entry[0]() is not st or not isinstance(entry[1], torch.UntypedStorage):
                     self._set(st, torch.UntypedStorage(st.nbytes()))
