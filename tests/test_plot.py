@@ -51,3 +51,33 @@ def test_bad_plot_arguments(report):
         vramnb.plot_compare([report], ["a", "b"])
     with pytest.raises(ValueError, match="at least one report"):
         vramnb.plot_compare([])
+
+
+@pytest.mark.parametrize("kind", ["breakdown", "timeline", "sources"])
+def test_figures_follow_the_theme(report, kind):
+    """"auto" (the default): a transparent PNG with mid-grey text, which reads on light and dark
+    notebook themes (an opaque white figure was a white block in JupyterLab's dark theme);
+    "dark" and "light": opaque, for one background; a bad name lists the valid ones."""
+    import io
+
+    from PIL import Image
+
+    from vramnb._theme import THEMES
+
+    def corner(fig):  # type: ignore[no-untyped-def]
+        return Image.open(io.BytesIO(fig._repr_png_())).convert("RGBA").getpixel((1, 1))
+
+    fig = report.plot(kind)
+    assert corner(fig)[3] == 0  # transparent
+    assert fig.axes[0].yaxis.label.get_color() == THEMES["auto"].text
+    try:
+        vramnb.set_theme("dark")
+        dark = report.plot(kind)
+        assert corner(dark) == (17, 17, 17, 255)
+        assert dark.axes[0].yaxis.label.get_color() == THEMES["dark"].text
+        vramnb.set_theme("light")
+        assert corner(report.plot(kind)) == (255, 255, 255, 255)
+    finally:
+        vramnb.set_theme("auto")
+    with pytest.raises(ValueError, match="unknown theme 'solarized'; valid: auto, light, dark"):
+        vramnb.set_theme("solarized")

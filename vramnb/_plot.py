@@ -9,8 +9,9 @@ cycle (``tests/test_layers.py``), as :mod:`vramnb._render` draws their tables.
 Figures are ``matplotlib.figure.Figure`` objects (no pyplot), so they never
 display twice; in a notebook they show as PNG. Every source has one fixed
 colour (:mod:`vramnb._sources`), the same in every plot and in the panel.
-The figure background is opaque white, so it reads the same in light and
-dark notebook themes.
+Their colours come from :mod:`vramnb._theme` (``vramnb.set_theme``): by default a
+transparent background and mid-grey text, which read on light and dark notebook
+themes (an opaque white figure was a white block in JupyterLab's dark theme).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._sources import COLORS, SOURCES
+from ._theme import theme
 from ._units import UNITS
 
 if TYPE_CHECKING:  # the report classes, for annotations only: they import this module, not the reverse
@@ -50,21 +52,42 @@ _FIGURE_CLASS: Any = None
 
 def _figure(width: float, height: float) -> Any:
     """A ``matplotlib.figure.Figure`` that shows itself as PNG in a notebook
-    (no pyplot, so no inline backend is needed and nothing displays twice)."""
+    (no pyplot, so no inline backend is needed and nothing displays twice), in the
+    current theme's colours: drawn under its rcParams, and saved under them too
+    (matplotlib makes tick labels when it draws)."""
     global _FIGURE_CLASS
     if _FIGURE_CLASS is None:
         import io
 
+        import matplotlib
         from matplotlib.figure import Figure
 
         class VramFigure(Figure):
             def _repr_png_(self) -> bytes:
                 buf = io.BytesIO()
-                self.savefig(buf, format="png", dpi=100, facecolor="white")
+                with matplotlib.rc_context(getattr(self, "_vramnb_rc", {})):
+                    self.savefig(buf, format="png", dpi=100)
                 return buf.getvalue()
 
         _FIGURE_CLASS = VramFigure
-    return _FIGURE_CLASS(figsize=(width, height), dpi=100, facecolor="white", layout="constrained")
+    return _FIGURE_CLASS(figsize=(width, height), dpi=100, facecolor=theme().background, layout="constrained")
+
+
+def _themed(draw: Any) -> Any:
+    """Run a plot function under the theme's rcParams; the figure keeps them for its PNG."""
+    import functools
+
+    @functools.wraps(draw)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import matplotlib
+
+        rc = theme().rc()
+        with matplotlib.rc_context(rc):
+            fig = draw(*args, **kwargs)
+        fig._vramnb_rc = rc
+        return fig
+
+    return wrapper
 
 
 def _title(*parts: object, width: float, fontsize: float = 10) -> str:
@@ -91,10 +114,10 @@ def _stack(ax: Any, labels: Sequence[str], breakdowns: Sequence[Breakdown], scal
     xs = list(range(len(breakdowns)))
     for src in used:
         vals = [b.sources.get(src, 0) / scale for b in breakdowns]
-        ax.bar(xs, vals, bottom=bottoms, color=COLORS[src], label=src, width=0.7, edgecolor="white", linewidth=0.5)
+        ax.bar(xs, vals, bottom=bottoms, color=COLORS[src], label=src, width=0.7, edgecolor=theme().edge, linewidth=0.5)
         bottoms = [a + v for a, v in zip(bottoms, vals)]
     if highlight is not None:
-        ax.bar([highlight], [bottoms[highlight]], width=0.78, fill=False, edgecolor="black", linewidth=1.5)
+        ax.bar([highlight], [bottoms[highlight]], width=0.78, fill=False, edgecolor=theme().text, linewidth=1.5)
     ax.set_xticks(xs, labels)
     for x, top in zip(xs, bottoms):
         ax.annotate(f"{top:.1f}", (x, top), ha="center", va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
@@ -103,6 +126,7 @@ def _stack(ax: Any, labels: Sequence[str], breakdowns: Sequence[Breakdown], scal
     ax.set_axisbelow(True)
 
 
+@_themed
 def plot_breakdown(report: StepReport, step: int | str = -1) -> Any:
     """Stacked bars: memory by source at each phase mark of one step, and at its
     peak (outlined).
@@ -138,6 +162,7 @@ def _pick(report: StepReport, step: int | str) -> StepResult:
     raise ValueError(f"step must be an index, 'first' or 'steady', not {step!r}")
 
 
+@_themed
 def plot_timeline(report: StepReport) -> Any:
     """Allocated memory after every allocation and free of each profiled step,
     with the phases shaded and each step's peak marked.
@@ -150,7 +175,7 @@ def plot_timeline(report: StepReport) -> Any:
     unit, scale = unit_for(top)
     fig = _figure(7.5, 3.2)
     axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
-    phase_colors = ["#f2f2f2", "#e0e0e0"]
+    phase_colors = theme().spans
     for ax, s in zip(axes, report.steps):
         ys = [v / scale for v in s.timeline]
         xs = list(range(len(ys)))
@@ -163,13 +188,13 @@ def plot_timeline(report: StepReport) -> Any:
             # labels inside the plot, staggered so narrow phases do not collide
             last = i == len(names) - 1  # zero_grad: a narrow phase at the right edge, label it from there
             ax.text(b if last else (a + b) / 2, 0.97 if i % 2 == 0 else 0.90, names[i], transform=ax.get_xaxis_transform(),
-                    ha="right" if last else "center", va="top", fontsize=7, color="#555555", clip_on=True)
+                    ha="right" if last else "center", va="top", fontsize=7, color=theme().muted, clip_on=True)
         ax.step(xs, ys, where="post", color="#0072B2", linewidth=1.2)
         p = s.peak_point
         if 0 <= p < len(ys):
             ax.plot([p], [ys[p]], "o", color="#D55E00", zorder=3)
             ax.annotate(f"peak {ys[p]:.1f} {unit}", (p, ys[p]), xytext=(6, -4), textcoords="offset points",
-                        fontsize=8, color="#D55E00", va="top", bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
+                        fontsize=8, color="#D55E00", va="top", bbox={"boxstyle": "round,pad=0.2", "fc": theme().box, "ec": "none", "alpha": 0.85})
         ax.set_xlabel("allocation events")
         ax.set_title(s.kind, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
@@ -179,6 +204,7 @@ def plot_timeline(report: StepReport) -> Any:
     return fig
 
 
+@_themed
 def plot_sources(report: StepReport, step: int | str = -1) -> Any:
     """The allocation timeline of one step, stacked by source: which source
     grows and shrinks in each phase (drawn offline from the recorded trace).
@@ -203,10 +229,10 @@ def plot_sources(report: StepReport, step: int | str = -1) -> Any:
         if a is None or b is None or b <= a:
             continue
         if i:
-            ax.axvline(a, color="#333333", linewidth=0.8, linestyle="--")
+            ax.axvline(a, color=theme().muted, linewidth=0.8, linestyle="--")
         last = i == 3
         ax.text(b if last else (a + b) / 2, 1.0, ["forward", "backward", "optim.", "zero_grad"][i],
-                transform=ax.get_xaxis_transform(), fontsize=7, ha="right" if last else "center", va="bottom", color="#555555")
+                transform=ax.get_xaxis_transform(), fontsize=7, ha="right" if last else "center", va="bottom", color=theme().muted)
     ax.set_xlabel("allocation events")
     ax.set_ylabel(f"allocated ({unit})")
     ax.set_ylim(0, top / scale * 1.1)
@@ -216,6 +242,7 @@ def plot_sources(report: StepReport, step: int | str = -1) -> Any:
     return fig
 
 
+@_themed
 def plot_compare(reports: Sequence[StepReport], labels: Sequence[str] | None = None) -> Any:
     """Side by side: each report's breakdown at its (steady-state) peak, as
     horizontal stacked bars (one row per report, in the order given).
@@ -241,7 +268,7 @@ def plot_compare(reports: Sequence[StepReport], labels: Sequence[str] | None = N
     lefts = [0.0] * len(bds)
     for src in used:
         vals = [b.sources.get(src, 0) / scale for b in bds]
-        ax.barh(ys, vals, left=lefts, color=COLORS[src], label=src, height=0.7, edgecolor="white", linewidth=0.5)
+        ax.barh(ys, vals, left=lefts, color=COLORS[src], label=src, height=0.7, edgecolor=theme().edge, linewidth=0.5)
         lefts = [a + v for a, v in zip(lefts, vals)]
     for y, right in zip(ys, lefts):
         ax.annotate(f"{right:.1f}", (right, y), ha="left", va="center", fontsize=8, xytext=(3, 0), textcoords="offset points")
