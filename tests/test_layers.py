@@ -22,7 +22,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "vramnb"
 #: the only modules that may import each third-party UI or optional library
 ALLOWED = {
     # the magics and their two helpers (running the body, parsing the options) are the UI layer
-    "IPython": {"vramnb._magics", "vramnb._cell_run", "vramnb._magic_args", "vramnb._panel"},
+    "IPython": {"vramnb._magics", "vramnb._cell_run", "vramnb._magic_args", "vramnb._panel", "vramnb._live"},
     "ipywidgets": {"vramnb._panel"},
     "matplotlib": {"vramnb._plot"},
     "pandas": {"vramnb._render"},

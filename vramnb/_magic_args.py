@@ -20,11 +20,11 @@ from ._units import parse_size
 COMMANDS = ("free", "on", "off", "history", "panel", "estimate", "fit")
 # which options the cell magic and each line command accept
 OPTIONS: dict[str | None, set[str]] = {
-    "cell": {"device", "quiet", "out", "budget", "no_reset", "breakdown"},
+    "cell": {"device", "quiet", "out", "budget", "no_reset", "breakdown", "live"},
     None: {"device", "quiet", "out"},
     "free": {"device", "quiet", "out"},
     "history": {"out", "quiet"},
-    "on": {"device", "quiet", "budget", "no_reset"},
+    "on": {"device", "quiet", "budget", "no_reset", "live"},
     "off": set(),
     "panel": {"out"},
     "estimate": {"out", "quiet", "target", "recipe", "max_batch", "margin", "batch_size"},
@@ -32,7 +32,7 @@ OPTIONS: dict[str | None, set[str]] = {
 }
 FLAGS = {"device": "-d/--device", "quiet": "-q/--quiet", "out": "-o/--out", "budget": "--budget", "no_reset": "--no-reset",
           "breakdown": "--breakdown", "target": "--target", "recipe": "--recipe", "max_batch": "--max-batch",
-          "margin": "--margin", "batch_size": "--batch-size"}
+          "margin": "--margin", "batch_size": "--batch-size", "live": "--live"}
 
 
 def unquote(text: str | None) -> str | None:

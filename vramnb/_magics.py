@@ -99,6 +99,7 @@ class VramMagics(Magics):
         self._auto_cell: int | None = None
         self._defaults: list[Any] = []
         self._auto_tb: Any = None
+        self._auto_gauge: Any = None  # %vram on --live: the running cell's gauge
         self._bound: dict[str, int] = {}  # output-history names user code bound -> last cell
         # awaits the %%vram call of a cell with top-level await (see _cell_run)
         self.transformer = await_vram_cells(shell)
@@ -121,6 +122,7 @@ class VramMagics(Magics):
                                  hidden=self._hidden_fn(a["device"]),
                                  budget=a["budget"], reset_peak=a["reset_peak"], warn=False, timed=times_itself(raw))
             self._auto_m = self._auto_cm.__enter__()
+            self._auto_gauge = self._start_gauge(a["device"]) if a.get("live") and not a["quiet"] else None
             self._auto_cell = self._count()
             self._auto_tb = clean_tracebacks(self.shell)
             self._auto_tb.__enter__()
@@ -160,7 +162,10 @@ class VramMagics(Magics):
             if before is not None and report.exception is None:
                 report.exception = type(before).__name__
             self._auto_m = None
-            if self._auto is not None and not self._auto["quiet"]:
+            gauge, self._auto_gauge = self._auto_gauge, None
+            if gauge is not None:
+                gauge.stop(report)  # the report replaces the gauge's line
+            elif self._auto is not None and not self._auto["quiet"]:
                 self._pending.append(report)
         pending, self._pending = self._pending, []
         for obj in pending:
@@ -170,6 +175,9 @@ class VramMagics(Magics):
         """Stop an open automatic measurement without recording it (unload);
         return the ``%vram on`` settings (None when off) for a reload to keep."""
         auto = self._auto
+        gauge, self._auto_gauge = self._auto_gauge, None
+        if gauge is not None:
+            gauge.stop()
         cm, self._auto_cm = self._auto_cm, None
         if cm is not None:
             tb, self._auto_tb = self._auto_tb, None
@@ -280,6 +288,9 @@ class VramMagics(Magics):
         help="label the cell's memory by source: parameters, buffers and gradients of each nn.Module "
         "variable, state of each optimizer, activations, temporaries",
     )
+    @argument("--live", action="store_true", help="%%%%vram, %%vram on: a one-line gauge (allocated, reserved, peak so far, "
+              "a sparkline) updated while the cell runs, replaced by the report (Jupyter front-ends; a terminal "
+              "gets the report only)")
     @argument("-h", "--help", action="store_true", help="show this help")
     @line_cell_magic
     def vram(self, line: str = "", cell: str | None = None) -> Any:
@@ -373,6 +384,7 @@ class VramMagics(Magics):
                 _warn_unmeasured("start measuring", e)  # runs all the same, unmeasured
             err: BaseException | None = None
             shown: list[Any] = []
+            gauge = self._start_gauge(dev) if args.live and m is not None and not args.quiet else None
             try:
                 with clean_tracebacks(shell):
                     await run_nodes(shell, nodes, name, interactivity, outcome, shown)
@@ -396,14 +408,39 @@ class VramMagics(Magics):
                     self._note_regrowth(m.report, cell, dev)
                     if args.out:
                         shell.user_ns[args.out] = m.report
-                    if not args.quiet:
+                    if gauge is not None:
+                        gauge.stop(m.report)  # the report replaces the gauge's line
+                    elif not args.quiet:
                         self._show(m.report)
+                elif gauge is not None:
+                    gauge.stop()
 
         if not body_is_async(shell, cell):
             return run_sync(body())
         if getattr(shell, "trio_runner", None) is not None or _loop_running():
             return body()  # awaited by the cell (see await_vram_cells), or by whoever called the magic
         return shell.loop_runner(body())  # called from code that does not await: run it as IPython would
+
+    def _start_gauge(self, device: Any) -> Any:
+        """A started :class:`vramnb._live.LiveGauge` for ``device``, or ``None`` where no front-end
+        updates an output in place (a terminal, a script) or it could not start."""
+        from ._live import LiveGauge, can_update_in_place
+
+        if not can_update_in_place(self.shell):
+            return None
+        probe = probe_for(resolve_device(device))
+
+        def read() -> tuple[int, int | None, int]:
+            s = probe.sample(device_info=False, sync=False)
+            return s.allocated, s.reserved, s.peak
+
+        gauge = LiveGauge(str(device), read)
+        try:
+            gauge.start()
+        except Exception as e:  # noqa: BLE001 - the cell runs all the same, with its report at the end
+            _warn_unmeasured("start the live gauge", e)
+            return None
+        return gauge
 
     def _record(self, outcome: Outcome) -> None:
         """The body's error is the cell's: on the cell's ExecutionResult (what
@@ -431,7 +468,8 @@ class VramMagics(Magics):
             return None
         if cmd == "on":
             dev = opts.device(args.device)
-            self._auto = {"device": str(dev), "quiet": args.quiet, "budget": opts.budget(args.budget), "reset_peak": not args.no_reset}
+            self._auto = {"device": str(dev), "quiet": args.quiet, "budget": opts.budget(args.budget), "reset_peak": not args.no_reset,
+                          "live": args.live}
             print(f"vram: reporting every cell on {dev} (%vram off to stop)")
             return None
         if args.names and cmd not in ("panel", "estimate", "fit"):
