@@ -237,7 +237,8 @@ def bench_archs(args, out):
                                        "worst": max(vals, key=abs), "min": min(vals), "max": max(vals)}
     out["summary"] = summary
     for k, v in summary.items():
-        print(f"{k:40s} n={v['n']:2d} median |err| {v['median_abs']:.2%}  worst {v['worst']:+.2%}  range {v['min']:+.2%}..{v['max']:+.2%}")
+        print(f"{k:40s} n={v['n']:2d} median |err| {v['median_abs']:.2%}  worst {v['worst']:+.2%}  "
+              f"range {v['min']:+.2%}..{v['max']:+.2%}")
 
 
 def estimates_only(args):

@@ -167,7 +167,8 @@ def bench(name: str, make, make_batch) -> dict:
     verdict = None
     if first is not None and fastest is not None and not first["oom"]:
         verdict = first["seconds"] / fastest["seconds"] - 1
-    return {"model": name, "cap": cap, "outside_pytorch": outside, "plain_device_memory": plain.device_memory, "fit_seconds": fit_seconds,
+    return {"model": name, "cap": cap, "outside_pytorch": outside, "plain_device_memory": plain.device_memory,
+            "fit_seconds": fit_seconds,
             "plans_estimated": len(r.plans), "plans": rows, "first_choice": first and first["plan"],
             "measured_fastest": fastest and fastest["plan"], "first_over_fastest": verdict,
             "nothing_fits": r.best is None}

@@ -69,7 +69,8 @@ def main() -> int:
             if src == "activations":
                 measured = fw["activations"] / max(1, fw_base["activations"])
             elif src == "optimizer state":
-                measured = v.report.steady.mark("start")["optimizer state"] / max(1, cmp.baseline.report.steady.mark("start")["optimizer state"])
+                measured = (v.report.steady.mark("start")["optimizer state"]
+                            / max(1, cmp.baseline.report.steady.mark("start")["optimizer state"]))
             rows[key] = {
                 "peak": peak.allocated, "baseline_peak": base.allocated,
                 "saving": base.allocated - peak.allocated,
@@ -77,7 +78,8 @@ def main() -> int:
                 "target_source": src, "measured_ratio": measured, "literature_ratio": ratio,
                 "step_time": v.report.steady.step_time, "baseline_step_time": cmp.baseline.report.steady.step_time,
             }
-            print(name, key, json.dumps({k: rows[key][k] for k in ("peak", "saving", "measured_ratio", "literature_ratio", "step_time")}), flush=True)
+            shown = ("peak", "saving", "measured_ratio", "literature_ratio", "step_time")
+            print(name, key, json.dumps({k: rows[key][k] for k in shown}), flush=True)
         out["archs"][name] = {"baseline_peak": base.allocated, "baseline_sources": base.sources, "recipes": rows}
         del model, opt, batch, cmp
         torch.cuda.empty_cache()

@@ -42,9 +42,11 @@ WORKLOADS = {
                              "for q in p: q.grad = torch.ones_like(q)\no.step()"),
     "gpt2 (transformers) train step": ("import transformers\n"
                                        "m = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2)).cuda()\n"
-                                       "x = torch.randint(0, 50257, (2, 128), device='cuda'); o = torch.optim.AdamW(m.parameters())\n"
+                                       "x = torch.randint(0, 50257, (2, 128), device='cuda'); "
+                                       "o = torch.optim.AdamW(m.parameters())\n"
                                        "m(input_ids=x, labels=x).loss.backward(); o.step()"),
-    "resnet18 (torchvision) train step bf16": ("import torchvision\nm = torchvision.models.resnet18().cuda(); o = torch.optim.AdamW(m.parameters())\n"
+    "resnet18 (torchvision) train step bf16": ("import torchvision\n"
+                                               "m = torchvision.models.resnet18().cuda(); o = torch.optim.AdamW(m.parameters())\n"
                                                "x = torch.randn(8, 3, 224, 224, device='cuda')\n"
                                                "with torch.autocast('cuda', dtype=torch.bfloat16): l = m(x).float().sum()\n"
                                                "l.backward(); o.step()"),
@@ -54,7 +56,8 @@ CHILD = """
 import subprocess, torch, time
 {code}
 torch.cuda.synchronize()
-out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                     capture_output=True, text=True).stdout
 print("RESULT", int(out.split()[0]) << 20, torch.cuda.memory_reserved(), torch.cuda.memory_allocated())
 """
 

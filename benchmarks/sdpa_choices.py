@@ -1,6 +1,9 @@
 """Which backend scaled_dot_product_attention picks on this GPU (torch._fused_sdp_choice),
 over dtype, causal, dropout, mask, head size and GQA: the table vramnb's estimate models."""
-import itertools, json, sys
+import itertools
+import json
+import sys
+
 import torch
 names = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn", 4: "overrideable", -1: "error"}
 rows = []
@@ -16,7 +19,7 @@ for dtype, causal, dropout, mask, d, gqa, grad in itertools.product(
         continue
     try:
         c = torch._fused_sdp_choice(q, k, v, attn_mask=m, dropout_p=dropout, is_causal=causal, enable_gqa=gqa)
-    except Exception as e:
+    except Exception:
         c = -1
     rows.append({"dtype": str(dtype).split(".")[-1], "causal": causal, "dropout": dropout, "mask": mask, "head": d,
                  "gqa": gqa, "grad": grad, "choice": names.get(c, c)})

@@ -85,8 +85,10 @@ def main() -> None:
                           ("tuning part", lambda r: not r["validation"])):
             rs = [r for r in rows if sel(r) and f(r)]
             for est in ("hidden", "gpu"):
-                print(f"{part:15s} {subset:17s} {est:6s} peak:   {fmt(stats([r[f'{est}_peak'] for r in rs if f'{est}_peak' in r]))}")
-                print(f"{'':15s} {'':17s} {est:6s} device: {fmt(stats([r[f'{est}_device'] for r in rs if f'{est}_device' in r]))}")
+                peaks = [r[f"{est}_peak"] for r in rs if f"{est}_peak" in r]
+                devices = [r[f"{est}_device"] for r in rs if f"{est}_device" in r]
+                print(f"{part:15s} {subset:17s} {est:6s} peak:   {fmt(stats(peaks))}")
+                print(f"{'':15s} {'':17s} {est:6s} device: {fmt(stats(devices))}")
         rs = [r for r in rows if sel(r)]
         for dev in ("cuda", "cpu"):
             e = [r[f"mt_{dev}"] for r in rs if f"mt_{dev}" in r]

@@ -17,6 +17,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 import vramnb
+from tests.conftest import run
 from vramnb._holders import find_holders
 
 MiB = 2**20
@@ -132,7 +133,10 @@ class _Raising(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         if func is torch.ops.aten.add.Tensor:
             raise _StrRaises()
-        unwrap = lambda t: t.elem if isinstance(t, _Raising) else t
+
+        def unwrap(t):
+            return t.elem if isinstance(t, _Raising) else t
+
         return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
 
 
@@ -266,7 +270,6 @@ def test_no_effect_hooks_run_no_user_code_on_module_outputs():
 
 
 # -- in a notebook ------------------------------------------------------------------------
-from tests.conftest import run
 
 
 def test_batch_search_cell_keeps_its_result_and_frees_what_it_deleted(ip):

@@ -14,7 +14,8 @@ def rows(rep):
 
 def test_breakdown_of_forward_backward_step(ip):
     gc.collect()  # other tests' cycles go now, not during the measured cells
-    run(ip, "torch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
+    run(ip, "torch.manual_seed(0)\n"
+            "model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
             "opt = torch.optim.Adam(model.parameters(), foreach=False)\nx = torch.randn(32, 64)")
     p = (64 * 128 + 128 + 128 * 10 + 10) * F32
     res, cap = run(ip, "%%vram -d cpu --breakdown\nloss = model(x).square().mean()")
@@ -37,7 +38,8 @@ def test_breakdown_of_forward_backward_step(ip):
 
 
 def test_new_module_in_cell_and_tied_weights(ip):
-    res, _ = run(ip, "%%vram -d cpu --breakdown\nemb = torch.nn.Embedding(100, 16)\nhead = torch.nn.Linear(16, 100, bias=False)\nhead.weight = emb.weight")
+    res, _ = run(ip, "%%vram -d cpu --breakdown\nemb = torch.nn.Embedding(100, 16)\n"
+                     "head = torch.nn.Linear(16, 100, bias=False)\nhead.weight = emb.weight")
     r = rows(vramnb.history()[-1])
     assert r["parameters of emb"][1] == 100 * 16 * F32
     assert "parameters of head" not in r or r["parameters of head"][1] == 0  # the same storage, counted once
@@ -66,7 +68,8 @@ def test_memory_retained_in_containers_and_attributes_is_their_holders(ip):
 
 
 def test_tensors_in_a_modules_attributes_are_the_modules(ip):
-    run(ip, "class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.l = torch.nn.Linear(8, 8)\n"
+    run(ip, "class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.l = torch.nn.Linear(8, 8)\n"
             "        self.cache = []\nnet = Net()")
     run(ip, "%%vram -d cpu --breakdown\nnet.cache.append(torch.ones(1000))\nnet.kv = torch.zeros(500)")
     r = rows(vramnb.history()[-1])

@@ -287,7 +287,8 @@ def test_multi_gpu_sharding_divides_parameters_and_state():
 
 
 def test_magic_values_with_spaces_and_repeated_recipes(ip):
-    ip.run_cell("from torch import nn\nm = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))\n"
+    ip.run_cell("from torch import nn\n"
+                "m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))\n"
                 "x = torch.randn(16, 64)\nlf = lambda mm, b: mm(b).sum()")
     r = ip.run_cell("%vram estimate m x lf --target \"A100 (80 GB)\" --recipe 'precision=bf16' "
                     "--recipe \"checkpointing=every block\" -q -o e")

@@ -15,7 +15,8 @@ pytest.importorskip("matplotlib")
 def report():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-    return vramnb.profile_step(model, torch.randn(16, 32), lambda m, b: m(b).square().mean(), torch.optim.Adam(model.parameters()))
+    return vramnb.profile_step(model, torch.randn(16, 32), lambda m, b: m(b).square().mean(),
+                               torch.optim.Adam(model.parameters()))
 
 
 @pytest.mark.parametrize("kind", ["breakdown", "timeline", "sources"])

@@ -284,7 +284,7 @@ class FailsInside(nn.Module):
         self.lin = nn.Linear(64, 64)
 
     def forward(self, x):
-        y = torch.relu(self.lin(x)) @ self.lin.weight
+        y = torch.relu(self.lin(x)) @ self.lin.weight  # noqa: F841 - alive in the frame when the error is raised
         raise RuntimeError("failed inside the checkpointed block")
 
 

@@ -104,9 +104,11 @@ def test_torch_func_runs_under_profile_step_and_breakdown(ip):
 
 
 def test_gradients_bit_identical_to_a_plain_run(ip):
-    run(ip, "torch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 1))\n"
+    run(ip, "torch.manual_seed(0)\n"
+            "model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 1))\n"
             "x = torch.randn(8, 16)")
-    run(ip, "model(x).exp().sum().backward()\ng_plain = [p.grad.clone() for p in model.parameters()]\nmodel.zero_grad(set_to_none=True)")
+    run(ip, "model(x).exp().sum().backward()\ng_plain = [p.grad.clone() for p in model.parameters()]\n"
+            "model.zero_grad(set_to_none=True)")
     run(ip, "%%vram -q -d cpu --breakdown\nmodel(x).exp().sum().backward()")
     ns = ip.user_ns
     for p, g in zip(ns["model"].parameters(), ns["g_plain"]):
@@ -117,7 +119,8 @@ def test_activations_of_a_forward_and_backward_in_one_cell_are_exact(ip):
     """The graph is freed by the cell's own backward: its saved tensors are seen
     when the backward starts. The peak is in ReLU's backward, where its saved
     output is still alive."""
-    run(ip, "torch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(8, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1))\n"
+    run(ip, "torch.manual_seed(0)\n"
+            "model = torch.nn.Sequential(torch.nn.Linear(8, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1))\n"
             "x = torch.randn(256, 8)")
     run(ip, "%%vram -q -d cpu --breakdown\nloss = model(x).square().mean()\nloss.backward()\ndel loss")
     rep = vramnb.history()[-1]

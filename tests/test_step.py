@@ -158,7 +158,8 @@ def test_frozen_parameters_have_no_gradient_and_param_groups():
     for p in model[0].parameters():
         p.requires_grad_(False)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.SGD([{"params": [trainable[0]], "lr": 0.1}, {"params": [trainable[1]], "momentum": 0.9, "lr": 0.01}], lr=0.1)
+    opt = torch.optim.SGD([{"params": [trainable[0]], "lr": 0.1}, {"params": [trainable[1]], "momentum": 0.9, "lr": 0.01}],
+                          lr=0.1)
     x = torch.randn(8, 64)
     rep = profile_step(model, x, sq_loss, opt)
     check_sums(rep)
@@ -276,7 +277,7 @@ def test_error_in_users_step_restores_and_reraises():
     before = {k: v.clone() for k, v in model.state_dict().items()}
 
     def bad_loss(m, b):
-        h = m(b)
+        h = m(b)  # noqa: F841 - alive in the frame when the error is raised
         raise RuntimeError("shape mismatch in my loss")
 
     with pytest.raises(RuntimeError, match="shape mismatch in my loss") as e:

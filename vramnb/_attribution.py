@@ -23,7 +23,8 @@ from ._storages import _live_tensors, storage_key, storage_of, storages_of_tenso
 from ._timeline import Timeline
 from ._tracker import cpu_tracker
 
-__all__ = ["key_fn", "keys_of", "viewed_bytes_of", "Labels", "tensor_keys", "saved_in_live_graphs", "SavedTensors", "label_intervals", "sum_by_label"]
+__all__ = ["key_fn", "keys_of", "viewed_bytes_of", "Labels", "tensor_keys", "saved_in_live_graphs", "SavedTensors",
+           "label_intervals", "sum_by_label"]
 
 
 def key_fn(device: torch.device, storages: str | None = None) -> Callable[[torch.Tensor], int | None]:

@@ -67,7 +67,8 @@ def check_inputs(model: Any, batch: Any, optimizer: Any) -> torch.device:
             "or estimate it without data: vramnb.estimate(model, batch, ...)"
         )
     if len(devices) > 1:
-        raise InputError(f"the model's parameters are on several devices ({sorted(map(str, devices))}); vramnb profiles one device")
+        raise InputError(f"the model's parameters are on several devices ({sorted(map(str, devices))}); "
+                         "vramnb profiles one device")
     lazy = [n for n, p in model.named_parameters() if isinstance(p, torch.nn.parameter.UninitializedParameter)]
     if lazy:
         raise InputError(

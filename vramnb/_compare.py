@@ -125,7 +125,8 @@ class Comparison(Rendered):
         base_src = base.report.steady.peak.sources if base.report is not None else {}
         for v in self.ranked():
             if v.report is None:
-                t.rows.append([v.recipe.describe(), "—", "not available" if v.unavailable else "failed", ""] + [""] * len(changed))
+                t.rows.append([v.recipe.describe(), "—", "not available" if v.unavailable else "failed", ""]
+                              + [""] * len(changed))
                 t.note(f"{v.recipe.describe()}: {v.unavailable or v.error}", warn=v.error is not None)
                 continue
             src = v.report.steady.peak.sources

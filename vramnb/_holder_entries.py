@@ -43,7 +43,8 @@ from ._graph import (
 from ._storages import storages_of_tensor
 from ._units import format_bytes
 
-__all__ = ["MAX_ENTRIES", "MAX_ITEMS", "MAX_LEVELS", "Entry", "describe", "detail_of", "entries_of", "items_of", "own_storages", "parts_of"]
+__all__ = ["MAX_ENTRIES", "MAX_ITEMS", "MAX_LEVELS", "Entry", "describe", "detail_of", "entries_of", "items_of", "own_storages",
+           "parts_of"]
 
 MAX_LEVELS = 3  # entry levels shown beneath a name
 MAX_ENTRIES = 8  # entries shown per container; the rest are summed in one "… and N more entries" row

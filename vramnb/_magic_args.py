@@ -64,7 +64,8 @@ def recipe(texts: list[str] | str | None) -> dict[str, Any] | None:
             continue
         key, eq, val = part.partition("=")
         if not eq:
-            raise UsageError(f"--recipe: {part.strip()!r} is not name=value, e.g. --recipe 'precision=bf16,checkpointing=every block'")
+            raise UsageError(f"--recipe: {part.strip()!r} is not name=value, "
+                             "e.g. --recipe 'precision=bf16,checkpointing=every block'")
         val = unquote(val.strip()) or ""
         out[key.strip()] = int(val) if val.isdigit() else val
     return out

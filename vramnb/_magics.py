@@ -268,7 +268,8 @@ class VramMagics(Magics):
     @argument("--target", default=None, metavar="GPU", help="estimate, fit: a card (H100, 'RTX 4090') or a size (24GiB); "
               "default: the GPU present, else H100")
     @argument("--recipe", default=None, action="append", metavar="SETTINGS",
-              help="estimate: techniques (fit: what your loop does now), e.g. --recipe \"precision=bf16,checkpointing=every block\" (repeatable)")
+              help="estimate: techniques (fit: what your loop does now), "
+                   "e.g. --recipe \"precision=bf16,checkpointing=every block\" (repeatable)")
     @argument("--batch-size", default=None, type=int, metavar="N", help="estimate, fit: for batch size N")
     @argument("--max-batch", action="store_true", help="estimate: the largest batch size that fits the target")
     @argument("--margin", default=None, type=float, metavar="FRACTION", help="estimate, fit: fraction of the card to keep free")
@@ -372,7 +373,8 @@ class VramMagics(Magics):
         else:
             interactivity = shell.ast_node_interactivity
         label = next((ln.strip() for ln in cell.splitlines() if ln.strip()), "")[:80]
-        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev), hidden=self._hidden_fn(dev), warn=False,
+        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev),
+                  hidden=self._hidden_fn(dev), warn=False,
                   breakdown=shell.user_ns if args.breakdown else None, timed=times_itself(cell))
 
         async def body() -> None:
@@ -468,8 +470,8 @@ class VramMagics(Magics):
             return None
         if cmd == "on":
             dev = opts.device(args.device)
-            self._auto = {"device": str(dev), "quiet": args.quiet, "budget": opts.budget(args.budget), "reset_peak": not args.no_reset,
-                          "live": args.live}
+            self._auto = {"device": str(dev), "quiet": args.quiet, "budget": opts.budget(args.budget),
+                          "reset_peak": not args.no_reset, "live": args.live}
             print(f"vram: reporting every cell on {dev} (%vram off to stop)")
             return None
         if args.names and cmd not in ("panel", "estimate", "fit"):

@@ -118,7 +118,8 @@ class Panel(RunsTable):
         self.target.observe(lambda _c: self._refresh_table(), names="value")
         grid = w.GridBox(cells,
                          layout=w.Layout(grid_template_columns="repeat(auto-fill, minmax(180px, 1fr))",
-                                         grid_gap="0 12px", align_items="flex-end", width="100%"))  # menus in line when a label wraps
+                                         # align_items: menus in line when a label wraps
+                                         grid_gap="0 12px", align_items="flex-end", width="100%"))
         actions = w.HBox([self.button, self.fit_button, self.predict, self.status],
                          layout=w.Layout(align_items="center", margin="6px 0"))
         plots = w.HBox([self.breakdown_out, self.compare_out], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
@@ -274,8 +275,6 @@ class Panel(RunsTable):
         plan misses and what would fit. Returns the :class:`vramnb.FitResult` (also
         ``self.fit_result``), or ``None`` when busy, the model is gone or the search failed
         (the status says why)."""
-        import ipywidgets as w
-
         from .planner._fit import fit
 
         if self._busy:

@@ -165,7 +165,8 @@ class RunsTable:
             body.append(f"<tr><td colspan='{len(head)}' style='padding:3px 10px;opacity:0.7'>"
                         "no runs yet: press Run step</td></tr>")
         target = self.target_bytes()
-        context = "measured non-PyTorch memory" if self.device.type == "cuda" else f"about {format_bytes(_CONTEXT_ESTIMATE)} of CUDA context"
+        context = ("measured non-PyTorch memory" if self.device.type == "cuda"
+                   else f"about {format_bytes(_CONTEXT_ESTIMATE)} of CUDA context")
         note = (f"fits: steady-state peak + {context} within {format_bytes(target)}" if target
                 else "type a card name or a size such as 24GiB")
         self.table.value = (

@@ -179,7 +179,8 @@ def plot_timeline(report: StepReport) -> Any:
     for ax, s in zip(axes, report.steps):
         ys = [v / scale for v in s.timeline]
         xs = list(range(len(ys)))
-        pts = [s.mark_points.get(m) for m in ("start", "after forward", "after backward", "after optimizer step", "after zero_grad")]
+        pts = [s.mark_points.get(m)
+               for m in ("start", "after forward", "after backward", "after optimizer step", "after zero_grad")]
         names = ["forward", "backward", "optim.", "zero_grad"]
         for i, (a, b) in enumerate(zip(pts, pts[1:])):
             if a is None or b is None or b <= a:
@@ -194,7 +195,8 @@ def plot_timeline(report: StepReport) -> Any:
         if 0 <= p < len(ys):
             ax.plot([p], [ys[p]], "o", color="#D55E00", zorder=3)
             ax.annotate(f"peak {ys[p]:.1f} {unit}", (p, ys[p]), xytext=(6, -4), textcoords="offset points",
-                        fontsize=8, color="#D55E00", va="top", bbox={"boxstyle": "round,pad=0.2", "fc": theme().box, "ec": "none", "alpha": 0.85})
+                        fontsize=8, color="#D55E00", va="top",
+                        bbox={"boxstyle": "round,pad=0.2", "fc": theme().box, "ec": "none", "alpha": 0.85})
         ax.set_xlabel("allocation events")
         ax.set_title(s.kind, fontsize=9)
         ax.grid(axis="y", alpha=0.3)

@@ -80,7 +80,8 @@ class Table:
                 + "</tr>"
             )
         for r in self.rows:
-            out.append("<tr>" + "".join(f'<td style="{td0 if self._left(i) else td}">{e(str(c))}</td>' for i, c in enumerate(r)) + "</tr>")
+            out.append("<tr>" + "".join(f'<td style="{td0 if self._left(i) else td}">{e(str(c))}</td>'
+                                        for i, c in enumerate(r)) + "</tr>")
         out.append("</table>")
         for text, warn in self.notes:
             style = f"color:{_RED}" if warn else "opacity:0.8"

@@ -29,7 +29,7 @@ import torch
 
 from . import Case
 
-H, L, A, KV, I, V = 256, 4, 4, 2, 1024, 8192  # hidden, layers, heads, kv heads, intermediate, vocab
+H, L, A, KV, I, V = 256, 4, 4, 2, 1024, 8192  # hidden, layers, heads, kv heads, intermediate, vocab  # noqa: E741
 _SPECIAL = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2)
 _SEQ2SEQ_SPECIAL = dict(_SPECIAL, decoder_start_token_id=2)
 

@@ -22,7 +22,6 @@ Neither keeps a reference to a tensor or a frame: the state is bytes and names.
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import os
 import sys
@@ -36,8 +35,8 @@ import torch
 from .._graph import frame_locals
 from .._storages import storages_of_tensor
 
-__all__ = ["OOMState", "FailingCode", "failing_code", "install_cuda_observer", "capture_cpu_oom", "frame_holders", "largest_free_block",
-           "process_limit", "listening", "oom_device_name", "held_outside"]
+__all__ = ["OOMState", "FailingCode", "failing_code", "install_cuda_observer", "capture_cpu_oom", "frame_holders",
+           "largest_free_block", "process_limit", "listening", "oom_device_name", "held_outside"]
 
 
 @dataclass

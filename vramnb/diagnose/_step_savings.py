@@ -14,7 +14,7 @@ import torch
 
 from ._postmortem import OOMState
 from ._savings import step_fixes
-from ._verdict import Fix, _cpu_room
+from ._verdict import _cpu_room
 
 __all__ = ["step_savings"]
 

@@ -169,8 +169,8 @@ def _verdict(s: OOMState) -> Verdict:
             f"{fmt(room_new)} the card still allows ≥ {fmt(req)}), but the largest free block is {fmt(largest)}: "
             "fragmentation, not capacity",
             0,
-            [Fix(f"free the small live tensors that split the free space, or allocate the large one first "
-                 f"(warm up with the longest sequence / largest batch)", "", free_segments),
+            [Fix("free the small live tensors that split the free space, or allocate the large one first "
+                 "(warm up with the longest sequence / largest batch)", "", free_segments),
              Fix("where sizes keep growing (variable lengths), let segments grow in place; it does not close holes "
                  "between live tensors (measured, notebook 09); set before CUDA starts: restart the kernel",
                  'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"')])

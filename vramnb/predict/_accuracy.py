@@ -243,7 +243,8 @@ def classify(model: nn.Module, ops: StepOps) -> tuple[str, ...]:
     return tuple(f"{k}/{precision}" for k in (kinds or ["other"]))
 
 
-# zoo benchmark run15: 2026-12-01, NVIDIA H200, torch 2.11.0 (real steps); estimates re-run with torch 2.14.1, CUDA hidden; 265 steps (81 of the validation third)
+# zoo benchmark run15: 2026-12-01, NVIDIA H200, torch 2.11.0 (real steps); estimates re-run with torch 2.14.1, CUDA hidden;
+# 265 steps (81 of the validation third)
 # printed by benchmarks/zoo/accuracy_table.py; fractions: (estimate - real) / real
 # validation third apart (steady peak allocated):
 #   conv3d/16-bit: 5 steps, median 0.52%, worst +0.66%, under-estimates 2 of 5
@@ -366,7 +367,8 @@ class ExpectedError:
                         if x)
         bench = self.source.get("benchmark", "zoo benchmark")
         line = (f"expected error ({bench}{', ' + src if src else ''}, {self.cases} steps of this kind: {self.kind}): "
-                f"median {_pct(self.median)}, worst {_pct(self.worst, signed=True)}; under-estimates {self.under} of {self.cases}")
+                f"median {_pct(self.median)}, worst {_pct(self.worst, signed=True)}; "
+                f"under-estimates {self.under} of {self.cases}")
         if len(self.measured) > 1:
             line += f" (the worst of its kinds {', '.join(self.measured)})"
         if self.missing:

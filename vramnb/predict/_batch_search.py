@@ -90,7 +90,8 @@ class BatchSearch(Rendered):
         else:
             found = f"largest batch that fits: {self.batch_size}"
         t.note(f"{found} (predicted device memory {format_bytes(e.device_memory or 0)}, margin {e.margin:.0%}); "
-               f"{self.estimates or len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}", warn=self.at_limit or not self.batch_size)
+               f"{self.estimates or len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}",
+               warn=self.at_limit or not self.batch_size)
         if self.margin_reason:
             t.note(f"safety {self.safety!r}: margin {self.margin:.1%}: {self.margin_reason}")
         if self.verified is not None:

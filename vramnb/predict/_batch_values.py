@@ -382,7 +382,8 @@ class BatchValues(TorchDispatchMode):
             out, real = decided
             self.reads.append(Read(f"aten.{name}", where, source, shown(real), self._from_batch(tensors)))
             return out
-        raise refusal(func.overloadpacket.__name__, where, source, _META if _META in shadows else _LARGE if _LARGE in shadows else None, self.limit)
+        raise refusal(func.overloadpacket.__name__, where, source,
+                      _META if _META in shadows else _LARGE if _LARGE in shadows else None, self.limit)
 
     def _shape_from(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """(fake output, what decided its shape) where only the shape-deciding arguments have shadows."""

@@ -68,7 +68,7 @@ def measure_host(device: torch.device) -> Host:
         count = _Count()
         with count:
             seq(x)
-        forward = _host_seconds(lambda: seq(x)) / count.n
+        forward = _host_seconds(lambda: seq(x)) / count.n  # noqa: F821 - pyflakes reads the lambda after the del below
     a = torch.randn(256, device=device, requires_grad=True)
     y = a
     for _ in range(1000):
@@ -77,7 +77,7 @@ def measure_host(device: torch.device) -> Host:
     count = _Count()
     with count:
         loss.backward(retain_graph=True)
-    backward = _host_seconds(lambda: loss.backward(retain_graph=True)) / count.n
+    backward = _host_seconds(lambda: loss.backward(retain_graph=True)) / count.n  # noqa: F821 - pyflakes reads the lambda after the del below
     del seq, x, a, y, loss
     name = torch.cuda.get_device_name(device)
     return Host(forward, backward, f"measured on this machine ({name}, torch {torch.__version__})")
@@ -102,19 +102,19 @@ def measure_achieved(device: torch.device) -> Achieved:
     peak, _ = throughput(name)
     a, b = torch.randn(8192, 4096, device=device, dtype=torch.bfloat16), torch.randn(4096, 4096, device=device,
                                                                                  dtype=torch.bfloat16)
-    tensor = 2 * 8192 * 4096 * 4096 / _best_seconds(lambda: a @ b) / peak.bf16
+    tensor = 2 * 8192 * 4096 * 4096 / _best_seconds(lambda: a @ b) / peak.bf16  # noqa: F821 - pyflakes reads the lambda after the del below
     del a, b
     precision = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")
     try:
         a, b = torch.randn(4096, 2048, device=device), torch.randn(2048, 2048, device=device)
-        cuda = 2 * 4096 * 2048 * 2048 / _best_seconds(lambda: a @ b) / peak.fp32
+        cuda = 2 * 4096 * 2048 * 2048 / _best_seconds(lambda: a @ b) / peak.fp32  # noqa: F821 - pyflakes reads the lambda after the del below
     finally:
         torch.set_float32_matmul_precision(precision)
     del a, b
     src = torch.empty(64 * 2**20, device=device)
     dst = torch.empty_like(src)
-    memory = 2 * src.numel() * 4 / _best_seconds(lambda: dst.copy_(src)) / peak.memory
+    memory = 2 * src.numel() * 4 / _best_seconds(lambda: dst.copy_(src)) / peak.memory  # noqa: F821 - pyflakes reads the lambda after the del below
     del src, dst
     torch.cuda.empty_cache()
     return Achieved(min(tensor, 1.0), min(cuda, 1.0), min(memory, 1.0),

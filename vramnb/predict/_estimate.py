@@ -469,7 +469,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     if recipe is not None and not label:
         name += f" · {recipe.describe()}"
     where = "CPU" if tgt is None else tgt.name
-    est = Estimate(f"{device} (estimate)", f"estimate: fake tensors, {'exact storage sizes' if tgt is None else 'CUDA allocator model'}",
+    est = Estimate(f"{device} (estimate)",
+                   f"estimate: fake tensors, {'exact storage sizes' if tgt is None else 'CUDA allocator model'}",
                    results, name, target=tgt, margin=float(margin), recipe=recipe)
     # made on this machine (its torch decides the fake step) for the target card
     est.versions = {**versions("cpu"), **({"target": tgt.name} if tgt is not None else {})}
@@ -484,7 +485,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                          + (f" and {len(dropped) - 4} more" if len(dropped) > 4 else ""))
     if shared:
         est.notes.append(f"shared with your model, not copied (the fake step reads them; a step that writes into them "
-                         f"would change yours): {'; '.join(shared[:4])}" + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
+                         f"would change yours): {'; '.join(shared[:4])}"
+                         + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
     est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
     if kernels is not None:
         est.backends = dict(kernels.backends)

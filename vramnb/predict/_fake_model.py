@@ -187,4 +187,5 @@ def _reduces(m: torch.nn.Module) -> bool:
 
 def _plain_container(v: Any) -> bool:
     t = type(v)
-    return t in (dict, list, set) or (not hasattr(v, "__deepcopy__") and t.__reduce_ex__ in (dict.__reduce_ex__, object.__reduce_ex__))
+    return t in (dict, list, set) or (not hasattr(v, "__deepcopy__")
+                                      and t.__reduce_ex__ in (dict.__reduce_ex__, object.__reduce_ex__))

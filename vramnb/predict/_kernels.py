@@ -200,8 +200,9 @@ if hasattr(torch.ops.aten, "_safe_softmax"):
     TRANSIENT[torch.ops.aten._safe_softmax.default] = (
         lambda f, a, k, o, ws: a[0].numel(), "a boolean mask of the input's size (measured: 128 MiB)")
 
+# the last two (linear, matmul) reach here undecomposed under inference_mode
 _MATMULS = frozenset(getattr(torch.ops.aten, n) for n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv",
-                                                         "_addmm_activation", "linear", "matmul"))  # the last two reach here undecomposed under inference_mode
+                                                         "_addmm_activation", "linear", "matmul"))
 _CUDNN_OPS = frozenset((torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default))
 
 

@@ -75,7 +75,8 @@ def drop_user_hooks(model: torch.nn.Module) -> list[str]:
 
 _GLOBAL_HOOKS = (("torch.nn.modules.module", "_global_forward_pre_hooks"), ("torch.nn.modules.module", "_global_forward_hooks"),
                  ("torch.nn.modules.module", "_global_backward_pre_hooks"), ("torch.nn.modules.module", "_global_backward_hooks"),
-                 ("torch.optim.optimizer", "_global_optimizer_pre_hooks"), ("torch.optim.optimizer", "_global_optimizer_post_hooks"))
+                 ("torch.optim.optimizer", "_global_optimizer_pre_hooks"),
+                 ("torch.optim.optimizer", "_global_optimizer_post_hooks"))
 
 
 @contextlib.contextmanager

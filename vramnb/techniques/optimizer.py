@@ -74,7 +74,8 @@ def build(value: str, params: list[torch.nn.Parameter], lr: float) -> torch.opti
 class OptimizerChoice(Technique):
     name = "optimizer"
     label = "optimizer"
-    choices = ("yours", "SGD", "SGD momentum", "Adam", "AdamW", "AdamW foreach", "AdamW fused", "Adafactor", "Lion", "AdamW 8-bit")
+    choices = ("yours", "SGD", "SGD momentum", "Adam", "AdamW", "AdamW foreach", "AdamW fused", "Adafactor", "Lion",
+               "AdamW 8-bit")
     description = "optimizer state per parameter: SGD 0, momentum 1x, Adam(W) 2x, Lion 1x, Adafactor ~0, 8-bit AdamW ~0.5x"
 
     @classmethod

@@ -52,7 +52,8 @@ class MixedPrecision(Technique):
             if dev.type != "cuda":
                 return "fp8 training needs an NVIDIA GPU of compute capability 8.9 or newer (Ada, Hopper)"
             if torch.cuda.get_device_capability(dev) < (8, 9):
-                return f"{torch.cuda.get_device_name(dev)} (compute capability {torch.cuda.get_device_capability(dev)}) has no fp8 tensor cores; 8.9 or newer is needed"
+                return (f"{torch.cuda.get_device_name(dev)} (compute capability {torch.cuda.get_device_capability(dev)}) "
+                        "has no fp8 tensor cores; 8.9 or newer is needed")
             if importlib.util.find_spec("torchao") is None:
                 return "fp8 training needs torchao: pip install torchao"
         return None
