@@ -12,7 +12,7 @@ graph at each autograd engine call (no saved-tensor hook: :mod:`vramnb._saved`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import torch
@@ -93,7 +93,7 @@ def viewed_bytes_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch
             if t.layout != torch.strided or type(t) not in (torch.Tensor, torch.nn.Parameter):
                 raise TypeError
             item = t.element_size()
-            first = t.storage_offset() * item
+            first = int(t.storage_offset()) * item  # int: no symbolic shapes here (torch types it int | SymInt)
             extent = 0 if t.numel() == 0 else (1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))) * item
             if any(s < 0 for s in t.stride()):
                 raise TypeError
@@ -253,7 +253,7 @@ def _is_leaf(s: Any) -> bool:
 
 def label_intervals(
     tl: Timeline,
-    claims: list[tuple[str, list[tuple[int, set[int]]] | set[int]]],
+    claims: list[tuple[str, list[tuple[int, Collection[int]]] | set[int]]],
     *,
     cuda: bool = False,
     tensor_keys_start: set[int] | None = None,
@@ -286,11 +286,11 @@ def label_intervals(
                 cache[point] = {tl.intervals[i].key: i for i in tl.live_at(point)}
             live = cache[point]
             for k in keys:
-                i = live.get(k)
-                if i is not None and not labels[i]:
-                    labels[i] = source
-                    if isinstance(keys, dict) and keys[k] < tl.intervals[i].size:  # a view of part of it
-                        labels.split[i] = (keys[k], "")
+                hit = live.get(k)
+                if hit is not None and not labels[hit]:
+                    labels[hit] = source
+                    if isinstance(keys, dict) and keys[k] < tl.intervals[hit].size:  # a view of part of it
+                        labels.split[hit] = (keys[k], "")
     for i, iv in enumerate(tl.intervals):
         if labels[i]:
             continue

@@ -153,6 +153,7 @@ def check_loss_fn(model: torch.nn.Module, batch: Any, loss_fn: Any) -> None:
         sig = inspect.signature(model.forward)
     except (TypeError, ValueError):
         return
+    args: tuple[Any, ...]
     if isinstance(batch, Mapping):
         args, kwargs, how = (), dict(batch), "model(**batch)"
     elif isinstance(batch, (tuple, list)):

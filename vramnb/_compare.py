@@ -114,8 +114,8 @@ class Comparison(Rendered):
         """Side-by-side breakdowns at each variant's peak, ranked (matplotlib figure)."""
         from ._plot import plot_compare
 
-        ran = [v for v in self.ranked() if v.report is not None]
-        return plot_compare([v.report for v in ran], [v.recipe.describe() for v in ran])
+        ran = [(v, v.report) for v in self.ranked() if v.report is not None]
+        return plot_compare([r for _, r in ran], [v.recipe.describe() for v, _ in ran])
 
     def _table(self) -> Table:
         changed = self._changed_sources()
@@ -138,12 +138,12 @@ class Comparison(Rendered):
                            format_seconds(v.report.steady.step_time)]
                           + [format_delta(base_src.get(s, 0) - src.get(s, 0)) for s in changed])
         # a technique that had no effect in its step (vramnb._no_effect); a line every recipe has, once
-        ran = [v for v in self.ranked() if v.report is not None]
-        common = [w for w in (ran[0].report.warnings if ran else []) if all(w in v.report.warnings for v in ran)]
+        ran = [(v, v.report) for v in self.ranked() if v.report is not None]
+        common = [w for w in (ran[0][1].warnings if ran else []) if all(w in r.warnings for _, r in ran)]
         for w in common if len(ran) > 1 else []:
             t.note(f"every recipe: {w}", warn=True)
-        for v in ran:
-            for w in v.report.warnings:
+        for v, r in ran:
+            for w in r.warnings:
                 if len(ran) == 1 or w not in common:
                     t.note(f"{v.recipe.describe()}: {w}", warn=True)
         t.note("saving and Δ columns: the baseline's bytes minus this recipe's (positive: memory saved)")

@@ -37,8 +37,9 @@ def map_tensors(batch: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
                     return new
             except Exception:  # noqa: BLE001 - a mapping copy cannot make: build it from a dict below
                 pass
+        mapping_type: Any = type(batch)  # a concrete mapping type: its constructor is its own
         try:
-            return type(batch)(items)
+            return mapping_type(items)
         except Exception:  # noqa: BLE001 - a mapping type that cannot be built from a dict
             return items
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
@@ -52,11 +53,11 @@ def map_tensors(batch: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
         except Exception:  # noqa: BLE001 - a subclass with another constructor
             return list(vals) if isinstance(batch, list) else tuple(vals)
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        new = copy.copy(batch)
+        copied = copy.copy(batch)
         for f in dataclasses.fields(batch):
             if hasattr(batch, f.name):
-                object.__setattr__(new, f.name, map_tensors(getattr(batch, f.name), fn))
-        return new
+                object.__setattr__(copied, f.name, map_tensors(getattr(batch, f.name), fn))
+        return copied
     return batch
 
 

@@ -15,7 +15,7 @@ import inspect
 import keyword
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from IPython.core.error import UsageError
@@ -32,6 +32,9 @@ from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
 from ._probe import CpuProbe, probe_for, resolve_device
 from ._versions import versions
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["VramMagics"]
 
@@ -87,6 +90,8 @@ def _handled_frames() -> list[Any]:
 @magics_class
 class VramMagics(Magics):
     """``%%vram`` / ``%vram``; one instance per loaded extension."""
+
+    shell: InteractiveShell  # always given: the extension is loaded into a shell (Magics allows None)
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
@@ -199,7 +204,7 @@ class VramMagics(Magics):
     def _holders_fn(self, device: Any, limit: int = 3) -> Any:
         """A function giving ``(name, bytes it keeps, bytes deleting it frees, kind)`` of the ``limit``
         names of the notebook that hold the most on ``device`` (kind: ``Tensor``, ``Module``, ``list``...)."""
-        def top() -> list[tuple[str, int, int]]:
+        def top() -> list[tuple[str, int, int, str]]:
             dev = resolve_device(device)
             # what deleting a name frees: not what the output history, a kept exception's frames
             # or the failing frames (an error being handled) also keep
@@ -208,8 +213,8 @@ class VramMagics(Magics):
             if frames:
                 hidden["(the failing frames)"] = ("traceback frames", frames)
             rows = find_holders(self._users_names(), dev, hidden=hidden, limit=None, entries=False)
-            rows = [h for h in rows if not h.hidden][:limit]
-            return [(h.name, h.nbytes, h.unique, h.kind) for h in rows]
+            shown = [h for h in rows if not h.hidden][:limit]
+            return [(h.name, h.nbytes, h.unique, h.kind) for h in shown]
 
         return top
 

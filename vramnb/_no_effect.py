@@ -161,7 +161,8 @@ class EffectWatch:
                     self.configured.append((name, m, "flag"))
                 elif flag is None and any(_is_checkpoint_fn(v) for v in vars(m).values()):
                     self.configured.append((name, m, "wrapper"))
-                elif flag is None and _forward_calls_checkpoint(type(m))[0]:
+                # arg-type: typeshed's lru_cache takes Hashable, which mypy checks a class against by its instances
+                elif flag is None and _forward_calls_checkpoint(type(m))[0]:  # type: ignore[arg-type]
                     self.configured.append((name, m, "code"))
             except Exception:  # noqa: BLE001 - a module whose attributes raise: not judged
                 continue
@@ -284,7 +285,8 @@ class EffectWatch:
         # a forward that calls checkpoint may gate it on a flag of its own that is off: said only when the
         # module never ran, or ran in eval() and its forward reads self.training
         code = [(n, m) for n, m in idle_of["code"] if id(m) not in self.calls
-                or (not m.training and _forward_calls_checkpoint(type(m))[1])]
+                # arg-type: as above (lru_cache's Hashable, checked against a class's instances)
+                or (not m.training and _forward_calls_checkpoint(type(m))[1])]  # type: ignore[arg-type]
         if code:
             kinds = sorted({type(m).__name__ for _, m in code})
             where = [n for n, _ in code if n]

@@ -25,7 +25,7 @@ def rebuild_optimizer(opt: torch.optim.Optimizer, params: list[Any]) -> torch.op
     Raises:
         TypeError: the class cannot be built from its settings (the message says which).
     """
-    cls = type(opt)
+    cls: Any = type(opt)  # a subclass of Optimizer: built with its own constructor's arguments
     sig = inspect.signature(cls.__init__).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.values())
     settings = dict(opt.defaults)

@@ -40,7 +40,8 @@ def _bytes(t: torch.Tensor, seen: set[Any]) -> int:
     flatten = getattr(type(t), "__tensor_flatten__", None)
     if flatten is not None:
         try:
-            inner, _ = t.__tensor_flatten__()
+            wrapper: Any = t  # a wrapper subclass (it has __tensor_flatten__, torch.Tensor does not)
+            inner, _ = wrapper.__tensor_flatten__()
             return sum(_bytes(getattr(t, n), seen) for n in inner)
         except Exception:  # noqa: BLE001 - an unusual subclass: counted by its apparent size
             return t.numel() * t.element_size()

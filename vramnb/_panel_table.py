@@ -104,7 +104,8 @@ class RunsTable:
     def _predicted_text(rec: dict[str, Any]) -> str:
         if rec.get("predicted_peak_allocated") is None:
             return ""
-        verdict = {True: "fits", False: "does not fit"}.get(rec.get("predicted_fits"), "")
+        verdicts: dict[bool | None, str] = {True: "fits", False: "does not fit"}
+        verdict = verdicts.get(rec.get("predicted_fits"), "")
         text = (f"{format_bytes(rec['predicted_peak_allocated'])} · {format_bytes(rec['predicted_device_memory'] or 0)} "
                 f"on {rec.get('predicted_on') or 'the card'}")
         return f"{text} · {verdict}" if verdict else text

@@ -62,7 +62,7 @@ class StepPlan:
     scaler: Any = None
     mode: str = "train"
     set_to_none: bool = True
-    undo: list[Callable[[], None]] = field(default_factory=list)
+    undo: list[Callable[[], object]] = field(default_factory=list)  # what they return is not used
     notes: list[str] = field(default_factory=list)
     user_optimizer: torch.optim.Optimizer | None = None
     modelled: str | None = None

@@ -54,7 +54,7 @@ profile_step.__signature__ = _signature()  # type: ignore[attr-defined]
 
 
 def _explain(err: BaseException, oom: Any, report: Any, model: Any, batch: Any, loss_fn: Any, optimizer: Any,
-             recipe: Any, diagnose: bool) -> None:
+             recipe: Any, diagnose: bool | None) -> None:
     """Re-give the verdict with this step's estimated savings, then add it to the error's notes."""
     import torch
 

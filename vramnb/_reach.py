@@ -45,7 +45,9 @@ def sequence_now() -> int:
     """The sequence number the next autograd node made on this thread will have."""
     with torch.enable_grad():
         leaf = torch.zeros((), requires_grad=True)
-        return (leaf * 1).grad_fn._sequence_nr() + 1
+        node = (leaf * 1).grad_fn
+        assert node is not None  # a product with a leaf that requires grad has a node
+        return node._sequence_nr() + 1
 
 
 def _nodes(root: Any) -> Iterator[Any]:

@@ -250,7 +250,8 @@ def fix_gain(f: Any) -> str:
         if "frees" in f.what or "freed" in f.what or "held" in f.what:  # the bytes are in its words already
             return ""
         return f" (frees up to {format_bytes(f.saving)})"
-    then = {True: "; the step then fits", False: "; not enough alone"}.get(getattr(f, "fits", None), "")
+    thens: dict[bool | None, str] = {True: "; the step then fits", False: "; not enough alone"}
+    then = thens.get(getattr(f, "fits", None), "")
     return f" (this step's peak −{format_bytes(f.saving)}, estimated{then})"
 
 

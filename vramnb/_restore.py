@@ -33,7 +33,7 @@ on the main thread is held back until it is done, then raised
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -77,7 +77,7 @@ def _load_grad(g: torch.Tensor, saved: Any) -> None:
 
 
 @protected
-def run_all(steps: list[Callable[[], None]]) -> None:
+def run_all(steps: Sequence[Callable[[], object]]) -> None:
     """Run every callable, even after one raises; then raise the first error
     (the later ones are attached as notes)."""
     errors: list[BaseException] = []
@@ -88,9 +88,9 @@ def run_all(steps: list[Callable[[], None]]) -> None:
             errors.append(e)
     if errors:
         first = errors[0]
-        for e in errors[1:]:
+        for later in errors[1:]:
             if hasattr(first, "add_note"):
-                first.add_note(f"also while restoring: {type(e).__name__}: {e}")
+                first.add_note(f"also while restoring: {type(later).__name__}: {later}")
         raise first
 
 

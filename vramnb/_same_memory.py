@@ -71,7 +71,9 @@ class SameMemory:
             a = self._entries.pop(alias, None)
             self._alias_of.pop(alias, None)
             self._alias_bytes.pop(alias, None)
-            st = a[0]() if a is not None else None
+            if a is None:
+                continue
+            st = a[0]()
             if st is not None:
                 left.append(((data_range(st) or (0, 0))[0], -st.nbytes(), st, a[2]))
         for _, _, st, owner in sorted(left, key=lambda x: x[:2]):  # the widest first: it contains the others

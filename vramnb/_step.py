@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import torch
@@ -69,6 +69,8 @@ def _state_tensors(optimizer: torch.optim.Optimizer | None) -> list[torch.Tensor
 class _StepRun:
     """State of one profiled step: recorder, mark keys, saved activations, modules."""
 
+    recorder: CudaRecorder | CpuRecorder  # made when the step starts, for the device
+
     def __init__(self, plan: StepPlan, module_depth: int | None, reach: Reach | None = None,
                  effects: EffectWatch | None = None) -> None:
         self.plan = plan
@@ -87,7 +89,7 @@ class _StepRun:
         self.module_events: list[tuple[str, str, Any]] = []  # (name, "enter"/"exit", position)
 
     def position(self) -> Any:
-        if self.cuda:
+        if isinstance(self.recorder, CudaRecorder):  # on CUDA (self.cuda)
             return self.recorder.position()
         return self.recorder.timeline.n_events
 
@@ -356,7 +358,8 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
         effects.after_step(plan.optimizer if plan.mode == "train" else None)
     keys_end = tensor_keys(device) if run.cuda else None
     start = tl.marks.get("start", 0)
-    claims = [(src, [(start, ks)]) for src, ks in start_claims]
+    claims: list[tuple[str, list[tuple[int, Collection[int]]] | set[int]]] = [
+        (src, [(start, ks)]) for src, ks in start_claims]
     for src in ("gradients", "optimizer state"):
         claims.append((src, [(tl.marks[m], ks[src]) for m, ks in run.mark_keys.items() if m in tl.marks]))
     if plan.workspace:
@@ -398,7 +401,7 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
         missing = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in run.got_grad]
 
     def positions(pos: Any) -> int:
-        if not run.cuda:
+        if not isinstance(run.recorder, CudaRecorder):  # not on CUDA (run.cuda)
             return pos
         # events whose cumulative counts do not exceed the recorded counts
         n_alloc, n_free = pos
@@ -413,7 +416,7 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
             phase_peaks[ph] = breakdown_at(max(range(a, b + 1), key=lambda i: totals[i]))
     result = StepResult(kind, marks, peak, phase, totals, dict(tl.marks), peak_point, modules, elapsed, missing,
                         _by_source(tl, labels), phase_peaks)
-    if trace is not None and run.cuda and run.recorder.snapshot is not None:
+    if trace is not None and isinstance(run.recorder, CudaRecorder) and run.recorder.snapshot is not None:
         with open(trace, "wb") as f:
             pickle.dump(run.recorder.snapshot, f)
     return result, err

@@ -26,10 +26,11 @@ __all__ = ["StorageCopies", "tensor_range", "save_bytes", "load_bytes"]
 
 def tensor_range(t: torch.Tensor) -> tuple[int, int]:
     """The byte range ``[lo, hi)`` of ``t``'s storage that ``t`` can read or write."""
+    offset = int(t.storage_offset())  # int: no symbolic shapes here (torch types it int | SymInt)
     if t.numel() == 0:
-        lo = t.storage_offset() * t.element_size()
+        lo = offset * t.element_size()
         return lo, lo
-    lo = hi = t.storage_offset()
+    lo = hi = offset
     for size, stride in zip(t.shape, t.stride()):
         if stride >= 0:
             hi += (size - 1) * stride

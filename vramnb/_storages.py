@@ -62,7 +62,7 @@ def storages_of_tensor(t: Any, _depth: int = 0) -> list[tuple[int, torch.Untyped
         layout = t.layout
         if type(t) in _PLAIN and t.is_nested and layout == torch.strided:  # its sizes, strides and offsets too
             own = storage_of(t)
-            meta = (t._nested_tensor_size(), t._nested_tensor_strides(), t._nested_tensor_storage_offsets())
+            meta: tuple[Any, ...] = (t._nested_tensor_size(), t._nested_tensor_strides(), t._nested_tensor_storage_offsets())
             return ([] if own is None else [(storage_key(own), own)]) + [
                 kv for p in meta for kv in storages_of_tensor(p, _depth + 1)]
         if type(t) in _PLAIN and t.is_quantized and t.qscheme() in _PER_CHANNEL:  # its scales and zero points

@@ -256,8 +256,8 @@ class CudaRecorder:
         for addr, size in live_end.items():
             if addr not in open_:
                 tl.intervals.append(Interval(addr, size, -1))
-        for addr, size, e in freed_before:
-            tl.intervals.append(Interval(addr, size, -1, e))
+        for addr, size, freed_at in freed_before:
+            tl.intervals.append(Interval(addr, size, -1, freed_at))
         for name, c in self.marks.items():
             # number of events whose cumulative counts are <= the mark's counts
             pos = 0

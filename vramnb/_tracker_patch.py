@@ -59,7 +59,8 @@ def _patch_acquire(tracker: Any) -> None:
         if not _PATCHED:
             _HAD_OWN_RESIZE = "resize_" in torch.UntypedStorage.__dict__
             _ORIGINAL_RESIZE = torch.UntypedStorage.resize_
-            torch.UntypedStorage.resize_ = _patched_resize_  # type: ignore[method-assign]
+            # assignment: torch types resize_ on the private _StorageBase; this one is UntypedStorage's
+            torch.UntypedStorage.resize_ = _patched_resize_  # type: ignore[method-assign,assignment]
         _PATCHED[tracker] = _PATCHED.get(tracker, 0) + 1
 
 

@@ -113,7 +113,7 @@ class CastCache:
             addr = st.data_ptr()
         except Exception:  # noqa: BLE001 - an odd tensor is not a cached cast
             return False
-        ref = weakref.ref(st, lambda r, a=addr, b=n: self._freed(r, a, b))  # made outside the lock
+        ref = weakref.ref(st, lambda r: self._freed(r, addr, n))  # made outside the lock
         with self._lock:
             old = self._refs.get(addr)
             if old is not None and old() is not None:

@@ -28,6 +28,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import torch
@@ -56,7 +57,8 @@ class OOMState:
         non_pytorch: this process's device memory outside the allocator (CUDA context, libraries).
         other_processes: device memory other processes held (NVML), else ``None``.
         available: memory the system still offered (CPU: ``MemAvailable``).
-        frames: ``(frame, variable, bytes)`` of tensors on the device the failing frames held.
+        frames: ``(frame, variable, bytes, of which through its autograd graph)`` of tensors on
+            the device the failing frames held (:func:`frame_holders`).
         holders: ``(variable, bytes it keeps, bytes deleting it frees)``, the largest holders in
             the notebook's namespace.
         cap_room: bytes the process's own limit still allowed (CPU: ``RLIMIT_AS``/``RLIMIT_DATA``
@@ -78,7 +80,7 @@ class OOMState:
     non_pytorch: int | None = None
     other_processes: int | None = None
     available: int | None = None
-    frames: list[tuple[str, str, int]] = field(default_factory=list)
+    frames: list[tuple[str, str, int, int]] = field(default_factory=list)
     holders: list[tuple[Any, ...]] = field(default_factory=list)
     hidden: int | None = None
     hidden_by: list[tuple[str, int]] = field(default_factory=list)
@@ -243,7 +245,7 @@ def largest_free_block(device: int) -> int | None:
 def _other_processes(device: int) -> int | None:
     """Device memory held by other processes (NVML), ``None`` without ``pynvml``."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
 
         pynvml.nvmlInit()
         index = torch.cuda._get_nvml_device_index(device) if hasattr(torch.cuda, "_get_nvml_device_index") else device
@@ -392,7 +394,7 @@ def _parameter_count(module: Any, depth: int = 0, visited: set[int] | None = Non
 
 
 def _stack(start: Any) -> list[Any]:
-    out = []
+    out: list[Any] = []
     while start is not None and len(out) < 64:
         out.append(start)
         start = start.f_back
@@ -408,7 +410,7 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
     kept (see :func:`vramnb._graph.frame_locals`)."""
     walk = _Walk(device)  # storages counted once; containers, modules and graph nodes visited once, bounded
     out: list[tuple[str, str, int, int]] = []
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     depth = 0
     while frame is not None and depth < 64:
         depth += 1
@@ -486,14 +488,14 @@ def _tensor_bytes(val: Any, walk: _Walk, depth: int = 0) -> int:
         d = object.__getattribute__(val, "__dict__")
         n = 0
         for attr in ("_parameters", "_buffers"):
-            items = dict.get(d, attr)
-            if type(items) is dict:
-                for t in dict.values(items):
+            tensors = dict.get(d, attr)
+            if type(tensors) is dict:
+                for t in dict.values(tensors):
                     if t is not None and issubclass(type(t), torch.Tensor):
                         n += _storages_bytes(t, device, walk.seen)
-                        g = t.grad if type(t) in _PLAIN_TENSORS else None
-                        if g is not None:
-                            n += _storages_bytes(g, device, walk.seen)
+                        grad = t.grad if type(t) in _PLAIN_TENSORS else None
+                        if grad is not None:
+                            n += _storages_bytes(grad, device, walk.seen)
         mods = dict.get(d, "_modules")
         if type(mods) is dict:
             n += sum(_tensor_bytes(m, walk, depth + 1) for m in dict.values(mods)

@@ -390,7 +390,8 @@ def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
         return batch, "", [batch]
     from .._checks import _batch_tensors
 
-    best, size, seen, first = None, -1, 0, []
+    best, size, seen = None, -1, 0
+    first: list[Any] = []
     with torch.random.fork_rng(devices=[]):  # a DataLoader's iterator draws its base seed from torch's RNG
         for b in itertools.islice(iter(batch), MAX_BATCHES):
             seen += 1

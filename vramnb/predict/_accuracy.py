@@ -137,7 +137,7 @@ class StepOps(TorchDispatchMode):
         if name is _UNSEEN:
             n = func.overloadpacket.__name__
             name = _WATCHED[func] = n if n in _NAMES or n.startswith("_scaled_dot_product_") else None
-        if name is not None:
+        if isinstance(name, str):  # a name (not None), where it decides kinds
             with contextlib.suppress(Exception):  # watching never changes the step
                 self._see(name, args, out)
                 if self._is_sdpa(name):

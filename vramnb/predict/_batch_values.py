@@ -108,7 +108,7 @@ def _drawing(func: Any) -> Any:
 def _tagged(args: Any, kwargs: dict[str, Any]) -> list[Any] | None:
     """The tensor arguments, or ``None`` as soon as one is a fake tensor without values: never tagged, and not a
     constant of the fake mode (the fast test, on every operator)."""
-    out = []
+    out: list[Any] = []
     for group in (args, kwargs.values()):
         for a in group:
             for t in (a,) if isinstance(a, torch.Tensor) else a if isinstance(a, (list, tuple)) else ():
@@ -153,8 +153,9 @@ class BatchValues(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        # fake storage key -> (weak ref to the fake storage, real storage or _META / _LARGE, from the batch)
-        self._shadows: dict[int, tuple[weakref.ref[Any], Any, bool]] = {}
+        # fake storage key -> (weak ref to the fake storage, real storage or _META / _LARGE, from the batch: the
+        # values' origin, see _from_batch)
+        self._shadows: dict[int, tuple[weakref.ref[Any], Any, int]] = {}
         self.reads: list[Read] = []
         self.limit = LIMIT
         self.repeated: str = ""
@@ -190,6 +191,7 @@ class BatchValues(TorchDispatchMode):
                 src = t.detach()
                 if tuple(src.shape) != tuple(f.shape):  # batch_size=: the batch's rows, repeated
                     if not src.shape[0]:
+                        assert st is not None  # mypy: the identity test with the shadow's weakref above widened it
                         self._set(st, _META)
                         continue
                     src = src[torch.arange(f.shape[0]) % src.shape[0]]
@@ -202,7 +204,7 @@ class BatchValues(TorchDispatchMode):
         self._shadows.clear()
 
     # -- shadows ---------------------------------------------------------------
-    def _set(self, st: torch.UntypedStorage, value: Any, batch: bool = True, tensor: Any = None) -> None:
+    def _set(self, st: torch.UntypedStorage, value: Any, batch: int = True, tensor: Any = None) -> None:
         if tensor is not None:
             tensor.__dict__[_TAG] = True
         key = storage_key(st)
@@ -268,7 +270,7 @@ class BatchValues(TorchDispatchMode):
                     if st is not None:
                         self._shadows.pop(storage_key(st), None)
 
-    def _keep(self, fake_out: Any, real_out: Any, inputs: list[Any], batch: bool) -> None:
+    def _keep(self, fake_out: Any, real_out: Any, inputs: list[Any], batch: int) -> None:
         """Record ``real_out``'s storages as the shadows of ``fake_out``'s (new storages only)."""
         with no_dispatch():  # a real output over an input's memory (the user's constant, a shadow) is copied
             owned = {storage_key(r.untyped_storage()) for r in inputs if isinstance(r, torch.Tensor)}
@@ -429,7 +431,7 @@ class BatchValues(TorchDispatchMode):
     def _fake_outputs(self, real: Any, args: Any, kwargs: dict[str, Any], tensors: list[Any], shadows: list[Any]) -> Any:
         """Fake tensors of the real outputs' shapes, strides and storage sizes (views of a fake input where the real
         output is a view of its shadow); other values as they are."""
-        by_storage = {}
+        by_storage: dict[int, Any] = {}
         with no_dispatch():
             for t, s in zip(tensors, shadows):
                 if isinstance(s, torch.Tensor):

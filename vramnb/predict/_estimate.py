@@ -380,8 +380,11 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
     keep: list[torch.Tensor] = []
-    workspaces = Workspaces(tgt.capability, keep, tracker.add_tensor, tgt.multiprocessors) if tgt is not None else None
-    kernels = CudaPolicy(tgt.capability, workspaces) if tgt is not None else None
+    workspaces: Workspaces | None = None
+    kernels: CudaPolicy | None = None
+    if tgt is not None:
+        workspaces = Workspaces(tgt.capability, keep, tracker.add_tensor, tgt.multiprocessors)
+        kernels = CudaPolicy(tgt.capability, workspaces)
     plan = StepPlan(fmodel, [fbatch], loss_fn or default_loss, fopt, torch.device("cpu"), set_to_none=set_to_none,
                     user_optimizer=fopt, modelled=device if device == "cuda" else None, tracker=tracker,
                     autocast=kernels.autocast if kernels is not None else None,
@@ -441,13 +444,14 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                     from ._step_time import StepTimeMode
                     from ._throughput import throughput
 
+                    assert tgt is not None  # timed needs it
                     rates, _ = throughput(tgt.name)
                     timer = StepTimeMode(rates, *calibrated)  # type: ignore[misc]
                     if module_depth:
                         timer.watch({id(m): n for n, m in plan.model.named_modules()
                                      if n and n.count(".") == module_depth - 1})
                 with ops if kernels is not None and i == 0 else contextlib.nullcontext(), \
-                        timer if timed else contextlib.nullcontext():  # kinds: the first step's
+                        timer if timed and timer is not None else contextlib.nullcontext():  # kinds: the first step's
                     res, err = _one_step(plan, module_depth, None, i)
                 results.append(res)
                 offsets.append(len(events) - (len(res.timeline) - 1))
@@ -489,6 +493,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                          + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
     est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
     if kernels is not None:
+        assert tgt is not None and workspaces is not None  # kernels is made with them
         est.backends = dict(kernels.backends)
         if kernels.backends:
             est.notes.append("CUDA kernels chosen: " + ", ".join(f"{k} ×{v}" for k, v in kernels.backends.items()))

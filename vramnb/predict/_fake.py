@@ -68,7 +68,7 @@ def fake_batch(batch: Any, mode: FakeTensorMode, size: int | None = None) -> Any
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
     """The elements ``[first, last + 1)`` of its storage that ``t`` reaches (in its dtype)."""
-    start = t.storage_offset()
+    start = int(t.storage_offset())  # int: no symbolic shapes here (torch types it int | SymInt)
     if t.numel() == 0:
         return start, start
     return start, start + 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))

@@ -180,6 +180,7 @@ class UserState:
             for n, b in model.named_buffers():
                 self.versions.append((n, b, b._version))
         self.opt_state: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self.optimizer: torch.optim.Optimizer | None
         if isinstance(optimizer, torch.optim.Optimizer):
             self.opt_keys = set(optimizer.state)
             self.optimizer = optimizer

@@ -114,7 +114,7 @@ class _Copier:
         else:
             return self._share(v, path, f", {format_bytes(view.nbytes)}")
         if isinstance(v, types.MethodType):
-            out = types.MethodType(v.__func__, self.copy(v.__self__, path))
+            out: Any = types.MethodType(v.__func__, self.copy(v.__self__, path))
             self.memo[id(v)] = out
             return out
         if isinstance(v, functools.partial):
@@ -154,7 +154,8 @@ class _Copier:
     def _structure(self, v: Any, path: str) -> Any:
         """A module, a container or a plain object: a new one of its type, its contents copied."""
         if isinstance(v, torch.nn.Module) or not isinstance(v, (dict, list, set)):
-            out = type(v).__new__(type(v))
+            cls: Any = type(v)  # any class: mypy reads type[...].__new__ as the metaclass's
+            out = cls.__new__(cls)
             self.memo[id(v)] = out
             for k, x in vars(v).items():
                 sub = k if not path else f"{path}.{k}"
@@ -162,20 +163,22 @@ class _Copier:
                     sub = path  # state-dict names: "0.weight", not "_modules.0._parameters.weight"
                 out.__dict__[k] = self.copy(x, sub)
             return out
-        out = copy.copy(v)  # the same container type (OrderedDict, defaultdict, a subclass), then its items
-        self.memo[id(v)] = out
+        # the same container type (OrderedDict, defaultdict, a subclass), then its items; Any: the branches
+        # below narrow v, which mypy does not carry over to its copy
+        new: Any = copy.copy(v)
+        self.memo[id(v)] = new
         if isinstance(v, dict):
             for k, x in v.items():
-                dict.__setitem__(out, k, self.copy(x, f"{path}.{k}" if path else str(k)))
+                dict.__setitem__(new, k, self.copy(x, f"{path}.{k}" if path else str(k)))
         elif isinstance(v, list):
-            out[:] = [self.copy(x, f"{path}[{i}]") for i, x in enumerate(v)]
+            new[:] = [self.copy(x, f"{path}[{i}]") for i, x in enumerate(v)]
         else:
-            out.clear()
-            out.update(self.copy(x, path) for x in v)
-        if hasattr(out, "__dict__"):
+            new.clear()
+            new.update(self.copy(x, path) for x in v)
+        if hasattr(new, "__dict__"):
             for k, x in vars(v).items():
-                out.__dict__[k] = self.copy(x, f"{path}.{k}")
-        return out
+                new.__dict__[k] = self.copy(x, f"{path}.{k}")
+        return new
 
 
 def _reduces(m: torch.nn.Module) -> bool:

@@ -150,7 +150,7 @@ def resolve_target(target: Any = None) -> Target:
         target = "H100"
     name = gpu_name(target)
     if name is not None:
-        assumed = () if name.startswith("H200") else ("CUDA context size as measured on an H200",)
+        assumed: tuple[str, ...] = () if name.startswith("H200") else ("CUDA context size as measured on an H200",)
         same = [n for n in GPUS if n.split(" (")[0] == name.split(" (")[0]]
         if len(same) > 1 and str(target).strip().lower() != name.lower():
             assumed += (f"{target!r} taken as the {name}; also: {', '.join(n for n in same if n != name)}",)

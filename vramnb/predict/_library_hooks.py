@@ -28,7 +28,7 @@ _TRANSFORMERS = "transformers.utils.import_utils"
 def untraced_where_known(known: Any) -> Iterator[None]:
     """While active, ``transformers``' ``is_fake_tensor(t)`` is false for a ``t`` with
     ``known(t)`` (the estimate can read its values). A no-op without transformers loaded."""
-    mod = sys.modules.get(_TRANSFORMERS)
+    mod: Any = sys.modules.get(_TRANSFORMERS)  # a module of transformers, patched by name below
     original = getattr(mod, "is_fake_tensor", None) if mod is not None else None
     if original is None:
         yield

@@ -132,7 +132,7 @@ class StepTimeMode(TorchDispatchMode):
         from torch.utils.flop_counter import flop_registry
 
         self.rates, self.host, self.achieved = rates, host, achieved
-        self._running = []
+        self._running: list[str] = []
         self.time = StepTime(sources=(host.source, achieved.source))
         self.registry = flop_registry
         self.matmul_fp32 = torch.get_float32_matmul_precision()
@@ -147,7 +147,7 @@ class StepTimeMode(TorchDispatchMode):
 
     def __enter__(self) -> StepTimeMode:
         _active().append(self)
-        self._running: list[str] = []
+        self._running = []
         self._hooks: list[Any] = []
         watched = getattr(self, "_watched", None)
         if watched:

@@ -9,6 +9,7 @@ import os
 import sys
 import sysconfig
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import torch
@@ -58,7 +59,7 @@ def user_line() -> tuple[str, str]:
     (in the backward pass: the line that started it, said so)."""
     task = getattr(torch._C, "_current_graph_task_id", None)
     backward = "the backward pass started by " if task is not None and task() != -1 else ""
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None:
         name = f.f_code.co_filename
         if not name.startswith(_SKIP) and not name.startswith("<frozen"):

@@ -9,6 +9,7 @@ arithmetic for large-batch SGD).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -41,6 +42,11 @@ def resize(batch: Any, n: int) -> Any:
         reps = -(-n // t.shape[0])
         return t.repeat(reps, *([1] * (t.dim() - 1)))[:n].clone()
     return map_tensors(batch, one)
+
+
+def _rows(lo: int, hi: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Rows ``lo:hi`` of a tensor (a scalar as it is): one micro-batch's part."""
+    return lambda t: t[lo:hi] if t.dim() else t
 
 
 class _PositiveInt(Technique):
@@ -98,7 +104,7 @@ class MicroBatches(_PositiveInt):
     def apply(cls, plan: StepPlan, value: Any) -> None:
         (batch,) = plan.batches
         n = batch_len(batch) // value
-        plan.batches = [map_tensors(batch, lambda t, i=i: t[i * n : (i + 1) * n] if t.dim() else t) for i in range(value)]
+        plan.batches = [map_tensors(batch, _rows(i * n, (i + 1) * n)) for i in range(value)]
 
     @classmethod
     def describe(cls, value: Any) -> str:

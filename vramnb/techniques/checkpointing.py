@@ -76,7 +76,7 @@ def _wrap(block: torch.nn.Module, selective: bool, record: Wrapped) -> Any:
     """Checkpoint ``block``'s forward; ``record`` counts its calls and the runs of
     its original forward (a run beyond the calls is a recompute in backward)."""
     had = "forward" in block.__dict__
-    previous = block.__dict__.get("forward")
+    previous: Any = block.__dict__.get("forward")  # the instance's own forward, put back where it had one
     original = block.forward
     extra: dict[str, Any] = {}
     if selective:
@@ -135,8 +135,9 @@ def _block_names(model: Any) -> tuple[Any, int] | None:
     if not blocks:
         return None
     names = {id(m): n for n, m in model.named_modules()}
-    full = [names.get(id(b)) for b in blocks]
-    if any(n is None for n in full):
+    found = [names.get(id(b)) for b in blocks]
+    full = [n for n in found if n is not None]
+    if len(full) != len(found):
         return None
     parents = {n.rpartition(".")[0] for n in full}
     if len(parents) == 1:

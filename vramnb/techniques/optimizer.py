@@ -31,14 +31,14 @@ def _lr(plan: StepPlan) -> float:
 
 def _eight_bit() -> tuple[str, Any] | None:
     if torch.cuda.is_available() and importlib.util.find_spec("bitsandbytes") is not None:
-        import bitsandbytes as bnb  # type: ignore[import-not-found]
+        import bitsandbytes as bnb
 
         return "bitsandbytes", bnb.optim.AdamW8bit
     if importlib.util.find_spec("torchao") is not None:
         try:
-            from torchao.optim import AdamW8bit  # type: ignore[import-not-found]
+            from torchao.optim import AdamW8bit
         except ImportError:
-            from torchao.prototype.low_bit_optim import AdamW8bit  # type: ignore[import-not-found]
+            from torchao.prototype.low_bit_optim import AdamW8bit
         return "torchao", AdamW8bit
     return None
 
@@ -60,7 +60,7 @@ def build(value: str, params: list[torch.nn.Parameter], lr: float) -> torch.opti
     if value == "Adafactor":
         return torch.optim.Adafactor(params, lr=lr)
     if value == "Lion":
-        from lion_pytorch import Lion  # type: ignore[import-not-found]
+        from lion_pytorch import Lion
 
         return Lion(params, lr=lr)
     if value == "AdamW 8-bit":
