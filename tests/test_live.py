@@ -38,7 +38,8 @@ def _run(cells: list[str]) -> tuple[object, dict[int, list[str]]]:
 def test_the_live_gauge_updates_while_the_cell_runs_and_becomes_the_report():
     nb, updates = _run([
         "%load_ext vramnb",
-        "%%vram --live\nimport time, torch\nkeep = []\nfor i in range(6):\n    keep.append(torch.ones(2**18))\n    time.sleep(0.5)",
+        "%%vram --live\nimport time, torch\nkeep = []\n"
+        "for i in range(6):\n    keep.append(torch.ones(2**18))\n    time.sleep(0.5)",
         "%vram on --live",
         "import time, torch\ny = torch.ones(2**20)\ntime.sleep(1.5)",
     ])

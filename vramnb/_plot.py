@@ -17,7 +17,7 @@ themes (an opaque white figure was a white block in JupyterLab's dark theme).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._sources import COLORS, SOURCES
 from ._theme import theme
@@ -82,7 +82,7 @@ def _themed(draw: Any) -> Any:
         import matplotlib
 
         rc = theme().rc()
-        with matplotlib.rc_context(rc):
+        with matplotlib.rc_context(cast(Any, rc)):  # matplotlib types its keys as a Literal of every rcParam
             fig = draw(*args, **kwargs)
         fig._vramnb_rc = rc
         return fig
@@ -234,7 +234,8 @@ def plot_sources(report: StepReport, step: int | str = -1) -> Any:
             ax.axvline(a, color=theme().muted, linewidth=0.8, linestyle="--")
         last = i == 3
         ax.text(b if last else (a + b) / 2, 1.0, ["forward", "backward", "optim.", "zero_grad"][i],
-                transform=ax.get_xaxis_transform(), fontsize=7, ha="right" if last else "center", va="bottom", color=theme().muted)
+                transform=ax.get_xaxis_transform(), fontsize=7, ha="right" if last else "center", va="bottom",
+                color=theme().muted)
     ax.set_xlabel("allocation events")
     ax.set_ylabel(f"allocated ({unit})")
     ax.set_ylim(0, top / scale * 1.1)

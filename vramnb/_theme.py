@@ -12,6 +12,7 @@ by WCAG 2.1's relative luminance); the sources keep their fixed colours
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Theme", "THEMES", "set_theme", "theme"]
 
@@ -28,7 +29,7 @@ class Theme:
     spans: tuple[str, str]  # the alternating phase shading
     box: str  # behind an annotation's text
 
-    def rc(self) -> dict[str, object]:
+    def rc(self) -> dict[str, Any]:
         """matplotlib rcParams for the figure and its axes."""
         return {"figure.facecolor": self.background, "axes.facecolor": self.background,
                 "savefig.facecolor": self.background, "savefig.transparent": self.background == "none",
