@@ -112,8 +112,12 @@ def real_peak(make, make_batch, recipe: dict) -> dict:
 def main() -> None:
     name, recipe = sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     zoo = {**models(), **validation()}
-    rec = {"model": name, "recipe": recipe, **real_peak(*zoo[name], recipe)}
-    with open(os.path.join(OUT, "peak-holders.jsonl"), "a") as f:
+    record({"model": name, "recipe": recipe, **real_peak(*zoo[name], recipe)}, "peak-holders.jsonl")
+
+
+def record(rec: dict, filename: str) -> None:
+    """Append ``rec`` to ``$OUT/filename`` as a JSON line; print it and its largest holders."""
+    with open(os.path.join(OUT, filename), "a") as f:
         f.write(json.dumps(rec, default=str) + "\n")
     print(json.dumps({k: v for k, v in rec.items() if k != "top"}, default=str))
     for k, b, n in rec["top"]:

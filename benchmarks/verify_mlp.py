@@ -12,7 +12,6 @@ the estimate's peak phase and sources, and what is alive at the real peak
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -20,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import vramnb  # noqa: E402
-from peak_holders import holders  # noqa: E402
+from peak_holders import holders, record  # noqa: E402
 from vramnb.techniques.code import step_code  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp")
@@ -48,11 +47,7 @@ def main() -> None:
     exec(setup, ns)
     rec["code"] = code
     rec.update(holders(lambda: exec(step, ns)))
-    with open(os.path.join(OUT, "verify-mlp.jsonl"), "a") as f:
-        f.write(json.dumps(rec, default=str) + "\n")
-    print(json.dumps({k: v for k, v in rec.items() if k != "top"}, default=str))
-    for k, b, n in rec["top"]:
-        print(f"{b / 2**20:10.1f} MiB {n:5d}  {k}")
+    record(rec, "verify-mlp.jsonl")
 
 
 if __name__ == "__main__":
