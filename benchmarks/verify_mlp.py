@@ -22,7 +22,6 @@ import vramnb  # noqa: E402
 from peak_holders import holders, record  # noqa: E402
 from vramnb.techniques.code import step_code  # noqa: E402
 
-OUT = os.environ.get("OUT", "/tmp")
 
 
 def main() -> None:
