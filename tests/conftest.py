@@ -29,6 +29,18 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _code_outside_cells():  # type: ignore[no-untyped-def]
+    """A test's own code runs outside any cell, where the magics cannot vouch that the CPU
+    tracker saw it (vramnb._young): each test starts with the tracker marked stale, as code
+    that ran unmeasured leaves it."""
+    from vramnb import _tracker
+
+    if _tracker._CPU_TRACKER is not None:
+        _tracker._CPU_TRACKER.stale = True
+    yield
+
+
 @pytest.fixture(scope="session")
 def shell():  # type: ignore[no-untyped-def]
     from IPython.core.interactiveshell import InteractiveShell

@@ -108,6 +108,8 @@ class VramMagics(Magics):
         self._bound: dict[str, int] = {}  # output-history names user code bound -> last cell
         # awaits the %%vram call of a cell with top-level await (see _cell_run)
         self.transformer = await_vram_cells(shell)
+        self._cpu_cell = False  # the running cell is measured on CPU from its first line to its last
+        self._magic_only = False  # the running cell is one %vram line
 
     def _count(self) -> int:
         """The number of the cell being run, as IPython shows it (In[n]/Out[n]);
@@ -119,7 +121,10 @@ class VramMagics(Magics):
         self._depth += 1
         if self._depth > 1:  # a cell run from inside a cell: the outer measurement covers it
             return
-        raw = (getattr(info, "raw_cell", "") or "").lstrip()
+        raw = (getattr(info, "raw_cell", "") or "").strip()
+        self._cpu_cell = False
+        # a cell of one %vram line runs none of the user's code: it leaves the tracker as it was
+        self._magic_only = raw.startswith("%vram") and "\n" not in raw
         if self._auto is not None and not raw.startswith(("%vram", "%%vram", "%unload_ext", "%reload_ext")):
             label = raw.splitlines()[0][:80] if raw else ""
             a = self._auto
@@ -129,6 +134,7 @@ class VramMagics(Magics):
             self._auto_m = self._auto_cm.__enter__()
             self._auto_gauge = self._start_gauge(a["device"]) if a.get("live") and not a["quiet"] else None
             self._auto_cell = self._count()
+            self._cpu_cell = torch.device(a["device"]).type == "cpu"
             self._auto_tb = clean_tracebacks(self.shell)
             self._auto_tb.__enter__()
 
@@ -172,9 +178,26 @@ class VramMagics(Magics):
                 gauge.stop(report)  # the report replaces the gauge's line
             elif self._auto is not None and not self._auto["quiet"]:
                 self._pending.append(report)
+        self._vouch()
         pending, self._pending = self._pending, []
         for obj in pending:
             display(obj)
+
+    def _vouch(self) -> None:
+        """After a top-level cell: if it ran measured on CPU from its first line to its
+        last, the CPU tracker saw everything it did, and the next measured cell scans
+        only what is new (``StorageTracker.vouch``); after any other cell it scans
+        every live tensor, since unmeasured code may have resized what existed."""
+        from . import _tracker
+
+        tracker = _tracker._CPU_TRACKER
+        if tracker is None:
+            return
+        if self._cpu_cell:
+            tracker.vouch()
+        elif not self._magic_only:
+            tracker.stale = True
+        self._cpu_cell = self._magic_only = False
 
     def close(self) -> dict[str, Any] | None:
         """Stop an open automatic measurement without recording it (unload);
@@ -378,6 +401,8 @@ class VramMagics(Magics):
         else:
             interactivity = shell.ast_node_interactivity
         label = next((ln.strip() for ln in cell.splitlines() if ln.strip()), "")[:80]
+        if self._depth == 1 and dev.type == "cpu":
+            self._cpu_cell = True
         cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev),
                   hidden=self._hidden_fn(dev), warn=False,
                   breakdown=shell.user_ns if args.breakdown else None, timed=times_itself(cell))
@@ -389,6 +414,7 @@ class VramMagics(Magics):
                 m = cm.__enter__()
             except Exception as e:  # noqa: BLE001 - vramnb's own start failed (memory pressure): the cell
                 _warn_unmeasured("start measuring", e)  # runs all the same, unmeasured
+                self._cpu_cell = False
             err: BaseException | None = None
             shown: list[Any] = []
             gauge = self._start_gauge(dev) if args.live and m is not None and not args.quiet else None

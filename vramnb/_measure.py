@@ -171,7 +171,7 @@ def vram(
     was_active = probe.active()
     if isinstance(probe, CpuProbe):
         probe.tracker.warm_up()
-        probe.tracker.scan()
+        probe.tracker.scan(block_starts=True)
         compiles = _dynamo_frames()
     # on CUDA, the memory outside the allocator at the start too (cudaMemGetInfo; only where the
     # context exists): what a cell's first use of a kernel family loads there (lazy module loading)
@@ -321,7 +321,7 @@ def _tracking_cost_note(tracker: Any, ops: int, wall: float) -> str:
 
 def _scan_quietly(tracker: Any) -> None:
     try:
-        tracker.scan()
+        tracker.scan(full=False)  # the block's start was scanned; what it ran, the tracker saw
     except Exception:  # a scan must never replace the user's result or error
         pass
 

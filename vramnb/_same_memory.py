@@ -27,6 +27,7 @@ class SameMemory:
     _alias_of: dict[int, int]
     _aliases: dict[int, set[int]]
     _alias_bytes: dict[int, int]
+    _owned: dict[int, set[int]]
 
     def _change(self, key: int, old: int, new: int, owner: int | None) -> None:  # pragma: no cover - the tracker's
         raise NotImplementedError
@@ -59,6 +60,10 @@ class SameMemory:
         entry = self._entries.pop(key, None)
         if entry is None:
             return
+        if entry[2] is not None:
+            owned = self._owned.get(entry[2])
+            if owned is not None:
+                owned.discard(key)
         container = self._alias_of.pop(key, None)
         if container is not None:  # an alias: it counted nothing
             self._alias_bytes.pop(key, None)

@@ -182,7 +182,7 @@ class _StepRun:
             tracker = self.plan.tracker
             if tracker is None:  # an estimate registers its fake tensors itself
                 tracker = cpu_tracker()
-                tracker.scan()
+                tracker.scan(block_starts=True)
             self.recorder = CpuRecorder(tracker, self.plan.block_size)
             self.saved = SavedTensors(self.key, self.recorder.interval_of)
             ctx = contextlib.ExitStack()

@@ -8,12 +8,12 @@ found by their data ranges (:func:`same_memory`) and counted once.
 
 from __future__ import annotations
 
-import bisect
 import gc
 import itertools
 from typing import Any
 
 import torch
+from sortedcontainers import SortedList
 
 __all__ = ["storage_of", "storages_of_tensor", "storage_key", "live_tensors", "data_range", "same_memory"]
 
@@ -114,10 +114,12 @@ def _live_tensors() -> list[torch.Tensor]:
     return _live_tensors_and_storages()[0]
 
 
-def _live_tensors_and_storages() -> tuple[list[torch.Tensor], list[Any]]:
+def _live_tensors_and_storages(generation: int | None = None) -> tuple[list[torch.Tensor], list[Any]]:
     """Every tensor, and every bare ``UntypedStorage``/``TypedStorage`` object,
-    the garbage collector tracks (see :func:`_live_tensors`)."""
-    objs = gc.get_objects()
+    the garbage collector tracks (see :func:`_live_tensors`); with
+    ``generation``, only those in that generation (``0``: made since the last
+    collection, which no collection has seen yet)."""
+    objs = gc.get_objects() if generation is None else gc.get_objects(generation=generation)
     tensor_types, storage_types = _kinds(objs)
     # by the types' ids (alive while objs holds their instances): a set lookup would hash each type
     type_ids = list(map(id, map(type, objs)))
@@ -170,31 +172,31 @@ def same_memory(ranges: dict[int, tuple[int, int]]) -> dict[int, int]:
 class DataRanges:
     """Data ranges of counted storages, sorted by start, to find the storage
     whose data contains another's (counted ranges never nest: the nearest one
-    starting at or before an address decides)."""
+    starting at or before an address decides). Adding and removing are
+    O(log n) (``sortedcontainers.SortedList``): the tracker adds one range per
+    new storage, so a plain sorted list's O(n) insert made every operator
+    slower as the number of live tensors grew."""
 
     def __init__(self) -> None:
-        self._starts: list[tuple[int, int]] = []  # (start, key)
+        self._starts: SortedList = SortedList()  # (start, key)
         self._span: dict[int, tuple[int, int]] = {}  # key -> (start, end)
 
     def __bool__(self) -> bool:
-        return bool(self._starts)
+        return bool(self._span)
 
     def add(self, key: int, rng: tuple[int, int]) -> None:
-        bisect.insort(self._starts, (rng[0], key))
+        self._starts.add((rng[0], key))
         self._span[key] = (rng[0], rng[0] + rng[1])
 
     def remove(self, key: int) -> None:
         span = self._span.pop(key, None)
-        if span is None:
-            return
-        i = bisect.bisect_left(self._starts, (span[0], key))
-        if i < len(self._starts) and self._starts[i] == (span[0], key):
-            del self._starts[i]
+        if span is not None:
+            self._starts.discard((span[0], key))
 
     def nearest(self, rng: tuple[int, int]) -> tuple[int, bool] | None:
         """``(key, contains rng)`` of the storage starting nearest at or before
         ``rng``, or ``None``."""
-        i = bisect.bisect_right(self._starts, (rng[0], float("inf"))) - 1
+        i = self._starts.bisect_right((rng[0], float("inf"))) - 1
         if i < 0:
             return None
         key = self._starts[i][1]

@@ -25,7 +25,9 @@ used by ``torch.distributed._tools.mem_tracker.MemTracker``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -36,6 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ._graph import graph_tensors
 from ._same_memory import SameMemory
 from ._tracker_patch import _exit_mode, _patch_acquire, _patch_release
+from ._young import YoungWatch, generations_supported
 from ._storages import (
     _PLAIN, DataRanges, _live_tensors_and_storages, data_range, storage_key, storage_of, storages_of_tensor,
 )
@@ -127,8 +130,9 @@ class StorageTracker(SameMemory):
     :meth:`listening`).
     """
 
-    def __init__(self, device_type: str = "cpu") -> None:
+    def __init__(self, device_type: str = "cpu", *, watch_young: bool = False) -> None:
         self.device_type = device_type
+        self.watch_young = watch_young  # keep the registry between scans (vramnb._young): the process-wide tracker
         self.current = 0
         self.peak = 0
         # key -> (weak ref to the storage, bytes, thread that made it while tracking, or None)
@@ -147,6 +151,19 @@ class StorageTracker(SameMemory):
         self._alias_of: dict[int, int] = {}  # a storage over another's bytes -> that one
         self._aliases: dict[int, set[int]] = {}
         self._alias_bytes: dict[int, int] = {}
+        self._owned: dict[int, set[int]] = {}  # thread -> keys of the entries it owns
+        # -- discovery between scans (vramnb._young) --
+        # True while code may have run that no tracker saw (the next scan is a full one); the
+        # end of every thread's outermost tracking() sets it, vouch() clears it
+        self.stale = True
+        self.full_scans = 0  # full scans so far
+        self.last_scan: tuple[str, float, int] = ("none", 0.0, 0)  # ("full" | "young", seconds, new storages)
+        self._freeze_count = -1  # gc.get_freeze_count() at the last scan
+        self._leaves: dict[int, weakref.ref[Any]] = {}  # id -> leaf tensor that requires grad (its .grad)
+        self._pending: list[weakref.ref[Any]] = []  # young objects a collection met while the tracker was busy
+        self._pending_limit = 4096
+        self._scanning = False
+        self._watch = YoungWatch(self._on_collection)
 
     # -- registration -------------------------------------------------------
     def add_tensor(self, t: Any, owner: Any = "auto") -> None:
@@ -210,11 +227,15 @@ class StorageTracker(SameMemory):
             container = self._container(rng) if rng is not None else None
             if container is not None:  # the same bytes as a live storage: counted there
                 self._entries[key] = (ref, 0, owner)
+                if owner is not None:
+                    self._owned.setdefault(owner, set()).add(key)
                 self._alias_of[key] = container
                 self._alias_bytes[key] = nbytes
                 self._aliases.setdefault(container, set()).add(key)
                 return
             self._entries[key] = (ref, nbytes, owner)
+            if owner is not None:
+                self._owned.setdefault(owner, set()).add(key)
             if rng is not None:
                 self._ranges.add(key, rng)
             self._change(key, 0, nbytes, owner)
@@ -364,14 +385,16 @@ class StorageTracker(SameMemory):
                 self._tracking[me] = depth
                 return
             self._tracking.pop(me, None)
+            self.stale = True  # what this thread runs next, no tracker sees
             if not any(ident == me for _, _, ident, _ in self._listeners):
                 self._release(me)
 
     def _release(self, me: int) -> None:
         """The thread's storages become ordinary ones (owned by no thread)."""
-        for key, (ref, n, owner) in list(self._entries.items()):
-            if owner == me:
-                self._entries[key] = (ref, n, None)
+        for key in self._owned.pop(me, ()):
+            entry = self._entries.get(key)
+            if entry is not None and entry[2] == me:
+                self._entries[key] = (entry[0], entry[1], None)
 
     def warm_up(self) -> None:
         """Enter and leave the dispatch mode once: the first time any
@@ -383,17 +406,72 @@ class StorageTracker(SameMemory):
                 torch.zeros(1).add_(1)  # the first operator under a mode imports torch._dynamo
             _WARM = True
 
-    def scan(self) -> int:
+    def vouch(self) -> None:
+        """Say that since the last scan no code ran that no tracker saw (the
+        magics call it after a cell measured on CPU from its first line to its
+        last), so that the next :meth:`scan` may be a young one."""
+        self.stale = False
+
+    def scan(self, full: bool | None = None, *, block_starts: bool = False) -> int:
         """Register storages that exist now: those of every tensor and bare
         storage (``UntypedStorage``, ``TypedStorage``) the garbage collector
         knows, the ``.grad`` of leaf tensors, and what live autograd graphs keep
         (saved tensors, never unpacked: see :mod:`vramnb._graph`). This finds
         storages no dispatch mode saw: made in other threads, by
         ``torch.frombuffer``/``from_numpy``, by storage constructors, or before
-        tracking began. Returns the number of storages newly registered."""
+        tracking began. Returns the number of storages newly registered.
+
+        ``full=None`` (the default) walks every live object only when it must
+        (the first scan, ``stale``, a ``gc.freeze()`` since the last scan, a
+        free-threaded Python); otherwise it looks only at what no collection has
+        seen since the last scan and at the leaves' ``.grad``, since the
+        collections in between handed their young objects over
+        (:mod:`vramnb._young`). ``full=False`` asks for the young scan even
+        when ``stale`` (the end of a tracked block, whose start was scanned).
+        ``block_starts``: a tracked block starts right after this scan (a
+        measurement's start), so a full scan leaves the registry complete
+        (``stale`` cleared); other scans leave ``stale`` as it was, since
+        untracked code follows them. ``last_scan`` says which ran and how long
+        it took. The garbage collector
+        is paused while scanning (each storage registered allocates; the
+        collections that set off made a full scan several times slower) and
+        resumed as it was."""
+        t0 = time.perf_counter()
         before = len(self._entries)
+        young_ok = (self.watch_young and generations_supported() and self._watch.installed
+                    and gc.get_freeze_count() <= self._freeze_count)  # it falls as frozen objects die
+        if full is None:
+            full = self.stale or not young_ok
+        elif not young_ok:
+            full = True
+        enabled = gc.isenabled()
+        gc.disable()
+        self._scanning = True
+        try:
+            if full:
+                self._scan_all()
+            else:
+                self._scan_young(leaves=True)
+        finally:
+            self._scanning = False
+            if enabled:
+                gc.enable()
+        self._freeze_count = gc.get_freeze_count()
+        if self.watch_young and generations_supported():
+            self._watch.install()
+        if full:
+            self.full_scans += 1
+            if block_starts:
+                self.stale = False
+        added = len(self._entries) - before
+        self.last_scan = ("full" if full else "young", time.perf_counter() - t0, added)
+        return added
+
+    def _scan_all(self) -> None:
         seen: dict[int, Any] = {}  # objects walked (kept alive while scanning)
         tensors, storages = _live_tensors_and_storages()
+        self._pending.clear()
+        self._leaves.clear()
         for st in storages:
             self.add_tensor(st, None)
         del storages
@@ -405,10 +483,88 @@ class StorageTracker(SameMemory):
         # a subclass's __torch_function__ is the user's code (a counter, a lazy load): reading
         # .layout, .requires_grad, .grad must not run it
         with torch._C.DisableTorchFunctionSubclass():
-            self._scan_tensors(refs, me, seen)
-        return len(self._entries) - before
+            self._scan_tensors(refs, me, seen, young=False)
 
-    def _scan_tensors(self, refs: list[weakref.ref[Any]], me: int, seen: dict[int, Any]) -> None:
+    def _scan_young(self, leaves: bool, young: bool = True) -> None:
+        """What no collection has seen (generation 0), what collections met
+        while the tracker was busy, and with ``leaves`` the ``.grad`` of known
+        leaves (made by autograd without a Python object, so never young).
+
+        ``young=False``: only what collections met (the end of a collection)."""
+        tensors, storages = _live_tensors_and_storages(0) if young else ([], [])
+        pending, self._pending = self._pending, []
+        for ref in pending:
+            obj = ref()
+            if obj is None:
+                continue
+            if isinstance(obj, torch.Tensor):
+                tensors.append(obj)
+            else:
+                storages.append(obj)
+        del pending
+        for st in storages:
+            self.add_tensor(st, None)
+        del storages
+        refs = [weakref.ref(t) for t in tensors]
+        del tensors
+        me = threading.get_ident()
+        seen: dict[int, Any] = {}
+        with torch._C.DisableTorchFunctionSubclass():
+            self._scan_tensors(refs, me, seen, young=True)
+            if leaves:
+                for ref in list(self._leaves.values()):
+                    t = ref()
+                    if t is None:
+                        continue
+                    try:
+                        g = t.grad
+                    except Exception:
+                        continue
+                    if g is not None:
+                        self.add_tensor(g, None)
+
+    def _on_collection(self, starts: bool) -> None:
+        """A garbage collection starts or ends (:class:`vramnb._young.YoungWatch`).
+        At its start, weak references to generation 0's tensors and storages are
+        kept before the survivors move to an older generation, where a young scan
+        no longer looks; at its end, the survivors among them are registered (the
+        collection's garbage is gone by then, and is never touched mid-collection).
+        While a thread tracks (the operator running now may be making what
+        generation 0 holds, which its dispatch mode registers as that thread's own
+        once it returns) or the tracker is busy, they wait for the next scan; the
+        dead references are dropped as they pile up."""
+        if self.stale or self._scanning:
+            return  # the next scan is a full one anyway, or this is the scan's own allocation
+        if starts:
+            tensors, storages = _live_tensors_and_storages(0)
+            if len(self._pending) > self._pending_limit:
+                self._pending = [r for r in self._pending if r() is not None]
+                self._pending_limit = max(4096, 2 * len(self._pending))  # amortised: O(1) per reference
+            self._pending.extend(map(weakref.ref, tensors))
+            self._pending.extend(map(weakref.ref, storages))
+            return
+        lock = self._lock
+        if self._tracking or lock._is_owned() or not lock.acquire(blocking=False):  # type: ignore[attr-defined]
+            return
+        try:
+            self._scanning = True
+            self._scan_young(leaves=False, young=False)
+        finally:
+            self._scanning = False
+            lock.release()
+
+    def _note_leaf(self, t: Any) -> None:
+        key = id(t)
+        if key in self._leaves:
+            return
+        leaves = self._leaves
+
+        def gone(_: Any, key: int = key) -> None:
+            leaves.pop(key, None)
+
+        self._leaves[key] = weakref.ref(t, gone)
+
+    def _scan_tensors(self, refs: list[weakref.ref[Any]], me: int, seen: dict[int, Any], young: bool) -> None:
         for ref in refs:
             t = ref()
             if t is None:
@@ -419,14 +575,20 @@ class StorageTracker(SameMemory):
                 # another thread is making it under its own tracking: its storages are registered
                 # already, and walking its graph now would hold what its backward releases
                 continue
-            self.add_tensor(t, None)
+            # a young tensor whose storage is registered at its size: the dispatch mode saw it made,
+            # and the operators that built its graph too
+            known = (young and st is not None and entry is not None and type(t) in _PLAIN and entry[0]() is not None
+                     and (entry[1] == st.nbytes() or storage_key(st) in self._alias_of))
+            if not known:
+                self.add_tensor(t, None)
             try:
                 if t.requires_grad:
                     if t.grad_fn is None:
+                        self._note_leaf(t)
                         g = t.grad
                         if g is not None:
                             self.add_tensor(g, None)
-                    else:
+                    elif not known:
                         for x in graph_tensors(t.grad_fn, seen):
                             self.add_tensor(x, None)
             except Exception:
@@ -442,5 +604,5 @@ def cpu_tracker() -> StorageTracker:
     """The process-wide tracker of CPU storages (created on first use)."""
     global _CPU_TRACKER
     if _CPU_TRACKER is None:
-        _CPU_TRACKER = StorageTracker("cpu")
+        _CPU_TRACKER = StorageTracker("cpu", watch_young=True)
     return _CPU_TRACKER
