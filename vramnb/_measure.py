@@ -155,13 +155,16 @@ def vram(
     Raises:
         ValueError: bad ``device`` or ``budget``.
 
-    On CPU the block runs under the storage tracker's dispatch mode (about
-    10 µs per ATen operator; see ``benchmarks/README.md``), and the process's
+    On CPU the block runs under the storage tracker's dispatch mode (tens of
+    µs per ATen operator; see ``benchmarks/README.md``), and the process's
     storages are scanned at its start and end, so that what other threads and
     allocations outside the dispatcher (``torch.frombuffer``, storage
     constructors) leave alive counts too, as on CUDA, whose allocator is
     process-wide. (Those made *and freed* inside the block by another thread
-    are not in its CPU peak.)
+    are not in its CPU peak.) The start's scan walks every live object unless
+    the magics vouched that nothing ran unseen since the last measured cell
+    (``StorageTracker.scan``); the end's looks only at what no garbage
+    collection has seen.
     """
     __tracebackhide__ = True
     dev = resolve_device(device)
