@@ -58,6 +58,13 @@ def ip(shell):  # type: ignore[no-untyped-def]
     # sys.displayhook (run by doctests) sets builtins._, after which IPython
     # stops maintaining _/__/___; a notebook kernel never has it.
     builtins.__dict__.pop("_", None)
+    import sys
+
+    # a fresh notebook has no last exception: an earlier test's error (its frames, their tensors)
+    # would be listed by %vram as "(last exception)"
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            setattr(sys, name, None)
     shell.run_cell("%reset -f", store_history=False)
     shell.run_cell("import torch", store_history=False)
     vramnb.clear_history()

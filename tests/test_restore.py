@@ -248,10 +248,18 @@ def test_global_optimizer_hooks_are_refused_when_a_recipe_builds_an_optimizer():
 
 # -- item 9: a failed step frees what it allocated ----------------------------------
 def _live_bytes():
+    """``{storage key: bytes}`` of every live CPU storage in the process."""
     gc.collect()
     tr = cpu_tracker()
     tr.scan()
-    return sum(tr.live().values())
+    return tr.live()
+
+
+def _leaked(before, after):  # type: ignore[no-untyped-def]
+    """The storages alive after that were not before. The process's other memory may be freed
+    meanwhile (two runs of the whole suite saw 128 B and 33 280 B less after a failed step,
+    released by what earlier tests left), so the totals are not compared for equality."""
+    return {k: n for k, n in after.items() if k not in before or before[k] != n}
 
 
 class Encoder(nn.Module):
@@ -275,7 +283,9 @@ def test_a_failed_step_leaks_nothing(recipe, module_depth):
     for _ in range(2):
         with pytest.raises(ValueError, match="the loss must be a scalar"):
             vramnb.profile_step(model, x, lambda m, b: m(b), opt, recipe=recipe, module_depth=module_depth)
-    assert _live_bytes() == before
+    after = _live_bytes()
+    assert _leaked(before, after) == {}
+    assert sum(after.values()) <= sum(before.values())
 
 
 class FailsInside(nn.Module):
@@ -298,7 +308,9 @@ def test_a_failure_inside_a_selectively_checkpointed_block_leaks_nothing():
             vramnb.profile_step(model, x, sq_loss, None, recipe=Recipe(checkpointing="selective", blocks="layers"))
         assert "checkpoint" in str(e.traceback)  # it did fail inside torch.utils.checkpoint
         del e
-    assert _live_bytes() == before
+    after = _live_bytes()
+    assert _leaked(before, after) == {}
+    assert sum(after.values()) <= sum(before.values())
 
 
 def test_a_failure_inside_selective_checkpointing_leaks_nothing():
@@ -315,7 +327,8 @@ def test_a_failure_inside_selective_checkpointing_leaks_nothing():
     before = _live_bytes()
     with pytest.raises(RuntimeError, match="user's code failed"):
         vramnb.profile_step(model, x, loss, None, recipe=Recipe(checkpointing="selective"))
-    assert _live_bytes() == before and calls["n"] == 1
+    after = _live_bytes()
+    assert _leaked(before, after) == {} and sum(after.values()) <= sum(before.values()) and calls["n"] == 1
 
 
 # -- item 21 (profile_step's part): errors before anything is allocated or changed ---
@@ -325,7 +338,9 @@ def test_a_meta_model_is_refused_before_allocating():
     before = _live_bytes()
     with pytest.raises(ValueError, match="meta device.*to_empty"):
         vramnb.profile_step(model, torch.randn(2, 4096, device="meta"), sq_loss)
-    assert _live_bytes() == before
+    after = _live_bytes()
+    assert _leaked(before, after) == {}
+    assert sum(after.values()) <= sum(before.values())
 
 
 class OneArg(nn.Module):
@@ -382,7 +397,8 @@ def test_a_held_exception_keeps_nothing_of_the_step_alive():
     except RuntimeError as e:
         held = e
     assert str(held) == "second step failed"
-    assert _live_bytes() == before  # the user's frames hold only what they held (m, b: a micro-batch view of x)
+    after = _live_bytes()  # the user's frames hold only what they held (m, b: a micro-batch view of x)
+    assert _leaked(before, after) == {} and sum(after.values()) <= sum(before.values())
 
 
 def test_interrupt_during_a_compare_restore_reaches_the_caller_with_everything_back(monkeypatch):
