@@ -126,3 +126,17 @@ def test_ctrl_c_inside_the_collection_callback_still_interrupts():
     finally:
         watch.uninstall()
     assert not watch.installed
+
+
+def test_vram_on_scans_every_object_once(ip):
+    run(ip, "%vram on -q -d cpu")
+    try:
+        run(ip, "a = torch.ones(10)")
+        tracker = cpu_tracker()
+        full = tracker.full_scans
+        for i in range(3):
+            run(ip, f"b{i} = torch.ones(5)")
+            assert _last(ip).delta_allocated == 20
+        assert tracker.full_scans == full
+    finally:
+        run(ip, "%vram off")
