@@ -90,9 +90,14 @@ def storage_key(st: torch.UntypedStorage) -> int:
 
 
 _IS_TENSOR_TYPE: dict[type, int] = {}  # 1: a tensor type, 2: a storage type, 0: neither
+_TENSOR_TYPES: set[type] = set()
+_STORAGE_TYPES: set[type] = set()
 
 
 def _kinds(objs: list[Any]) -> tuple[set[type], set[type]]:
+    """The tensor types and the storage types seen so far, ``objs``' included. Kept as sets
+    (a type is classified once): a scan of generation 0 runs at every collection, which may
+    come every few allocations, and must not cost the number of types ever seen."""
     cache = _IS_TENSOR_TYPE
     try:
         kinds: Any = set(map(type, objs))
@@ -100,9 +105,14 @@ def _kinds(objs: list[Any]) -> tuple[set[type], set[type]]:
         kinds = [tp for tp in {id(tp): tp for tp in map(type, objs)}.values() if _hashable(tp)]
     for tp in kinds:
         if tp not in cache:
-            cache[tp] = (1 if issubclass(tp, torch.Tensor)
-                         else 2 if issubclass(tp, (torch.UntypedStorage, torch.TypedStorage)) else 0)
-    return {tp for tp, k in cache.items() if k == 1}, {tp for tp, k in cache.items() if k == 2}
+            kind = (1 if issubclass(tp, torch.Tensor)
+                    else 2 if issubclass(tp, (torch.UntypedStorage, torch.TypedStorage)) else 0)
+            cache[tp] = kind
+            if kind == 1:
+                _TENSOR_TYPES.add(tp)
+            elif kind == 2:
+                _STORAGE_TYPES.add(tp)
+    return _TENSOR_TYPES, _STORAGE_TYPES
 
 
 def _live_tensors() -> list[torch.Tensor]:
@@ -175,29 +185,67 @@ class DataRanges:
     starting at or before an address decides). Adding and removing are
     O(log n) (``sortedcontainers.SortedList``): the tracker adds one range per
     new storage, so a plain sorted list's O(n) insert made every operator
-    slower as the number of live tensors grew."""
+    slower as the number of live tensors grew.
+
+    ``SortedList`` is not reentrant, and its own allocations can start a garbage
+    collection whose frees call back into the tracker (a weakref callback
+    removing a range) in the middle of an operation: a change asked for while
+    one runs in this thread is queued and applied when that one returns."""
 
     def __init__(self) -> None:
         self._starts: SortedList = SortedList()  # (start, key)
         self._span: dict[int, tuple[int, int]] = {}  # key -> (start, end)
+        self._busy = False
+        self._queued: list[tuple[bool, int, tuple[int, int] | None]] = []  # (add, key, range)
 
     def __bool__(self) -> bool:
         return bool(self._span)
 
     def add(self, key: int, rng: tuple[int, int]) -> None:
-        self._starts.add((rng[0], key))
-        self._span[key] = (rng[0], rng[0] + rng[1])
+        self._change(True, key, rng)
 
     def remove(self, key: int) -> None:
+        self._change(False, key, None)
+
+    def _change(self, add: bool, key: int, rng: tuple[int, int] | None) -> None:
+        if self._busy:
+            self._queued.append((add, key, rng))
+            return
+        self._busy = True
+        try:
+            self._apply(add, key, rng)
+            self._drain()
+        finally:
+            self._busy = False
+
+    def _apply(self, add: bool, key: int, rng: tuple[int, int] | None) -> None:
+        if add and rng is not None:
+            self._starts.add((rng[0], key))
+            self._span[key] = (rng[0], rng[0] + rng[1])
+            return
         span = self._span.pop(key, None)
         if span is not None:
             self._starts.discard((span[0], key))
 
+    def _drain(self) -> None:
+        while self._queued:
+            self._apply(*self._queued.pop(0))
+
     def nearest(self, rng: tuple[int, int]) -> tuple[int, bool] | None:
         """``(key, contains rng)`` of the storage starting nearest at or before
-        ``rng``, or ``None``."""
-        i = self._starts.bisect_right((rng[0], float("inf"))) - 1
-        if i < 0:
+        ``rng``, or ``None``. (The key may be one whose removal was queued
+        meanwhile: callers check that its storage lives.)"""
+        if self._busy:  # asked from a callback inside an operation: nothing to trust yet
             return None
-        key = self._starts[i][1]
-        return key, rng[0] + rng[1] <= self._span[key][1]
+        self._busy = True
+        try:
+            i = self._starts.bisect_right((rng[0], float("inf"))) - 1
+            found = None
+            if i >= 0:
+                start, key = self._starts[i]
+                span = self._span.get(key)
+                found = (key, span is not None and rng[0] + rng[1] <= span[1])
+            self._drain()
+        finally:
+            self._busy = False
+        return found
