@@ -225,17 +225,15 @@ class StorageTracker(SameMemory):
                 ptr = 0
             rng = (ptr, nbytes) if ptr else None
             container = self._container(rng) if rng is not None else None
+            if owner is not None:
+                self._owned.setdefault(owner, set()).add(key)
             if container is not None:  # the same bytes as a live storage: counted there
                 self._entries[key] = (ref, 0, owner)
-                if owner is not None:
-                    self._owned.setdefault(owner, set()).add(key)
                 self._alias_of[key] = container
                 self._alias_bytes[key] = nbytes
                 self._aliases.setdefault(container, set()).add(key)
                 return
             self._entries[key] = (ref, nbytes, owner)
-            if owner is not None:
-                self._owned.setdefault(owner, set()).add(key)
             if rng is not None:
                 self._ranges.add(key, rng)
             self._change(key, 0, nbytes, owner)
@@ -432,10 +430,9 @@ class StorageTracker(SameMemory):
         measurement's start), so a full scan leaves the registry complete
         (``stale`` cleared); other scans leave ``stale`` as it was, since
         untracked code follows them. ``last_scan`` says which ran and how long
-        it took. The garbage collector
-        is paused while scanning (each storage registered allocates; the
-        collections that set off made a full scan several times slower) and
-        resumed as it was."""
+        it took. The garbage collector is paused while scanning (each storage
+        registered allocates; the collections that set off made a full scan
+        about twice as slow) and resumed as it was."""
         t0 = time.perf_counter()
         before = len(self._entries)
         young_ok = (self.watch_young and generations_supported() and self._watch.installed
@@ -468,22 +465,26 @@ class StorageTracker(SameMemory):
         return added
 
     def _scan_all(self) -> None:
-        seen: dict[int, Any] = {}  # objects walked (kept alive while scanning)
         tensors, storages = _live_tensors_and_storages()
         self._pending.clear()
         self._leaves.clear()
+        self._register(tensors, storages, young=False)
+
+    def _register(self, tensors: list[Any], storages: list[Any], young: bool) -> None:
+        """Register the storages and tensors a scan found (the lists are emptied), the
+        tensors with their ``.grad`` and what their graphs keep (see :meth:`_scan_tensors`)."""
         for st in storages:
             self.add_tensor(st, None)
-        del storages
+        storages.clear()
         # weakly: holding every tensor for the whole scan would keep those another
         # thread frees meanwhile (its backward releasing saved tensors) alive
         refs = [weakref.ref(t) for t in tensors]
-        del tensors
-        me = threading.get_ident()
+        tensors.clear()
+        seen: dict[int, Any] = {}  # objects walked (kept alive while scanning)
         # a subclass's __torch_function__ is the user's code (a counter, a lazy load): reading
         # .layout, .requires_grad, .grad must not run it
         with torch._C.DisableTorchFunctionSubclass():
-            self._scan_tensors(refs, me, seen, young=False)
+            self._scan_tensors(refs, threading.get_ident(), seen, young=young)
 
     def _scan_young(self, leaves: bool, young: bool = True) -> None:
         """What no collection has seen (generation 0), what collections met
@@ -502,16 +503,9 @@ class StorageTracker(SameMemory):
             else:
                 storages.append(obj)
         del pending
-        for st in storages:
-            self.add_tensor(st, None)
-        del storages
-        refs = [weakref.ref(t) for t in tensors]
-        del tensors
-        me = threading.get_ident()
-        seen: dict[int, Any] = {}
-        with torch._C.DisableTorchFunctionSubclass():
-            self._scan_tensors(refs, me, seen, young=True)
-            if leaves:
+        self._register(tensors, storages, young=True)
+        if leaves:
+            with torch._C.DisableTorchFunctionSubclass():
                 for ref in list(self._leaves.values()):
                     t = ref()
                     if t is None:

@@ -8,11 +8,12 @@ tensors. Between two measured cells most of that work finds nothing new.
 Every new object the collector tracks starts in its youngest generation
 (generation 0) and leaves it only at a collection, which moves the survivors
 to an older one. :class:`YoungWatch` puts a callback in ``gc.callbacks`` that
-runs at the start of every collection, before anything moves: the tracker
-registers that generation's tensors and storages there (or, when the
-collection interrupts the tracker itself, keeps weak references to them for
-its next scan). A later scan then needs only generation 0 (what no collection
-has seen yet), not every live object.
+runs at the start and the end of every collection: at the start, before
+anything moves, the tracker keeps weak references to that generation's tensors
+and storages; at the end, once the collection's garbage is gone, it registers
+the survivors (or, while a thread tracks or the tracker is busy, leaves them
+for its next scan). A later scan then needs only generation 0 (what no
+collection has seen yet), not every live object.
 
 What this cannot see, and so what makes the next scan a full one
 (``StorageTracker.stale``): code that ran while nothing tracked operators
@@ -53,9 +54,10 @@ def _deliver_interrupt_later() -> None:
 
 class YoungWatch:
     """Calls ``on_collection(True)`` at the start of every garbage collection and
-    ``on_collection(False)`` at its end while installed. The callback's own errors are swallowed: a ``gc.callbacks``
-    entry that raises prints an "Exception ignored" message inside the user's
-    code."""
+    ``on_collection(False)`` at its end while installed. The callback's own
+    errors are swallowed (a ``gc.callbacks`` entry that raises prints an
+    "Exception ignored" message inside the user's code); a Ctrl-C that lands
+    in it is delivered again."""
 
     def __init__(self, on_collection: Callable[[bool], None]) -> None:
         self._on_collection = on_collection
