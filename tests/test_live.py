@@ -63,3 +63,55 @@ def test_the_sparkline_scales_to_its_maximum():
     assert sparkline([0, 1, 2, 4, 8]) == "▁▂▃▅█"
     assert sparkline([0, 0]) == "▁▁"
     assert sparkline(list(range(100)), width=4) == "████"  # the last 4, scaled to the largest
+
+
+def _live_values(updates: list[str], prefix: str) -> list[dict[str, int]]:
+    """The gauge lines among ``updates``, as ``{"allocated": bytes, "reserved": ..., "peak": ...}``."""
+    from vramnb._units import parse_size
+
+    out = []
+    for u in updates:
+        if not u.startswith(prefix):
+            continue
+        fields = dict(part.split(" ", 1) for part in u.split(" · ")[2:5])
+        out.append({k: parse_size(v) for k, v in fields.items()})
+    return out
+
+
+def test_an_interrupted_live_cell_stops_its_gauge_and_keeps_the_cells_error():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in [
+        "%load_ext vramnb",
+        "%%vram --live\nimport time, torch\nx = torch.ones(2**18)\ntime.sleep(1)\nraise KeyboardInterrupt",
+        "import threading, time\ntime.sleep(0.6)\nprint(sorted(t.name for t in threading.enumerate() if t.name.startswith('vramnb')))",
+        "print(x.numel())",
+    ]]
+    client = _Counting(nb, timeout=120, kernel_name="python3", allow_errors=True)
+    client.execute()
+    errors = [o for o in nb.cells[1].outputs if o.get("output_type") == "error"]
+    assert [e["ename"] for e in errors] == ["KeyboardInterrupt"]  # the cell's own error, once
+    assert len([u for u in client.updates[1] if u.startswith("vram live · cpu")]) >= 2
+    # the gauge's last update is the report of the failed cell, not a frozen gauge line
+    assert not client.updates[1][-1].startswith("vram live"), client.updates[1][-1]
+    assert nb.cells[2].outputs[0]["text"].strip() == "[]"  # no sampler thread left running
+    assert nb.cells[3].outputs[0]["text"].strip() == str(2**18)  # the cell's variable is kept
+
+
+@pytest.mark.cuda
+def test_the_live_gauge_on_cuda_reads_the_allocator_without_creating_the_context():
+    nb, updates = _run([
+        "%load_ext vramnb",
+        "%%vram --live -d cuda:0\nimport time, torch\nprint(torch.cuda.is_initialized())\ntime.sleep(1)\n"
+        "print(torch.cuda.is_initialized())\nkeep = []\n"
+        "for i in range(5):\n    keep.append(torch.ones(2**20, device='cuda'))\n    time.sleep(0.5)",
+    ])
+    # the gauge sampled a second before the cell touched CUDA, and that created no context
+    assert [o["text"] for o in nb.cells[1].outputs if o.get("name") == "stdout"] == ["False\nFalse\n"]
+    live = _live_values(updates[1], "vram live · cuda:0")
+    assert len(live) >= 6, updates[1]
+    assert live[0] == {"allocated": 0, "reserved": 0, "peak": 0}
+    allocated = [v["allocated"] for v in live]
+    assert allocated == sorted(allocated) and allocated[-1] == 5 * 4 * 2**20, live  # +4 MiB every 0.5 s
+    assert all(v["reserved"] >= v["allocated"] and v["peak"] == v["allocated"] for v in live)
+    (out,) = [o for o in nb.cells[1].outputs if o.get("output_type") == "display_data"]
+    assert out["data"]["text/plain"].startswith("vram [cuda:0]") and "+20.0 MiB" in out["data"]["text/plain"]
