@@ -305,3 +305,42 @@ def test_panel_in_jupyterlab(lab: JupyterLab, page: Any, tmp_path: pathlib.Path)
     shot.parent.mkdir(exist_ok=True)
     panel.screenshot(path=str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+LIVE_NOTEBOOK = ROOT / "tests" / "browser" / "live.ipynb"
+
+
+def test_live_gauge_updates_in_jupyterlab(browser_ready: None, page: Any, tmp_path: pathlib.Path) -> None:
+    """``%%vram --live`` on a 3-second cell in JupyterLab: the page shows the gauge's line
+    changing while the cell runs (allocated growing 1 MiB every 0.5 s), then the cell's report
+    in its place."""
+    from playwright.sync_api import expect
+
+    from vramnb._units import parse_size
+
+    lab = JupyterLab(tmp_path, LIVE_NOTEBOOK)
+    try:
+        page.goto(lab.lab_url())
+        expect(page.locator(".jp-Notebook")).to_be_visible(timeout=60_000)
+        expect(page.locator(".jp-StatusBar-Widget")).to_contain_text("| Idle", timeout=60_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        output = page.locator(".jp-CodeCell").nth(1).locator(".jp-OutputArea-output")
+        seen: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            texts = output.all_inner_texts()
+            if texts and texts[-1] not in seen[-1:]:
+                seen.append(texts[-1])
+            if texts and texts[-1].startswith("vram ["):
+                break
+            page.wait_for_timeout(100)
+        live = [s for s in seen if s.startswith("vram live · cpu")]
+        assert len(live) >= 4, seen  # the line changed at least 4 times while the cell ran
+        fields = [s.split(" · ")[2].removeprefix("allocated ") for s in live]
+        allocated = [0 if f == "0 B" else parse_size(f) for f in fields]
+        assert allocated == sorted(allocated) and len(set(allocated)) >= 3, live
+        assert seen[-1].startswith("vram [") and "+6.0 MiB" in seen[-1], seen[-1]  # the report replaced it
+        expect(output).to_have_count(1)
+    finally:
+        lab.stop()
