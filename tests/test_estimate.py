@@ -566,3 +566,38 @@ def test_an_rnn_estimate_runs_cudnn_and_says_how_sure_it_is():
     assert any(n.startswith("expected error") and "rnn/fp32" in n for n in est.notes)
     on_cpu = vramnb.estimate(LM(), ids, device="cpu")  # a CPU estimate runs the CPU kernels themselves
     assert on_cpu.backends == {} and on_cpu.expected_error is None
+
+
+class _ConvertsInForward(nn.Module):
+    """A module that converts a submodule in its forward, as Switch Transformers' router does
+    (``self.classifier = self.classifier.to(self.dtype)``)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+        self.inner = nn.Linear(64, 64)
+        self.head = nn.Linear(64, 4)
+
+    def forward(self, x):
+        self.inner = self.inner.to(self.dtype)
+        return self.head(self.inner(x.to(self.dtype)).float())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["to-own-dtype", "to-float64"])
+def test_a_forward_that_converts_a_submodule_is_estimated_exactly(dtype):
+    # PyTorch swaps fake parameters on .to(), which the fake mode's weak references refuse
+    # ("_apply(): Couldn't swap Linear.weight"); the fake copy converts them as real modules are
+    model, x = _ConvertsInForward(dtype), torch.randn(32, 64)
+    opt = torch.optim.AdamW(model.parameters())
+    est = vramnb.estimate(model, x, lambda m, b: m(b).sum(), opt, device="cpu")
+    assert model.inner.weight.dtype == torch.float32  # the user's model was not converted
+    real = vramnb.profile_step(model, x, lambda m, b: m(b).sum(), opt, module_depth=None)
+    assert model.inner.weight.dtype == torch.float32  # nor by the measurement, which restores it
+    # the steady step equal; in the first step of the float64 case, the measurement's snapshot
+    # (kept to restore the model) holds the fp32 weights that set_data replaced, which a plain step frees
+    steps = list(zip(est.steps, real.steps))
+    for e, r in steps if dtype == torch.float32 else steps[1:]:
+        assert _mine(e.peak) == _mine(r.peak)
+    size = dtype.itemsize
+    n_param = (64 * 64 + 64) * size + (64 * 4 + 4) * 4
+    assert est.steady.peak.sources["parameters"] == n_param

@@ -18,6 +18,13 @@ differences:
   deep-copied through it, with the same memo, and shared where that fails.
 
 Hooks on the copy: see :mod:`vramnb.predict._user_hooks`.
+
+A module of the copy converts its own tensors (``self.router = self.router.to(self.dtype)``
+in a forward, as Switch Transformers' router does) as a real module does by default:
+PyTorch's ``Module._apply`` swaps a fake parameter for its converted one
+(``torch.utils.swap_tensors``), which the fake mode's weak references to every fake
+refuse (``_apply(): Couldn't swap Linear.weight``; pytorch/pytorch#170781, open), so the
+copy's modules convert a parameter in place instead (:func:`_apply_to_fakes`).
 """
 
 from __future__ import annotations
@@ -162,6 +169,8 @@ class _Copier:
                 if k in ("_parameters", "_buffers", "_modules") and isinstance(x, dict):
                     sub = path  # state-dict names: "0.weight", not "_modules.0._parameters.weight"
                 out.__dict__[k] = self.copy(x, sub)
+            if isinstance(out, torch.nn.Module) and type(out)._apply is torch.nn.Module._apply:
+                out.__dict__["_apply"] = types.MethodType(_apply_to_fakes, out)  # see the module docstring
             return out
         # the same container type (OrderedDict, defaultdict, a subclass), then its items; Any: the branches
         # below narrow v, which mypy does not carry over to its copy
@@ -179,6 +188,33 @@ class _Copier:
             for k, x in vars(v).items():
                 new.__dict__[k] = self.copy(x, f"{path}.{k}")
         return new
+
+
+def _apply_to_fakes(self: torch.nn.Module, fn: Any, recurse: bool = True) -> torch.nn.Module:
+    """``Module._apply`` for a module of the fake copy, as PyTorch converts a real module by
+    default (``torch.__future__.get_overwrite_module_params_on_conversion()`` off): a parameter
+    or gradient the conversion returns unchanged (``.to`` its own dtype) is kept; another keeps
+    its identity and takes the result as its ``.data``; buffers are replaced by the result."""
+    if recurse:
+        for child in self.children():
+            child._apply(fn)
+    for param in self._parameters.values():
+        if param is None:
+            continue
+        with torch.no_grad():
+            applied = fn(param)
+        if applied is not param:
+            param.data = applied
+        grad = param.grad
+        if grad is not None:
+            with torch.no_grad():
+                grad_applied = fn(grad)
+            if grad_applied is not grad:
+                grad.data = grad_applied
+    for key, buf in self._buffers.items():
+        if buf is not None:
+            self._buffers[key] = fn(buf)
+    return self
 
 
 def _reduces(m: torch.nn.Module) -> bool:
