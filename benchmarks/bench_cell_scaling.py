@@ -1,6 +1,6 @@
 """What a measured CPU cell costs as the number of live tensors grows, in one run.
 
-Run:  python benchmarks/bench_cell_scaling.py [--sizes 0,10000,100000,1000000] [--out results.json]
+Run:  python benchmarks/bench_cell_scaling.py [--sizes 0,10000,100000,1000000] [--out results.json] [--holders-only]
 
 For each number of live tensors (``torch.ones(2)`` in a list: one small storage each)
 it times, as medians of ``-n`` cells run through one ``InteractiveShell``:
@@ -12,7 +12,9 @@ it times, as medians of ``-n`` cells run through one ``InteractiveShell``:
 * ``vram_after_unmeasured``: the same cell after an unmeasured one (a full scan);
 * ``memtracker``: ``torch.distributed._tools.mem_tracker.MemTracker`` entered and left
   around an empty block, the closest PyTorch tool;
-* ``holders``: ``%vram -q -d cpu`` (which variables hold memory), once;
+* ``holders``: ``%vram -q -d cpu`` (which variables hold memory): the first call, and
+  ``holders_median``, the median of ``max(3, n // 3)`` calls after it (``--holders-only``:
+  this column alone);
 * ``op_us``: one ``x.add(1)`` inside a measured block minus outside, in microseconds.
 
 Times are in milliseconds unless named ``_us``. Each size runs in a fresh process (the
@@ -30,7 +32,7 @@ import sys
 import time
 
 
-def _one(n_tensors: int, reps: int) -> dict:
+def _one(n_tensors: int, reps: int, holders_only: bool = False) -> dict:
     import torch
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
@@ -50,6 +52,11 @@ def _one(n_tensors: int, reps: int) -> dict:
         return statistics.median(f() for _ in range(n))
 
     out: dict = {"tensors": n_tensors}
+    if holders_only:
+        cell("%%vram -q -d cpu\npass")
+        out["holders"] = cell("%vram -q -d cpu")
+        out["holders_median"] = med(lambda: cell("%vram -q -d cpu"), max(3, reps // 3))
+        return out
     out["plain"] = med(lambda: cell("pass"))
     out["time"] = med(lambda: cell("%%time\npass"))
     cell("%%vram -q -d cpu\npass")  # the first measured cell: its full scan
@@ -74,6 +81,7 @@ def _one(n_tensors: int, reps: int) -> dict:
         out["memtracker"] = f"failed: {type(e).__name__}: {e}"[:200]
     cell("%%vram -q -d cpu\npass")
     out["holders"] = cell("%vram -q -d cpu")
+    out["holders_median"] = med(lambda: cell("%vram -q -d cpu"), max(3, reps // 3))
 
     import vramnb
 
@@ -100,16 +108,18 @@ def main() -> None:
     ap.add_argument("--sizes", default="0,10000,100000,1000000")
     ap.add_argument("-n", type=int, default=9)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--holders-only", action="store_true", help="time %%vram alone")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
-        print(json.dumps(_one(args.one, args.n)))
+        print(json.dumps(_one(args.one, args.n, args.holders_only)))
         return
     import torch
 
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        res = subprocess.run([sys.executable, __file__, "--one", str(n), "-n", str(args.n)],
+        res = subprocess.run([sys.executable, __file__, "--one", str(n), "-n", str(args.n)]
+                             + (["--holders-only"] if args.holders_only else []),
                              capture_output=True, text=True, check=True)
         rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)

@@ -36,15 +36,21 @@ import gc
 import inspect
 import sys
 import types
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 from typing import Any
 
 import torch
 
-__all__ = ["graph_tensors", "held_tensors", "saved_tensors_of", "module_attributes", "object_attributes", "MAX_DEPTH"]
+__all__ = ["MAX_DEPTH", "RUN", "graph_tensors", "held_tensors", "module_attributes", "object_attributes",
+           "plain_leaves", "saved_tensors_of"]
 
 MAX_DEPTH = 4
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_PLAIN_TYPES = frozenset(_PLAIN)
+RUN = 4096  # items of a container checked, and handed to a ``bulk`` consumer, at once
+_IS_LEAF = attrgetter("is_leaf")  # no grad_fn (C++: ``!grad_fn()``)
+_GRAD = attrgetter("grad")
 _SAVED = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
 _HAS_DATA = _SAVED is not None and hasattr(_SAVED, "data") and hasattr(_SAVED, "unpack_hook")
 _SKIP_TYPES = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, types.FunctionType, type, str, bytes,
@@ -169,7 +175,27 @@ def graph_tensors(root: Any, seen: dict[int, Any], grads: bool = True, depth: in
             stack.append(nxt)
 
 
-def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = True, closures: bool = False) -> Iterator[Any]:
+def plain_leaves(items: list[Any], seen: dict[int, Any], grads: bool = True) -> bool:
+    """Whether every one of ``items`` is a plain tensor (``torch.Tensor`` or
+    ``nn.Parameter``, not a subclass) that keeps nothing alive but its own
+    storage: no autograd graph (a leaf), with ``grads`` no ``.grad``, and not
+    in ``seen``. :func:`held_tensors` yields such a tensor and follows nothing
+    from it. The tests run in C over the whole list (``map``); anything that
+    raises answers False."""
+    try:
+        if not (set(map(type, items)) <= _PLAIN_TYPES and all(map(_IS_LEAF, items))
+                and (not grads or list(map(_GRAD, items)).count(None) == len(items))):
+            return False
+        if len(seen) <= len(items):  # (a tensor of items in seen is one of seen's plain tensors)
+            ids = [k for k, v in seen.items() if type(v) in _PLAIN_TYPES]
+            return not ids or set(map(id, items)).isdisjoint(ids)
+        return seen.keys().isdisjoint(map(id, items))
+    except Exception:
+        return False
+
+
+def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = True, closures: bool = False,
+                 bulk: Callable[[list[Any]], None] | None = None) -> Iterator[Any]:
     """Tensors ``obj`` keeps alive, up to ``depth`` levels of containers.
 
     Follows a tensor's own storage, a leaf's ``.grad`` (with ``grads``) and the
@@ -183,6 +209,13 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
     ``TypedStorage`` objects. Tooling objects (the shell, vramnb) are not
     followed. Whatever raises while being inspected is skipped. ``seen``: as
     for :func:`graph_tensors`.
+
+    ``bulk``, if given, is called with lists of plain tensors that keep
+    nothing but their own storage (:func:`plain_leaves`: runs of up to ``RUN``
+    items of a dict, list, tuple or set) instead of yielding them one by one,
+    at the point where they would have been yielded: a consumer that handles
+    each such list as it would each of its tensors, in order, sees the same
+    walk, at C speed for a container of a million tensors.
     """
     # type(), not isinstance: isinstance reads ``__class__``, which a mock with a spec, a proxy
     # or a lazy object answers by pretending (and then a call on it is recorded, or loads it)
@@ -201,7 +234,7 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             else:
                 items = [c.cell_contents for c in (obj.__closure__ or ()) if _cell_full(c)]
             for item in items:
-                yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
+                yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures, bulk=bulk)
             return
         if id(obj) in seen or issubclass(tp, _SKIP_TYPES):
             return
@@ -228,7 +261,7 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
                 yield from held_tensors(p, 0, seen, grads=grads)
             yield from obj.buffers()
             for item in module_attributes(obj):  # tensors in plain attributes: caches, hook-collected lists
-                yield from held_tensors(item, max(depth, 1) - 1, seen, grads=grads)
+                yield from held_tensors(item, max(depth, 1) - 1, seen, grads=grads, bulk=bulk)
             return
         if issubclass(tp, torch.optim.Optimizer):
             for group in obj.param_groups:
@@ -240,7 +273,7 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
                         yield v
             for name, v in list(vars(obj).items()):  # plain attributes (an EMA copy, a cache)
                 if name not in ("state", "param_groups", "defaults"):
-                    yield from held_tensors(v, max(depth, 1) - 1, seen, grads=grads)
+                    yield from held_tensors(v, max(depth, 1) - 1, seen, grads=grads, bulk=bulk)
             return
         if depth <= 0 or is_tooling(obj):
             return
@@ -252,8 +285,19 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             items = [v for _, v in object_attributes(obj)]
     except Exception:  # a user object that raises when inspected holds nothing we can see
         return
-    for item in items:
-        yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures)
+    if bulk is None or len(items) < 2:
+        for item in items:
+            yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures, bulk=bulk)
+        return
+    if not isinstance(items, list):
+        items = list(items)
+    for start in range(0, len(items), RUN):
+        run = items[start:start + RUN]
+        if len(run) > 1 and plain_leaves(run, seen, grads):
+            bulk(run)  # what yielding each of them would do, in order
+            continue
+        for item in run:
+            yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures, bulk=bulk)
 
 
 def frame_locals(frame: Any) -> list[tuple[str, Any]]:

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 from collections import UserDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import torch
@@ -43,8 +45,8 @@ from ._graph import (
 from ._storages import storages_of_tensor
 from ._units import format_bytes
 
-__all__ = ["MAX_ENTRIES", "MAX_ITEMS", "MAX_LEVELS", "Entry", "describe", "detail_of", "entries_of", "items_of", "own_storages",
-           "parts_of"]
+__all__ = ["MAX_ENTRIES", "MAX_ITEMS", "MAX_LEVELS", "Entry", "KeysBut", "describe", "detail_of", "entries_of",
+           "first_items", "items_of", "own_storages", "parts_of"]
 
 MAX_LEVELS = 3  # entry levels shown beneath a name
 MAX_ENTRIES = 8  # entries shown per container; the rest are summed in one "… and N more entries" row
@@ -171,36 +173,45 @@ def items_of(obj: Any) -> list[tuple[str, Any, int]]:
     ``state``, ``param_groups`` and ``defaults``. The costs follow :func:`vramnb._graph.held_tensors`: an
     item of a dict, list, tuple or object's ``__dict__`` is one level down, a
     ``UserDict``'s item two (through its ``data``)."""
+    return first_items(obj, None)[0]
+
+
+def first_items(obj: Any, limit: int | None) -> tuple[list[tuple[str, Any, int]], int]:
+    """The first ``limit`` (all if ``None``) of :func:`items_of`, and how many
+    there are: a dict's, list's or tuple's other items are counted, not named."""
     try:
         if issubclass(type(obj), _CONTAINER_MODULES):
-            return [(f"[{_key_text(k)}]", v, 1) for k, v in obj.items()] if hasattr(obj, "items") else \
+            out = [(f"[{_key_text(k)}]", v, 1) for k, v in obj.items()] if hasattr(obj, "items") else \
                 [(f"[{i}]", v, 1) for i, v in enumerate(obj)]
-        if issubclass(type(obj), torch.nn.Module):  # its plain attributes: a cache, a list a hook appends to
-            return [(_module_path(prefix) + _attr(name), v, 1)
-                    for prefix, m in obj.named_modules() for name, v in list(vars(m).items())
-                    if name not in _MODULE_OWN and not isinstance(v, (bool, int, float, str, type(None)))]
-        if issubclass(type(obj), torch.optim.Optimizer):  # its plain attributes: an EMA copy, a cache
-            return [(_attr(name), v, 1) for name, v in list(vars(obj).items())
-                    if name not in ("state", "param_groups", "defaults")]
-        if issubclass(type(obj), (torch.Tensor, _SKIP_TYPES)) or is_tooling(obj):
-            return []
-        if issubclass(type(obj), dict):  # dict's own items: a subclass's overridden items() is user code
-            return [(f"[{_key_text(k)}]", v, 1) for k, v in list(dict.items(obj))]
-        if issubclass(type(obj), tuple) and isinstance(getattr(type(obj), "_fields", None), tuple):
-            return [(_attr(f), v, 1) for f, v in zip(type(obj)._fields, container_items(obj))]
-        if issubclass(type(obj), (list, tuple)):  # the built-in's items, not a subclass's __iter__ (user code)
-            return [(f"[{i}]", v, 1) for i, v in enumerate(container_items(obj))]
-        if issubclass(type(obj), (set, frozenset)):
-            return []  # no name to type for a set's element: the set is one entry
-        out = []
-        for name, v in object_attributes(obj):
-            if issubclass(type(obj), UserDict) and name == "data" and isinstance(v, dict):
-                out += [(f"[{_key_text(k)}]", x, 2) for k, x in list(dict.items(v))]
-            else:
-                out.append((_attr(name), v, 1))
-        return out
+        elif issubclass(type(obj), torch.nn.Module):  # its plain attributes: a cache, a list a hook appends to
+            out = [(_module_path(prefix) + _attr(name), v, 1)
+                   for prefix, m in obj.named_modules() for name, v in list(vars(m).items())
+                   if name not in _MODULE_OWN and not isinstance(v, (bool, int, float, str, type(None)))]
+        elif issubclass(type(obj), torch.optim.Optimizer):  # its plain attributes: an EMA copy, a cache
+            out = [(_attr(name), v, 1) for name, v in list(vars(obj).items())
+                   if name not in ("state", "param_groups", "defaults")]
+        elif issubclass(type(obj), (torch.Tensor, _SKIP_TYPES)) or is_tooling(obj):
+            out = []
+        elif issubclass(type(obj), dict):  # dict's own items: a subclass's overridden items() is user code
+            pairs = list(dict.items(obj))
+            return [(f"[{_key_text(k)}]", v, 1) for k, v in pairs[:limit]], len(pairs)
+        elif issubclass(type(obj), tuple) and isinstance(getattr(type(obj), "_fields", None), tuple):
+            out = [(_attr(f), v, 1) for f, v in zip(type(obj)._fields, container_items(obj))]
+        elif issubclass(type(obj), (list, tuple)):  # the built-in's items, not a subclass's __iter__ (user code)
+            values = container_items(obj)
+            return [(f"[{i}]", v, 1) for i, v in enumerate(values[:limit])], len(values)
+        elif issubclass(type(obj), (set, frozenset)):
+            out = []  # no name to type for a set's element: the set is one entry
+        else:
+            out = []
+            for name, v in object_attributes(obj):
+                if issubclass(type(obj), UserDict) and name == "data" and isinstance(v, dict):
+                    out += [(f"[{_key_text(k)}]", x, 2) for k, x in list(dict.items(v))]
+                else:
+                    out.append((_attr(name), v, 1))
+        return out[:limit], len(out)
     except Exception:  # noqa: BLE001 - a container that raises when listed is one entry
-        return []
+        return [], 0
 
 
 @dataclasses.dataclass
@@ -219,7 +230,7 @@ class Entry:
     lumped_unique: int = 0
 
 
-def entries_of(path: str, obj: Any, held: Held, unique_keys: set[int], depth: int,
+def entries_of(path: str, obj: Any, held: Held, unique_keys: Container[int], depth: int,
                walk: Callable[[Any, int], Held], own: Callable[[Any], set[int]] = lambda obj: set()) -> Entry:
     """The tree of entries beneath the name ``path`` holding ``obj`` (whose
     storages are ``held``, walked ``depth`` levels deep; ``unique_keys``: those
@@ -232,22 +243,25 @@ def entries_of(path: str, obj: Any, held: Held, unique_keys: set[int], depth: in
     its ``lumped_bytes``."""
     root = Entry(path, obj, held)
     owner: dict[int, str] = {}
-    _expand(root, depth, walk, own, owner, {id(obj)})
+    _expand(root, depth, walk, own, owner, {id(obj)}, last=True)
     _set_unique(root, unique_keys)
     return root
 
 
 def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Callable[[Any], set[int]],
-            owner: dict[int, str], ancestors: set[int]) -> None:
+            owner: dict[int, str], ancestors: set[int], last: bool = False) -> None:
+    """Fill ``node``'s children, ``counted``, ``shared`` and ``lumped`` (``owner``:
+    storage key -> the path of the entry it counts for; ``last``: no entry
+    after this one reads ``owner``)."""
     for k in own(node.obj):
         if k in node.held and k not in owner:
             owner[k] = node.path
             node.counted[k] = node.held[k]
     children = []
     if depth > 0:
-        items = items_of(node.obj)
-        node.lumped = max(0, len(items) - MAX_ITEMS)
-        for suffix, value, cost in items[:MAX_ITEMS]:
+        items, n_items = first_items(node.obj, MAX_ITEMS)
+        node.lumped = max(0, n_items - MAX_ITEMS)
+        for suffix, value, cost in items:
             if id(value) in ancestors or depth - cost < 0:
                 continue
             held = walk(value, depth - cost)
@@ -260,20 +274,7 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Call
                 child = child.children[0]  # a container whose memory is all in one entry: that entry names it
             children.append(child)
     node.children = children
-    # what no child counted (a leaf's memory, or storages reached only from the container itself)
-    via_children: set[int] = set().union(*(c.held.keys() for c in children)) if children else set()
-    for k, n in node.held.items():
-        if k in node.counted:  # claimed by the object itself, before its entries
-            continue
-        if k in owner:
-            if k not in via_children:
-                o = owner[k]
-                node.shared[o] = node.shared.get(o, 0) + n
-        else:
-            owner[k] = node.path
-            node.counted[k] = n
-            if node.lumped:
-                node.lumped_bytes += n
+    _count_rest(node, owner, set().union(*(c.held.keys() for c in children)) if children else set(), last)
     for c in children:
         node.counted.update(c.counted)
     if children:  # a container reports what its entries share with entries elsewhere
@@ -285,13 +286,68 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Call
     node.children.sort(key=lambda c: -sum(c.counted.values()))
 
 
+def _count_rest(node: Entry, owner: dict[int, str], via_children: set[int], last: bool) -> None:
+    """What no child counted (a leaf's memory, or storages reached only from
+    the container itself): a storage no entry counts yet counts for ``node``
+    (in ``held``'s order, after what the object claims itself); one an entry
+    elsewhere counts, not through a child, is shared with that entry. By set
+    operations and dict copies, in C: a list of a million tensors is one row."""
+    held = node.held
+    taken = owner.keys() & held.keys()  # (iterates the smaller)
+    skip = taken | node.counted.keys()
+    elsewhere = {k for k in taken if k not in node.counted and k not in via_children}
+    if elsewhere:  # in held's order: the order of node.shared
+        for k in (held if len(elsewhere) > 1 else elsewhere):
+            if k in elsewhere:
+                o = owner[k]
+                node.shared[o] = node.shared.get(o, 0) + held[k]
+    fresh = dict(held)  # a copy of a dict is made in C
+    for k in skip:
+        fresh.pop(k, None)
+    if node.lumped:
+        node.lumped_bytes += sum(fresh.values())
+    if not last:
+        owner.update(dict.fromkeys(fresh, node.path))
+    if node.counted:
+        node.counted.update(fresh)
+    else:
+        node.counted = fresh
+
+
 def _walk(node: Entry) -> Iterable[Entry]:
     for c in node.children:
         yield c
         yield from _walk(c)
 
 
-def _set_unique(node: Entry, unique_keys: set[int]) -> None:
+class KeysBut:
+    """The keys of ``held`` but those in ``but``, without making that set (a
+    name's storages that no other name keeps: a million of them, a few shared)."""
+
+    __slots__ = ("but", "held")
+
+    def __init__(self, held: Held, but: set[int]) -> None:
+        self.held = held
+        self.but = but
+
+    def __contains__(self, k: object) -> bool:
+        return k in self.held and k not in self.but
+
+
+def _lumped_unique(node: Entry, keys: Container[int], via: AbstractSet[int]) -> int:
+    """``sum(n for k, n in node.counted.items() if k in keys and k not in via)``.
+    In C where ``keys`` is a :class:`KeysBut` over ``node.held``: ``counted``
+    (:func:`_expand`) is what ``node`` claimed of ``held`` and its children's
+    ``counted``; when those lie in ``held`` too, all of ``counted`` does."""
+    d = node.counted
+    if (isinstance(keys, KeysBut) and keys.held is node.held
+            and all(c.counted.keys() <= node.held.keys() for c in node.children)):
+        drop = {k for k in itertools.chain(keys.but, via) if k in d}
+        return sum(d.values()) - sum(d[k] for k in drop)
+    return sum(n for k, n in d.items() if k in keys and k not in via)
+
+
+def _set_unique(node: Entry, unique_keys: Container[int]) -> None:
     """An entry's ``unique``: its storages that no other name and no other
     entry beside it keeps (``del models['a']`` frees them)."""
     reach: dict[int, int] = {}
@@ -299,8 +355,7 @@ def _set_unique(node: Entry, unique_keys: set[int]) -> None:
         for k in c.held:
             reach[k] = reach.get(k, 0) + 1
     if node.lumped:
-        via = set(reach)
-        node.lumped_unique = sum(n for k, n in node.counted.items() if k in unique_keys and k not in via)
+        node.lumped_unique = _lumped_unique(node, unique_keys, reach.keys())
     for c in node.children:
         mine = {k for k in c.held if k in unique_keys and reach[k] == 1}
         c.unique = sum(c.held[k] for k in mine)
@@ -321,7 +376,10 @@ def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_d
             if part:
                 merged.setdefault(name, {}).update(part)
     if left:
-        merged.setdefault("other", {}).update(left)
+        if "other" in merged:
+            merged["other"].update(left)
+        else:
+            merged["other"] = left
     return list(merged.items())
 
 

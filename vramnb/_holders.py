@@ -20,8 +20,12 @@ object: whatever raises while being inspected is skipped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+import gc
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import torch
@@ -32,12 +36,13 @@ from ._holder_entries import (
     MAX_LEVELS,
     Canon,
     Entry,
+    KeysBut,
     detail_of,
     entries_of,
     own_storages,
 )
 from ._render import Rendered, Table
-from ._storages import data_range, same_memory, storages_of_tensor
+from ._storages import RangeLog, data_range, storages_of_plain, storages_of_tensor
 from ._units import format_bytes
 
 __all__ = ["Holder", "HoldersReport", "find_holders", "storages_held"]
@@ -46,12 +51,15 @@ _MAX_DEPTH = MAX_DEPTH
 
 
 def _on_device(st: torch.UntypedStorage, device: torch.device) -> bool:
-    d = st.device
+    return _same_device(st.device, device)
+
+
+def _same_device(d: torch.device, device: torch.device) -> bool:
     return d.type == device.type and (device.index is None or d.index in (None, device.index))
 
 
 def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH,
-                  ranges: dict[int, tuple[int, int]] | None = None) -> dict[int, int]:
+                  ranges: RangeLog | None = None) -> dict[int, int]:
     """``{storage key: bytes}`` of the storages on ``device`` that ``obj`` keeps alive.
 
     Follows tensors (a leaf tensor's ``.grad``; for a result that requires
@@ -73,30 +81,77 @@ def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH,
 
 
 def _storages_into(out: dict[int, int], obj: Any, device: torch.device, depth: int,
-                   ranges: dict[int, tuple[int, int]] | None) -> None:
-    for t in held_tensors(obj, depth, {}):
+                   ranges: RangeLog | None) -> None:
+    def one(t: Any) -> None:
         for key, st in storages_of_tensor(t):
             if _on_device(st, device):
                 out[key] = st.nbytes()
-                if ranges is not None and key not in ranges:
+                if ranges is not None:
                     r = data_range(st)
                     if r is not None:
-                        ranges[key] = r
+                        ranges.add(key, r)
+
+    def bulk(ts: list[Any]) -> None:  # plain leaves of a container: what one(t) does for each, in C
+        if not _plain_into(out, ts, device, ranges):
+            for t in ts:
+                one(t)
+
+    for t in held_tensors(obj, depth, {}, bulk=bulk):
+        one(t)
 
 
-def _same_bytes_once(helds: list[dict[int, int]], ranges: dict[int, tuple[int, int]]) -> Canon:
+_CDATA = attrgetter("_cdata")
+_DEVICE = attrgetter("device")
+_IS_CPU = attrgetter("is_cpu")
+
+
+def _plain_into(out: dict[int, int], ts: list[Any], device: torch.device, ranges: RangeLog | None) -> bool:
+    """Record the storages of plain leaves ``ts`` (:func:`vramnb._graph.plain_leaves`)
+    as :func:`_storages_into` records each one's, in order, each step in C
+    over the whole list; False (nothing recorded) where they need the general
+    path: sparse, nested or quantized tensors, storages on another device, or
+    anything that raises."""
+    if device.type == "meta":
+        return False
+    try:
+        if device.type == "cpu":  # a plain strided tensor is on its storage's device
+            if not all(map(_IS_CPU, ts)):
+                return False
+            sts = storages_of_plain(ts)
+        else:
+            sts = storages_of_plain(ts)
+            if sts is not None and not all(_same_device(d, device) for d in set(map(_DEVICE, sts))):
+                return False
+        if sts is None:
+            return False
+        keys = list(map(_CDATA, sts))
+        sizes = array("q", map(torch.UntypedStorage.nbytes, sts))
+        starts = array("q", map(torch.UntypedStorage.data_ptr, sts)) if ranges is not None else None
+    except Exception:  # noqa: BLE001 - the general path skips what raises, one tensor at a time (and big addresses)
+        return False
+    out.update(zip(keys, sizes))
+    if ranges is not None and starts is not None:
+        if 0 in sizes or 0 in starts:  # no data to compare (data_range): left out
+            some = [(k, p, n) for k, p, n in zip(keys, starts, sizes) if p and n]
+            keys, starts, sizes = [x[0] for x in some], array("q", [x[1] for x in some]), array("q", [x[2] for x in some])
+        ranges.extend(keys, starts, sizes)
+    return True
+
+
+def _same_bytes_once(helds: list[dict[int, int]], ranges: RangeLog) -> Canon:
     """Rename, in place, storages over another one's bytes to that one (one
     memory reached through two ``StorageImpl`` objects counts once); returns
     the renaming, for the dicts found later."""
-    alias = same_memory(ranges)
+    alias = ranges.same_memory()
 
     def canon(held: dict[int, int]) -> dict[int, int]:
-        if not alias or not any(k in alias for k in held):
+        if not alias or alias.keys().isdisjoint(held.keys()):
             return held
         out: dict[int, int] = {}
         for k, n in held.items():
             if k in alias:
-                out[alias[k]] = ranges[alias[k]][1]
+                owner, size = alias[k]
+                out[owner] = size
             else:
                 out[k] = n
         return out
@@ -107,6 +162,47 @@ def _same_bytes_once(helds: list[dict[int, int]], ranges: dict[int, tuple[int, i
             held.clear()
             held.update(renamed)
     return canon
+
+
+def _largest(helds: list[dict[int, int]]) -> int:
+    return max(range(len(helds)), key=lambda i: len(helds[i]))
+
+
+def _kept_twice(helds: list[dict[int, int]]) -> set[int]:
+    """The storage keys in two or more of ``helds``. Python walks the keys of
+    all but the largest (a name holding a million tensors is walked in C)."""
+    if len(helds) < 2:
+        return set()
+    big = _largest(helds)
+    count: dict[int, int] = {}
+    for i, held in enumerate(helds):
+        if i != big:
+            for k in held:
+                count[k] = count.get(k, 0) + 1
+    top = helds[big]
+    return {k for k, c in count.items() if c > 1 or k in top}
+
+
+def _union_bytes(helds: list[dict[int, int]]) -> int:
+    """Bytes of the storages in any of ``helds``, each counted once."""
+    if not helds:
+        return 0
+    big = _largest(helds)
+    top = helds[big]
+    extra: dict[int, int] = {}
+    for i, held in enumerate(helds):
+        if i != big:
+            for k, n in held.items():
+                if k not in top:
+                    extra[k] = n
+    return sum(top.values()) + sum(extra.values())
+
+
+def _bytes_of(held: dict[int, int], keys: set[int]) -> int:
+    """Bytes of the storages of ``held`` whose keys are in ``keys``."""
+    if len(keys) < len(held):
+        return sum(held[k] for k in keys if k in held)
+    return sum(n for k, n in held.items() if k in keys)
 
 
 def _kind(obj: Any) -> str:
@@ -334,14 +430,30 @@ def find_holders(
         other root; a leaf only another variable's graph keeps is that
         variable's).
     """
-    with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's code
+    with torch._C.DisableTorchFunctionSubclass(), _collector_paused():  # __torch_function__ is the user's code
         return _find_holders(namespace, device, hidden, skip, limit, entries, max_entries)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The garbage collector off while walking: the walk makes an object per
+    storage it finds (kept until the end), and each collection they would start
+    traverses every live object again (and runs the tracker's callback); for a
+    million tensors that was most of the time. Garbage made meanwhile is
+    collected after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Mapping[str, tuple[str, Any]] | None,
                   skip: Iterable[str], limit: int | None, entries: bool, max_entries: int) -> HolderRows:
     skip = set(skip)
-    ranges: dict[int, tuple[int, int]] = {}
+    ranges = RangeLog()
     found: list[tuple[str, str, Any, dict[int, int], bool]] = []
     others: list[dict[int, int]] = []  # what the skipped names keep: never listed, but they keep memory alive
     for name, obj in list(namespace.items()):
@@ -359,44 +471,47 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
         if held:
             found.append((f"({name})", kind, obj, held, True))
     canon = _same_bytes_once([r[3] for r in found] + others, ranges)
-    holders_of: dict[int, int] = {}  # storage key -> how many roots keep it
-    for held in [r[3] for r in found] + others:
-        for k in held:
-            holders_of[k] = holders_of.get(k, 0) + 1
+    twice = _kept_twice([r[3] for r in found] + others)  # storages more than one root keeps
     rows = HolderRows()
-    union: dict[int, int] = {}
     kept: dict[int, tuple[Any, dict[int, int]]] = {}  # id(row) -> (object, storages)
     for name, kind, obj, held, is_hidden in found:
-        unique = sum(n for k, n in held.items() if holders_of[k] == 1)
-        union.update(held)
-        row = Holder(name, kind, sum(held.values()), unique, "", is_hidden)
+        total = sum(held.values())
+        row = Holder(name, kind, total, total - _bytes_of(held, twice), "", is_hidden)
         kept[id(row)] = (obj, held)
         rows.append(row)
-    seen: dict[int, int] = {}  # storage key -> how many listed names (not out-of-sight rows) keep it
-    for _, _, _, held, is_hidden in found:
-        for k in held:
-            seen[k] = seen.get(k, 0) + (0 if is_hidden else 1)
-    rows.out_of_sight = sum(n for k, n in union.items() if seen[k] == 0
-                            and any(k in r[3] for r in found if r[4]))
+    rows.total = _union_bytes([r[3] for r in found])
+    visible = [r[3] for r in found if not r[4]]
+    top = visible[_largest(visible)] if visible else {}
+    lost: dict[int, int] = {}  # what only out-of-sight rows keep
+    for held in (r[3] for r in found if r[4]):
+        for k, n in held.items():
+            if k not in top and not any(k in v for v in visible if v is not top):
+                lost[k] = n
+    rows.out_of_sight = sum(lost.values())
     rows.sort(key=lambda h: -h.nbytes)
-    rows.total = sum(union.values())
     if limit:
         del rows[limit:]
 
     def walk(value: Any, depth: int) -> dict[int, int]:
         return canon(storages_held(value, device, depth))
 
-    names_of: dict[int, list[str]] = {}  # storage key -> the listed names keeping it
-    for row in rows:
-        for k in kept[id(row)][1]:
-            names_of.setdefault(k, []).append(row.name)
+    listed = [(row.name, kept[id(row)][1]) for row in rows]
 
     def kept_by(keys: Iterable[int], own: str) -> list[str]:
+        """The listed names other than ``own`` keeping any of ``keys``, in the
+        order of the first key each keeps (then of the rows)."""
+        keys = keys if isinstance(keys, (dict, set, frozenset)) else list(keys)
+        ks = keys.keys() if isinstance(keys, dict) else set(keys)
+        hits = [(n, h) for n, h in listed if n != own and not h.keys().isdisjoint(ks)]
+        if len(hits) < 2:
+            return [n for n, _ in hits]
         out: dict[str, None] = {}
         for k in keys:
-            for n in names_of.get(k, ()):
-                if n != own:
+            for n, h in hits:
+                if k in h:
                     out[n] = None
+            if len(out) == len(hits):
+                break
         return list(out)
 
     for row in rows:
@@ -406,7 +521,7 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
         tree = Entry(row.name, obj, held)
         if entries:
             try:
-                tree = entries_of(row.name, obj, held, {k for k in held if holders_of[k] == 1}, _MAX_DEPTH, walk,
+                tree = entries_of(row.name, obj, held, KeysBut(held, twice), _MAX_DEPTH, walk,
                                   lambda o: own_storages(o, device, canon, _on_device))
             except Exception:  # noqa: BLE001 - a container that fails while expanded: its row alone
                 tree = Entry(row.name, obj, held)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import gc
 import itertools
+from array import array
+from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 import torch
 from sortedcontainers import SortedList
 
-__all__ = ["storage_of", "storages_of_tensor", "storage_key", "live_tensors", "data_range", "same_memory"]
+__all__ = ["storage_of", "storages_of_tensor", "storages_of_plain", "storage_key", "live_tensors", "data_range",
+           "same_memory", "RangeLog"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _PER_CHANNEL = (torch.per_channel_affine, torch.per_channel_symmetric, torch.per_channel_affine_float_qparams)
@@ -82,6 +86,29 @@ def storages_of_tensor(t: Any, _depth: int = 0) -> list[tuple[int, torch.Untyped
         return []
     st = storage_of(t)
     return [] if st is None else [(storage_key(st), st)]
+
+
+_LAYOUT = attrgetter("layout")
+_NESTED = attrgetter("is_nested")
+_QUANTIZED = attrgetter("is_quantized")
+
+
+def storages_of_plain(tensors: list[Any]) -> list[torch.UntypedStorage] | None:
+    """The storage of each of ``tensors``, in order, read in C over the whole
+    list: what :func:`storages_of_tensor` gives each of them (its one
+    storage), for tensors of type ``torch.Tensor`` or ``nn.Parameter`` (the
+    caller checks the types: :func:`vramnb._graph.plain_leaves`). ``None``
+    when any of them is sparse, nested or quantized, or has no storage to read
+    (a functorch wrapper): then ask :func:`storages_of_tensor` for each."""
+    try:
+        n = len(tensors)
+        if (list(map(_LAYOUT, tensors)).count(torch.strided) != n or any(map(_NESTED, tensors))
+                or any(map(_QUANTIZED, tensors))):
+            return None
+        sts = list(map(torch.Tensor.untyped_storage, tensors))
+    except Exception:
+        return None
+    return sts
 
 
 def storage_key(st: torch.UntypedStorage) -> int:
@@ -168,15 +195,98 @@ def same_memory(ranges: dict[int, tuple[int, int]]) -> dict[int, int]:
     data lies inside another storage's data (``torch.from_numpy(t.numpy())``
     makes a second ``StorageImpl`` over ``t``'s bytes; so do ``frombuffer`` and
     DLPack round trips): the same memory, to be counted once. ``ranges``: key ->
-    :func:`data_range`. Keys not returned are their own."""
-    out: dict[int, int] = {}
-    cur_key, cur_end = None, -1
-    for key, (ptr, n) in sorted(ranges.items(), key=lambda kv: (kv[1][0], -kv[1][1])):
-        if cur_key is not None and ptr + n <= cur_end:
-            out[key] = cur_key
-            continue
-        cur_key, cur_end = key, ptr + n
-    return out
+    :func:`data_range` (address and size in bytes). Keys not returned are
+    their own. Of storages over the same bytes, the first in ``ranges`` owns them."""
+    log = RangeLog()
+    log.extend(list(ranges), [r[0] for r in ranges.values()], [r[1] for r in ranges.values()])
+    return {k: owner for k, (owner, _) in log.same_memory().items()}
+
+
+class RangeLog:
+    """The data ranges of storages in the order they were found (a key may
+    come again, with the same range), kept in three arrays of 64-bit ints:
+    appending makes no object per storage, and a walk over a million storages
+    adds theirs in bulk. Ranges are ``(address of the first byte, size in
+    bytes)``, both nonzero (:func:`data_range`). (Arrays become lists if an
+    address does not fit in 64 signed bits.)"""
+
+    _TORCH_FROM = 2048  # from this many ranges on, scanned by torch
+
+    def __init__(self) -> None:
+        self.keys: list[int] = []
+        self.starts: Any = array("q")
+        self.sizes: Any = array("q")
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def add(self, key: int, rng: tuple[int, int]) -> None:
+        self.extend([key], [rng[0]], [rng[1]])
+
+    def extend(self, keys: list[int], starts: Iterable[int], sizes: Iterable[int]) -> None:
+        """Add ranges in bulk: one start and one size (both nonzero) per key."""
+        starts = starts if isinstance(starts, (list, array)) else list(starts)
+        sizes = sizes if isinstance(sizes, (list, array)) else list(sizes)
+        try:
+            self.starts.extend(starts)
+            self.sizes.extend(sizes)
+        except OverflowError:  # keep what fits in lists from now on
+            del self.starts[len(self.keys):], self.sizes[len(self.keys):]
+            self.starts, self.sizes = list(self.starts) + list(starts), list(self.sizes) + list(sizes)
+        self.keys += keys
+
+    def same_memory(self) -> dict[int, tuple[int, int]]:
+        """``{key: (owner's key, owner's size in bytes)}`` for the storages
+        whose data lies inside another one's (see :func:`same_memory`): sorted
+        by start, larger first, ties in the order found (a stable sort), a range
+        lies inside the last one before it that lies inside none, if that one's
+        end is not before its own. Many ranges are sorted by torch; the answer
+        is the same."""
+        if len(self.keys) >= self._TORCH_FROM:
+            try:
+                return self._same_memory_torch()
+            except (OverflowError, TypeError, ValueError, RuntimeError):  # past 2**53: the Python sort
+                pass
+        return self._same_memory_py()
+
+    def _same_memory_py(self) -> dict[int, tuple[int, int]]:
+        first: dict[int, tuple[int, int]] = {}
+        for k, p, n in zip(self.keys, self.starts, self.sizes):
+            first.setdefault(k, (p, n))
+        out: dict[int, tuple[int, int]] = {}
+        cur_key, cur_end, cur_size = None, -1, 0
+        for key, (ptr, n) in sorted(first.items(), key=lambda kv: (kv[1][0], -kv[1][1])):
+            if cur_key is not None and ptr + n <= cur_end:
+                out[key] = (cur_key, cur_size)
+                continue
+            cur_key, cur_end, cur_size = key, ptr + n, n
+        return out
+
+    def _same_memory_torch(self) -> dict[int, tuple[int, int]]:
+        n = len(self.keys)
+        starts = torch.frombuffer(self.starts, dtype=torch.int64)  # (TypeError for lists: the Python sort)
+        sizes = torch.frombuffer(self.sizes, dtype=torch.int64)
+        if int(sizes.min()) <= 0 or int(starts.min()) <= 0 or int(starts.max()) + int(sizes.max()) >= 2 ** 53:
+            raise OverflowError("a range's end is past 2**53")  # (float64 holds every int below, exactly)
+        fs = starts.double()  # torch sorts float64 several times faster than int64
+        by_start = torch.sort(fs, stable=True)
+        order = by_start.indices
+        if bool((by_start.values[1:] == by_start.values[:-1]).any()):  # starting together: the larger first
+            order = torch.sort(sizes.double(), descending=True, stable=True).indices
+            order = order[torch.sort(fs[order], stable=True).indices]
+        ends = (starts + sizes)[order]
+        before = torch.cat([ends.new_full((1,), -1), torch.cummax(ends, 0).values[:-1]])
+        inside = ends <= before  # (a key found again is inside its first range)
+        if not bool(inside.any()):
+            return {}
+        owner_pos = torch.cummax(torch.where(inside, -1, torch.arange(n)), 0).values
+        at = inside.nonzero().flatten()
+        keys, sz = self.keys, self.sizes
+        out: dict[int, tuple[int, int]] = {}
+        for i, j in zip(order[at].tolist(), order[owner_pos[at]].tolist()):
+            if keys[i] != keys[j]:
+                out[keys[i]] = (keys[j], sz[j])
+        return out
 
 
 class DataRanges:
