@@ -36,8 +36,21 @@ def one(name: str, recipe: str) -> dict:
     from zoo import cases
 
     case = next(c for s in ("nn", "hf", "torchvision") for c in cases(s) if c.name == name) \
-        if name != "batch-search" else None
+        if name not in ("batch-search", "gpt2-small") else None
     out: dict = {"case": name, "recipe": recipe, "torch": torch.__version__}
+    if name == "gpt2-small":  # the figure: GPT-2 small (124 M), AdamW, batch 8 x 1024
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        model = GPT2LMHeadModel(GPT2Config())
+        ids = torch.randint(0, 50257, (8, 1024))
+        secs = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            vramnb.estimate(model, {"input_ids": ids, "labels": ids}, optimizer=lambda p: torch.optim.AdamW(p),
+                            target="H100")
+            secs.append(time.perf_counter() - t0)
+        out.update(seconds=secs, batch_size=8)
+        return out
     if case is None:  # the batch search of GPT-2 small
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -85,12 +98,12 @@ def main() -> None:
     from zoo import cases
 
     every = {c.name: c for s in ("nn", "hf", "torchvision") for c in cases(s)}
-    names = a.only or [c.name for s in a.source for c in cases(s)] + ["batch-search"]
+    names = a.only or [c.name for s in a.source for c in cases(s)] + ["gpt2-small", "batch-search"]
     done = json.load(open(a.out)) if a.resume and os.path.exists(a.out) else []
     have = {(r["case"], r["recipe"]) for r in done}
     for name in names:
-        recipes = ["bf16"] if name == "batch-search" else [r for r in a.recipes.split(",")
-                                                           if r in every[name].recipes()]
+        recipes = {"batch-search": ["bf16"], "gpt2-small": ["fp32"]}.get(name) or [
+            r for r in a.recipes.split(",") if r in every[name].recipes()]
         for recipe in recipes:
             if (name, recipe) in have:
                 continue
@@ -112,7 +125,7 @@ def main() -> None:
 
 
 def report(rows: list[dict]) -> None:
-    ok = [r for r in rows if "seconds" in r and r["case"] != "batch-search"]
+    ok = [r for r in rows if "seconds" in r and r["case"] not in ("batch-search", "gpt2-small")]
     for r in sorted(rows, key=lambda r: -max(r.get("seconds", [0]))):
         s = r.get("seconds")
         print(f"{r['case']:40s} {r['recipe']:14s} " + (" / ".join(f"{x:6.2f}" for x in s) if s else r.get("error", "")))
