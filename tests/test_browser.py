@@ -185,13 +185,17 @@ class JupyterLab:
     def wait_kernel_idle(self, timeout: float) -> None:
         """Wait until the server has a kernel (the page's) and it is idle."""
         deadline = time.monotonic() + timeout
+        last: object = None
         while time.monotonic() < deadline:
-            with urllib.request.urlopen(f"{self.url}/api/kernels?token={self.token}", timeout=5) as r:
-                kernels = json.loads(r.read())
-            if kernels and all(k["execution_state"] == "idle" for k in kernels):
+            try:  # while the kernel starts, the server has answered 500 here (once, in a full run on a loaded machine)
+                with urllib.request.urlopen(f"{self.url}/api/kernels?token={self.token}", timeout=5) as r:
+                    last = json.loads(r.read())
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+                last = e
+            if isinstance(last, list) and last and all(k["execution_state"] == "idle" for k in last):
                 return
             time.sleep(0.3)
-        raise RuntimeError(f"no idle kernel within {timeout:.0f} s:\n{self.log_tail()}")
+        raise RuntimeError(f"no idle kernel within {timeout:.0f} s (last answer: {last!r}):\n{self.log_tail()}")
 
     def stop(self) -> None:
         """Stop the server and everything in its process group (kernels included)."""
