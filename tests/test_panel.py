@@ -315,6 +315,18 @@ def test_make_it_fit_lists_the_plans_and_apply_sets_the_controls():
 
 
 # -- issue 15 item 4: ipywidgets 7.7 (Colab's) and 8; a front-end without a widget manager gets text ----
+def test_ipywidgets_is_the_version_the_test_command_asks_for():
+    """The README's test command runs this file again with ipywidgets 7.7 first on PYTHONPATH."""
+    import os
+
+    import ipywidgets
+
+    want = os.environ.get("VRAMNB_EXPECT_IPYWIDGETS")
+    if not want:
+        pytest.skip("VRAMNB_EXPECT_IPYWIDGETS not set: whatever ipywidgets is installed")
+    assert ipywidgets.__version__.startswith(want + "."), (ipywidgets.__version__, ipywidgets.__file__)
+
+
 def test_panel_builds_without_a_warning_and_keeps_its_tooltips(setup):
     """No control gets a keyword its ipywidgets version lacks (traitlets would warn and drop it):
     the technique's description is the menu's tooltip on ipywidgets 8, its description_tooltip on 7."""
