@@ -8,6 +8,7 @@
   (``description_tooltip`` elsewhere, on the description). :func:`tooltip` gives the
   keyword a class has, or none (traitlets would warn about an unknown one and drop it).
 
+It takes the widgets (or their classes) from :mod:`vramnb._panel` and imports no ipywidgets itself.
 Everything else the panel uses (``Dropdown``, ``Combobox``, ``Checkbox``, ``Button``,
 ``HTML``, ``Output``, ``GridBox``, ``Layout``, ``observe``, ``add_class``) is the same in both.
 """
@@ -16,17 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["VIEW", "bundle", "tooltip", "version"]
+__all__ = ["VIEW", "bundle", "tooltip"]
 
 VIEW = "application/vnd.jupyter.widget-view+json"
-
-
-def version() -> tuple[int, int]:
-    """ipywidgets' (major, minor)."""
-    import ipywidgets
-
-    major, minor = ipywidgets.__version__.split(".")[:2]
-    return int(major), int(minor)
 
 
 def bundle(widget: Any) -> dict[str, Any]:
