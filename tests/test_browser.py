@@ -16,6 +16,9 @@ it). Without ``/usr/bin/chromium`` or the ``playwright`` package the test is
 skipped with the reason, unless ``VRAMNB_REQUIRE_BROWSER=1`` (as in CI), where it
 fails instead. The server (with its kernel) and the browser are stopped in the
 fixtures' teardown, also when the test fails.
+
+The same in Notebook 7 (its own server, ``python -m notebook``), on a small notebook: a
+``%%vram`` report and the panel render, and Run step works there too.
 """
 
 from __future__ import annotations
@@ -59,8 +62,9 @@ def _missing() -> str | None:
         return "the playwright package is not installed (pip install playwright, or the [test] extra)"
     try:
         import jupyterlab  # noqa: F401
-    except ImportError:
-        return "jupyterlab is not installed (the [test] extra)"
+        import notebook  # noqa: F401
+    except ImportError as e:
+        return f"{e.name} is not installed (the [test] extra)"
     return None
 
 
@@ -116,9 +120,13 @@ def _write_settings(config_dir: pathlib.Path, theme: str | None = None) -> None:
 
 
 class JupyterLab:
-    """A JupyterLab server of our own; ``stop()`` ends it and its kernels."""
+    """A JupyterLab server of our own (``app="notebook"``: Notebook 7's); ``stop()`` ends it and its kernels."""
 
-    def __init__(self, workdir: pathlib.Path, notebook: pathlib.Path, theme: str | None = None) -> None:
+    def __init__(self, workdir: pathlib.Path, notebook: pathlib.Path, theme: str | None = None,
+                 app: str = "jupyterlab") -> None:
+        if app not in ("jupyterlab", "notebook"):
+            raise ValueError(f"app must be 'jupyterlab' or 'notebook', not {app!r}")
+        self.app = app
         self.root = workdir / "root"
         self.root.mkdir()
         self.notebook = self.root / notebook.name
@@ -141,7 +149,7 @@ class JupyterLab:
         self.log_path = workdir / "jupyterlab.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+            [sys.executable, "-m", app, "--no-browser", "--allow-root",
              "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
              f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}"],
             env=env, cwd=self.root, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -169,8 +177,25 @@ class JupyterLab:
         raise RuntimeError(f"JupyterLab did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
 
     def lab_url(self) -> str:
-        """The notebook's page in JupyterLab, with the token."""
+        """The notebook's page in JupyterLab (Notebook 7: its notebook page), with the token."""
+        if self.app == "notebook":
+            return f"{self.url}/notebooks/{self.notebook.name}?token={self.token}"
         return f"{self.url}/lab/tree/{self.notebook.name}?token={self.token}"
+
+    def wait_kernel_idle(self, timeout: float) -> None:
+        """Wait until the server has a kernel (the page's) and it is idle."""
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            try:  # while the kernel starts, the server has answered 500 here (once, in a full run on a loaded machine)
+                with urllib.request.urlopen(f"{self.url}/api/kernels?token={self.token}", timeout=5) as r:
+                    last = json.loads(r.read())
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+                last = e
+            if isinstance(last, list) and last and all(k["execution_state"] == "idle" for k in last):
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"no idle kernel within {timeout:.0f} s (last answer: {last!r}):\n{self.log_tail()}")
 
     def stop(self) -> None:
         """Stop the server and everything in its process group (kernels included)."""
@@ -240,9 +265,12 @@ def open_and_run_all(page: Any, lab: JupyterLab, timeout_s: float = 120) -> None
 
     page.goto(lab.lab_url())
     expect(page.locator(".jp-Notebook")).to_be_visible(timeout=60_000)
-    page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()  # fold the file browser away
-    # the status bar says "Python 3 (ipykernel) | Idle" once the kernel is connected
-    expect(page.locator(".jp-StatusBar-Widget")).to_contain_text("| Idle", timeout=60_000)
+    if lab.app == "jupyterlab":
+        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()  # fold the file browser away
+        # the status bar says "Python 3 (ipykernel) | Idle" once the kernel is connected
+        expect(page.locator(".jp-StatusBar-Widget")).to_contain_text("| Idle", timeout=60_000)
+    else:  # Notebook 7 has no status bar, and its kernel indicator no text: ask the server
+        lab.wait_kernel_idle(timeout=60)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
@@ -344,3 +372,42 @@ def test_live_gauge_updates_in_jupyterlab(browser_ready: None, page: Any, tmp_pa
         expect(output).to_have_count(1)
     finally:
         lab.stop()
+
+
+FRONTENDS_NOTEBOOK = ROOT / "tests" / "browser" / "frontends.ipynb"
+
+
+@pytest.fixture
+def notebook7(browser_ready: None, tmp_path: pathlib.Path) -> Iterator[JupyterLab]:
+    server = JupyterLab(tmp_path, FRONTENDS_NOTEBOOK, app="notebook")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_report_and_panel_in_notebook7(notebook7: JupyterLab, page: Any) -> None:
+    """Notebook 7 renders the %%vram report's table and the panel; a press of Run step adds a run and its charts."""
+    from playwright.sync_api import expect
+
+    open_and_run_all(page, notebook7)
+    assert page.locator("#jp-top-bar").count() == 1 and page.locator(".jp-LabShell").count() == 0  # Notebook 7's page
+    report = page.locator(".jp-CodeCell").nth(1).locator(".jp-OutputArea-output")  # the %%vram cell
+    expect(report.locator("table")).to_have_count(1)
+    expect(report.locator("table")).to_contain_text("allocated")
+    expect(report).to_contain_text("measured by the CPU storage tracker")
+    panel = page.locator(".vramnb-panel")
+    expect(panel).to_have_count(1)
+    rows = panel.locator("table.vramnb-runs tr.vramnb-run")
+    expect(rows).to_have_count(1)
+    expect(rows.first.locator("td").first).to_have_text("baseline")
+    panel.locator(".vramnb-control-optimizer select").select_option(label="SGD")
+    panel.get_by_role("button", name="Run step").click()
+    expect(rows).to_have_count(2, timeout=60_000)
+    expect(rows.first.locator("td").first).to_have_text("optimizer SGD")
+    expect(rows.first.locator("td").nth(2)).to_have_text(re.compile(r"^-\d"))  # SGD keeps no Adam state: less memory
+    expect(panel.locator(".vramnb-status")).to_contain_text("done: optimizer SGD")
+    charts = panel.locator(".vramnb-chart img")
+    expect(charts).to_have_count(2)
+    sizes = charts.evaluate_all("imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
+    assert all(done and w >= 400 and h >= 150 for done, w, h in sizes), f"charts not rendered: {sizes}"

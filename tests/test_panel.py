@@ -154,7 +154,10 @@ def test_deleted_model_optimizer_and_batch_are_freed_while_the_widget_lives():
     gc.collect()
     assert [r() is None for r in refs] == [True, True, True]
     # the widget is still registered with ipywidgets (its comm, its callbacks): only the panel's references went
-    assert p.widget in ipywidgets.widgets.widget._instances.values()
+    instances = getattr(ipywidgets.widgets.widget, "_instances", None)  # ipywidgets 8
+    if instances is None:
+        instances = ipywidgets.Widget.widgets  # ipywidgets 7
+    assert p.widget in instances.values()
     assert p.model is None and p.batch is None and p.optimizer is None
     p.button.click()
     assert "the model is gone" in p.status.value and "#c62828" in p.status.value
@@ -309,3 +312,46 @@ def test_make_it_fit_lists_the_plans_and_apply_sets_the_controls():
     assert none.best is None and none.misses > 0
     assert "nothing fits 700MiB: the closest plan misses by" in p.fit_box.children[1].value
     assert "nothing fits" in p.status.value
+
+
+# -- issue 15 item 4: ipywidgets 7.7 (Colab's) and 8; a front-end without a widget manager gets text ----
+def test_ipywidgets_is_the_version_the_test_command_asks_for():
+    """The README's test command runs this file again with ipywidgets 7.7 first on PYTHONPATH."""
+    import os
+
+    import ipywidgets
+
+    want = os.environ.get("VRAMNB_EXPECT_IPYWIDGETS")
+    if not want:
+        pytest.skip("VRAMNB_EXPECT_IPYWIDGETS not set: whatever ipywidgets is installed")
+    assert ipywidgets.__version__.startswith(want + "."), (ipywidgets.__version__, ipywidgets.__file__)
+
+
+def test_panel_builds_without_a_warning_and_keeps_its_tooltips(setup):
+    """No control gets a keyword its ipywidgets version lacks (traitlets would warn and drop it):
+    the technique's description is the menu's tooltip on ipywidgets 8, its description_tooltip on 7."""
+    import warnings
+
+    import ipywidgets
+
+    model, batch, opt = setup
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = vramnb.panel(model, batch, sq, opt, display=False)
+    name = "checkpointing"
+    shown = p.controls[name].tooltip if int(ipywidgets.__version__.split(".")[0]) >= 8 else p.controls[name].description_tooltip
+    assert shown == REGISTRY[name].description
+    assert "fake tensors" in (getattr(p.predict, "tooltip", None) or p.predict.description_tooltip)
+
+
+def test_the_panels_bundle_has_the_view_and_a_text_fallback(setup):
+    model, batch, opt = setup
+    p = vramnb.panel(model, batch, sq, opt, display=False)
+    p.run()
+    data = p._repr_mimebundle_()
+    assert data[_WIDGET]["model_id"] == p.widget.model_id and data[_WIDGET]["version_major"] == 2
+    text = data["text/plain"]
+    assert text.startswith(repr(p)) and "baseline" in text  # the runs, as text
+    assert "JupyterLab, Notebook 7" in text and ".run() runs a step" in text  # what is missing, and what works here
+    assert p._repr_mimebundle_(include={"text/plain"}) == {"text/plain": text}
+    assert _WIDGET not in p._repr_mimebundle_(exclude={_WIDGET})

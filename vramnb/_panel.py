@@ -28,10 +28,14 @@ from .predict._gpus import GPUS, gpu_memory
 from ._panel_table import _RED, RunsTable
 from ._step import check_inputs, check_options, profile_step
 from ._units import format_bytes
+from ._widgets import bundle, tooltip
 from .techniques import REGISTRY, Recipe, Unavailable
 
 __all__ = ["Panel", "panel"]
 
+# the text/plain line under the runs: what a front-end without a widget manager does not show, and how to get it
+_NO_WIDGETS = ("(its controls are ipywidgets, which show in JupyterLab, Notebook 7 or another front-end with a widget "
+               "manager and a live kernel; without one, the panel's .run() runs a step and print(panel) lists the runs)")
 
 
 def _label(value: Any) -> str:
@@ -63,7 +67,12 @@ class Panel(RunsTable):
         self.device = check_inputs(model, batch, optimizer)  # bad input: a ValueError, before any widget exists
         gpu_memory(target)
         check_options(steps, None, True)
-        import ipywidgets as w
+        try:
+            import ipywidgets as w
+        except ImportError:
+            raise ImportError("vramnb.panel needs ipywidgets 7.7 or later: pip install 'vramnb[widgets]' "
+                              "(or ipywidgets); without it, vramnb.profile_step and vramnb.compare give the same "
+                              "measurements as text") from None
 
         self._model = weakref.ref(model)
         # batch, loss_fn, optimizer: kept while the model lives (WeakKeyDictionary: they go with it)
@@ -80,7 +89,7 @@ class Panel(RunsTable):
             if len(tech.choices) < 2:
                 continue  # nothing to choose (e.g. "blocks": give it in a Recipe)
             ctl = w.Dropdown(options=[(_label(c), c) for c in tech.choices], index=tech.choices.index(tech.default()),
-                             tooltip=tech.description, layout=w.Layout(width="auto"))
+                             **tooltip(w.Dropdown, tech.description), layout=w.Layout(width="auto"))
             if None in tech.choices:  # ipywidgets shows value None as an empty menu: show "as given"
                 ctl.observe(lambda c, ctl=ctl, i=tech.choices.index(None): setattr(ctl, "index", i) if c["new"] is None else None,
                             names="index")
@@ -91,8 +100,8 @@ class Panel(RunsTable):
         cells.append(self._labelled(w, "target", "what fits on", "a GPU from the list, or a size such as 24GiB",
                                     self.target))
         self.predict = w.Checkbox(value=bool(predict), description="predict it on the card too", indent=False,
-                                  tooltip="also estimate the step on the card above (vramnb.estimate: fake tensors, "
-                                          "CUDA's kernels and allocator modelled), shown beside the measurement",
+                                  **tooltip(w.Checkbox, "also estimate the step on the card above (vramnb.estimate: fake "
+                                            "tensors, CUDA's kernels and allocator modelled), shown beside the measurement"),
                                   layout=w.Layout(width="auto"))
         self.predict.add_class("vramnb-predict")
         self.button = w.Button(description="Run step", button_style="primary", icon="play",
@@ -416,9 +425,16 @@ class Panel(RunsTable):
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kwargs: Any) -> dict[str, Any]:
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude, **kwargs) or {}
-        bundle["text/plain"] = repr(self)
-        return bundle
+        """The widget view (ipywidgets 7.7 or 8) and, for a front-end that cannot render widgets
+        (a terminal, nbconvert's output, a viewer without a widget manager), the runs as text
+        with a line saying what is missing and where it shows."""
+        data = bundle(self.widget)
+        data["text/plain"] = f"{self!r}\n{_NO_WIDGETS}"
+        if include:
+            data = {k: v for k, v in data.items() if k in include}
+        if exclude:
+            data = {k: v for k, v in data.items() if k not in exclude}
+        return data
 
     def _ipython_display_(self) -> None:
         """Show the panel (another view of the same widgets), except as the result of the
