@@ -32,6 +32,7 @@ the ``SavedTensor`` object (``_raw_saved_x``) instead:
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import sys
@@ -42,7 +43,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["MAX_DEPTH", "RUN", "graph_tensors", "held_tensors", "module_attributes", "object_attributes",
+__all__ = ["MAX_DEPTH", "RUN", "collector_paused", "graph_tensors", "held_tensors", "module_attributes", "object_attributes",
            "plain_leaves", "saved_tensors_of"]
 
 MAX_DEPTH = 4
@@ -67,6 +68,22 @@ def is_tooling(obj: Any) -> bool:
 
 class _HookCalled(BaseException):
     """Raised by the profile function to stop a saved-tensor hook before it runs."""
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The garbage collector off for a walk over many objects, then as it was. A
+    walk makes an object per storage it finds (kept until its end), and each
+    collection those would start traverses every live object again and runs the
+    CPU tracker's callback: for a million tensors that was most of the time of
+    ``%vram`` and of a full scan. Garbage made meanwhile is collected after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _refuse_python_calls(frame: Any, event: str, arg: Any) -> None:

@@ -20,17 +20,15 @@ object: whatever raises while being inspected is skipped.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
 import torch
 
-from ._graph import MAX_DEPTH, held_tensors
+from ._graph import MAX_DEPTH, collector_paused, held_tensors
 from ._holder_entries import (
     MAX_ENTRIES,
     MAX_LEVELS,
@@ -430,24 +428,8 @@ def find_holders(
         other root; a leaf only another variable's graph keeps is that
         variable's).
     """
-    with torch._C.DisableTorchFunctionSubclass(), _collector_paused():  # __torch_function__ is the user's code
+    with torch._C.DisableTorchFunctionSubclass(), collector_paused():  # __torch_function__ is the user's code
         return _find_holders(namespace, device, hidden, skip, limit, entries, max_entries)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The garbage collector off while walking: the walk makes an object per
-    storage it finds (kept until the end), and each collection they would start
-    traverses every live object again (and runs the tracker's callback); for a
-    million tensors that was most of the time. Garbage made meanwhile is
-    collected after."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Mapping[str, tuple[str, Any]] | None,

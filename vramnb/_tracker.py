@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._graph import graph_tensors
+from ._graph import collector_paused, graph_tensors
 from ._same_memory import SameMemory
 from ._tracker_patch import _exit_mode, _patch_acquire, _patch_release
 from ._young import YoungWatch, generations_supported
@@ -441,18 +441,15 @@ class StorageTracker(SameMemory):
             full = self.stale or not young_ok
         elif not young_ok:
             full = True
-        enabled = gc.isenabled()
-        gc.disable()
-        self._scanning = True
-        try:
-            if full:
-                self._scan_all()
-            else:
-                self._scan_young(leaves=True)
-        finally:
-            self._scanning = False
-            if enabled:
-                gc.enable()
+        with collector_paused():
+            self._scanning = True
+            try:
+                if full:
+                    self._scan_all()
+                else:
+                    self._scan_young(leaves=True)
+            finally:
+                self._scanning = False
         self._freeze_count = gc.get_freeze_count()
         if self.watch_young and generations_supported():
             self._watch.install()
