@@ -104,7 +104,8 @@ def test_the_live_gauge_on_cuda_reads_the_allocator_without_creating_the_context
         "for i in range(5):\n    keep.append(torch.ones(2**20, device='cuda'))\n    time.sleep(0.5)",
     ])
     # the gauge sampled a second before the cell touched CUDA, and that created no context
-    assert [o["text"] for o in nb.cells[1].outputs if o.get("name") == "stdout"] == ["False\nFalse\n"]
+    # (the kernel may send the two prints as one stream message or as two)
+    assert "".join(o["text"] for o in nb.cells[1].outputs if o.get("name") == "stdout") == "False\nFalse\n"
     live = _live_values(updates[1], "vram live · cuda:0")
     assert len(live) >= 6, updates[1]
     assert live[0] == {"allocated": 0, "reserved": 0, "peak": 0}
@@ -112,4 +113,5 @@ def test_the_live_gauge_on_cuda_reads_the_allocator_without_creating_the_context
     assert allocated == sorted(allocated) and allocated[-1] == 5 * 4 * 2**20, live  # +4 MiB every 0.5 s
     assert all(v["reserved"] >= v["allocated"] and v["peak"] == v["allocated"] for v in live)
     (out,) = [o for o in nb.cells[1].outputs if o.get("output_type") == "display_data"]
-    assert out["data"]["text/plain"].startswith("vram [cuda:0]") and "+20.0 MiB" in out["data"]["text/plain"]
+    head, *rows = out["data"]["text/plain"].splitlines()
+    assert " · cuda:0 · " in head and any(r.split()[:1] == ["allocated"] and "+20.0 MiB" in r for r in rows), head
