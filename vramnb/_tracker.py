@@ -209,6 +209,13 @@ class StorageTracker(SameMemory):
                         if rng is not None:
                             self._ranges.add(key, rng)
                         self._change(key, entry[1], nbytes, entry[2])
+                    elif nbytes:
+                        span = self._ranges.span(key)
+                        if span is not None and st.data_ptr() != span[0]:
+                            # the same bytes moved (share_memory_ copies them to shared memory
+                            # and frees the old ones, which a later allocation may reuse)
+                            self._ranges.remove(key)
+                            self._ranges.add(key, (st.data_ptr(), nbytes))
                     return
                 # the storage registered under this address was freed and the address reused
                 # before its weakref callback ran: record that free first (the late
