@@ -40,3 +40,18 @@ def test_share_memory_in_an_unmeasured_cell_is_followed_by_the_full_scan(ip):
     run(ip, "sm.share_memory_()")  # unmeasured
     run(ip, "%%vram -q -d cpu\nu = torch.zeros(1000)\nimport numpy as np\nview = torch.from_numpy(sm.numpy())")
     assert _last().delta_allocated == 4000
+
+
+def test_a_retained_gradient_another_thread_makes_is_found_without_a_full_scan(ip):
+    """retain_grad(): backward fills a non-leaf's .grad in C++ (no young Python object), like a
+    leaf's; the young scan reads it as it reads the leaves'."""
+    run(ip, "%%vram -q -d cpu\nimport gc\nw = torch.ones(100, requires_grad=True)\nh = w.exp(); h.retain_grad()\n"
+            "gc.collect()")
+    assert _last().delta_allocated == 800
+    tracker = cpu_tracker()
+    full = tracker.full_scans
+    run(ip, "%%vram -q -d cpu\nimport threading\n"
+            "th = threading.Thread(target=lambda: h.sum().backward()); th.start(); th.join()")
+    assert ip.user_ns["h"].grad is not None
+    assert _last().delta_allocated == 800  # w.grad and h.grad
+    assert tracker.full_scans == full

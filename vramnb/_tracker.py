@@ -584,12 +584,13 @@ class StorageTracker(SameMemory):
                 self.add_tensor(t, None)
             try:
                 if t.requires_grad:
-                    if t.grad_fn is None:
+                    leaf = t.grad_fn is None
+                    if leaf or t.retains_grad:  # backward fills its .grad in C++ (no young object)
                         self._note_leaf(t)
                         g = t.grad
                         if g is not None:
                             self.add_tensor(g, None)
-                    elif not known:
+                    if not leaf and not known:
                         for x in graph_tensors(t.grad_fn, seen):
                             self.add_tensor(x, None)
             except Exception:
