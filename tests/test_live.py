@@ -83,7 +83,8 @@ def test_an_interrupted_live_cell_stops_its_gauge_and_keeps_the_cells_error():
     nb.cells = [nbformat.v4.new_code_cell(c) for c in [
         "%load_ext vramnb",
         "%%vram --live\nimport time, torch\nx = torch.ones(2**18)\ntime.sleep(1)\nraise KeyboardInterrupt",
-        "import threading, time\ntime.sleep(0.6)\nprint(sorted(t.name for t in threading.enumerate() if t.name.startswith('vramnb')))",
+        "import threading, time\ntime.sleep(0.6)\n"
+        "print(sorted(t.name for t in threading.enumerate() if t.name.startswith('vramnb')))",
         "print(x.numel())",
     ]]
     client = _Counting(nb, timeout=120, kernel_name="python3", allow_errors=True)
