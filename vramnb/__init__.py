@@ -100,6 +100,9 @@ def load_ipython_extension(ipython: Any) -> None:
     if id(ipython) in _loaded:
         return
     magics = VramMagics(ipython)
+    from ._tracker import cpu_tracker
+
+    cpu_tracker().host_threads()  # the kernel's threads: running no user code, they keep no scan full
     ipython.input_transformers_post.append(magics.transformer)
     ipython.register_magics(magics)
     magics._auto = _resume.pop(id(ipython), None)

@@ -92,6 +92,7 @@ class LiveGauge:
         self._handle = display(_Line(self.line()), display_id=True)
         ctx = contextvars.copy_context()  # ipykernel's parent message: the updates are this cell's output
         self._thread = threading.Thread(target=ctx.run, args=(self._run,), name="vramnb-live", daemon=True)
+        self._thread._vramnb_own = True  # type: ignore[attr-defined]  # reads counters only: no user code
         self._thread.start()
 
     def _run(self) -> None:

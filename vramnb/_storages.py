@@ -311,6 +311,10 @@ class DataRanges:
     def __bool__(self) -> bool:
         return bool(self._span)
 
+    def span(self, key: int) -> tuple[int, int] | None:
+        """``(start, end)`` of a storage's recorded data range, or ``None``."""
+        return self._span.get(key)
+
     def add(self, key: int, rng: tuple[int, int]) -> None:
         self._change(True, key, rng)
 

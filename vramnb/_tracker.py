@@ -163,6 +163,13 @@ class StorageTracker(SameMemory):
         self._pending: list[weakref.ref[Any]] = []  # young objects a collection met while the tracker was busy
         self._pending_limit = 4096
         self._scanning = False
+        # a scan or a collection's registration was cut short (Ctrl-C): what it had taken from
+        # _pending is gone, so only a full scan makes the registry complete again
+        self._incomplete = False
+        # threads that run none of the user's code (a notebook kernel's, the test runner's): alive
+        # when the tracker was made or the extension loaded; any other thread alive may change
+        # storages no tracker sees (a dispatch mode is thread-local), so no scan may be a young one
+        self._host_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet(threading.enumerate())
         self._watch = YoungWatch(self._on_collection)
 
     # -- registration -------------------------------------------------------
@@ -209,6 +216,13 @@ class StorageTracker(SameMemory):
                         if rng is not None:
                             self._ranges.add(key, rng)
                         self._change(key, entry[1], nbytes, entry[2])
+                    elif nbytes:
+                        span = self._ranges.span(key)
+                        if span is not None and st.data_ptr() != span[0]:
+                            # the same bytes moved (share_memory_ copies them to shared memory
+                            # and frees the old ones, which a later allocation may reuse)
+                            self._ranges.remove(key)
+                            self._ranges.add(key, (st.data_ptr(), nbytes))
                     return
                 # the storage registered under this address was freed and the address reused
                 # before its weakref callback ran: record that free first (the late
@@ -407,8 +421,27 @@ class StorageTracker(SameMemory):
     def vouch(self) -> None:
         """Say that since the last scan no code ran that no tracker saw (the
         magics call it after a cell measured on CPU from its first line to its
-        last), so that the next :meth:`scan` may be a young one."""
-        self.stale = False
+        last), so that the next :meth:`scan` may be a young one. Refused (``stale``
+        stays set) while a thread of the user's is alive that does not track (it
+        may resize or re-point old storages between cells and during the next
+        one), and after a scan cut short (see :meth:`scan`)."""
+        self.stale = self._incomplete or self._untracked_threads()
+
+    def host_threads(self) -> None:
+        """Take the threads alive now as the host's, running none of the user's code
+        (the extension's load calls it: a notebook kernel's threads exist by then)."""
+        self._host_threads.update(threading.enumerate())
+
+    def _untracked_threads(self) -> bool:
+        """Whether a thread other than the caller, the host's and vramnb's own is
+        alive and not tracking: its operators no dispatch mode sees."""
+        me = threading.current_thread()
+        host = self._host_threads
+        for th in threading.enumerate():
+            if th is me or th in host or getattr(th, "_vramnb_own", False) or self._tracking.get(th.ident or 0):
+                continue
+            return True
+        return False
 
     def scan(self, full: bool | None = None, *, block_starts: bool = False) -> int:
         """Register storages that exist now: those of every tensor and bare
@@ -436,7 +469,8 @@ class StorageTracker(SameMemory):
         t0 = time.perf_counter()
         before = len(self._entries)
         young_ok = (self.watch_young and generations_supported() and self._watch.installed
-                    and gc.get_freeze_count() <= self._freeze_count)  # it falls as frozen objects die
+                    and gc.get_freeze_count() <= self._freeze_count  # it falls as frozen objects die
+                    and not self._incomplete and not self._untracked_threads())
         if full is None:
             full = self.stale or not young_ok
         elif not young_ok:
@@ -448,6 +482,9 @@ class StorageTracker(SameMemory):
                     self._scan_all()
                 else:
                     self._scan_young(leaves=True)
+            except BaseException:
+                self._incomplete = True  # Ctrl-C mid-scan: what it had taken from _pending is lost
+                raise
             finally:
                 self._scanning = False
         self._freeze_count = gc.get_freeze_count()
@@ -455,6 +492,7 @@ class StorageTracker(SameMemory):
             self._watch.install()
         if full:
             self.full_scans += 1
+            self._incomplete = False
             if block_starts:
                 self.stale = False
         added = len(self._entries) - before
@@ -527,12 +565,16 @@ class StorageTracker(SameMemory):
         if self.stale or self._scanning:
             return  # the next scan is a full one anyway, or this is the scan's own allocation
         if starts:
-            tensors, storages = _live_tensors_and_storages(0)
-            if len(self._pending) > self._pending_limit:
-                self._pending = [r for r in self._pending if r() is not None]
-                self._pending_limit = max(4096, 2 * len(self._pending))  # amortised: O(1) per reference
-            self._pending.extend(map(weakref.ref, tensors))
-            self._pending.extend(map(weakref.ref, storages))
+            try:
+                tensors, storages = _live_tensors_and_storages(0)
+                if len(self._pending) > self._pending_limit:
+                    self._pending = [r for r in self._pending if r() is not None]
+                    self._pending_limit = max(4096, 2 * len(self._pending))  # amortised: O(1) per reference
+                self._pending.extend(map(weakref.ref, tensors))
+                self._pending.extend(map(weakref.ref, storages))
+            except BaseException:
+                self._incomplete = True  # Ctrl-C: young objects this collection moves were not kept
+                raise
             return
         lock = self._lock
         if self._tracking or lock._is_owned() or not lock.acquire(blocking=False):  # type: ignore[attr-defined]
@@ -540,6 +582,9 @@ class StorageTracker(SameMemory):
         try:
             self._scanning = True
             self._scan_young(leaves=False, young=False)
+        except BaseException:
+            self._incomplete = True  # Ctrl-C here (the watch delivers it again): the rest of _pending is lost
+            raise
         finally:
             self._scanning = False
             lock.release()
@@ -574,12 +619,13 @@ class StorageTracker(SameMemory):
                 self.add_tensor(t, None)
             try:
                 if t.requires_grad:
-                    if t.grad_fn is None:
+                    leaf = t.grad_fn is None
+                    if leaf or t.retains_grad:  # backward fills its .grad in C++ (no young object)
                         self._note_leaf(t)
                         g = t.grad
                         if g is not None:
                             self.add_tensor(g, None)
-                    elif not known:
+                    if not leaf and not known:
                         for x in graph_tensors(t.grad_fn, seen):
                             self.add_tensor(x, None)
             except Exception:

@@ -3,7 +3,8 @@
 * ``UntypedStorage.resize_`` (FSDP frees and re-allocates its unsharded
   parameters this way, without an ATen operator the dispatch mode would see)
   is wrapped while any tracker tracks, in any thread; the original goes back
-  when the last block ends, whatever the order they end in.
+  when the last block ends, whatever the order they end in; so are ``_share_fd_cpu_`` and
+  ``_share_filename_cpu_`` (``share_memory_``), which move a storage's bytes elsewhere.
 * :func:`_exit_mode` leaves the tracker's dispatch mode even when the user's
   code pushed modes above it and left them on.
 """
@@ -37,30 +38,43 @@ def _exit_mode(mode: TorchDispatchMode) -> None:
         _push_mode(m)
 
 
-# The resize_ patch, shared by every tracker while any of them tracks (reference-counted).
+# The storage patches, shared by every tracker while any of them tracks (reference-counted):
+# methods that change a live storage in place without an ATen operator the dispatch mode would
+# see. ``resize_`` changes its size (FSDP frees and re-allocates its unsharded parameters this
+# way); ``_share_fd_cpu_`` / ``_share_filename_cpu_`` (``share_memory_``, and a tensor put on a
+# ``torch.multiprocessing`` queue) move its bytes to shared memory: the same ``StorageImpl`` and
+# size at a new address, which the tracker's data ranges must follow (a later allocation reusing
+# the old address would otherwise look like a second view of it, counted 0 bytes).
 _PATCH_LOCK = threading.Lock()
 _PATCHED: dict[Any, int] = {}  # tracker -> blocks tracking
-_ORIGINAL_RESIZE: Any = None
-_HAD_OWN_RESIZE = False
+_METHODS = ("resize_", "_share_fd_cpu_", "_share_filename_cpu_")
+_ORIGINALS: dict[str, Any] = {}
+_HAD_OWN: dict[str, bool] = {}
 
 
-def _patched_resize_(st: torch.UntypedStorage, size: int) -> Any:
-    # storage.resize_ (FSDP frees and re-allocates its unsharded parameters
-    # this way) changes memory without an ATen operator the mode would see
-    out = _ORIGINAL_RESIZE(st, size)
-    for tracker in list(_PATCHED):
-        tracker.add_storage(st)
-    return out
+def _wrap(name: str) -> Any:
+    def patched(st: torch.UntypedStorage, *args: Any, **kwargs: Any) -> Any:
+        out = _ORIGINALS[name](st, *args, **kwargs)
+        for tracker in list(_PATCHED):
+            tracker.add_storage(st)
+        return out
+
+    patched.__name__ = patched.__qualname__ = name
+    return patched
+
+
+_WRAPPED = {name: _wrap(name) for name in _METHODS}
+_patched_resize_ = _WRAPPED["resize_"]
 
 
 def _patch_acquire(tracker: Any) -> None:
-    global _ORIGINAL_RESIZE, _HAD_OWN_RESIZE
     with _PATCH_LOCK:
         if not _PATCHED:
-            _HAD_OWN_RESIZE = "resize_" in torch.UntypedStorage.__dict__
-            _ORIGINAL_RESIZE = torch.UntypedStorage.resize_
-            # assignment: torch types resize_ on the private _StorageBase; this one is UntypedStorage's
-            torch.UntypedStorage.resize_ = _patched_resize_  # type: ignore[method-assign,assignment]
+            for name in _METHODS:
+                _HAD_OWN[name] = name in torch.UntypedStorage.__dict__
+                _ORIGINALS[name] = getattr(torch.UntypedStorage, name)
+                # assignment: torch types resize_ on the private _StorageBase; this one is UntypedStorage's
+                setattr(torch.UntypedStorage, name, _WRAPPED[name])
         _PATCHED[tracker] = _PATCHED.get(tracker, 0) + 1
 
 
@@ -72,8 +86,9 @@ def _patch_release(tracker: Any) -> None:
             return
         _PATCHED.pop(tracker, None)
         if not _PATCHED:
-            if _HAD_OWN_RESIZE:
-                torch.UntypedStorage.resize_ = _ORIGINAL_RESIZE  # type: ignore[method-assign]
-            else:  # it was inherited: remove ours so the base class's shows again
-                with contextlib.suppress(AttributeError):
-                    del torch.UntypedStorage.resize_
+            for name in _METHODS:
+                if _HAD_OWN[name]:
+                    setattr(torch.UntypedStorage, name, _ORIGINALS[name])
+                else:  # it was inherited: remove ours so the base class's shows again
+                    with contextlib.suppress(AttributeError):
+                        delattr(torch.UntypedStorage, name)

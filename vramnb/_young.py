@@ -49,6 +49,7 @@ def _deliver_interrupt_later() -> None:
     lands in a callback again, this runs again)."""
     timer = threading.Timer(0.002, _thread.interrupt_main, args=(signal.SIGINT,))
     timer.daemon = True
+    timer._vramnb_own = True  # type: ignore[attr-defined]  # runs no user code (StorageTracker._untracked_threads)
     timer.start()
 
 
