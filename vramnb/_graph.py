@@ -205,7 +205,7 @@ def plain_leaves(items: list[Any], seen: dict[int, Any], grads: bool = True) -> 
             return False
         if len(seen) <= len(items):  # (a tensor of items in seen is one of seen's plain tensors)
             ids = [k for k, v in seen.items() if type(v) in _PLAIN_TYPES]
-            return not ids or set(map(id, items)).isdisjoint(ids)
+            return not ids or set(ids).isdisjoint(map(id, items))
         return seen.keys().isdisjoint(map(id, items))
     except Exception:
         return False
