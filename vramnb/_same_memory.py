@@ -15,14 +15,29 @@ from typing import Any
 
 from ._storages import DataRanges, data_range
 
-__all__ = ["SameMemory"]
+__all__ = ["Entry", "SameMemory"]
+
+
+class Entry:
+    """One registered storage: a weak reference to it, the bytes it counts, and the thread
+    that made it while tracking (``None``: no thread owns it). Mutable, so that a resize or
+    the end of a thread's block changes it in place: a new object per entry there would
+    put every storage of a big block back in the collector's youngest generation, which
+    the next young scan then walks (see :mod:`vramnb._young`)."""
+
+    __slots__ = ("ref", "nbytes", "owner")
+
+    def __init__(self, ref: Any, nbytes: int, owner: int | None) -> None:
+        self.ref = ref
+        self.nbytes = nbytes
+        self.owner = owner
 
 
 class SameMemory:
-    """The data-range part of the tracker. Expects ``_entries`` (key -> (weak
-    ref, counted bytes, owner)), ``_change`` and ``add_storage`` from the tracker."""
+    """The data-range part of the tracker. Expects ``_entries`` (key ->
+    :class:`Entry`), ``_change`` and ``add_storage`` from the tracker."""
 
-    _entries: dict[int, tuple[Any, int, int | None]]
+    _entries: dict[int, Entry]
     _ranges: DataRanges
     _alias_of: dict[int, int]
     _aliases: dict[int, set[int]]
@@ -48,7 +63,7 @@ class SameMemory:
                 return None
             key, contains = found
             entry = self._entries.get(key)
-            if entry is None or entry[0]() is None:  # freed, its callback not run yet
+            if entry is None or entry.ref() is None:  # freed, its callback not run yet
                 self._ranges.remove(key)
                 self._drop(key)
                 continue
@@ -60,8 +75,8 @@ class SameMemory:
         entry = self._entries.pop(key, None)
         if entry is None:
             return
-        if entry[2] is not None:
-            owned = self._owned.get(entry[2])
+        if entry.owner is not None:
+            owned = self._owned.get(entry.owner)
             if owned is not None:
                 owned.discard(key)
         container = self._alias_of.pop(key, None)
@@ -70,7 +85,7 @@ class SameMemory:
             self._aliases.get(container, set()).discard(key)
             return
         self._ranges.remove(key)
-        self._change(key, entry[1], 0, entry[2])
+        self._change(key, entry.nbytes, 0, entry.owner)
         left = []
         for alias in self._aliases.pop(key, ()):
             a = self._entries.pop(alias, None)
@@ -78,9 +93,9 @@ class SameMemory:
             self._alias_bytes.pop(alias, None)
             if a is None:
                 continue
-            st = a[0]()
+            st = a.ref()
             if st is not None:
-                left.append(((data_range(st) or (0, 0))[0], -st.nbytes(), st, a[2]))
+                left.append(((data_range(st) or (0, 0))[0], -st.nbytes(), st, a.owner))
         for _, _, st, owner in sorted(left, key=lambda x: x[:2]):  # the widest first: it contains the others
             self.add_storage(st, owner)
 

@@ -36,7 +36,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._graph import collector_paused, graph_tensors
-from ._same_memory import SameMemory
+from ._same_memory import Entry, SameMemory
 from ._tracker_patch import _exit_mode, _patch_acquire, _patch_release
 from ._young import YoungWatch, generations_supported
 from ._storages import (
@@ -135,8 +135,7 @@ class StorageTracker(SameMemory):
         self.watch_young = watch_young  # keep the registry between scans (vramnb._young): the process-wide tracker
         self.current = 0
         self.peak = 0
-        # key -> (weak ref to the storage, bytes, thread that made it while tracking, or None)
-        self._entries: dict[int, tuple[weakref.ref[Any], int, int | None]] = {}
+        self._entries: dict[int, Entry] = {}  # key -> the storage's weak ref, bytes and owning thread
         self._lock = threading.RLock()
         # (listener, the thread whose changes it gets or None for all, its thread, that thread's name)
         self._listeners: list[tuple[Callable[[int, int, int], None], int | None, int, str]] = []
@@ -201,21 +200,22 @@ class StorageTracker(SameMemory):
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
-                if entry[0]() is not None:  # alive: the same StorageImpl (two live ones never share an
+                if entry.ref() is not None:  # alive: the same StorageImpl (two live ones never share an
                     # address), maybe through another Python wrapper (fake tensors make new ones)
                     if key in self._alias_of:
                         self._alias_bytes[key] = nbytes
-                    elif entry[1] != nbytes:
-                        if entry[1] and nbytes and self.current + nbytes > self.peak:
+                    elif entry.nbytes != nbytes:
+                        if entry.nbytes and nbytes and self.current + nbytes > self.peak:
                             # a storage's resize allocates the new buffer and copies before it frees the old
                             # one (c10's resize_bytes_cpu): both were alive for a moment
                             self.peak = self.current + nbytes
-                        self._entries[key] = (entry[0], nbytes, entry[2])
+                        old = entry.nbytes
+                        entry.nbytes = nbytes
                         self._ranges.remove(key)
                         rng = data_range(st)
                         if rng is not None:
                             self._ranges.add(key, rng)
-                        self._change(key, entry[1], nbytes, entry[2])
+                        self._change(key, old, nbytes, entry.owner)
                     elif nbytes:
                         span = self._ranges.span(key)
                         if span is not None and st.data_ptr() != span[0]:
@@ -242,12 +242,12 @@ class StorageTracker(SameMemory):
             if owner is not None:
                 self._owned.setdefault(owner, set()).add(key)
             if container is not None:  # the same bytes as a live storage: counted there
-                self._entries[key] = (ref, 0, owner)
+                self._entries[key] = Entry(ref, 0, owner)
                 self._alias_of[key] = container
                 self._alias_bytes[key] = nbytes
                 self._aliases.setdefault(container, set()).add(key)
                 return
-            self._entries[key] = (ref, nbytes, owner)
+            self._entries[key] = Entry(ref, nbytes, owner)
             if rng is not None:
                 self._ranges.add(key, rng)
             self._change(key, 0, nbytes, owner)
@@ -256,7 +256,7 @@ class StorageTracker(SameMemory):
         def freed(ref: weakref.ref[Any]) -> None:
             with self._lock:
                 entry = self._entries.get(key)
-                if entry is not None and entry[0] is ref:
+                if entry is not None and entry.ref is ref:
                     self._drop(key)
 
         return freed
@@ -290,7 +290,7 @@ class StorageTracker(SameMemory):
     def nbytes_of(self, key: int) -> int:
         """Registered size of the storage with this key (0 if unknown)."""
         entry = self._entries.get(key)
-        return entry[1] if entry is not None else 0
+        return entry.nbytes if entry is not None else 0
 
     def live(self, thread: Any = "auto") -> dict[int, int]:
         """A copy of ``{storage key: bytes}`` for the live registered storages
@@ -299,8 +299,8 @@ class StorageTracker(SameMemory):
         with self._lock:
             if thread == "auto":
                 thread = threading.get_ident()
-            return {k: n for k, (_, n, owner) in self._entries.items()
-                    if thread is None or owner is None or owner == thread}
+            return {k: e.nbytes for k, e in self._entries.items()
+                    if thread is None or e.owner is None or e.owner == thread}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -405,8 +405,8 @@ class StorageTracker(SameMemory):
         """The thread's storages become ordinary ones (owned by no thread)."""
         for key in self._owned.pop(me, ()):
             entry = self._entries.get(key)
-            if entry is not None and entry[2] == me:
-                self._entries[key] = (entry[0], entry[1], None)
+            if entry is not None and entry.owner == me:
+                entry.owner = None  # in place (see Entry)
 
     def warm_up(self) -> None:
         """Enter and leave the dispatch mode once: the first time any
@@ -607,14 +607,14 @@ class StorageTracker(SameMemory):
                 continue
             st = storage_of(t)
             entry = self._entries.get(storage_key(st)) if st is not None else None
-            if entry is not None and entry[2] not in (None, me) and self._tracking.get(entry[2]):
+            if entry is not None and entry.owner not in (None, me) and self._tracking.get(entry.owner):
                 # another thread is making it under its own tracking: its storages are registered
                 # already, and walking its graph now would hold what its backward releases
                 continue
             # a young tensor whose storage is registered at its size: the dispatch mode saw it made,
             # and the operators that built its graph too
-            known = (young and st is not None and entry is not None and type(t) in _PLAIN and entry[0]() is not None
-                     and (entry[1] == st.nbytes() or storage_key(st) in self._alias_of))
+            known = (young and st is not None and entry is not None and type(t) in _PLAIN and entry.ref() is not None
+                     and (entry.nbytes == st.nbytes() or storage_key(st) in self._alias_of))
             if not known:
                 self.add_tensor(t, None)
             try:
