@@ -199,3 +199,56 @@ def test_capacity_fixes_name_the_holder_whose_deletion_frees_the_most():
     assert all(f.code != "del model" for f in v.fixes)  # deleting it frees nothing
     huge = verdict(OOMState("cpu", True, 1 << 50, MiB, available=100 * MiB))
     assert [f.code for f in huge.fixes] == [""]  # one request larger than the device: a shape to read, nothing else
+
+
+def test_fragmentation_at_the_margin_of_a_step_that_needs_more_gets_the_steps_verdict(monkeypatch):
+    # the GPU run of 2026-12-03 (tests/test_cuda.py, after other tests left cuBLAS's 65 MiB workspace):
+    # 3 356 984 320 B allocated, 32 MiB asked under a cap of 3 398 434 816 B, the largest free block under 32 MiB,
+    # so the request alone looked like fragmentation; the step itself is estimated at 4 303 355 904 B
+    # reserved, more than the cap: that is the verdict, with the techniques' savings
+    from vramnb import _profile_step
+    from vramnb._report import OOMInfo
+    from vramnb.diagnose import Fix
+    from vramnb.diagnose._savings import StepFixes
+
+    beside = 68_157_440
+    cap = beside + (4_303_355_904 + 2_357_198_848) // 2
+    s = OOMState("cuda:0", True, 32 * MiB, 3_356_984_320, reserved=3_378_511_872, total=150_109_880_320,
+                 cap=cap, free_device=140 * GiB, largest_free_block=20 * MiB, non_pytorch=500 * MiB)
+    s.beside = beside
+    first = verdict(s)
+    assert first.kind == "fragmentation"  # what the failing request alone says
+    asked = []
+
+    def step_savings(model, batch, loss_fn, optimizer, recipe, state, other, device):
+        asked.append(other)
+        fixes = StepFixes([Fix("checkpointing every block", "", 4_303_355_904 - 2_357_198_848, estimated=True,
+                               fits=True)])
+        fixes.need = 4_303_355_904 + other
+        return fixes
+
+    monkeypatch.setattr(_profile_step, "step_savings", step_savings)
+    oom = OOMInfo(32 * MiB, s.allocated, [], "CUDA out of memory.", s, first)
+    report = type("R", (), {"device": "cuda:0", "recipe": None})()
+    err = torch.OutOfMemoryError("CUDA out of memory.")
+    _profile_step._explain(err, oom, report, None, None, None, None, None, True)
+    assert asked == [beside]
+    assert oom.verdict.kind == "per-process cap", oom.verdict
+    assert oom.verdict.short_by == 4_303_355_904 + beside - cap
+    assert [f.what for f in oom.verdict.fixes if f.estimated] == ["checkpointing every block"]
+
+
+def test_fragmentation_of_a_step_that_fits_stays_fragmentation(monkeypatch):
+    from vramnb import _profile_step
+    from vramnb._report import OOMInfo
+    from vramnb.diagnose._savings import StepFixes
+
+    s = OOMState("cuda:0", True, 600 * MiB, 500 * MiB, reserved=GiB, total=140 * GiB, cap=GiB + GiB // 2,
+                 free_device=130 * GiB, largest_free_block=44 * MiB, non_pytorch=500 * MiB)
+    fixes = StepFixes([])
+    fixes.need = GiB  # the step fits the 1.5 GiB cap: the holes are the cause
+    monkeypatch.setattr(_profile_step, "step_savings", lambda *a: fixes)
+    oom = OOMInfo(600 * MiB, 500 * MiB, [], "CUDA out of memory.", s, verdict(s))
+    _profile_step._explain(torch.OutOfMemoryError("x"), oom, type("R", (), {"device": "cuda:0"})(),
+                           None, None, None, None, None, True)
+    assert oom.verdict.kind == "fragmentation" and oom.verdict.fixes[0].what.startswith("free the small live")

@@ -59,8 +59,11 @@ def _explain(err: BaseException, oom: Any, report: Any, model: Any, batch: Any, 
     import torch
 
     state = oom.state
-    useful = state is not None and oom.verdict is not None and oom.verdict.kind != "fragmentation" and not any(
-        f.what.startswith("one request is larger") for f in oom.verdict.fixes)  # else the savings go unused
+    # a failure that looks like fragmentation (the request would fit the free space, not its largest
+    # block) may be the margin of a step that needs more than the cap or card anyway: the step's own
+    # estimate says which (diagnose._verdict); a request larger than the whole device has no saving
+    useful = state is not None and oom.verdict is not None and not any(
+        f.what.startswith("one request is larger") for f in oom.verdict.fixes)
     # the estimates run the step again on fake tensors: the model's forward on a fake copy (its
     # hooks left out) and the loss; a loss_fn of the user's may keep what it computes (a list of
     # losses), so by default only vramnb's own loss is run again
