@@ -187,4 +187,4 @@ def test_a_second_recording_in_another_thread_is_refused_and_the_first_is_exact(
 def test_the_process_tracker_is_left_without_owned_storages():
     tr = cpu_tracker()
     assert not tr._tracking
-    assert all(owner is None for _, _, owner in list(tr._entries.values()))
+    assert all(e.owner is None for e in list(tr._entries.values()))
