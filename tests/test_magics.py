@@ -321,11 +321,15 @@ def test_free_leaves_the_users_own_underscore_names(ip):
 
 
 def test_reload_keeps_vram_on(ip):
-    run(ip, "%vram on -d cpu -q")
+    run(ip, "%vram on -d cpu -q --budget 1GiB --no-reset --live")
+    kept = dict(vramnb._loaded[id(ip)]._auto)
     run(ip, "%reload_ext vramnb")
+    assert vramnb._loaded[id(ip)]._auto == kept  # every option of %vram on, not only on/off
+    assert kept == {"device": "cpu", "quiet": True, "budget": 2**30, "reset_peak": False, "live": True}
     n = len(vramnb.history())
     run(ip, "w = torch.ones(100)")
     assert len(vramnb.history()) == n + 1 and vramnb.history()[-1].delta_allocated == 400
+    assert vramnb.history()[-1].budget == 2**30
     run(ip, "%unload_ext vramnb")
     run(ip, "%load_ext vramnb")  # an unload, then a load: starts off
     run(ip, "w2 = torch.ones(100)")

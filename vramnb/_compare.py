@@ -26,6 +26,7 @@ from ._versions import versions
 from ._render import Rendered, Table, dataframe
 from ._sources import SOURCES
 from ._checks import InputError
+from ._extras import progress_bar
 from ._step import check_inputs, check_loss_fn, profile_step
 from ._units import format_bytes, format_delta, format_seconds
 from .techniques import REGISTRY, Recipe, Unavailable
@@ -205,7 +206,7 @@ def compare(
         recipes: :class:`Recipe` objects or dicts of settings.
         toggles: technique → values; every combination is run (the full product),
             e.g. ``{"precision": ["fp32", "bf16"], "checkpointing": ["off", "every block"]}``.
-        progress: show a progress bar (``tqdm.auto``) while it runs.
+        progress: show a progress bar (tqdm: a widget in a notebook with ipywidgets, else text) while it runs.
         module_depth: per-module attribution depth (off by default here).
 
     The baseline (no technique) always runs first. A recipe this machine
@@ -228,14 +229,7 @@ def compare(
     todo = _recipes(recipes, toggles)
     check_inputs(model, batch, optimizer)  # bad input fails before the first recipe runs
     check_loss_fn(model, batch, loss_fn)
-    bar: Any = None
-    if progress:
-        try:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(todo), desc="what-if", leave=False)
-        except ImportError:
-            bar = None
+    bar = progress_bar(total=len(todo), desc="what-if", leave=False) if progress else None
     variants = []
     device = "?"
     try:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ._extras import optional, require
 from .predict._gpus import GPUS, gpu_memory
 from ._panel_table import _RED, RunsTable
 from ._step import check_inputs, check_options, profile_step
@@ -67,12 +68,11 @@ class Panel(RunsTable):
         self.device = check_inputs(model, batch, optimizer)  # bad input: a ValueError, before any widget exists
         gpu_memory(target)
         check_options(steps, None, True)
-        try:
+        # both now, at the first call, rather than matplotlib at the first Run step
+        feature = "vramnb.panel (vramnb.profile_step and vramnb.compare give the same measurements without it)"
+        with optional("ipywidgets", feature):
             import ipywidgets as w
-        except ImportError:
-            raise ImportError("vramnb.panel needs ipywidgets 7.7 or later: pip install 'vramnb[widgets]' "
-                              "(or ipywidgets); without it, vramnb.profile_step and vramnb.compare give the same "
-                              "measurements as text") from None
+        require("matplotlib", feature, extra="widgets")
 
         self._model = weakref.ref(model)
         # batch, loss_fn, optimizer: kept while the model lives (WeakKeyDictionary: they go with it)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._extras import optional
+
 __all__ = ["Table", "Rendered", "dataframe"]
 
 
@@ -19,13 +21,11 @@ def dataframe(records: list[dict[str, Any]], what: str) -> Any:
     """``pandas.DataFrame`` of ``records``.
 
     Raises:
-        ImportError: pandas is not installed (the message names ``what`` and the
-            ``to_records()``/``results`` fallback).
+        MissingDependencyError: pandas is not installed (the message names ``what``
+            and the extra to install; the records themselves need no pandas).
     """
-    try:
+    with optional("pandas", f"{what} (the records themselves need no pandas)"):
         import pandas as pd
-    except ImportError:
-        raise ImportError(f"{what} needs pandas: pip install pandas (or use the records directly)") from None
     return pd.DataFrame.from_records(records)
 
 _RED = "#c62828"
