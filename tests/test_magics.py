@@ -107,9 +107,18 @@ def test_budget_warns(ip):
 
 
 def test_html_repr(ip):
-    res, cap = run(ip, "%%vram -d cpu\nq = torch.ones(2**20)")
+    res, cap = run(ip, "%%vram -d cpu -o rep\nq = torch.ones(2**20)")
     html = cap.outputs[-1].data["text/html"]
     assert "<table" in html and "+4.0 MiB" in html
+    assert ip.user_ns["rep"]._repr_html_() == html  # for the tools that ask for HTML alone
+
+
+def test_warnings_take_the_themes_error_colour(ip):
+    """A fixed red was 3.36:1 on JupyterLab's dark background; the theme's own error colour reads on
+    both (benchmarks/results/2026-12-03-release/), the fixed one stays for pages without the variable."""
+    res, cap = run(ip, "%%vram -d cpu --budget 1MiB\nq = torch.ones(2**20)")
+    html = cap.outputs[-1].data["text/html"]
+    assert '<div style="color:var(--jp-error-color1, #c62828)">⚠ over budget' in html
 
 
 @pytest.mark.parametrize(

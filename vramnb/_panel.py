@@ -26,7 +26,8 @@ import torch
 
 from ._extras import optional, require
 from .predict._gpus import GPUS, gpu_memory
-from ._panel_table import _RED, RunsTable
+from ._panel_table import RunsTable
+from ._render import ERROR_COLOR
 from ._step import check_inputs, check_options, profile_step
 from ._units import format_bytes
 from ._widgets import bundle, tooltip
@@ -216,7 +217,7 @@ class Panel(RunsTable):
 
     @staticmethod
     def _status_text(text: str, error: bool = False) -> str:
-        color = _RED if error else "inherit"
+        color = ERROR_COLOR if error else "inherit"
         return f'<div style="color:{color};line-height:1.4">{html.escape(text)}</div>'
 
     def recipe(self) -> Recipe:

@@ -65,14 +65,15 @@ def _figure(width: float, height: float) -> Any:
             import matplotlib
             import matplotlib.figure
 
-        class VramFigure(matplotlib.figure.Figure):
+        # named as matplotlib's own class: its text in a notebook is "<Figure size 750x420 with 1 Axes>"
+        class Figure(matplotlib.figure.Figure):
             def _repr_png_(self) -> bytes:
                 buf = io.BytesIO()
                 with matplotlib.rc_context(getattr(self, "_vramnb_rc", {})):
                     self.savefig(buf, format="png", dpi=100)
                 return buf.getvalue()
 
-        _FIGURE_CLASS = VramFigure
+        _FIGURE_CLASS = Figure
     return _FIGURE_CLASS(figsize=(width, height), dpi=100, facecolor=theme().background, layout="constrained")
 
 
