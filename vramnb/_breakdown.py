@@ -150,10 +150,12 @@ class StepReport(Rendered):
 
     @property
     def first(self) -> StepResult:
+        """The first profiled step (where a lazily built optimizer state and one-time workspaces appear)."""
         return self.steps[0]
 
     @property
     def steady(self) -> StepResult:
+        """The last profiled step: the steady state that every later step repeats."""
         return self.steps[-1]
 
     @property

@@ -68,6 +68,7 @@ class Comparison(Rendered):
 
     @property
     def baseline(self) -> Variant:
+        """The first recipe run (your step as it is, unless you listed recipes without one): what savings are against."""
         return self.variants[0]
 
     def ranked(self) -> list[Variant]:
