@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pathlib
 import pkgutil
 import sys
 from collections.abc import Iterator
 from typing import Any
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # this checkout's vramnb, not another
 
 
 def public_modules() -> list[Any]:
