@@ -80,6 +80,18 @@ def test_readme_links_work_on_an_index_page() -> None:
     assert not missing, missing
 
 
+def test_the_index_page_has_no_relative_link() -> None:
+    """README.md rendered as PyPI renders it (readme_renderer, with twine check): every href and
+    src is absolute, but for the headings' own anchors."""
+    markdown = pytest.importorskip("readme_renderer.markdown")
+    html = markdown.render(README)
+    if html is None:
+        pytest.skip("readme_renderer has no Markdown renderer here (readme-renderer[md], in the test extra)")
+    refs = re.findall(r'(?:href|src)="([^"]+)"', html)
+    assert len(refs) > 30
+    assert [u for u in refs if not u.startswith(("https://", "http://", "#user-content-"))] == []
+
+
 def test_readme_says_how_to_install_from_the_index() -> None:
     assert "pip install vramnb" in README and 'pip install "vramnb[widgets]"' in README
 
