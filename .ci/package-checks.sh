@@ -4,7 +4,7 @@
 #   1. the sdist and the wheel build (python -m build, isolated: setuptools from pyproject's floor up)
 #      and pass `twine check --strict`; LICENSE is in both; the sdist holds every tracked file its
 #      tests read (tests/, notebooks/, docs/, binder/, tools/, the root conftest.py, benchmarks' code);
-#   2. a fresh venv with torch alone (hard links to .venv's files: .ci/venv_from.py), where pip installs
+#   2. a fresh venv with torch alone (hard links to .venv's files, copies across filesystems: .ci/venv_from.py), where pip installs
 #      the wheel and pytest: an IPython session runs %load_ext vramnb, %%vram (exactly +256.0 MiB for
 #      torch.ones(2**26)), %vram and %unload_ext; then the core tests run there without any extra
 #      (no matplotlib, ipywidgets or pandas: tests/test_extras.py meets them missing for real);

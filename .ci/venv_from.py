@@ -9,7 +9,8 @@ existing one, where distributions it already has are left as they are) whose sit
 gets, for each chosen distribution, every file its RECORD lists there (its ``.dist-info``
 included), hard-linked: the same files pip extracted from the same wheels, so pip in DEST sees
 them installed and downloads nothing for them, in about a second instead of the 37 s that
-``pip install torch`` took into a fresh venv on the 2-core CI machine. Console scripts (outside
+``pip install torch`` took into a fresh venv on the 2-core CI machine (on another filesystem,
+where no hard link can be made, the files are copied). Console scripts (outside
 site-packages) are left out. Nothing in SRC changes: pip removes a file before it writes one
 (``ZipBackedFile.save``), and Python replaces a stale ``.pyc`` rather than writing into it.
 """
@@ -21,6 +22,7 @@ import importlib.metadata as md
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -87,7 +89,7 @@ def main() -> int:
     dest_site = pathlib.Path(subprocess.run(
         [str(args.dest / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True).stdout.strip())
-    n = 0
+    n, how = 0, "linked"
     for dist in chosen(args.only or args.add, args.exclude, present):
         for f in dist.files or []:
             src = pathlib.Path(str(dist.locate_file(f))).resolve()
@@ -95,10 +97,18 @@ def main() -> int:
                 continue  # a console script, or a file RECORD lists that is gone
             dest = dest_site / src.relative_to(src_site)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            if not dest.exists():
-                os.link(src, dest)
-                n += 1
-    print(f"venv_from: {args.dest}: {n} files linked from {src_site}")
+            if dest.exists():
+                continue
+            if how == "linked":
+                try:
+                    os.link(src, dest)
+                except OSError as e:  # DEST on another filesystem (EXDEV), or links refused: copy instead
+                    print(f"venv_from: no hard link ({e.strerror}); copying instead", file=sys.stderr)
+                    how = "copied"
+            if how == "copied":
+                shutil.copy2(src, dest)
+            n += 1
+    print(f"venv_from: {args.dest}: {n} files {how} from {src_site}")
     return 0
 
 
