@@ -108,12 +108,16 @@ class Comparison(Rendered):
         """A ``pandas.DataFrame`` of :meth:`to_records`.
 
         Raises:
-            ImportError: pandas is not installed.
+            MissingDependencyError: pandas is not installed (the message says ``pip install "vramnb[pandas]"``).
         """
         return dataframe(self.to_records(), "Comparison.to_dataframe")
 
     def plot(self) -> Any:
-        """Side-by-side breakdowns at each variant's peak, ranked (matplotlib figure)."""
+        """Side-by-side breakdowns at each variant's peak, ranked (a matplotlib figure).
+
+        Raises:
+            MissingDependencyError: matplotlib is not installed (``pip install "vramnb[plot]"``).
+        """
         from ._plot import plot_compare
 
         ran = [(v, v.report) for v in self.ranked() if v.report is not None]

@@ -471,6 +471,8 @@ def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: An
 
     Raises:
         ValueError: bad model, batch, optimizer or target, before any widget is built.
+        MissingDependencyError: ipywidgets or matplotlib is not installed (the message says
+            ``pip install "vramnb[widgets]"``).
     """
     p = Panel(model, batch, loss_fn, optimizer, target=target, steps=steps, predict=predict)
     if display and _cell() is not None:  # (a script has nowhere to show widgets)

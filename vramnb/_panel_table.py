@@ -80,7 +80,7 @@ class RunsTable:
         """:attr:`results` as a ``pandas.DataFrame``.
 
         Raises:
-            ImportError: pandas is not installed.
+            MissingDependencyError: pandas is not installed (the message says ``pip install "vramnb[pandas]"``).
         """
         return dataframe(self.results, "Panel.to_dataframe")
 

@@ -113,7 +113,7 @@ class Rendered:
         return data
 
     def _repr_html_(self) -> str:
-        # for the front-ends and tools that ask for HTML alone (nbconvert's older exporters, Sphinx gallery)
+        # for the front-ends and tools that look for _repr_html_ rather than the mimebundle
         return self._table().to_html()
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
