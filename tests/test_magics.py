@@ -107,9 +107,18 @@ def test_budget_warns(ip):
 
 
 def test_html_repr(ip):
-    res, cap = run(ip, "%%vram -d cpu\nq = torch.ones(2**20)")
+    res, cap = run(ip, "%%vram -d cpu -o rep\nq = torch.ones(2**20)")
     html = cap.outputs[-1].data["text/html"]
     assert "<table" in html and "+4.0 MiB" in html
+    assert ip.user_ns["rep"]._repr_html_() == html  # for the tools that ask for HTML alone
+
+
+def test_warnings_take_the_themes_error_colour(ip):
+    """A fixed red was 3.36:1 on JupyterLab's dark background; the theme's own error colour reads on
+    both (benchmarks/results/2026-12-03-release/), the fixed one stays for pages without the variable."""
+    res, cap = run(ip, "%%vram -d cpu --budget 1MiB\nq = torch.ones(2**20)")
+    html = cap.outputs[-1].data["text/html"]
+    assert '<div style="color:var(--jp-error-color1, #c62828)">⚠ over budget' in html
 
 
 @pytest.mark.parametrize(
@@ -321,11 +330,15 @@ def test_free_leaves_the_users_own_underscore_names(ip):
 
 
 def test_reload_keeps_vram_on(ip):
-    run(ip, "%vram on -d cpu -q")
+    run(ip, "%vram on -d cpu -q --budget 1GiB --no-reset --live")
+    kept = dict(vramnb._loaded[id(ip)]._auto)
     run(ip, "%reload_ext vramnb")
+    assert vramnb._loaded[id(ip)]._auto == kept  # every option of %vram on, not only on/off
+    assert kept == {"device": "cpu", "quiet": True, "budget": 2**30, "reset_peak": False, "live": True}
     n = len(vramnb.history())
     run(ip, "w = torch.ones(100)")
     assert len(vramnb.history()) == n + 1 and vramnb.history()[-1].delta_allocated == 400
+    assert vramnb.history()[-1].budget == 2**30
     run(ip, "%unload_ext vramnb")
     run(ip, "%load_ext vramnb")  # an unload, then a load: starts off
     run(ip, "w2 = torch.ones(100)")

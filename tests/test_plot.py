@@ -30,6 +30,15 @@ def test_figures_render_with_titles_and_units(report, kind):
     assert "pyplot" not in type(fig).__module__
 
 
+def test_a_figure_shows_public_names(report):
+    """Its text in a notebook (text/plain beside the PNG) is matplotlib's, not a private class's."""
+    import matplotlib.figure
+
+    fig = report.plot()
+    assert repr(fig).startswith("<Figure size 750x420 with 1 Axes") and isinstance(fig, matplotlib.figure.Figure)
+    assert "vramnb" not in repr(fig) and "Vram" not in repr(fig)
+
+
 def test_colours_are_fixed_per_source(report):
     import matplotlib.colors as mcolors
 

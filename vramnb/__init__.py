@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import VramnbError
+from ._errors import MissingDependencyError, VramnbError
 from ._report import CellReport
 from ._units import format_bytes, parse_size
 
@@ -39,6 +39,7 @@ __all__ = [
     "format_bytes",
     "parse_size",
     "VramnbError",
+    "MissingDependencyError",
     "__version__",
 ]
 

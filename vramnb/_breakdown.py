@@ -150,10 +150,12 @@ class StepReport(Rendered):
 
     @property
     def first(self) -> StepResult:
+        """The first profiled step (where a lazily built optimizer state and one-time workspaces appear)."""
         return self.steps[0]
 
     @property
     def steady(self) -> StepResult:
+        """The last profiled step: the steady state that every later step repeats."""
         return self.steps[-1]
 
     @property
@@ -182,7 +184,12 @@ class StepReport(Rendered):
     def plot(self, kind: str = "breakdown") -> Any:
         """A figure: ``"breakdown"`` (stacked bars by phase and peak),
         ``"timeline"`` (allocated over the steps, phases and peak marked),
-        ``"sources"`` (the steady step's timeline stacked by source). Needs matplotlib."""
+        ``"sources"`` (the steady step's timeline stacked by source).
+
+        Raises:
+            ValueError: another ``kind`` (the message lists the valid ones).
+            MissingDependencyError: matplotlib is not installed (``pip install "vramnb[plot]"``).
+        """
         from . import _plot
 
         kinds = {"breakdown": _plot.plot_breakdown, "timeline": _plot.plot_timeline, "sources": _plot.plot_sources}

@@ -26,6 +26,7 @@ from ._versions import versions
 from ._render import Rendered, Table, dataframe
 from ._sources import SOURCES
 from ._checks import InputError
+from ._extras import progress_bar
 from ._step import check_inputs, check_loss_fn, profile_step
 from ._units import format_bytes, format_delta, format_seconds
 from .techniques import REGISTRY, Recipe, Unavailable
@@ -67,6 +68,7 @@ class Comparison(Rendered):
 
     @property
     def baseline(self) -> Variant:
+        """The first recipe run (your step as it is, unless you listed recipes without one): what savings are against."""
         return self.variants[0]
 
     def ranked(self) -> list[Variant]:
@@ -106,12 +108,16 @@ class Comparison(Rendered):
         """A ``pandas.DataFrame`` of :meth:`to_records`.
 
         Raises:
-            ImportError: pandas is not installed.
+            MissingDependencyError: pandas is not installed (the message says ``pip install "vramnb[pandas]"``).
         """
         return dataframe(self.to_records(), "Comparison.to_dataframe")
 
     def plot(self) -> Any:
-        """Side-by-side breakdowns at each variant's peak, ranked (matplotlib figure)."""
+        """Side-by-side breakdowns at each variant's peak, ranked (a matplotlib figure).
+
+        Raises:
+            MissingDependencyError: matplotlib is not installed (``pip install "vramnb[plot]"``).
+        """
         from ._plot import plot_compare
 
         ran = [(v, v.report) for v in self.ranked() if v.report is not None]
@@ -205,7 +211,7 @@ def compare(
         recipes: :class:`Recipe` objects or dicts of settings.
         toggles: technique → values; every combination is run (the full product),
             e.g. ``{"precision": ["fp32", "bf16"], "checkpointing": ["off", "every block"]}``.
-        progress: show a progress bar (``tqdm.auto``) while it runs.
+        progress: show a progress bar (tqdm: a widget in a notebook with ipywidgets, else text) while it runs.
         module_depth: per-module attribution depth (off by default here).
 
     The baseline (no technique) always runs first. A recipe this machine
@@ -228,14 +234,7 @@ def compare(
     todo = _recipes(recipes, toggles)
     check_inputs(model, batch, optimizer)  # bad input fails before the first recipe runs
     check_loss_fn(model, batch, loss_fn)
-    bar: Any = None
-    if progress:
-        try:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(todo), desc="what-if", leave=False)
-        except ImportError:
-            bar = None
+    bar = progress_bar(total=len(todo), desc="what-if", leave=False) if progress else None
     variants = []
     device = "?"
     try:

@@ -24,6 +24,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
+from ._errors import MissingDependencyError
 from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_nodes, run_sync
 from ._free import free_hidden, hidden_holders, names_bound
 from .diagnose import Regrowth
@@ -606,7 +607,7 @@ class VramMagics(Magics):
 
         try:
             p = panel(model, batch, loss_fn, optimizer)
-        except ValueError as e:
+        except (ValueError, MissingDependencyError) as e:  # a missing extra: what to install, no traceback
             raise UsageError(str(e)) from None
         if args.out:
             self.shell.user_ns[args.out] = p

@@ -534,7 +534,7 @@ class History(Rendered, list):  # type: ignore[misc]
         """A ``pandas.DataFrame`` of :meth:`to_records`.
 
         Raises:
-            ImportError: pandas is not installed (``pip install pandas``).
+            MissingDependencyError: pandas is not installed (the message says ``pip install "vramnb[pandas]"``).
         """
         return dataframe(self.to_records(), "History.to_dataframe")
 

@@ -24,8 +24,10 @@ from typing import Any
 
 import torch
 
+from ._extras import optional, require
 from .predict._gpus import GPUS, gpu_memory
-from ._panel_table import _RED, RunsTable
+from ._panel_table import RunsTable
+from ._render import ERROR_COLOR
 from ._step import check_inputs, check_options, profile_step
 from ._units import format_bytes
 from ._widgets import bundle, tooltip
@@ -67,12 +69,11 @@ class Panel(RunsTable):
         self.device = check_inputs(model, batch, optimizer)  # bad input: a ValueError, before any widget exists
         gpu_memory(target)
         check_options(steps, None, True)
-        try:
+        # both now, at the first call, rather than matplotlib at the first Run step
+        feature = "vramnb.panel (vramnb.profile_step and vramnb.compare give the same measurements without it)"
+        with optional("ipywidgets", feature):
             import ipywidgets as w
-        except ImportError:
-            raise ImportError("vramnb.panel needs ipywidgets 7.7 or later: pip install 'vramnb[widgets]' "
-                              "(or ipywidgets); without it, vramnb.profile_step and vramnb.compare give the same "
-                              "measurements as text") from None
+        require("matplotlib", feature, extra="widgets")
 
         self._model = weakref.ref(model)
         # batch, loss_fn, optimizer: kept while the model lives (WeakKeyDictionary: they go with it)
@@ -216,7 +217,7 @@ class Panel(RunsTable):
 
     @staticmethod
     def _status_text(text: str, error: bool = False) -> str:
-        color = _RED if error else "inherit"
+        color = ERROR_COLOR if error else "inherit"
         return f'<div style="color:{color};line-height:1.4">{html.escape(text)}</div>'
 
     def recipe(self) -> Recipe:
@@ -470,6 +471,8 @@ def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: An
 
     Raises:
         ValueError: bad model, batch, optimizer or target, before any widget is built.
+        MissingDependencyError: ipywidgets or matplotlib is not installed (the message says
+            ``pip install "vramnb[widgets]"``).
     """
     p = Panel(model, batch, loss_fn, optimizer, target=target, steps=steps, predict=predict)
     if display and _cell() is not None:  # (a script has nowhere to show widgets)

@@ -15,14 +15,12 @@ from typing import Any
 
 from .predict._cuda_model import TYPICAL_STEP_OUTSIDE
 from .predict._gpus import gpu_memory
-from ._render import dataframe
+from ._render import ERROR_COLOR, SUCCESS_COLOR, dataframe
 from ._units import format_bytes, format_delta, format_seconds
 
 __all__ = ["RunsTable"]
 
 _CONTEXT_ESTIMATE = TYPICAL_STEP_OUTSIDE  # CUDA context + libraries when not measured (bytes; measured on an H200)
-# fits / does not fit and failures: the theme's own colours in JupyterLab (legible in light and dark), else fixed ones
-_GREEN, _RED = "var(--jp-success-color1, #2e7d32)", "var(--jp-error-color1, #c62828)"
 
 
 class RunsTable:
@@ -82,7 +80,7 @@ class RunsTable:
         """:attr:`results` as a ``pandas.DataFrame``.
 
         Raises:
-            ImportError: pandas is not installed.
+            MissingDependencyError: pandas is not installed (the message says ``pip install "vramnb[pandas]"``).
         """
         return dataframe(self.results, "Panel.to_dataframe")
 
@@ -148,20 +146,20 @@ class RunsTable:
         thead = "".join(cell("th", i, h) for i, h in enumerate(head))
         body = []
         for rec, row in zip(self.results, self._rows()):
-            tds = "".join(cell("td", i, row[i], (_GREEN if row[4].startswith("fits") else _RED) if i == 4 else "inherit")
-                          for i in range(len(head)))
+            verdict = SUCCESS_COLOR if row[4].startswith("fits") else ERROR_COLOR
+            tds = "".join(cell("td", i, row[i], verdict if i == 4 else "inherit") for i in range(len(head)))
             body.append(f"<tr class='vramnb-run' style='border-top:1px solid rgba(128,128,128,0.3)'>{tds}</tr>")
             if rec["estimate_error"]:
                 body.append(f"<tr class='vramnb-run-error'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
                             f"opacity:0.8;white-space:normal'>{html.escape('no prediction: ' + rec['estimate_error'])}</td></tr>")
             for warning in rec["warnings"]:
                 body.append(f"<tr class='vramnb-run-warning'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
-                            f"color:{_RED};white-space:normal'>{html.escape('⚠ ' + warning)}</td></tr>")
+                            f"color:{ERROR_COLOR};white-space:normal'>{html.escape('⚠ ' + warning)}</td></tr>")
             if rec["error"]:
                 what = "not run" if rec["peak_allocated"] is None else "failed (peak: at the failure)"
                 text = html.escape(f"{what}: {rec['error']}")
                 body.append(f"<tr class='vramnb-run-error'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
-                            f"color:{_RED};white-space:normal'>{text}</td></tr>")
+                            f"color:{ERROR_COLOR};white-space:normal'>{text}</td></tr>")
         if not body:
             body.append(f"<tr><td colspan='{len(head)}' style='padding:3px 10px;opacity:0.7'>"
                         "no runs yet: press Run step</td></tr>")

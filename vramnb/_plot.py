@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from ._extras import optional
 from ._sources import COLORS, SOURCES
 from ._theme import theme
 from ._units import UNITS
@@ -48,6 +49,7 @@ def unit_for(max_bytes: float) -> tuple[str, int]:
 
 
 _FIGURE_CLASS: Any = None
+_FEATURE = "vramnb's figures (.plot(), vramnb.plot_*)"
 
 
 def _figure(width: float, height: float) -> Any:
@@ -59,17 +61,19 @@ def _figure(width: float, height: float) -> Any:
     if _FIGURE_CLASS is None:
         import io
 
-        import matplotlib
-        from matplotlib.figure import Figure
+        with optional("matplotlib", _FEATURE):
+            import matplotlib
+            import matplotlib.figure
 
-        class VramFigure(Figure):
+        # named as matplotlib's own class: its text in a notebook is "<Figure size 750x420 with 1 Axes>"
+        class Figure(matplotlib.figure.Figure):
             def _repr_png_(self) -> bytes:
                 buf = io.BytesIO()
                 with matplotlib.rc_context(getattr(self, "_vramnb_rc", {})):
                     self.savefig(buf, format="png", dpi=100)
                 return buf.getvalue()
 
-        _FIGURE_CLASS = VramFigure
+        _FIGURE_CLASS = Figure
     return _FIGURE_CLASS(figsize=(width, height), dpi=100, facecolor=theme().background, layout="constrained")
 
 
@@ -79,7 +83,8 @@ def _themed(draw: Any) -> Any:
 
     @functools.wraps(draw)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import matplotlib
+        with optional("matplotlib", _FEATURE):
+            import matplotlib
 
         rc = theme().rc()
         with matplotlib.rc_context(cast(Any, rc)):  # matplotlib types its keys as a Literal of every rcParam

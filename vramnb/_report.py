@@ -114,6 +114,8 @@ class CellReport(Rendered):
 
     @property
     def delta_reserved(self) -> int | None:
+        """Bytes the caching allocator's reservation grew (negative: shrank) over the cell; ``None`` on CPU,
+        where nothing is reserved beyond what is allocated."""
         if self.start_reserved is None or self.end_reserved is None:
             return None
         return self.end_reserved - self.start_reserved

@@ -78,6 +78,7 @@ class Plan:
 
     @property
     def peak(self) -> int:
+        """The plan's estimated peak allocated bytes (its estimate's ``peak_allocated``)."""
         return int(self.estimate.peak_allocated)
 
     def why(self, current: Plan | None) -> str:

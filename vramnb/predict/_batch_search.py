@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from .._extras import progress_bar
 from .._render import Rendered, Table
 from .._units import format_bytes, format_seconds
 from ._accuracy import ROUNDING, ExpectedError, safe_margin, safety_basis
@@ -294,14 +295,8 @@ def _model_guess(pts: list[tuple[int, int]], e: Estimate) -> int | None:
 
 
 def _bar(progress: bool, desc: str = "max batch size (estimates)", total: int | None = None) -> Any:
-    """A tqdm bar of estimates (``None`` without ``progress`` or tqdm); ``total``: the most it may take."""
-    if not progress:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(desc=desc, unit="estimate", leave=False, total=total)
+    """A tqdm bar of estimates (``None`` without ``progress``); ``total``: the most it may take."""
+    return progress_bar(desc=desc, unit="estimate", leave=False, total=total) if progress else None
 
 
 def _verify(model: torch.nn.Module, batch: Any, loss_fn: Any, optimizer: Any, recipe: Any, n: int) -> Any:

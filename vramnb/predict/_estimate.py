@@ -126,6 +126,7 @@ class Estimate(StepReport):
         return t
 
     def to_records(self) -> list[dict[str, Any]]:
+        """As :meth:`StepReport.to_records` (one flat dict per step and mark, bytes), each marked ``estimated``."""
         recs = super().to_records()
         for r in recs:
             r["estimated"] = True

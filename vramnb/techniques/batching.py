@@ -52,6 +52,11 @@ def _rows(lo: int, hi: int) -> Callable[[torch.Tensor], torch.Tensor]:
 class _PositiveInt(Technique):
     @classmethod
     def validate(cls, value: Any) -> Any:
+        """``value`` if it is a positive ``int`` (or ``None`` where the baseline is ``None``: as given).
+
+        Raises:
+            ValueError: anything else (a bool, a float, zero, a negative number); the message gives examples.
+        """
         if value is None and cls.choices[0] is None:
             return value
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -68,6 +73,7 @@ class BatchSize(_PositiveInt):
 
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        """Why the batch cannot be resized (no tensor with a first dimension to resize), or ``None``."""
         try:
             batch_len(plan.batches[0])
         except ValueError as e:
@@ -76,10 +82,13 @@ class BatchSize(_PositiveInt):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Resize every tensor of the batch along its first dimension to ``value`` rows: its first
+        ``value`` rows, or its rows repeated to ``value``."""
         plan.batches = [resize(b, value) for b in plan.batches]
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"batch 32"``."""
         return f"batch {value}"
 
 
@@ -92,6 +101,7 @@ class MicroBatches(_PositiveInt):
 
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        """Why the batch does not split into ``value`` equal micro-batches (its length is not a multiple), or ``None``."""
         try:
             n = batch_len(plan.batches[0])
         except ValueError as e:
@@ -102,10 +112,13 @@ class MicroBatches(_PositiveInt):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Split the batch into ``value`` equal micro-batches along its first dimension; the step accumulates
+        their gradients before one optimizer step."""
         (batch,) = plan.batches
         n = batch_len(batch) // value
         plan.batches = [map_tensors(batch, _rows(i * n, (i + 1) * n)) for i in range(value)]
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"4 micro-batches"``."""
         return f"{value} micro-batches"

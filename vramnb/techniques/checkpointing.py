@@ -112,16 +112,23 @@ class Blocks(Technique):
 
     @classmethod
     def validate(cls, value: Any) -> Any:
+        """``value`` if it is a non-empty ``str`` (``"auto"`` or a submodule's dotted path).
+
+        Raises:
+            InputError: (a ``ValueError``) anything else, with an example path.
+        """
         if not isinstance(value, str) or not value:
             raise InputError(f"blocks={value!r}: give 'auto' or the dotted path of a submodule, e.g. 'transformer.h'")
         return value
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Record on ``plan`` which blocks the checkpointing technique wraps (it runs after this one)."""
         plan.blocks = value  # type: ignore[attr-defined]
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"blocks transformer.h"``."""
         return f"blocks {value}"
 
 
@@ -247,6 +254,8 @@ class Checkpointing(Technique):
 
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        """Why ``value`` cannot checkpoint this model (named blocks that are no submodule, no blocks found,
+        selective on torch < 2.4), or ``None``."""
         if isinstance(value, tuple):
             names = dict(plan.model.named_modules())
             missing = [n for n in value if n not in names]
@@ -326,6 +335,8 @@ class Checkpointing(Technique):
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"checkpointing every block"``, ``"selective checkpointing"``, or the named blocks (the first three
+        and their count)."""
         if isinstance(value, tuple):
             shown = ", ".join(value[:3]) + (f", … ({len(value)})" if len(value) > 3 else "")
             return f"checkpointing {len(value)} block{'s' if len(value) > 1 else ''} ({shown})"

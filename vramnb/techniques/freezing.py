@@ -42,6 +42,8 @@ class Freeze(Technique):
 
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        """Why freezing ``value`` would not run or would change nothing (no such part, already frozen, every
+        parameter), or ``None``."""
         frozen = _frozen_params(plan.model, value)
         if not frozen:
             return f"found nothing to freeze for {value!r} in {type(plan.model).__name__}"
@@ -54,6 +56,8 @@ class Freeze(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Set ``requires_grad=False`` on the parameters of that part for the step (no gradients, no optimizer
+        state there); the flags are put back afterwards."""
         params = _frozen_params(plan.model, value)
         flags = [(p, p.requires_grad) for p in params]
 
@@ -67,6 +71,7 @@ class Freeze(Technique):
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"frozen: embeddings"``."""
         return f"frozen: {value}"
 
 
@@ -92,6 +97,8 @@ class LoRA(Technique):
 
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        """Why LoRA cannot run (peft not installed, or the model already has peft adapters, which the undo would
+        unload), or ``None``."""
         if importlib.util.find_spec("peft") is None:
             return "LoRA uses peft: pip install peft"
         has = _peft_adapters(plan.model)
@@ -103,6 +110,8 @@ class LoRA(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Inject peft LoRA adapters of rank ``r`` (``lora_alpha=2r``) into every linear layer, train only them
+        (the optimizer rebuilt over their parameters), and unload them afterwards."""
         from peft import LoraConfig, get_peft_model  # type: ignore[import-not-found]
 
         r = int(value.split("=")[1])
@@ -119,4 +128,5 @@ class LoRA(Technique):
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"LoRA r=8"``."""
         return f"LoRA {value}"

@@ -23,10 +23,13 @@ class ZeroGrad(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Make the step's ``optimizer.zero_grad`` use ``set_to_none=True`` (``"set_to_none"``: gradients freed)
+        or ``False`` (``"zeros"``: kept, zero-filled)."""
         plan.set_to_none = value == "set_to_none"
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"zero_grad(set_to_none=True)"`` or ``"zero_grad(set_to_none=False)"``."""
         return "zero_grad(set_to_none=False)" if value == "zeros" else "zero_grad(set_to_none=True)"
 
 
@@ -39,8 +42,11 @@ class GradMode(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Run the step as ``value``: ``"train"`` (forward, backward, optimizer step) or forward only under
+        ``torch.no_grad`` / ``torch.inference_mode``."""
         plan.mode = value
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"forward only (no_grad)"``."""
         return f"forward only ({value})"

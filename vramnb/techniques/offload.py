@@ -20,12 +20,15 @@ class ActivationOffload(Technique):
 
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        """Why offload cannot run: the model is on the CPU, where activations already are in host memory; else ``None``."""
         if plan.device_type == "cpu":
             return "the model is on the CPU: its activations are already in host memory"
         return None
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Run the forward under ``torch.autograd.graph.save_on_cpu(pin_memory=True)`` (a model of it in
+        estimates), counting what it moved; a step where it moved nothing gets a warning."""
         packed = [0]  # tensors its pack hook moved, over the steps
 
         def counted(ctx: Any) -> Any:
@@ -55,6 +58,7 @@ class ActivationOffload(Technique):
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"activations offloaded to CPU"``."""
         return "activations offloaded to CPU"
 
 

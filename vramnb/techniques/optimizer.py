@@ -80,6 +80,8 @@ class OptimizerChoice(Technique):
 
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        """Why this optimizer cannot run here (torch too old for Adafactor, lion-pytorch or an 8-bit library not
+        installed, PyTorch refusing fused/foreach on the device, 8-bit in an estimate), or ``None``."""
         if value == "Adafactor" and not hasattr(torch.optim, "Adafactor"):
             return f"torch.optim.Adafactor needs torch >= 2.5 (this is {torch.__version__})"
         if value == "Lion" and importlib.util.find_spec("lion_pytorch") is None:
@@ -99,6 +101,8 @@ class OptimizerChoice(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Replace the step's optimizer by a fresh one of kind ``value`` over the parameters that require grad,
+        with your optimizer's first learning rate (1e-3 without one)."""
         params = [p for p in plan.model.parameters() if p.requires_grad]
         plan.optimizer = build(value, params, _lr(plan))
         if value == "AdamW 8-bit":
@@ -106,10 +110,13 @@ class OptimizerChoice(Technique):
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"optimizer SGD"``."""
         return f"optimizer {value}"
 
     @classmethod
     def code(cls, value: Any, device_type: str = "cuda", model: Any = None, name: str = "model") -> str:
+        """The line that builds this optimizer in your loop: ``optimizer = torch.optim.SGD(model.parameters(),
+        lr=lr)``; ``"# your optimizer"`` for ``"yours"``."""
         lines = {"SGD": "torch.optim.SGD(model.parameters(), lr=lr)",
                  "SGD momentum": "torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)",
                  "Adam": "torch.optim.Adam(model.parameters(), lr=lr)",

@@ -33,6 +33,8 @@ class MixedPrecision(Technique):
 
     @classmethod
     def unavailable(cls, value: Any, plan: StepPlan) -> str | None:
+        """Why ``value`` cannot run on this device and installation (fp16 without CUDA, bf16 on a card without
+        it, fp8 without compute capability 8.9, torchao, or eligible layers; fp8 in an estimate), or ``None``."""
         dev = plan.device
         if value == "fp8" and plan.modelled:
             return "estimates do not model fp8 (torchao's Float8Linear); measure it on the GPU"
@@ -60,6 +62,8 @@ class MixedPrecision(Technique):
 
     @classmethod
     def apply(cls, plan: StepPlan, value: Any) -> None:
+        """Run the forward under ``torch.autocast`` in bf16 or fp16 (fp16 with a ``GradScaler``), or swap
+        eligible ``nn.Linear`` layers for torchao's Float8Linear (fp8), undone afterwards."""
         if value == "bf16":
             plan.forward_contexts.append(lambda: plan.autocast_context(torch.bfloat16))
         elif value == "fp16":
@@ -82,6 +86,7 @@ class MixedPrecision(Technique):
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """``"bf16 autocast"``, ``"fp16 autocast + GradScaler"``, ``"fp8 (torchao)"`` (``"fp32"`` as is)."""
         return {"bf16": "bf16 autocast", "fp16": "fp16 autocast + GradScaler", "fp8": "fp8 (torchao)"}.get(value, value)
 
 

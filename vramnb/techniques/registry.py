@@ -31,10 +31,16 @@ class Technique:
 
     @classmethod
     def default(cls) -> Any:
+        """The baseline value (the first of ``choices``): the step as the user wrote it."""
         return cls.choices[0]
 
     @classmethod
     def validate(cls, value: Any) -> Any:
+        """``value`` if it is a valid setting (one of ``choices``).
+
+        Raises:
+            ValueError: another value; the message lists the valid ones.
+        """
         if value not in cls.choices:
             valid = ", ".join(repr(c) for c in cls.choices)
             raise ValueError(f"{cls.name}={value!r} is not a valid setting; valid: {valid}")
@@ -52,6 +58,7 @@ class Technique:
 
     @classmethod
     def describe(cls, value: Any) -> str:
+        """How ``value`` is named in tables and the panel's runs (``"optimizer SGD"``)."""
         return f"{cls.label}: {value}"
 
     @classmethod
