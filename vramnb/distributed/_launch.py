@@ -133,7 +133,8 @@ def profile_distributed(
             c.close()
     for r in range(nprocs):
         rank = results.get(r) or RankReport(r, "killed")
-        rank.exitcode = context.processes[r].exitcode if context is not None else None
+        if context is not None:
+            rank.exitcode, rank.pid = context.processes[r].exitcode, context.processes[r].pid
         report.ranks.append(rank)
     report.wall = time.monotonic() - t0
     return report
@@ -281,7 +282,11 @@ def _collect(procs: list[Any], readers: list[Connection], results: dict[int, Ran
 
 
 def _stop(procs: list[Any], readers: list[Connection], results: dict[int, RankReport], grace: float) -> None:
-    """SIGTERM to every rank still running, ``grace`` seconds to report, then SIGKILL; join all."""
+    """Ranks that reported get ``grace`` seconds to exit on their own; then SIGTERM to every rank
+    still running, ``grace`` seconds to report, then SIGKILL; join all."""
+    end = time.monotonic() + grace
+    for r in results:
+        procs[r].join(timeout=max(0.0, end - time.monotonic()))
     running = [r for r, p in enumerate(procs) if p.is_alive()]
     for r in running:
         with contextlib.suppress(Exception):
@@ -347,13 +352,15 @@ def _rank_main(rank: int, world_size: int, backend: str, train_fn: Callable[...,
         else:
             from .._profile_step import profile_step
 
-            out.step = profile_step(**_parts(got), **profile_kwargs)
+            parts = _parts(got)
+            out.ddp_buckets = _ddp_bucket_bytes(parts["model"])
+            out.step = profile_step(**parts, **profile_kwargs)
         out.device = out.step.device
     except BaseException as e:  # noqa: BLE001 - every failure is this rank's report
         from .._oom import is_oom
 
         out.status = "stopped" if stopping else "out of memory" if is_oom(e) else "raised"
-        out.error = f"{type(e).__name__}: {e}"
+        out.error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         out.traceback = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         out.step = getattr(e, "vramnb_report", None)
         del e
@@ -378,6 +385,21 @@ def _parts(got: Any) -> dict[str, Any]:
         return dict(zip(_PARTS, got))
     raise TypeError(f"train_fn must return (model, batch, loss_fn, optimizer) (loss_fn and optimizer optional), a dict "
                     f"with those keys, or a vramnb StepReport; it returned {type(got).__name__}")
+
+
+def _ddp_bucket_bytes(model: Any) -> int | None:
+    """Bytes of the gradient buckets of the DDP modules in ``model`` (DDP's own logging data:
+    ``bucket_sizes``, a comma-separated list of bytes), or ``None`` without DDP."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    total, found = 0, False
+    for m in model.modules() if hasattr(model, "modules") else ():
+        if isinstance(m, DistributedDataParallel):
+            with contextlib.suppress(Exception):
+                sizes = m._get_ddp_logging_data().get("bucket_sizes")
+                total += sum(int(x) for x in str(sizes).split(",") if x.strip())
+                found = True
+    return total if found else None
 
 
 def _host_memory(out: RankReport) -> None:

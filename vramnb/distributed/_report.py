@@ -40,6 +40,12 @@ class RankReport:
         tensor_bytes: bytes of CPU tensor storages alive when it reported, counted by
             vramnb's storage tracker (the same counter as the CPU breakdown).
         device: the step's device (``"cpu"``, ``"cuda:N"``), or ``""`` without a step.
+        pid: the process's id (it has been joined when the report is returned).
+        ddp_buckets: bytes of the gradient buckets of the DDP modules in the rank's model
+            (the reducer's ``bucket_sizes``, summed over the model's DDP modules), else ``None``.
+            The reducer holds them outside the step's sources: its buckets are made in C++, and
+            the ones it rebuilds after the first backward are counted among the step's
+            temporaries (first step), then activations or other (later steps).
     """
 
     rank: int
@@ -52,6 +58,8 @@ class RankReport:
     peak_rss: int | None = None
     tensor_bytes: int | None = None
     device: str = ""
+    pid: int | None = None
+    ddp_buckets: int | None = None
 
     @property
     def non_pytorch(self) -> int | None:
@@ -115,7 +123,7 @@ class DistributedReport(Rendered):
                 rec[src] = peak.sources.get(src, 0) if peak is not None else None
             rec["reserved"] = peak.reserved if peak is not None else None
             rec["device non_pytorch"] = peak.non_pytorch if peak is not None else None
-            rec.update(rss=r.rss, peak_rss=r.peak_rss, tensor_bytes=r.tensor_bytes, non_pytorch=r.non_pytorch)
+            rec.update(ddp_buckets=r.ddp_buckets, rss=r.rss, peak_rss=r.peak_rss, tensor_bytes=r.tensor_bytes, non_pytorch=r.non_pytorch)
             recs.append(rec)
         return recs
 
@@ -151,12 +159,16 @@ class DistributedReport(Rendered):
         row("peak allocated", [None if b is None else b.allocated for b in peaks])
         row("reserved", [None if b is None else b.reserved for b in peaks])
         row("device non-PyTorch", [None if b is None else b.non_pytorch for b in peaks])
+        row("DDP buckets", [r.ddp_buckets for r in ranks])
         row("host RSS", [r.rss for r in ranks])
         row("host peak RSS", [r.peak_rss for r in ranks])
         row("host non-PyTorch", [r.non_pytorch for r in ranks])
         t.note("rows by source: each rank's breakdown at its peak (the highest over its profiled steps)")
         t.note("host non-PyTorch: the process's RSS minus the CPU tensor storages vramnb's tracker counts "
                "(interpreter, libraries, the backend's buffers, free heap, pages shared with the notebook after a fork)")
+        if any(r.ddp_buckets for r in ranks):
+            t.note("DDP buckets: the reducer's gradient buckets; the one it rebuilds after the first backward is "
+                   "counted in the sources above (temporaries in the first step, activations or other after it)")
         if self.backend == "gloo":
             t.note("gloo's own buffers are outside PyTorch's allocator: they are in host non-PyTorch, not in the sources")
         for r in ranks:
