@@ -123,7 +123,8 @@ class DistributedReport(Rendered):
                 rec[src] = peak.sources.get(src, 0) if peak is not None else None
             rec["reserved"] = peak.reserved if peak is not None else None
             rec["device non_pytorch"] = peak.non_pytorch if peak is not None else None
-            rec.update(ddp_buckets=r.ddp_buckets, rss=r.rss, peak_rss=r.peak_rss, tensor_bytes=r.tensor_bytes, non_pytorch=r.non_pytorch)
+            rec.update(ddp_buckets=r.ddp_buckets, rss=r.rss, peak_rss=r.peak_rss, tensor_bytes=r.tensor_bytes,
+                       non_pytorch=r.non_pytorch)
             recs.append(rec)
         return recs
 
