@@ -101,6 +101,31 @@ def hang(rank: int, world_size: int) -> tuple:
     return model, torch.randn(BATCH, N), _sleep_loss, torch.optim.AdamW(model.parameters(), foreach=False)
 
 
+def _oom_on_rank_1(model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+    out = model(batch)
+    if torch.distributed.get_rank() == 1:  # a real allocation failure, in this rank only
+        import re
+        import resource
+
+        with open("/proc/self/status") as f:
+            vm = int(re.search(r"VmData:\s+(\d+)", f.read()).group(1)) * 1024  # type: ignore[union-attr]
+        resource.setrlimit(resource.RLIMIT_DATA, (vm + 64 * 2**20, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+        torch.empty(2**28)  # 1 GiB, over the limit: refused, nothing allocated
+    return out.square().mean()
+
+
+def rank_1_out_of_memory(rank: int, world_size: int) -> tuple:
+    torch.manual_seed(0)
+    model = nn.Linear(N, N)
+    return model, torch.randn(BATCH, N), _oom_on_rank_1, torch.optim.AdamW(model.parameters(), foreach=False)
+
+
+def rank_1_vanishes(rank: int, world_size: int) -> dict:
+    if rank == 1:
+        os._exit(3)  # no exception, no report: as a crash would end it
+    return plain_linear(rank, world_size)
+
+
 def plain_linear(rank: int, world_size: int) -> dict:
     torch.manual_seed(0)
     model = nn.Linear(N, N)
@@ -223,6 +248,50 @@ def test_hanging_ranks_are_stopped_then_killed_at_the_timeout() -> None:
     assert killed.status == "killed" and killed.step is None and killed.exitcode == -signal.SIGKILL
     assert any("still running at the timeout (12 s)" in n for n in report.notes)
     assert_all_joined(report, before)
+
+
+def test_a_rank_out_of_memory_reports_what_it_had() -> None:
+    before = _child_pids()
+    report = profile_distributed(rank_1_out_of_memory, 2, backend="gloo", timeout=240, grace=5)
+    ok, oom = report.ranks
+    assert ok.status == "ok" and ok.step is not None
+    assert oom.status == "out of memory" and oom.error is not None and "can't allocate memory" in oom.error
+    assert oom.step is not None and oom.step.first.mark("start")["parameters"] == PARAMS
+    assert oom.step.first.peak_phase == "forward"
+    # the post-mortem travelled with the report: the state at the failure and the verdict
+    assert oom.step.oom is not None and oom.step.oom.verdict.kind == "per-process cap"
+    assert report.first_failure == 1
+    assert_all_joined(report, before)
+
+
+def test_a_rank_that_exits_without_a_report() -> None:
+    before = _child_pids()
+    report = profile_distributed(rank_1_vanishes, 2, backend="gloo", timeout=240, grace=5)
+    gone = report.ranks[1]
+    assert gone.status == "exited" and gone.step is None and gone.exitcode == 3
+    assert gone.error == "ended with exit code 3 before it reported"
+    assert report.ranks[0].status in ("ok", "raised", "stopped", "killed")
+    assert_all_joined(report, before)
+
+
+def test_an_interrupt_of_the_notebook_stops_every_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vramnb.distributed import _launch
+
+    before = _child_pids()
+    started: list[list[int]] = []
+    real = _launch._collect
+
+    def interrupted(procs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        started.append([p.pid for p in procs])
+        raise KeyboardInterrupt  # as Jupyter's "Interrupt kernel" while the ranks run
+
+    monkeypatch.setattr(_launch, "_collect", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        profile_distributed(hang, 2, backend="gloo", timeout=240, grace=2)
+    monkeypatch.setattr(_launch, "_collect", real)
+    assert len(started) == 1 and len(started[0]) == 2
+    assert not [pid for pid in started[0] if _alive(pid)]
+    assert _child_pids() - before == set()
 
 
 # -- spawn ----------------------------------------------------------------------------------
