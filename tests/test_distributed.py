@@ -359,8 +359,32 @@ def test_spawn_refuses_a_function_of_a_notebook_cell(monkeypatch: pytest.MonkeyP
 
     train.__module__ = "__main__"
     monkeypatch.setitem(sys.modules, "__main__", main)
-    with pytest.raises(ValueError, match="defined in a notebook cell .* Use start_method='fork'"):
+    with pytest.raises(ValueError, match="defined in a notebook cell or interactively .* Use start_method='fork'"):
         profile_distributed(train, 2, backend="gloo", start_method="spawn")
+
+
+def test_from_a_notebook_cell_inside_a_vram_cell(ip) -> None:  # type: ignore[no-untyped-def]
+    """The notebook case: train_fn defined in a cell (module __main__, no file), launched by
+    fork from a %%vram cell; spawn refuses it with the reason."""
+    from tests.conftest import run
+
+    before = _child_pids()
+    res, _ = run(ip, "import vramnb\n"
+                     "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                     "def train_fn(rank, world_size):\n"
+                     "    model = DDP(torch.nn.Linear(256, 256))\n"
+                     "    return model, torch.randn(8, 256), lambda m, b: m(b).square().mean(), None\n")
+    assert res.error_in_exec is None
+    assert ip.user_ns["train_fn"].__module__ == "__main__"
+    res, _ = run(ip, "%%vram\nrep = vramnb.profile_distributed(train_fn, 2, backend='gloo', timeout=240)")
+    assert res.error_in_exec is None, res.error_in_exec
+    rep = ip.user_ns["rep"]
+    assert rep.ok, rep
+    assert [r.step.first.mark("start")["parameters"] for r in rep.ranks] == [PARAMS, PARAMS]
+    assert_all_joined(rep, before)
+    res, _ = run(ip, "vramnb.profile_distributed(train_fn, 2, backend='gloo', start_method='spawn')")
+    assert isinstance(res.error_in_exec, ValueError)
+    assert "defined in a notebook cell or interactively" in str(res.error_in_exec)
 
 
 def test_what_train_fn_may_return() -> None:

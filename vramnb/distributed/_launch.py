@@ -191,12 +191,15 @@ def _check(train_fn: Any, nprocs: Any, args: Any, backend: Any, start_method: An
 def _check_spawnable(train_fn: Any, args: tuple[Any, ...]) -> None:
     """A spawned interpreter imports ``train_fn`` by module and name: refuse what it cannot find."""
     module = getattr(train_fn, "__module__", None)
-    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    if module == "__main__" and main_file is None:
+    main = sys.modules.get("__main__")
+    name = getattr(train_fn, "__qualname__", "")
+    # a notebook's or IPython's __main__ has no file; a script's has one, and there the function
+    # must be one of its top-level names (a spawned interpreter runs the script as __mp_main__)
+    if module == "__main__" and (getattr(main, "__file__", None) is None or getattr(main, name, None) is not train_fn):
         raise ValueError(
-            f"start_method='spawn' cannot run {getattr(train_fn, '__qualname__', train_fn)!r}: it is defined in a "
-            "notebook cell (module __main__, no file), which a spawned interpreter cannot import. Use "
-            "start_method='fork', or define train_fn in a .py module and import it")
+            f"start_method='spawn' cannot run {name or train_fn!r}: it is defined in a notebook cell or "
+            "interactively (module __main__, no file to import it from), which a spawned interpreter cannot "
+            "import. Use start_method='fork', or define train_fn in a .py module and import it")
     try:
         pickle.loads(pickle.dumps((train_fn, args)))
     except Exception as e:  # noqa: BLE001 - any pickling failure is the same refusal
