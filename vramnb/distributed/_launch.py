@@ -297,9 +297,13 @@ def _stop(procs: list[Any], readers: list[Connection], results: dict[int, RankRe
     end = time.monotonic() + grace
     while any(p.is_alive() for p in procs) and time.monotonic() < end:
         waiting = [r for r in running if r not in results]
-        wait([readers[r] for r in waiting] + [procs[r].sentinel for r in running], timeout=max(0.0, end - time.monotonic()))
+        alive = [procs[r].sentinel for r in running if procs[r].is_alive()]  # an ended one's is always ready
+        wait([readers[r] for r in waiting if not readers[r].closed] + alive, timeout=max(0.0, end - time.monotonic()))
         for r in waiting:
             got = _receive(r, readers[r], procs[r]) if not readers[r].closed else None
+            if got is not None and got.status == "exited" and (procs[r].exitcode or 0) < 0:
+                got = RankReport(r, "killed", error=f"ended by signal {-(procs[r].exitcode or 0)} from vramnb's stop "
+                                 "before it reported")
             if got is not None:
                 results[r] = got
     for r in range(len(procs)):
