@@ -66,7 +66,17 @@ def assert_all_joined(report: DistributedReport, before: set[int]) -> None:
 
 
 # -- the ranks' functions ---------------------------------------------------------------
+def check_environment(rank: int, world_size: int) -> None:
+    """What every rank's environment holds (a failed check is that rank's error in the report)."""
+    env = os.environ
+    assert env["NCCL_NVLS_ENABLE"] == "0", env.get("NCCL_NVLS_ENABLE")
+    assert env["MASTER_ADDR"] == "127.0.0.1" and int(env["MASTER_PORT"]) > 0
+    assert (env["RANK"], env["WORLD_SIZE"]) == (str(rank), str(world_size))
+    assert torch.distributed.get_rank() == rank and torch.distributed.get_world_size() == world_size
+
+
 def ddp_linear(rank: int, world_size: int) -> tuple:
+    check_environment(rank, world_size)
     torch.manual_seed(rank)  # each rank its own batch; DDP broadcasts rank 0's weights
     model = DDP(nn.Linear(N, N))
     return model, torch.randn(BATCH, N), sq_loss, torch.optim.AdamW(model.parameters(), foreach=False)
@@ -127,6 +137,7 @@ def rank_1_vanishes(rank: int, world_size: int) -> dict:
 
 
 def plain_linear(rank: int, world_size: int) -> dict:
+    check_environment(rank, world_size)
     torch.manual_seed(0)
     model = nn.Linear(N, N)
     return {"model": model, "batch": torch.randn(BATCH, N), "loss_fn": sq_loss}
@@ -136,7 +147,10 @@ def plain_linear(rank: int, world_size: int) -> dict:
 @pytest.fixture(scope="module")
 def ddp_report() -> tuple[DistributedReport, set[int]]:
     before = _child_pids() if sys.platform.startswith("linux") else set()
-    return profile_distributed(ddp_linear, 2, backend="gloo", timeout=240), before
+    env = {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NCCL_NVLS_ENABLE")}
+    report = profile_distributed(ddp_linear, 2, backend="gloo", timeout=240)
+    assert {k: os.environ.get(k) for k in env} == env  # this process's environment is as it was
+    return report, before
 
 
 def test_the_package_under_test_is_this_checkout() -> None:
