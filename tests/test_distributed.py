@@ -229,6 +229,47 @@ def test_ranks_plotted(ddp_report: tuple[DistributedReport, set[int]]) -> None:
     assert ax.get_xlabel().startswith("peak allocated")
 
 
+# -- FSDP2 (full shard) on 2 ranks ----------------------------------------------------------
+def fsdp_two_linears(rank: int, world_size: int) -> tuple:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(N, N), nn.Linear(N, N))
+    mesh = init_device_mesh("cpu", (world_size,))
+    for layer in model:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model, torch.randn(BATCH, N), sq_loss, torch.optim.AdamW(model.parameters(), foreach=False)
+
+
+def test_fsdp_full_shard_exact_bytes_per_rank() -> None:
+    """Each rank holds half of each layer (rows 128 of 256, half the bias): two layers' halves
+    are one Linear's bytes; the all-gathered full layers are the step's temporaries."""
+    before = _child_pids()
+    report = profile_distributed(fsdp_two_linears, 2, backend="gloo", timeout=240, restore=False)
+    assert report.ok, report
+    shard = 2 * (N // 2 * N + N // 2) * F32
+    assert shard == PARAMS
+    for r in report.ranks:
+        assert r.step is not None and r.ddp_buckets is None
+        first = r.step.first
+        assert first.mark("start")["parameters"] == shard
+        assert first.mark("after backward")["gradients"] == shard
+        # exp_avg and exp_avg_sq of each shard, and a float32 step per parameter (4 of them)
+        assert first.mark("after optimizer step")["optimizer state"] == 2 * shard + 4 * F32
+        assert first.peak.sources["temporaries"] > 0  # the unsharded layers, gathered for forward and backward
+    assert_all_joined(report, before)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="profile_step's snapshot cannot copy FSDP2's "
+                   "parameters on a real process group: 'Attempted to access the data pointer on an invalid python "
+                   "storage' (vramnb._storage_copy); restore=False runs the step")
+def test_fsdp_full_shard_with_restore() -> None:
+    report = profile_distributed(fsdp_two_linears, 2, backend="gloo", timeout=240)
+    assert report.ok, [r.error for r in report.ranks]
+
+
 # -- failures -------------------------------------------------------------------------------
 def test_a_rank_that_raises_reports_what_it_had_and_the_others_stop() -> None:
     before = _child_pids()
@@ -251,8 +292,8 @@ def test_a_rank_that_raises_reports_what_it_had_and_the_others_stop() -> None:
 
 def test_hanging_ranks_are_stopped_then_killed_at_the_timeout() -> None:
     before = _child_pids()
-    # a forked rank without DDP reaches its step in about a second here: 12 s leave a wide margin
-    report = profile_distributed(hang, 2, backend="gloo", timeout=12, grace=2)
+    # a forked rank without DDP reaches its step in about a second here: 10 s leave a wide margin
+    report = profile_distributed(hang, 2, backend="gloo", timeout=10, grace=2)
     stopped, killed = report.ranks
     # rank 0 was interrupted in its step (SIGTERM: profile_step restored, then it reported)
     assert stopped.status == "stopped" and stopped.error == "KeyboardInterrupt"
@@ -260,7 +301,7 @@ def test_hanging_ranks_are_stopped_then_killed_at_the_timeout() -> None:
     assert stopped.step.first.peak_phase == "forward"
     # rank 1 ignored SIGTERM: killed, no report
     assert killed.status == "killed" and killed.step is None and killed.exitcode == -signal.SIGKILL
-    assert any("still running at the timeout (12 s)" in n for n in report.notes)
+    assert any("still running at the timeout (10 s)" in n for n in report.notes)
     assert_all_joined(report, before)
 
 
