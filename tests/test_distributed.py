@@ -247,7 +247,7 @@ def test_fsdp_full_shard_exact_bytes_per_rank() -> None:
     """Each rank holds half of each layer (rows 128 of 256, half the bias): two layers' halves
     are one Linear's bytes; the all-gathered full layers are the step's temporaries."""
     before = _child_pids()
-    report = profile_distributed(fsdp_two_linears, 2, backend="gloo", timeout=240, restore=False)
+    report = profile_distributed(fsdp_two_linears, 2, backend="gloo", timeout=240)  # restore=False by default
     assert report.ok, report
     shard = 2 * (N // 2 * N + N // 2) * F32
     assert shard == PARAMS
@@ -264,9 +264,9 @@ def test_fsdp_full_shard_exact_bytes_per_rank() -> None:
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="profile_step's snapshot cannot copy FSDP2's "
                    "parameters on a real process group: 'Attempted to access the data pointer on an invalid python "
-                   "storage' (vramnb._storage_copy); restore=False runs the step")
+                   "storage' (vramnb._storage_copy); restore=False (the default here) runs the step")
 def test_fsdp_full_shard_with_restore() -> None:
-    report = profile_distributed(fsdp_two_linears, 2, backend="gloo", timeout=240)
+    report = profile_distributed(fsdp_two_linears, 2, backend="gloo", timeout=240, restore=True)
     assert report.ok, [r.error for r in report.ranks]
 
 

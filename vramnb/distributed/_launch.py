@@ -85,8 +85,10 @@ def profile_distributed(
         grace: seconds the other ranks get after one fails, and a stopped rank gets to report
             before it is killed.
         profile_kwargs: options of :func:`vramnb.profile_step` (``steps``, ``module_depth``,
-            ``recipe``, ``label``, ``restore``, ``set_to_none``, ``diagnose``; ``diagnose``
-            defaults to ``False`` here: the savings estimates would run in every rank).
+            ``recipe``, ``label``, ``restore``, ``set_to_none``, ``diagnose``). Two defaults
+            differ here: ``diagnose=False`` (the savings estimates would run in every rank) and
+            ``restore=False`` (a rank's model ends with its process; the snapshot's host copies
+            would count in its RSS, and it cannot copy FSDP2's parameters yet).
 
     Returns:
         a :class:`~vramnb.DistributedReport`: one :class:`RankReport` per rank with its status,
@@ -109,6 +111,7 @@ def profile_distributed(
 
     backend = _check(train_fn, nprocs, args, backend, start_method, timeout, grace, profile_kwargs)
     profile_kwargs.setdefault("diagnose", False)
+    profile_kwargs.setdefault("restore", False)  # a rank's model ends with its process
     readers, writers = zip(*[_pipe(start_method) for _ in range(nprocs)])
     env = {**_ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(nprocs)}
     t0 = time.monotonic()
