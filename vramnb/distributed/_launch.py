@@ -204,7 +204,7 @@ def _check_spawnable(train_fn: Any, args: tuple[Any, ...]) -> None:
             "interactively (module __main__, no file to import it from), which a spawned interpreter cannot "
             "import. Use start_method='fork', or define train_fn in a .py module and import it")
     try:
-        pickle.loads(pickle.dumps((train_fn, args)))
+        pickle.dumps((train_fn, args))  # a function pickles by reference: dumps checks that its name finds it
     except Exception as e:  # noqa: BLE001 - any pickling failure is the same refusal
         raise ValueError(
             f"start_method='spawn' pickles train_fn and args for the new interpreter, and that failed "
@@ -260,7 +260,8 @@ def _receive(rank: int, conn: Connection, proc: Any) -> RankReport | None:
 
 def _collect(procs: list[Any], readers: list[Connection], results: dict[int, RankReport], report: DistributedReport,
              timeout: float, grace: float) -> None:
-    """Wait for every rank's report, until ``deadline``, or ``grace`` seconds after the first failure."""
+    """Wait for every rank's report, for ``timeout`` seconds at most, and ``grace`` seconds after the
+    first failure."""
     deadline = time.monotonic() + timeout
     stop_at: float | None = None
     while len(results) < len(procs):
