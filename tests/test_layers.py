@@ -131,6 +131,7 @@ def _loaded_after(statement: str) -> set[str]:
     ("import vramnb._breakdown", {"matplotlib", "vramnb._plot", "torch"}),
     ("import vramnb._plot", {"matplotlib", "vramnb._breakdown", "torch"}),
     ("import vramnb._compare", {"matplotlib", "ipywidgets", "IPython", "vramnb._plot"}),
+    ("import vramnb.distributed._report", {"matplotlib", "vramnb._plot", "torch"}),
 ])
 def test_what_an_import_loads(statement: str, absent: set[str]) -> None:
     """A report module does not load the figure module or matplotlib, and the figure

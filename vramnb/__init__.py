@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 __all__ = [
     "vram",
     "profile_step",
+    "profile_distributed",
+    "DistributedReport",
     "estimate",
     "Estimate",
     "max_batch_size",
@@ -59,6 +61,8 @@ _LAZY = {
     "compare": "._compare",
     "Comparison": "._compare",
     "profile_step": "._profile_step",
+    "profile_distributed": ".distributed._launch",
+    "DistributedReport": ".distributed._report",
     "StepReport": "._breakdown",
     "plot_breakdown": "._plot",
     "plot_timeline": "._plot",
