@@ -119,7 +119,7 @@ def profile_distributed(
     results: dict[int, RankReport] = {}
     report = DistributedReport([], backend, start_method)
     try:
-        with _environment(env):  # the children start with it (spawn: a fresh interpreter's environment)
+        with _environment(env), _main_spec():  # the children start with env (spawn: a fresh interpreter's)
             context = tmp.start_processes(
                 _rank_main, args=(nprocs, backend, train_fn, args, profile_kwargs, list(writers), timeout, env),
                 nprocs=nprocs, join=False, daemon=False, start_method=start_method)
@@ -224,6 +224,25 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _main_spec() -> Iterator[None]:
+    """While the ranks start, a ``__main__`` without ``__spec__`` gets ``__spec__ = None``.
+    IPython puts its user namespace's module in ``sys.modules["__main__"]`` with no
+    ``__spec__``, and spawn's preparation (CPython's ``multiprocessing.spawn.get_preparation_data``)
+    reads it and raises ``AttributeError``; ``None`` is what an interactive ``__main__`` has,
+    which spawn treats as nothing to re-import. Removed again afterwards."""
+    main = sys.modules.get("__main__")
+    added = main is not None and not hasattr(main, "__spec__")
+    if added:
+        main.__spec__ = None  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(AttributeError):
+                del main.__spec__  # type: ignore[union-attr]
 
 
 @contextlib.contextmanager
