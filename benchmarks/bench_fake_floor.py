@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -85,7 +86,7 @@ def main() -> None:
             code = (f"import sys, json; sys.argv.append({part!r}); sys.path.insert(0, {sys.path[0]!r}); "
                     f"import bench_fake_floor as b; print(json.dumps(b.one({name!r}, {a.batch_size})))")
             p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               env={"OMP_NUM_THREADS": "1", **__import__("os").environ})
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
             if p.returncode:
                 rec[part + "_error"] = p.stderr[-2000:]
                 continue
