@@ -1,0 +1,538 @@
+"""Field cases: public PyTorch memory reports turned into small CPU cells.
+
+Each :class:`Case` is one public report (a GitHub issue or pull request, a PyTorch forum
+thread, the PyTorch FAQ) reduced to a cell that shows the same memory pattern at a small
+scale on the CPU (each cell runs in well under 10 s). ``setup_code`` runs unmeasured in a
+fresh IPython shell; ``cell_code`` runs under ``%%vram --breakdown`` ``runs`` times (a
+report of memory that "grows every epoch" is a cell the user re-runs); then ``%vram`` and
+``%vram free`` run. Where the report is an out-of-memory error, ``oom_headroom_mib`` is set
+and the runner lowers this process's address-space limit (``resource.RLIMIT_AS``) to what the
+process uses after the setup plus that headroom, as ``tests/test_postmortem.py``
+(``test_cpu_process_limit_is_the_per_process_cap_verdict``) does: the CPU allocator then
+really fails, inside the cell, with ``DefaultCPUAllocator: can't allocate memory``.
+
+Scoring keywords (regular expressions, case-insensitive, searched in all the text vramnb
+printed for the case): ``cause`` (any one: the report names the cause), ``fix`` (any one:
+it names the known fix), ``wrong`` (any one: advice that is wrong for this case). They help;
+the judgement per case is a person's (``judgements.py``).
+
+The split into a tuning part and a validation part was drawn once, before any case was
+run, with ``random.Random(SPLIT_SEED).shuffle`` over the sorted case names (first two
+thirds: tuning); it is written out below (``TUNING``/``VALIDATION``) and
+``tests`` of it are in ``run_field.py --check-split``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    url: str
+    category: str
+    setup_code: str
+    cell_code: str
+    known_fix: str                      # the fix the thread's accepted answer / maintainers give
+    fix: list[str]                      # regexes: the report names the fix
+    cause: list[str]                    # regexes: the report names the cause
+    notes: str = ""
+    runs: int = 1                       # times the cell is run under %%vram --breakdown
+    oom_headroom_mib: int | None = None  # set: simulate the out-of-memory error (RLIMIT_AS)
+    wrong: list[str] = field(default_factory=list)  # regexes: advice wrong for this case
+
+    @property
+    def expected_fix_keywords(self) -> list[str]:
+        return self.fix
+
+
+_MLP = """
+import torch, torch.nn as nn
+torch.manual_seed(0)
+def mlp(width=1024, depth=8, out=10):
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(width, out))
+"""
+
+CASES: list[Case] = [
+    Case(
+        "eval_without_no_grad_oom",
+        "https://github.com/mit-han-lab/spvnas/issues/108",
+        "inference without no_grad",
+        _MLP + "model = mlp().eval()\nx = torch.randn(2048, 1024)\n",
+        "out = model(x)\npred = out.argmax(1)\n",
+        "wrap the evaluation in torch.no_grad() (or torch.inference_mode())",
+        fix=[r"no_grad", r"inference_mode"],
+        cause=[r"no_grad", r"inference_mode", r"grad(ients)? (mode )?(is |are |was |were )?on", r"requires_grad",
+               r"saved for backward", r"autograd graph", r"kept for (the )?backward"],
+        notes="a forward with grad on saves every layer's activations (~128 MiB here); under no_grad it needs ~16 MiB",
+        oom_headroom_mib=96,
+        wrong=[r"recompute activations in backward", r"checkpoint\("],
+    ),
+    Case(
+        "eval_preds_list_oom",
+        "https://github.com/facebookresearch/SlowFast/issues/411",
+        "outputs accumulated",
+        "import torch, torch.nn as nn\ntorch.manual_seed(0)\nmodel = nn.Linear(256, 4096).eval()\nall_preds = []\n",
+        "with torch.no_grad():\n    for i in range(60):\n        xb = torch.randn(256, 256)\n        all_preds.append(model(xb))\n",
+        "do not keep every batch's outputs on the device: compute the metric on the fly per batch, "
+        "or move them off the device (.cpu()) as they are produced",
+        fix=[r"on the fly", r"\.cpu\(\)", r"keep numbers", r"all_preds\.clear\(\)"],
+        cause=[r"all_preds"],
+        notes="each batch adds a 4 MiB output to the list; under the limit the list runs out of memory",
+        oom_headroom_mib=96,
+    ),
+    Case(
+        "train_loss_sum_keeps_graph",
+        "https://github.com/pai4451/ML2021/issues/2",
+        "graph kept by a running total",
+        _MLP + "model = mlp(width=256, depth=2)\nopt = torch.optim.SGD(model.parameters(), lr=0.01)\ntrain_loss = 0\n",
+        "for i in range(50):\n    xb = torch.randn(64, 256)\n    loss = model(xb).pow(2).mean()\n    opt.zero_grad()\n"
+        "    loss.backward()\n    opt.step()\n    train_loss += loss\n",
+        "accumulate a number: train_loss += loss.item() (or loss.detach())",
+        fix=[r"\.item\(\)", r"detach"],
+        cause=[r"train_loss"],
+        notes="after backward the saved tensors are freed; what grows is the chain of autograd nodes train_loss keeps "
+              "(host memory, not tensor storage)",
+        runs=2,
+    ),
+    Case(
+        "val_losses_list_keeps_graph",
+        "https://github.com/boschresearch/Continuous-Recurrent-Units/pull/4",
+        "graph kept by a running total",
+        _MLP + "model = mlp(width=512, depth=4)\nval_losses = []\n",
+        "for i in range(20):\n    xb = torch.randn(256, 512)\n    loss = model(xb).pow(2).mean()\n    val_losses.append(loss)\n",
+        "store loss.item() (numbers), or run validation under torch.no_grad()",
+        fix=[r"\.item\(\)", r"no_grad", r"detach"],
+        cause=[r"val_losses"],
+        notes="no backward in validation: each kept loss keeps its whole graph with the saved activations (~4 MiB each)",
+        runs=2,
+    ),
+    Case(
+        "rnn_hidden_history",
+        "https://github.com/pytorch/pytorch/issues/2198",
+        "state carried without detach",
+        "import torch, torch.nn as nn\ntorch.manual_seed(0)\nrnn = nn.GRUCell(64, 512)\nhidden = torch.zeros(16, 512)\n",
+        "for i in range(300):\n    data = torch.rand(16, 64)\n    hidden = rnn(data, hidden)\n",
+        "detach the hidden state at a shorter length (truncated BPTT): hidden = hidden.detach()",
+        fix=[r"hidden\.detach\(\)", r"\.detach\(\)", r"detach"],
+        cause=[r"hidden"],
+        notes="hidden keeps the graph of every step since the start (grows on each re-run)",
+        runs=2,
+    ),
+    Case(
+        "generate_without_no_grad",
+        "https://github.com/allenai/OLMo/pull/164",
+        "inference without no_grad",
+        "import torch, torch.nn as nn\ntorch.manual_seed(0)\nemb = nn.Embedding(1000, 256)\nproj = nn.Linear(256, 256)\n"
+        "def generate(steps):\n    tok = torch.tensor([1])\n    cache = torch.zeros(0, 256)\n    out = []\n"
+        "    for t in range(steps):\n        h = proj(emb(tok))\n        cache = torch.cat([cache, h])\n"
+        "        att = (h @ cache.T).softmax(-1) @ cache\n        tok = (att @ emb.weight.T).argmax(-1)\n"
+        "        out.append(int(tok))\n    return out\n",
+        "tokens = generate(1500)\n",
+        "decorate generate with torch.no_grad() (or torch.inference_mode())",
+        fix=[r"no_grad", r"inference_mode"],
+        cause=[r"no_grad", r"inference_mode", r"grad(ients)? (mode )?(is |are |was |were )?on", r"autograd graph",
+               r"saved for backward"],
+        notes="with grad on every step saves the whole cache for backward: memory grows quadratically with the length",
+        oom_headroom_mib=96,
+        wrong=[r"recompute activations in backward", r"checkpoint\("],
+    ),
+    Case(
+        "create_graph_param_cycle",
+        "https://github.com/pytorch/pytorch/issues/4661",
+        "create_graph / retain_graph",
+        "import torch\ntorch.manual_seed(0)\nnet = torch.nn.Linear(30000, 1)\ndata = torch.ones(100, 30000)\n",
+        "for rep in range(20):\n    batch = data[0:10].clone().requires_grad_(True)\n"
+        "    net(batch).norm(2).backward(create_graph=True)\n    batch.grad.norm(2).backward()\n",
+        "use torch.autograd.grad(..., create_graph=True) instead of backward(create_graph=True), or reset the "
+        "parameters' .grad to None after use (the .grad -> graph -> parameter cycle)",
+        fix=[r"autograd\.grad", r"grad\s*=\s*None", r"set_to_none", r"zero_grad"],
+        cause=[r"create_graph", r"\.grad\b.*graph", r"grad_fn"],
+        notes="net.weight.grad gets a graph that refers back to net.weight; each iteration chains more onto it",
+        runs=2,
+    ),
+    Case(
+        "create_graph_leaf_cycle",
+        "https://github.com/pytorch/pytorch/issues/7343",
+        "create_graph / retain_graph",
+        "import torch\ntorch.manual_seed(0)\n",
+        "for i in range(20):\n    x = torch.randn(1 << 18, requires_grad=True)\n    y = x.tanh()\n"
+        "    y.backward(torch.ones_like(y), create_graph=True)\n    del x, y\n",
+        "use torch.autograd.grad instead of backward(create_graph=True); or set x.grad = None before dropping x "
+        "(x -> x.grad -> TanhBackwardBackward -> x is a C++ reference cycle gc cannot collect)",
+        fix=[r"autograd\.grad", r"grad\s*=\s*None"],
+        cause=[r"create_graph", r"cycle"],
+        notes="1 MiB per iteration leaks for good: the cycle is in C++, gc.collect() does not free it",
+    ),
+    Case(
+        "retain_graph_carried_state",
+        "https://github.com/GBLin5566/toward-controlled-generation-of-text-pytorch/issues/9",
+        "create_graph / retain_graph",
+        "import torch, torch.nn as nn\ntorch.manual_seed(0)\ncell = nn.Linear(256, 512)\nW = nn.Linear(512, 512)\n"
+        "h = torch.zeros(128, 512)\n",
+        "for step in range(40):\n    x = torch.randn(128, 256)\n    h = torch.tanh(cell(x) + W(h))\n"
+        "    loss = h.pow(2).mean()\n    loss.backward(retain_graph=True)\n",
+        "do not retain every graph: detach the carried state (h = h.detach()) and drop retain_graph=True "
+        "(keep it only on a backward that really runs twice)",
+        fix=[r"detach", r"retain_graph"],
+        cause=[r"retain_graph", r"\bh\b"],
+        notes="h chains every step's graph; retain_graph keeps all their saved tensors (~0.75 MiB a step)",
+        runs=2,
+    ),
+    Case(
+        "broadcast_pairwise_distance_oom",
+        "https://github.com/pytorch/pytorch/issues/57720",
+        "one huge request",
+        "import torch\ntorch.manual_seed(0)\na = torch.randn(2, 2000, 5)\nb = torch.randn(2, 2000, 5)\n",
+        "d = (a[:, :, None, :] - b[:, None, :, :]).abs().sum(-1)\n",
+        "the broadcast materialises a (2, 2000, 2000, 5) tensor: compute the distances in chunks of rows, "
+        "or with torch.cdist",
+        fix=[r"cdist", r"chunk", r"read the shapes", r"broadcast"],
+        cause=[r"read the shapes", r"broadcast", r"one request", r"single (request|allocation)"],
+        notes="one request of 160 MB, more than the 96 MiB headroom",
+        oom_headroom_mib=96,
+    ),
+    Case(
+        "adam_state_oom",
+        "https://github.com/pytorch/pytorch/issues/9439",
+        "optimizer state",
+        "import torch, torch.nn as nn\ntorch.manual_seed(0)\n"
+        "model = nn.Sequential(nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(), "
+        "nn.Linear(2048, 2048))\nopt = torch.optim.Adam(model.parameters())\nx = torch.randn(32, 2048)\n",
+        "loss = model(x).pow(2).mean()\nopt.zero_grad()\nloss.backward()\nopt.step()\n",
+        "Adam keeps two moments per parameter (2x the parameters' memory, allocated at the first step): use a "
+        "smaller model/batch, SGD, or a lower-memory optimizer (8-bit Adam, Adafactor, sharding)",
+        fix=[r"SGD", r"8-?bit", r"Adafactor", r"optimi[sz]er state", r"exp_avg"],
+        cause=[r"optimi[sz]er state", r"exp_avg", r"Adam", r"opt\.step|step\(\)"],
+        notes="48 MiB of parameters, 48 MiB of gradients, then Adam's 96 MiB at the first step; headroom 120 MiB "
+              "(SGD would fit)",
+        oom_headroom_mib=120,
+        wrong=[r"bf16 autocast", r"recompute activations"],
+    ),
+    Case(
+        "checkpoint_dict_kept",
+        "https://github.com/pytorch/pytorch/issues/7415",
+        "notebook keeps a reference",
+        _MLP + "import io\nmodel = mlp()\nbuf = io.BytesIO()\ntorch.save(model.state_dict(), buf)\n",
+        "buf.seek(0)\nckpt = torch.load(buf)\nmodel.load_state_dict(ckpt)\n",
+        "load the checkpoint on the CPU (map_location='cpu') and drop it once loaded (del ckpt): "
+        "load_state_dict copies into the model's own tensors",
+        fix=[r"del ckpt", r"map_location"],
+        cause=[r"ckpt"],
+        notes="ckpt keeps a second copy of the 32 MiB of parameters",
+    ),
+    Case(
+        "slice_keeps_storage",
+        "https://github.com/pytorch/pytorch/issues/40157",
+        "view keeps a larger storage",
+        "import torch\ntorch.manual_seed(0)\n",
+        "big = torch.randn(4_000_000)\nhead = big[:1000]\ndel big\n",
+        "a slice is a view of the whole storage: keep head = big[:1000].clone()",
+        fix=[r"clone"],
+        cause=[r"head", r"view"],
+        notes="head (1000 floats) keeps the 16 MB storage alive",
+    ),
+    Case(
+        "out_history_keeps_results",
+        "https://github.com/ipython/ipython/issues/11204",
+        "notebook keeps a reference",
+        "import torch\ntorch.manual_seed(0)\n",
+        "x = torch.randn(1_000_000)\nx * 2\n",
+        "the output history (Out, _N) keeps every displayed result: %reset -f out, %xdel, end the cell with ';' "
+        "(vramnb: %vram free)",
+        fix=[r"%vram free", r"%reset", r"%xdel", r";"],
+        cause=[r"\bOut\b", r"output history"],
+        notes="each run displays a new 4 MB tensor that Out keeps",
+        runs=3,
+    ),
+    Case(
+        "exception_frames_keep_locals",
+        "https://github.com/ipython/ipython/pull/11572",
+        "notebook keeps a reference",
+        "import torch\ntorch.manual_seed(0)\ndef step():\n    acts = [torch.randn(1 << 20) for _ in range(8)]\n"
+        "    raise ValueError('shape mismatch')\n",
+        "step()\n",
+        "the last exception's traceback keeps the failed call's locals: clear it (sys.last_traceback = None, "
+        "gc.collect(); vramnb: %vram free)",
+        fix=[r"%vram free", r"last_traceback", r"gc\.collect"],
+        cause=[r"exception", r"traceback"],
+        notes="acts (32 MiB) stays alive in the traceback's frames after the error",
+    ),
+    Case(
+        "del_model_optimizer_holds",
+        "https://github.com/jupyter/notebook/issues/2201",
+        "notebook keeps a reference",
+        _MLP + "model = mlp()\nopt = torch.optim.Adam(model.parameters())\nmodel(torch.randn(8, 1024)).sum().backward()\n"
+        "opt.step()\n",
+        "del model\nimport gc\ngc.collect()\n",
+        "other references keep the model alive (the optimizer holds its parameters and state; IPython's "
+        "output history may too): delete them as well (del opt), or %xdel / %reset",
+        fix=[r"del opt", r"%xdel", r"%reset"],
+        cause=[r"\bopt\b"],
+        notes="del model frees nothing: opt keeps the 32 MiB of parameters, their gradients and 64 MiB of Adam state",
+    ),
+    Case(
+        "no_grad_reassign_peak",
+        "https://github.com/pytorch/pytorch/issues/34330",
+        "peak: old and new alive together",
+        "import torch, torch.nn as nn\ntorch.manual_seed(0)\nlayer = nn.Linear(1024, 1024)\nz = torch.randn(4096, 1024)\n",
+        "with torch.no_grad():\n    z = layer(z)\n    z = layer(z)\n",
+        "expected: while layer(z) runs, the old z is still referenced, so two copies exist at the peak; "
+        "empty_cache cannot help (nothing is free); nothing to fix",
+        fix=[r"z\b.*(old|previous|both)", r"nothing to (fix|free)"],
+        cause=[r"tensor z", r"\bz\b"],
+        notes="the peak is 2 x 16 MiB, the end the same as the start",
+        wrong=[r"empty_cache"],
+    ),
+    Case(
+        "hook_activations_train_mode",
+        "https://github.com/meta-pytorch/opacus/issues/176",
+        "hooks keep tensors",
+        _MLP + "model = mlp(width=512, depth=2)\n"
+        "def capture(mod, inp, out):\n    if mod.training:\n        mod.activations.append(inp[0].detach())\n"
+        "for m in model.modules():\n    if isinstance(m, nn.Linear):\n        m.activations = []\n"
+        "        m.register_forward_hook(capture)\n",
+        "with torch.no_grad():\n    for i in range(10):\n        model(torch.randn(256, 512))\n",
+        "the capture hooks store activations while the model is in training mode: call model.eval() for evaluation "
+        "(or remove the hooks)",
+        fix=[r"\.eval\(\)", r"remove.*hook", r"hook.*remove"],
+        cause=[r"hook", r"activations"],
+        notes="each forward adds ~2.5 MiB to the Linear modules' .activations lists",
+        runs=2,
+    ),
+    Case(
+        "hook_self_reference_cycle",
+        "https://github.com/pytorch/pytorch/issues/46386",
+        "reference cycles",
+        "import torch, torch.nn as nn, gc\ntorch.manual_seed(0)\n"
+        "class LeakyModule(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.body = nn.Linear(1024, 2048)\n        def fw_hook(m, m_in, m_out):\n            self(m_in)\n"
+        "        self.register_forward_hook(fw_hook)\n",
+        "for i in range(6):\n    net = LeakyModule()\n",
+        "the hook's closure refers to self: a reference cycle freed only by the cyclic garbage collector "
+        "(gc.collect()); avoid capturing self (weakref) or remove the hook",
+        fix=[r"gc\.collect", r"%vram free", r"weakref"],
+        cause=[r"cycle", r"unreachable"],
+        notes="each LeakyModule (8 MiB) is a cycle: freed only when gc runs",
+    ),
+    Case(
+        "dataloader_workers_copy_on_access",
+        "https://github.com/pytorch/pytorch/issues/13246",
+        "host memory outside tensors",
+        "import torch\nfrom torch.utils.data import Dataset, DataLoader\n"
+        "class DS(Dataset):\n    def __init__(self):\n        self.items = [str(i).zfill(64) for i in range(200_000)]\n"
+        "    def __len__(self):\n        return len(self.items)\n    def __getitem__(self, i):\n"
+        "        return len(self.items[i])\nds = DS()\n",
+        "loader = DataLoader(ds, batch_size=4096, num_workers=2)\ntotal = 0\nfor b in loader:\n    total += int(b.sum())\n",
+        "each worker touching Python objects (refcounts) copies the parent's pages: keep the dataset in numpy "
+        "arrays / tensors instead of lists of Python objects",
+        fix=[r"numpy", r"copy-on", r"Python objects"],
+        cause=[r"worker", r"copy-on"],
+        notes="the growth is the workers' resident memory (outside this process's tensors): out of vramnb's scope",
+    ),
+    Case(
+        "two_graphs_alive_in_loop",
+        "https://discuss.pytorch.org/t/calling-loss-backward-reduce-memory-usage/2735",
+        "peak: old and new alive together",
+        _MLP + "model = mlp(width=1024, depth=4)\nx = torch.randn(512, 1024)\n",
+        "for i in range(3):\n    loss = model(x).pow(2).mean()\n",
+        "the previous iteration's loss keeps its graph until reassigned, so two graphs are alive at the peak: "
+        "del loss at the end of the iteration, call backward, or use torch.no_grad() when no gradient is needed",
+        fix=[r"del loss", r"no_grad", r"backward"],
+        cause=[r"loss"],
+        notes="the loss left after the cell keeps one graph (~16 MiB); the peak holds two",
+    ),
+    Case(
+        "loss_parts_summed_oom",
+        "https://discuss.pytorch.org/t/gpu-memory-increase-while-i-wanna-to-backward-with-accumulative-loss/43284",
+        "graph kept by a running total",
+        _MLP + "model = mlp(width=1024, depth=4)\nparts = [torch.randn(512, 1024) for _ in range(12)]\n",
+        "loss = 0\nfor part in parts:\n    loss = loss + model(part).pow(2).mean()\nloss.backward()\n",
+        "the summed loss keeps every part's graph until the single backward: call backward on each part "
+        "(gradients accumulate), e.g. (model(part).pow(2).mean()).backward() inside the loop",
+        fix=[r"backward\(\) (on|per|for) each", r"per part", r"inside the loop", r"each part"],
+        cause=[r"\bloss\b"],
+        notes="each part adds ~16 MiB of saved activations; 12 parts do not fit the 128 MiB headroom",
+        oom_headroom_mib=128,
+    ),
+    Case(
+        "validation_outputs_with_graph_oom",
+        "https://github.com/skorch-dev/skorch/pull/219",
+        "inference without no_grad",
+        _MLP + "model = mlp(width=512, depth=4).eval()\ny_preds = []\n",
+        "for i in range(40):\n    xb = torch.randn(256, 512)\n    y_preds.append(model(xb))\n",
+        "run validation under torch.no_grad(): each kept prediction keeps its graph with all activations",
+        fix=[r"no_grad", r"inference_mode", r"detach"],
+        cause=[r"y_preds"],
+        notes="each output keeps ~4.5 MiB of saved activations; 40 batches do not fit the 96 MiB headroom",
+        oom_headroom_mib=96,
+    ),
+    Case(
+        "huge_linear_layer_oom",
+        "https://pytorch.org/docs/stable/notes/faq.html",
+        "one huge request",
+        "import torch, torch.nn as nn\n",
+        "layer = nn.Linear(200_000, 50_000)\n",
+        "a linear layer of size (N, M) allocates N*M parameters: 200000 x 50000 floats is 40 GB; use a smaller layer",
+        fix=[r"read the shapes", r"smaller", r"larger than the whole"],
+        cause=[r"larger than the whole", r"one request"],
+        notes="the PyTorch FAQ: 'Don't use linear layers that are too large'",
+        oom_headroom_mib=96,
+    ),
+    Case(
+        "loop_intermediate_stays_alive",
+        "https://pytorch.org/docs/stable/notes/faq.html",
+        "notebook keeps a reference",
+        "import torch\ntorch.manual_seed(0)\ninp = torch.randn(5, 1024, 1024)\n"
+        "def f(t):\n    return t.repeat(4, 1)\ndef g(t):\n    return t.sum()\ndef h(t):\n    return t * 2\n",
+        "result = 0\nfor i in range(5):\n    intermediate = f(inp[i])\n    result += g(intermediate)\noutput = h(result)\n",
+        "Python keeps loop variables after the loop: intermediate stays alive; del intermediate when done "
+        "(or keep the loop in a function)",
+        fix=[r"del intermediate", r"in a function"],
+        cause=[r"intermediate"],
+        notes="FAQ 'Don't hold onto tensors and variables you don't need': intermediate (16 MiB) outlives the loop",
+    ),
+    Case(
+        "numpy_predictions_list",
+        "https://github.com/samleoqh/MSCG-Net/issues/34",
+        "outputs accumulated",
+        "import torch, torch.nn as nn\ntorch.manual_seed(0)\nnet = nn.Conv2d(3, 8, 3, padding=1).eval()\n"
+        "inputs_all, predictions_all = [], []\n",
+        "with torch.no_grad():\n    for i in range(10):\n        inputs = torch.randn(1, 3, 256, 256)\n"
+        "        outputs = net(inputs)\n        inputs_all.append(inputs.squeeze(0).cpu())\n"
+        "        predictions_all.append(outputs.max(1)[1].squeeze(0).cpu().numpy())\n",
+        "do not keep every input and prediction: compute the metrics per batch (a running confusion matrix)",
+        fix=[r"on the fly", r"per batch", r"keep numbers", r"inputs_all\.clear\(\)"],
+        cause=[r"inputs_all", r"predictions_all"],
+        notes="inputs_all keeps 768 KiB a batch, predictions_all 512 KiB (int64 numpy arrays sharing the tensors' memory)",
+        runs=2,
+    ),
+    Case(
+        "training_activations_oom",
+        "https://discuss.pytorch.org/t/control-gpu-memory-cache/175356/2",
+        "capacity: activations",
+        _MLP + "model = mlp(width=1024, depth=8)\nopt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "x = torch.randn(2048, 1024)\n",
+        "loss = model(x).pow(2).mean()\nopt.zero_grad()\nloss.backward()\nopt.step()\n",
+        "activations saved for backward exceed memory: activation checkpointing (torch.utils.checkpoint), "
+        "a smaller batch, or mixed precision",
+        fix=[r"checkpoint", r"recompute activations", r"smaller batch", r"autocast", r"max_batch_size"],
+        cause=[r"activations", r"capacity", r"needs more"],
+        notes="16 MiB of saved activations per layer, 8 layers; headroom 96 MiB",
+        oom_headroom_mib=96,
+    ),
+    Case(
+        "empty_cache_not_needed",
+        "https://github.com/huggingface/trl/issues/2686",
+        "no leak",
+        "import torch\ntorch.manual_seed(0)\nW = torch.randn(512, 8192)\n"
+        "def logps(x):\n    logits = x @ W\n    return logits.log_softmax(-1).max(-1).values\n",
+        "for i in range(5):\n    lp = logps(torch.randn(512, 512))\n    torch.cuda.empty_cache()\n",
+        "nothing to fix: the big logits are freed when the function returns (back to the allocator's cache for reuse); "
+        "empty_cache in the loop only costs time",
+        fix=[r"±0 B", r"freed"],
+        cause=[r"temporaries", r"peak"],
+        notes="the peak is the temporaries (logits, 16 MiB); the cell ends where it started (+2 KiB for lp)",
+        wrong=[r"empty_cache\(\)\s*#", r"leak"],
+    ),
+    Case(
+        "full_backward_hook_create_graph_fixed",
+        "https://github.com/pytorch/pytorch/issues/82528",
+        "no leak",
+        "import torch, torch.nn as nn\ntorch.manual_seed(0)\nmodel = nn.Sequential(nn.Linear(512, 512), nn.Tanh(), "
+        "nn.Linear(512, 1))\nmodel.register_full_backward_hook(lambda m, gi, go: None)\n",
+        "for i in range(10):\n    x = torch.randn(256, 512)\n    loss = model(x).pow(2).mean()\n"
+        "    loss.backward(create_graph=True)\n    for p in model.parameters():\n        p.grad = None\n",
+        "fixed in PyTorch (pytorch/pytorch#82788): with the .grad fields reset to None nothing leaks",
+        fix=[r"±0 B"],
+        cause=[r"±0 B"],
+        notes="on torch 2.13 nothing grows between runs: the right report is no growth and no leak claimed",
+        runs=2,
+        wrong=[r"grows? (on|with) every", r"leak"],
+    ),
+    Case(
+        "previous_batch_alive_in_loop",
+        "https://github.com/dotchen/LearningByCheating/pull/19",
+        "peak: old and new alive together",
+        _MLP + "model = mlp(width=1024, depth=2)\nopt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "raw = [torch.randn(1024, 1024) for _ in range(4)]\n",
+        "for r in raw:\n    inp = r * 2.0\n    out = model(inp)\n    loss = out.pow(2).mean()\n    opt.zero_grad()\n"
+        "    loss.backward()\n    opt.step()\n",
+        "a for loop does not open a scope: the previous iteration's inputs stay alive until reassigned "
+        "(2x the inputs at the peak); del them at the end of the iteration",
+        fix=[r"del inp", r"del (inp|out|loss)"],
+        cause=[r"\binp\b", r"\bout\b"],
+        notes="inp, out and loss of the last iteration outlive the loop (inp 4 MiB, out 40 KiB)",
+    ),
+    Case(
+        "replay_buffer_keeps_lstm_graph",
+        "https://github.com/Metta-AI/metta/pull/1139",
+        "state carried without detach",
+        "import torch, torch.nn as nn\ntorch.manual_seed(0)\nlstm = nn.LSTMCell(64, 256)\nbuffer = []\n",
+        "h = c = torch.zeros(32, 256)\nfor t in range(100):\n    obs = torch.randn(32, 64)\n"
+        "    h, c = lstm(obs, (h, c))\n    buffer.append((obs, h, c))\n",
+        "detach the LSTM state before storing it in the experience buffer: buffer.append((obs, h.detach(), c.detach()))",
+        fix=[r"detach", r"keep numbers"],
+        cause=[r"buffer"],
+        notes="each stored h keeps the graph (the saved gates) of the whole rollout",
+        runs=2,
+    ),
+]
+
+SPLIT_SEED = 20261204
+
+# drawn once with split(), before any case was run; do not edit by hand
+TUNING = [
+    'broadcast_pairwise_distance_oom',
+    'create_graph_param_cycle',
+    'empty_cache_not_needed',
+    'eval_preds_list_oom',
+    'eval_without_no_grad_oom',
+    'exception_frames_keep_locals',
+    'generate_without_no_grad',
+    'hook_activations_train_mode',
+    'hook_self_reference_cycle',
+    'loss_parts_summed_oom',
+    'no_grad_reassign_peak',
+    'numpy_predictions_list',
+    'out_history_keeps_results',
+    'previous_batch_alive_in_loop',
+    'replay_buffer_keeps_lstm_graph',
+    'slice_keeps_storage',
+    'train_loss_sum_keeps_graph',
+    'training_activations_oom',
+    'two_graphs_alive_in_loop',
+    'val_losses_list_keeps_graph',
+    'validation_outputs_with_graph_oom',
+]
+VALIDATION = [
+    'adam_state_oom',
+    'checkpoint_dict_kept',
+    'create_graph_leaf_cycle',
+    'dataloader_workers_copy_on_access',
+    'del_model_optimizer_holds',
+    'full_backward_hook_create_graph_fixed',
+    'huge_linear_layer_oom',
+    'loop_intermediate_stays_alive',
+    'retain_graph_carried_state',
+    'rnn_hidden_history',
+]
+
+
+def split(names: list[str], seed: int = SPLIT_SEED) -> tuple[list[str], list[str]]:
+    """``(tuning, validation)``: the sorted names shuffled with ``random.Random(seed)``; the first
+    two thirds (rounded) are the tuning part."""
+    import random
+
+    order = sorted(names)
+    random.Random(seed).shuffle(order)
+    k = round(len(order) * 2 / 3)
+    return sorted(order[:k]), sorted(order[k:])
+
+
+def by_name() -> dict[str, Case]:
+    return {c.name: c for c in CASES}
