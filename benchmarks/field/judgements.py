@@ -1,0 +1,126 @@
+"""Judgements by hand of vramnb's printed reports on the field cases.
+
+case -> (score, one-line reason, score were the traceback sentence true). Scores: diagnosed (right
+cause AND right fix), partly (right cause, fix missing or vague), missed (cause not named), wrong
+(advice that is wrong for this case, or a false sentence). Made by reading every output of the run
+at ``JUDGED_AT`` (benchmarks/results/2026-12-04-field); re-judge after fixes.
+
+The third field isolates one bug that appears in most out-of-memory cases: the cell report's "the
+error's traceback keeps X alive (...): %vram free releases it", where X counts tensors that named
+variables also hold, so that %vram free then releases less (often 0 B). With that sentence true,
+the case would score the third field.
+
+Out-of-memory cases are simulated with RLIMIT_AS (run_field.py), so their verdict is "per-process
+cap" with the fix "raise the process's limit": that verdict and fix are right for the simulation and
+are not scored; what is scored is whether the report names the user's cause and fix.
+"""
+
+JUDGED_AT = "167eb89 (main, baseline)"
+
+_TB = "traceback sentence false"
+
+JUDGEMENTS: dict[str, tuple[str, str, str]] = {
+    # -- tuning --------------------------------------------------------------------------------
+    "broadcast_pairwise_distance_oom": (
+        "missed", "156 KiB allocated and one 152.6 MiB request: only 'raise the process's limit'; no 'read the shapes "
+        "on the failing line' (the request is compared with the whole 838 MiB address-space cap, not with what tensors "
+        "can get: allocated + room)", "missed"),
+    "create_graph_param_cycle": (
+        "missed", "45.8 MiB more per run, shown as activations/temporaries then 'other', %vram: '135.0 MiB held by no "
+        "name listed'; net's row shows gradients 117 KiB but not the graph behind net.weight.grad (create_graph)",
+        "missed"),
+    "empty_cache_not_needed": (
+        "diagnosed", "Δ +2 KiB, peak +33 MiB as temporaries, nothing held: the right reading (nothing to fix), no "
+        "false claim", "diagnosed"),
+    "eval_preds_list_oom": (
+        "wrong", "fix 1 names all_preds (88 MiB, 'keep numbers … or empty it'), but 'the error's traceback keeps 92.3 "
+        "MiB alive … %vram free releases it' and %vram free released 0 B; also bf16 autocast with loss_fn and "
+        "vramnb.compare(…, optimizer) for a no_grad evaluation", "diagnosed"),
+    "eval_without_no_grad_oom": (
+        "wrong", "an eval forward with grad on: advises bf16 autocast, 'recompute activations in backward' and "
+        "compare(…, optimizer) for code that never runs backward; never says torch.no_grad(); traceback sentence "
+        "80.1 MiB vs 40.0 MiB freed", "wrong"),
+    "exception_frames_keep_locals": (
+        "diagnosed", "'the error's traceback keeps 32.0 MiB alive … %vram free releases it', %vram row (last "
+        "exception) 32 MiB, %vram free released 32 MiB (the cell breakdown calls it 'temporaries')", "diagnosed"),
+    "generate_without_no_grad": (
+        "wrong", "shows the cause ('score 4 B + its graph 55.0 MiB (generate:10)') but the fixes are training "
+        "techniques (bf16 autocast with loss_fn(emb, batch), checkpointing, compare(emb, …, optimizer)) for a "
+        "generation loop; no torch.no_grad(); traceback sentence 55.1 vs 47.3 MiB", "wrong"),
+    "hook_activations_train_mode": (
+        "wrong", "regrowth note 'model grew by 10.0 MiB' while each run adds 15.0 MiB to model's .activations lists "
+        "(a loop variable m shares one of them); %vram shows model[i].activations (cause visible); no model.eval() / "
+        "remove-the-hooks advice", "partly"),
+    "hook_self_reference_cycle": (
+        "diagnosed", "%vram '40.0 MiB held by no name listed', %vram free 'unreachable cycles (gc.collect) 40.0 MiB' "
+        "(the cell breakdown calls the 40 MiB, still alive at the end, 'temporaries')", "diagnosed"),
+    "loss_parts_summed_oom": (
+        "wrong", "names 'loss 126.3 MiB (deleting it frees 88.2 MiB)' and offers checkpointing/bf16 (valid, not the "
+        "thread's fix: backward per part); traceback sentence 132.3 MiB vs 4.0 MiB freed; breakdown shows "
+        "'activations 22.0 MiB' at the cell's start, before any forward ran", "partly"),
+    "no_grad_reassign_peak": (
+        "partly", "Δ ±0 and peak +16 MiB as temporaries (true), but not that the old z is alive while layer(z) "
+        "runs (expected, nothing to fix)", "partly"),
+    "numpy_predictions_list": (
+        "partly", "names inputs_all (22.5 MiB) but predictions_all's numpy arrays (sharing the tensors' memory) are "
+        "'15.0 MiB held by no name listed' / 'other'; no regrowth note (runs +14.5/+12.5/+12.5); no fix", "partly"),
+    "out_history_keeps_results": (
+        "diagnosed", "%vram '(Out, _ __ ___) output history 15.3 MiB', %vram free released 15.3 MiB; but the cell's "
+        "regrowth note names no variable and says 'add loss.item() instead', and the new Out entry is 'temporaries'",
+        "diagnosed"),
+    "previous_batch_alive_in_loop": (
+        "partly", "inp/out/loss named after the loop and the peak shown, but not that the previous iteration's "
+        "tensors are alive while the next is built (del at the end of the iteration); start column lists 'tensor r "
+        "4.0 MiB' for a loop variable created by the cell", "partly"),
+    "replay_buffer_keeps_lstm_graph": (
+        "partly", "regrowth note 'buffer grew by 22.7 MiB' and %vram 'autograd graph 47 MiB' in buffer; the fix given "
+        "is the generic 'add loss.item() instead', not h.detach()/c.detach() before storing", "partly"),
+    "slice_keeps_storage": (
+        "partly", "%vram: 'head (1000,) float32 · a view of a 15.3 MiB storage' names the cause; no .clone() advice",
+        "partly"),
+    "train_loss_sum_keeps_graph": (
+        "missed", "±0 B on every run (true for tensor storage: after backward the growth is autograd nodes, not "
+        "tensors); nothing says train_loss chains every step's graph (.item())", "missed"),
+    "training_activations_oom": (
+        "wrong", "right fixes for a training step (bf16 autocast, checkpointing, compare) but the traceback sentence "
+        "says 104.1 MiB while %vram free released 64.0 MiB", "diagnosed"),
+    "two_graphs_alive_in_loop": (
+        "partly", "%vram 'loss … autograd graph 10.0 MiB', peak +18 MiB as temporaries; no del loss / no_grad "
+        "advice, not that the previous loss's graph is alive while the next forward runs", "partly"),
+    "val_losses_list_keeps_graph": (
+        "diagnosed", "run 3: 'val_losses grew by 50.2 MiB … add loss.item() instead'; %vram val_losses 'autograd "
+        "graph 150.6 MiB'", "diagnosed"),
+    "validation_outputs_with_graph_oom": (
+        "wrong", "y_preds named ('autograd graph 67.5 MiB', 'keep numbers, not tensors (loss.item()), or empty "
+        "it'), but also bf16 autocast, 'recompute activations in backward' and compare(…, optimizer) for a "
+        "validation loop; never no_grad; traceback sentence 73.3 MiB vs 1.0 MiB freed", "wrong"),
+    # -- validation ----------------------------------------------------------------------------
+    "adam_state_oom": (
+        "wrong", "only 'raise the process's limit' (no technique, nothing on Adam's two moments per parameter, though "
+        "the breakdown shows 'state of opt +64 MiB'); traceback sentence 160.3 MiB vs 0 B freed", "partly"),
+    "checkpoint_dict_kept": (
+        "partly", "breakdown 'OrderedDict ckpt +32.1 MiB' (a second copy of the parameters); no del ckpt / "
+        "map_location advice", "partly"),
+    "create_graph_leaf_cycle": (
+        "missed", "80 MiB 'held by no name listed', 40 MiB of it labelled 'temporaries' though alive at the end; "
+        "%vram free frees 0 B; nothing on create_graph's x -> x.grad -> graph -> x cycle", "missed"),
+    "dataloader_workers_copy_on_access": (
+        "missed", "out of scope (the workers' resident memory): reports this process's 26.5 KiB of tensors, no "
+        "false claim", "missed"),
+    "del_model_optimizer_holds": (
+        "partly", "Δ ±0 after del model and %vram 'opt 128.3 MiB: state 64.1 · parameters 32.1 · gradients 32.1'; "
+        "no 'del opt' advice; breakdown still says 'parameters of model' for a deleted name", "partly"),
+    "full_backward_hook_create_graph_fixed": (
+        "diagnosed", "±0 B on re-runs, no leak claimed (fixed upstream)", "diagnosed"),
+    "huge_linear_layer_oom": (
+        "diagnosed", "'one request is larger than the whole device: read the shapes on the failing line'",
+        "diagnosed"),
+    "loop_intermediate_stays_alive": (
+        "partly", "intermediate (16 MiB) named in the breakdown and %vram; no 'del intermediate' advice", "partly"),
+    "retain_graph_carried_state": (
+        "partly", "%vram: loss and h hold 'autograd graph 45 MiB'; runs +16.5/+15.0/+15.0 give no regrowth note; "
+        "no detach / retain_graph advice", "partly"),
+    "rnn_hidden_history": (
+        "partly", "regrowth note 'hidden grew by 66.8 MiB' and %vram 'autograd graph 200.4 MiB'; the fix given is "
+        "'add loss.item() instead', not hidden.detach()", "partly"),
+}
