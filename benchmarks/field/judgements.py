@@ -33,20 +33,20 @@ JUDGEMENTS: dict[str, tuple[str, str, str]] = {
         "diagnosed", "Δ +2 KiB, peak +33 MiB as temporaries, nothing held: the right reading (nothing to fix), no "
         "false claim", "diagnosed"),
     "eval_preds_list_oom": (
-        "wrong", "fix 1 names all_preds (88 MiB, 'keep numbers … or empty it'), but 'the error's traceback keeps 92.3 "
+        "wrong", "fix 1 names all_preds (92 MiB, 'keep numbers … or empty it'), but 'the error's traceback keeps 96.3 "
         "MiB alive … %vram free releases it' and %vram free released 0 B; also bf16 autocast with loss_fn and "
         "vramnb.compare(…, optimizer) for a no_grad evaluation", "diagnosed"),
     "eval_without_no_grad_oom": (
         "wrong", "an eval forward with grad on: advises bf16 autocast, 'recompute activations in backward' and "
         "compare(…, optimizer) for code that never runs backward; never says torch.no_grad(); traceback sentence "
-        "80.1 MiB vs 40.0 MiB freed", "wrong"),
+        "64.1 MiB vs 24.0 MiB freed", "wrong"),
     "exception_frames_keep_locals": (
         "diagnosed", "'the error's traceback keeps 32.0 MiB alive … %vram free releases it', %vram row (last "
         "exception) 32 MiB, %vram free released 32 MiB (the cell breakdown calls it 'temporaries')", "diagnosed"),
     "generate_without_no_grad": (
-        "wrong", "shows the cause ('score 4 B + its graph 55.0 MiB (generate:10)') but the fixes are training "
+        "wrong", "shows the cause ('score 4 B + its graph 54.9 MiB (generate:10)') but the fixes are training "
         "techniques (bf16 autocast with loss_fn(emb, batch), checkpointing, compare(emb, …, optimizer)) for a "
-        "generation loop; no torch.no_grad(); traceback sentence 55.1 vs 47.3 MiB", "wrong"),
+        "generation loop; no torch.no_grad(); traceback sentence 55.0 vs 47.2 MiB", "wrong"),
     "hook_activations_train_mode": (
         "wrong", "regrowth note 'model grew by 10.0 MiB' while each run adds 15.0 MiB to model's .activations lists "
         "(a loop variable m shares one of them); %vram shows model[i].activations (cause visible); no model.eval() / "
@@ -55,9 +55,10 @@ JUDGEMENTS: dict[str, tuple[str, str, str]] = {
         "diagnosed", "%vram '40.0 MiB held by no name listed', %vram free 'unreachable cycles (gc.collect) 40.0 MiB' "
         "(the cell breakdown calls the 40 MiB, still alive at the end, 'temporaries')", "diagnosed"),
     "loss_parts_summed_oom": (
-        "wrong", "names 'loss 126.3 MiB (deleting it frees 88.2 MiB)' and offers checkpointing/bf16 (valid, not the "
-        "thread's fix: backward per part); traceback sentence 132.3 MiB vs 4.0 MiB freed; breakdown shows "
-        "'activations 22.0 MiB' at the cell's start, before any forward ran", "partly"),
+        "wrong", "fix 1 'parts (list), which the failing code adds to, keeps 24.0 MiB … parts.clear()': the loop only "
+        "reads parts (clearing it destroys the data); names 'loss 116.3 MiB (deleting it frees 80.2 MiB)' and offers "
+        "checkpointing/bf16 (valid, not the thread's fix: backward per part); traceback sentence 128.3 vs 8.0 MiB; "
+        "breakdown shows 'activations 20.0 MiB' at the cell's start, before any forward ran", "wrong"),
     "no_grad_reassign_peak": (
         "partly", "Δ ±0 and peak +16 MiB as temporaries (true), but not that the old z is alive while layer(z) "
         "runs (expected, nothing to fix)", "partly"),
@@ -91,9 +92,9 @@ JUDGEMENTS: dict[str, tuple[str, str, str]] = {
         "diagnosed", "run 3: 'val_losses grew by 50.2 MiB … add loss.item() instead'; %vram val_losses 'autograd "
         "graph 150.6 MiB'", "diagnosed"),
     "validation_outputs_with_graph_oom": (
-        "wrong", "y_preds named ('autograd graph 67.5 MiB', 'keep numbers, not tensors (loss.item()), or empty "
-        "it'), but also bf16 autocast, 'recompute activations in backward' and compare(…, optimizer) for a "
-        "validation loop; never no_grad; traceback sentence 73.3 MiB vs 1.0 MiB freed", "wrong"),
+        "wrong", "y_preds named (96.9 MiB, 'keep numbers, not tensors (loss.item()), or empty it'), but also bf16 "
+        "autocast, 'recompute activations in backward' and compare(…, optimizer) for a validation loop; never "
+        "no_grad; traceback sentence 97.9 MiB vs 512 KiB freed", "wrong"),
     # -- validation ----------------------------------------------------------------------------
     "adam_state_oom": (
         "wrong", "only 'raise the process's limit' (no technique, nothing on Adam's two moments per parameter, though "
@@ -118,8 +119,8 @@ JUDGEMENTS: dict[str, tuple[str, str, str]] = {
     "loop_intermediate_stays_alive": (
         "partly", "intermediate (16 MiB) named in the breakdown and %vram; no 'del intermediate' advice", "partly"),
     "retain_graph_carried_state": (
-        "partly", "%vram: loss and h hold 'autograd graph 45 MiB'; runs +16.5/+15.0/+15.0 give no regrowth note; "
-        "no detach / retain_graph advice", "partly"),
+        "partly", "%vram: loss and h hold 'autograd graph 22.8 MiB'; runs +9.0/+7.5/+7.5 give no regrowth note (the "
+        "first run also creates the gradients); no detach / retain_graph advice", "partly"),
     "rnn_hidden_history": (
         "partly", "regrowth note 'hidden grew by 66.8 MiB' and %vram 'autograd graph 200.4 MiB'; the fix given is "
         "'add loss.item() instead', not hidden.detach()", "partly"),
