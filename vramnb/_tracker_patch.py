@@ -7,11 +7,16 @@
   ``_share_filename_cpu_`` (``share_memory_``), which move a storage's bytes elsewhere.
 * :func:`_exit_mode` leaves the tracker's dispatch mode even when the user's
   code pushed modes above it and left them on.
+* :func:`_untrack_child` runs in a child ``fork()`` makes (a DataLoader worker): the child
+  would otherwise inherit the forking thread's dispatch modes, the ``gc`` callback and the
+  storage patches, and run every operator of its own through them (an epoch with two
+  workers took 20 times as long); it removes all of them there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Any
 
@@ -26,6 +31,8 @@ def _exit_mode(mode: TorchDispatchMode) -> None:
     on: those are lifted off, the tracker's mode exits, and they go back."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode, _push_mode
 
+    if getattr(mode, "_vramnb_dropped", False):  # removed already, in a forked child
+        return
     stack = _get_current_dispatch_mode_stack()
     if not stack or stack[-1] is mode or not any(m is mode for m in stack):
         mode.__exit__(None, None, None)
@@ -92,3 +99,42 @@ def _patch_release(tracker: Any) -> None:
                 else:  # it was inherited: remove ours so the base class's shows again
                     with contextlib.suppress(AttributeError):
                         delattr(torch.UntypedStorage, name)
+
+
+_ON_FORK: list[Any] = []  # weak references to what a forked child calls after the patches are gone (trackers')
+
+
+def _untrack_child() -> None:
+    """In a child ``fork()`` made: leave every vramnb mode that tracks (a class with
+    ``_vramnb_tracks``) on the stack of the only thread the child has, the one that forked,
+    restore the storage patches, and let the trackers forget their threads
+    (``_ON_FORK``). A ``with`` block the child goes on to leave then exits quietly."""
+    global _PATCH_LOCK
+    _PATCH_LOCK = threading.Lock()  # another thread may have held it at the fork
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+        for mode in reversed(_get_current_dispatch_mode_stack()):
+            if getattr(type(mode), "_vramnb_tracks", False) and not getattr(mode, "_vramnb_dropped", False):
+                _exit_mode(mode)
+                mode._vramnb_dropped = True
+    except Exception:  # noqa: BLE001,S110 - a child's own work must never fail here
+        pass
+    if _PATCHED:
+        _PATCHED.clear()
+        for name in _METHODS:
+            if _HAD_OWN[name]:
+                setattr(torch.UntypedStorage, name, _ORIGINALS[name])
+            else:
+                with contextlib.suppress(AttributeError):
+                    delattr(torch.UntypedStorage, name)
+    for ref in list(_ON_FORK):
+        fn = ref()
+        if fn is None:
+            _ON_FORK.remove(ref)
+            continue
+        with contextlib.suppress(Exception):
+            fn()
+
+
+os.register_at_fork(after_in_child=_untrack_child)
