@@ -117,7 +117,7 @@ def _untrack_child() -> None:
         for mode in reversed(_get_current_dispatch_mode_stack()):
             if getattr(type(mode), "_vramnb_tracks", False) and not getattr(mode, "_vramnb_dropped", False):
                 _exit_mode(mode)
-                mode._vramnb_dropped = True
+                mode._vramnb_dropped = True  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001,S110 - a child's own work must never fail here
         pass
     if _PATCHED:
