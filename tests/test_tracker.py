@@ -188,3 +188,44 @@ def test_exact_bytes_of_nested_and_per_channel_quantized_tensors_and_a_resize_pe
                                        torch.qint8)
     assert m.report.end_allocated - m.report.start_allocated == 100 + 4 * 8 + 4 * 8  # int8 data, f64 scales, i64 zeros
     del nt, q
+
+
+def test_mmap_load_counts_the_mapped_file_once(tmp_path):
+    """``torch.load(mmap=True)`` maps the whole file as one storage and gives each tensor a
+    storage over a slice of it; the scan finds the file's storage after the slices: the bytes
+    count once (the mapped file's size), and nothing once the tensors are gone."""
+    import os
+
+    path = tmp_path / "w.pt"
+    torch.save({"a": torch.randn(512, 256), "b": torch.randn(1000, dtype=torch.float64)}, path)
+    tr = fresh()
+    start = tr.current
+    with tr.tracking():
+        sd = torch.load(path, mmap=True)
+    tr.scan()
+    assert tr.current - start == os.path.getsize(path)
+    del sd
+    gc.collect()
+    assert tr.current == start
+
+
+def test_masked_tensor_counts_its_data_and_mask_only():
+    import warnings
+
+    from torch.masked import masked_tensor
+
+    tr = fresh()
+    start = tr.current
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # MaskedTensor is a prototype
+        with tr.tracking():
+            d = torch.randn(1000)
+            m = torch.arange(1000) % 2 == 0
+            mt = masked_tensor(d, m)
+    tr.scan()
+    inner = {x.untyped_storage().data_ptr(): x.untyped_storage().nbytes()
+             for x in (d, m, mt.get_data(), mt.get_mask())}
+    assert tr.current - start == sum(inner.values())  # the wrapper's own storage holds no data
+    del d, m, mt
+    gc.collect()
+    assert tr.current == start

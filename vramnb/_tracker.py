@@ -265,6 +265,7 @@ class StorageTracker(SameMemory):
                 return
             self._entries[key] = Entry(ref, nbytes, owner)
             if rng is not None:
+                self._contain(key, rng)
                 self._ranges.add(key, rng)
             self._change(key, 0, nbytes, owner)
 
