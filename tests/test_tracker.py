@@ -2,6 +2,7 @@
 
 import gc
 
+import pytest
 import torch
 
 from vramnb._tracker import StorageTracker
@@ -229,3 +230,33 @@ def test_masked_tensor_counts_its_data_and_mask_only():
     del d, m, mt
     gc.collect()
     assert tr.current == start
+
+
+def _mm_sin(x):
+    return torch.mm(x.sin(), x).cos().sum()
+
+
+@pytest.mark.slow
+def test_torch_compile_buffers_count_in_the_peak():
+    """Inductor's wrapper allocates ``buf0 = sin(x)`` and ``buf1 = mm(buf0, x)`` with
+    ``empty_strided_cpu`` (below the dispatcher), frees both inside the call and returns a
+    0-dim result: the peak is both buffers, the end the result. Compiled before the block
+    (the module was loaded unpatched) and compiled inside it."""
+    torch._dynamo.reset()
+    n = 256
+    x = torch.randn(n, n)
+    f = torch.compile(_mm_sin)
+    f(x)
+    for compiled_inside in (False, True):
+        if compiled_inside:
+            torch._dynamo.reset()
+            f = torch.compile(_mm_sin)
+        tr = fresh()
+        start = tr.current
+        tr.reset_peak()
+        with tr.tracking():
+            y = f(x)
+        assert tr.peak - start == 2 * n * n * 4
+        assert tr.current - start == 4
+        del y
+    torch._dynamo.reset()

@@ -7,6 +7,14 @@
   ``_share_filename_cpu_`` (``share_memory_``), which move a storage's bytes elsewhere.
 * :func:`_exit_mode` leaves the tracker's dispatch mode even when the user's
   code pushed modes above it and left them on.
+* Inductor's generated wrapper code (``torch.compile``) allocates its buffers with
+  ``empty_strided_cpu`` (``torch._C._dynamo.guards._empty_strided_cpu``), below the
+  dispatcher: no dispatch mode sees them, and a buffer freed inside the compiled call
+  (an intermediate) was missing from the peak. While any tracker tracks, that function
+  is wrapped where the wrapper modules resolve it: in ``torch._C._dynamo.guards`` (for
+  modules loaded meanwhile) and in the globals of every module already loaded
+  (``PyCodeCache.modules``). Code compiled with ``cpp_wrapper`` allocates in C++ and
+  stays unseen until its outputs reach Python.
 * :func:`_untrack_child` runs in a child ``fork()`` makes (a DataLoader worker): the child
   would otherwise inherit the forking thread's dispatch modes, the ``gc`` callback and the
   storage patches, and run every operator of its own through them (an epoch with two
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from typing import Any
 
@@ -74,9 +83,49 @@ _WRAPPED = {name: _wrap(name) for name in _METHODS}
 _patched_resize_ = _WRAPPED["resize_"]
 
 
+_ALLOCS = ("_empty_strided_cpu", "_empty_strided_cpu_pinned")  # name in guards; the wrapper's name drops the "_"
+
+
+def _wrap_alloc(original: Any) -> Any:
+    def vramnb_inductor_alloc(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        for tracker in list(_PATCHED):
+            tracker.add_tensor(out)
+        return out
+
+    vramnb_inductor_alloc._vramnb_original = original  # type: ignore[attr-defined]
+    return vramnb_inductor_alloc
+
+
+def _inductor_modules() -> list[Any]:
+    cc = sys.modules.get("torch._inductor.codecache")
+    cache = getattr(cc, "PyCodeCache", None)
+    if cache is None:
+        return []
+    return list(getattr(cache, "modules", ())) + list(getattr(cache, "modules_no_attr", {}).values())
+
+
+def _patch_inductor(on: bool) -> None:
+    """Wrap (``on``) or unwrap inductor's CPU buffer allocator where generated code finds it."""
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    targets: list[tuple[Any, str]] = [(guards, name) for name in _ALLOCS]
+    targets += [(mod, name[1:]) for mod in _inductor_modules() for name in _ALLOCS]
+    for obj, name in targets:
+        fn = getattr(obj, name, None) if obj is not None else None
+        if fn is None:
+            continue
+        original = getattr(fn, "_vramnb_original", None)
+        with contextlib.suppress(AttributeError, TypeError):
+            if on and original is None:
+                setattr(obj, name, _wrap_alloc(fn))
+            elif not on and original is not None:
+                setattr(obj, name, original)
+
+
 def _patch_acquire(tracker: Any) -> None:
     with _PATCH_LOCK:
         if not _PATCHED:
+            _patch_inductor(True)
             for name in _METHODS:
                 _HAD_OWN[name] = name in torch.UntypedStorage.__dict__
                 _ORIGINALS[name] = getattr(torch.UntypedStorage, name)
@@ -93,6 +142,7 @@ def _patch_release(tracker: Any) -> None:
             return
         _PATCHED.pop(tracker, None)
         if not _PATCHED:
+            _patch_inductor(False)
             for name in _METHODS:
                 if _HAD_OWN[name]:
                     setattr(torch.UntypedStorage, name, _ORIGINALS[name])
@@ -122,6 +172,7 @@ def _untrack_child() -> None:
         pass
     if _PATCHED:
         _PATCHED.clear()
+        _patch_inductor(False)
         for name in _METHODS:
             if _HAD_OWN[name]:
                 setattr(torch.UntypedStorage, name, _ORIGINALS[name])
