@@ -260,3 +260,26 @@ def test_torch_compile_buffers_count_in_the_peak():
         assert tr.current - start == 4
         del y
     torch._dynamo.reset()
+
+
+@pytest.mark.slow
+def test_vram_block_running_compiled_code_is_exact_and_not_a_lower_bound():
+    """A block that compiles says its peak is a lower bound (compiling runs unseen); a later
+    block that only runs the compiled code reads its buffers exactly and says nothing."""
+    import vramnb
+
+    torch._dynamo.reset()
+    n = 128
+    x = torch.randn(n, n)
+    f = torch.compile(_mm_sin)
+    with vramnb.vram("cpu", record=False) as first:
+        f(x)
+    assert first.report.peak_is_lower_bound
+    assert any("compiling" in note for note in first.report.notes)
+    with vramnb.vram("cpu", record=False) as again:
+        y = f(x)
+    assert not again.report.peak_is_lower_bound
+    assert again.report.peak_delta == 2 * n * n * 4
+    assert again.report.delta_allocated == 4
+    del y
+    torch._dynamo.reset()
