@@ -2,6 +2,7 @@
 
 import gc
 
+import pytest
 import torch
 
 from vramnb._tracker import StorageTracker
@@ -188,3 +189,97 @@ def test_exact_bytes_of_nested_and_per_channel_quantized_tensors_and_a_resize_pe
                                        torch.qint8)
     assert m.report.end_allocated - m.report.start_allocated == 100 + 4 * 8 + 4 * 8  # int8 data, f64 scales, i64 zeros
     del nt, q
+
+
+def test_mmap_load_counts_the_mapped_file_once(tmp_path):
+    """``torch.load(mmap=True)`` maps the whole file as one storage and gives each tensor a
+    storage over a slice of it; the scan finds the file's storage after the slices: the bytes
+    count once (the mapped file's size), and nothing once the tensors are gone."""
+    import os
+
+    path = tmp_path / "w.pt"
+    torch.save({"a": torch.randn(512, 256), "b": torch.randn(1000, dtype=torch.float64)}, path)
+    tr = fresh()
+    start = tr.current
+    with tr.tracking():
+        sd = torch.load(path, mmap=True)
+    tr.scan()
+    assert tr.current - start == os.path.getsize(path)
+    del sd
+    gc.collect()
+    assert tr.current == start
+
+
+def test_masked_tensor_counts_its_data_and_mask_only():
+    import warnings
+
+    from torch.masked import masked_tensor
+
+    tr = fresh()
+    start = tr.current
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # MaskedTensor is a prototype
+        with tr.tracking():
+            d = torch.randn(1000)
+            m = torch.arange(1000) % 2 == 0
+            mt = masked_tensor(d, m)
+    tr.scan()
+    inner = {x.untyped_storage().data_ptr(): x.untyped_storage().nbytes()
+             for x in (d, m, mt.get_data(), mt.get_mask())}
+    assert tr.current - start == sum(inner.values())  # the wrapper's own storage holds no data
+    del d, m, mt
+    gc.collect()
+    assert tr.current == start
+
+
+def _mm_sin(x):
+    return torch.mm(x.sin(), x).cos().sum()
+
+
+@pytest.mark.slow
+def test_torch_compile_buffers_count_in_the_peak():
+    """Inductor's wrapper allocates ``buf0 = sin(x)`` and ``buf1 = mm(buf0, x)`` with
+    ``empty_strided_cpu`` (below the dispatcher), frees both inside the call and returns a
+    0-dim result: the peak is both buffers, the end the result. Compiled before the block
+    (the module was loaded unpatched) and compiled inside it."""
+    torch._dynamo.reset()
+    n = 256
+    x = torch.randn(n, n)
+    f = torch.compile(_mm_sin)
+    f(x)
+    for compiled_inside in (False, True):
+        if compiled_inside:
+            torch._dynamo.reset()
+            f = torch.compile(_mm_sin)
+        tr = fresh()
+        start = tr.current
+        tr.reset_peak()
+        with tr.tracking():
+            y = f(x)
+        assert tr.peak - start == 2 * n * n * 4
+        assert tr.current - start == 4
+        del y
+    torch._dynamo.reset()
+
+
+@pytest.mark.slow
+def test_vram_block_running_compiled_code_is_exact_and_not_a_lower_bound():
+    """A block that compiles says its peak is a lower bound (compiling runs unseen); a later
+    block that only runs the compiled code reads its buffers exactly and says nothing."""
+    import vramnb
+
+    torch._dynamo.reset()
+    n = 128
+    x = torch.randn(n, n)
+    f = torch.compile(_mm_sin)
+    with vramnb.vram("cpu", record=False) as first:
+        f(x)
+    assert first.report.peak_is_lower_bound
+    assert any("compiling" in note for note in first.report.notes)
+    with vramnb.vram("cpu", record=False) as again:
+        y = f(x)
+    assert not again.report.peak_is_lower_bound
+    assert again.report.peak_delta == 2 * n * n * 4
+    assert again.report.delta_allocated == 4
+    del y
+    torch._dynamo.reset()

@@ -47,3 +47,25 @@ def test_a_value_rounding_to_1024_of_a_unit_moves_up_a_unit():
     assert format_bytes(-(2**20 - 1)) == "-1.0 MiB"
     assert format_bytes(2**20 - 52) == "1023.9 KiB"
     assert format_bytes(2**20 - 1, precision=3) == "1023.999 KiB"
+
+
+@pytest.mark.parametrize("fn", [format_bytes, format_delta, format_seconds])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_formatters_refuse_non_finite_numbers(fn, bad):
+    with pytest.raises(ValueError, match="not a finite number"):
+        fn(bad)
+
+
+@pytest.mark.parametrize("fn", [format_bytes, format_delta, format_seconds])
+@pytest.mark.parametrize("bad", ["3", None, True, 1 + 2j])
+def test_formatters_refuse_what_is_not_a_number(fn, bad):
+    with pytest.raises(TypeError, match="real number"):
+        fn(bad)
+
+
+def test_formatters_negative_and_numpy_values():
+    np = pytest.importorskip("numpy")
+    assert format_bytes(np.int64(2**20)) == "1.0 MiB"
+    assert format_delta(np.int64(-1536)) == "-1.5 KiB"
+    assert format_seconds(-2.5) == "-2.50 s"
+    assert format_seconds(-2e-4) == "-200 µs"

@@ -114,6 +114,9 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
     ipython.events.register("post_run_cell", magics.post_run_cell)
     _loaded[id(ipython)] = magics
+    # the imports the first dispatch mode makes (seconds), here and whole; an interrupt during
+    # them is raised once they are done, with the extension loaded
+    cpu_tracker().warm_up()
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["InterruptGuard", "protected", "interruptible"]
+__all__ = ["InterruptGuard", "held_back", "protected", "interruptible"]
 
 _PROTECTED: set[Any] = set()
 _OPEN: set[Any] = set()
@@ -103,3 +103,16 @@ class InterruptGuard:
             signal.signal(signal.SIGINT, self.previous)
             self.installed = False
         self.check()
+
+
+
+class held_back(InterruptGuard):  # noqa: N801 - used as a context manager, like contextlib's
+    """Hold back every ``KeyboardInterrupt`` (SIGINT, also ``_thread.interrupt_main``)
+    that arrives inside the block, whatever code runs there, and raise it once the
+    block is done. For work that must not stop halfway whoever runs it (the imports
+    the first dispatch mode makes: cut there, they leave half-imported modules that
+    break ``torch.compile`` until the kernel restarts). Only the main thread receives
+    SIGINT; elsewhere, or where the handler was not set from Python, it changes nothing."""
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.pending = (signum, frame)

@@ -243,8 +243,15 @@ def vram(
         if isinstance(probe, CpuProbe) and _dynamo_frames() != compiles:
             m.report.peak_is_lower_bound = True
             m.report.notes.append(
-                "torch.compile ran here: the CPU tracker sees compiled code's outputs, not the "
-                "buffers inside it, so the peak is a lower bound"
+                "torch.compile compiled code here: what compiling allocates the CPU tracker does not see "
+                "(PyTorch turns its dispatch mode off meanwhile), so the peak is a lower bound; the "
+                "compiled code's own buffers count"
+            )
+        elif isinstance(probe, CpuProbe) and _dynamo_frames() and _cpp_wrapper():
+            m.report.peak_is_lower_bound = True
+            m.report.notes.append(
+                "inductor's cpp_wrapper is on: code it compiled allocates its buffers in C++, where "
+                "the CPU tracker sees only what returns to Python, so the peak is a lower bound"
             )
         if record:
             _HISTORY.append(m.report)
@@ -327,6 +334,12 @@ def _scan_quietly(tracker: Any) -> None:
         tracker.scan(full=False)  # the block's start was scanned; what it ran, the tracker saw
     except Exception:  # a scan must never replace the user's result or error
         pass
+
+
+def _cpp_wrapper() -> bool:
+    """Whether inductor's ``cpp_wrapper`` is on (its generated C++ allocates buffers unseen)."""
+    config = sys.modules.get("torch._inductor.config")
+    return bool(getattr(config, "cpp_wrapper", False))
 
 
 def _dynamo_frames() -> int:

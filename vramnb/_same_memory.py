@@ -69,6 +69,27 @@ class SameMemory:
                 continue
             return key if contains else None
 
+    def _contain(self, key: int, rng: tuple[int, int]) -> None:
+        """``key``, about to be counted over ``rng``, holds the bytes of counted storages
+        registered before it (``torch.load(mmap=True)``: the whole file's storage is found
+        after the tensors' slices of it): they become its aliases, counting 0 bytes, as if
+        it had been registered first."""
+        for inner in self._ranges.inside(rng):
+            if inner == key:
+                continue
+            entry = self._entries.get(inner)
+            if entry is None or entry.ref() is None:
+                continue
+            self._ranges.remove(inner)
+            self._change(inner, entry.nbytes, 0, entry.owner)
+            self._alias_bytes[inner] = entry.nbytes
+            entry.nbytes = 0  # in place (see Entry)
+            self._alias_of[inner] = key
+            moved = self._aliases.pop(inner, set())
+            for a in moved:
+                self._alias_of[a] = key
+            self._aliases.setdefault(key, set()).update(moved | {inner})
+
     def _drop(self, key: int) -> None:
         """Forget a freed storage; what it counted moves to a live storage over
         the same bytes, if one is left."""

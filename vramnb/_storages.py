@@ -40,7 +40,14 @@ def storage_of(t: Any) -> torch.UntypedStorage | None:
             st = t.untyped_storage()
     except Exception:
         return None
-    return st if isinstance(st, torch.UntypedStorage) else None
+    if not isinstance(st, torch.UntypedStorage):
+        return None
+    if type(t) not in _PLAIN and st.device.type != "meta":
+        try:
+            st.data_ptr()
+        except RuntimeError:  # a wrapper subclass's storage has no data ("invalid python storage")
+            return None
+    return st
 
 
 def storages_of_tensor(t: Any, _depth: int = 0) -> list[tuple[int, torch.UntypedStorage]]:
@@ -85,6 +92,14 @@ def storages_of_tensor(t: Any, _depth: int = 0) -> list[tuple[int, torch.Untyped
     except Exception:
         return []
     st = storage_of(t)
+    if st is None and type(t) not in _PLAIN and _depth < 4:
+        # a wrapper subclass without __tensor_flatten__ (MaskedTensor keeps its data and mask as
+        # attributes): the storages of the tensors it holds, its own (no data) counting nothing
+        try:
+            inner = [v for v in vars(t).values() if isinstance(v, torch.Tensor) and v is not t]
+        except TypeError:
+            return []
+        return [kv for v in inner for kv in storages_of_tensor(v, _depth + 1)]
     return [] if st is None else [(storage_key(st), st)]
 
 
@@ -344,6 +359,20 @@ class DataRanges:
     def _drain(self) -> None:
         while self._queued:
             self._apply(*self._queued.pop(0))
+
+    def inside(self, rng: tuple[int, int]) -> list[int]:
+        """Keys of the counted storages whose data lies inside ``rng`` (``(start, nbytes)``):
+        a storage registered after the storages over parts of its bytes (``torch.load(mmap=True)``
+        maps the whole file, each tensor's storage a slice of it). Empty while a change runs."""
+        if self._busy:
+            return []
+        end = rng[0] + rng[1]
+        out = []
+        for start, key in self._starts.irange((rng[0], -1), (end, -1), inclusive=(True, False)):
+            span = self._span.get(key)
+            if span is not None and span[1] <= end and start >= rng[0]:
+                out.append(key)
+        return out
 
     def nearest(self, rng: tuple[int, int]) -> tuple[int, bool] | None:
         """``(key, contains rng)`` of the storage starting nearest at or before

@@ -37,7 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._graph import collector_paused, graph_tensors
 from ._same_memory import Entry, SameMemory
-from ._tracker_patch import _exit_mode, _patch_acquire, _patch_release
+from ._tracker_patch import _ON_FORK, _exit_mode, _patch_acquire, _patch_release
 from ._young import YoungWatch, generations_supported
 from ._storages import (
     _PLAIN, DataRanges, _live_tensors_and_storages, data_range, storage_key, storage_of, storages_of_tensor,
@@ -66,6 +66,8 @@ def _failed_allocation(tracker: StorageTracker, exc: RuntimeError) -> None:
 
 
 class _Mode(TorchDispatchMode):
+    _vramnb_tracks = True  # left in a forked child (vramnb._tracker_patch._untrack_child)
+
     def __init__(self, tracker: StorageTracker) -> None:
         super().__init__()
         self.tracker = tracker
@@ -170,6 +172,20 @@ class StorageTracker(SameMemory):
         # storages no tracker sees (a dispatch mode is thread-local), so no scan may be a young one
         self._host_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet(threading.enumerate())
         self._watch = YoungWatch(self._on_collection)
+        _ON_FORK.append(weakref.WeakMethod(self._forked))
+
+    def _forked(self) -> None:
+        """In a child ``fork()`` made (after ``_untrack_child`` left the modes): track nothing
+        there. Its only thread tracks no block and no listener listens; the ``gc`` callback is
+        gone; the registry it keeps (the parent's storages, copied) needs a full scan before
+        any use, as after unmeasured code."""
+        self._lock = threading.RLock()  # another thread may have held it at the fork
+        self._tracking.clear()
+        self._listeners.clear()
+        self._owned.clear()
+        self.watches.clear()
+        self._watch.uninstall()
+        self.stale = True
 
     # -- registration -------------------------------------------------------
     def add_tensor(self, t: Any, owner: Any = "auto") -> None:
@@ -249,6 +265,7 @@ class StorageTracker(SameMemory):
                 return
             self._entries[key] = Entry(ref, nbytes, owner)
             if rng is not None:
+                self._contain(key, rng)
                 self._ranges.add(key, rng)
             self._change(key, 0, nbytes, owner)
 
@@ -411,10 +428,16 @@ class StorageTracker(SameMemory):
     def warm_up(self) -> None:
         """Enter and leave the dispatch mode once: the first time any
         ``TorchDispatchMode`` is entered PyTorch imports ``torch._dynamo``
-        (about 1 s), which must not be counted as the user's time."""
+        (about 1 s), which must not be counted as the user's time. An interrupt
+        that arrives meanwhile is held back until the imports are done (cut, they
+        would leave half-imported modules: ``torch.compile`` would fail until the
+        kernel restarts) and raised then. The extension's load calls it, so that a
+        notebook's first measured cell does not wait for it."""
         global _WARM
         if not _WARM:
-            with self.tracking():
+            from ._interrupt import held_back
+
+            with held_back(), self.tracking():
                 torch.zeros(1).add_(1)  # the first operator under a mode imports torch._dynamo
             _WARM = True
 

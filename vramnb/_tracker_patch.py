@@ -7,11 +7,25 @@
   ``_share_filename_cpu_`` (``share_memory_``), which move a storage's bytes elsewhere.
 * :func:`_exit_mode` leaves the tracker's dispatch mode even when the user's
   code pushed modes above it and left them on.
+* Inductor's generated wrapper code (``torch.compile``) allocates its buffers with
+  ``empty_strided_cpu`` (``torch._C._dynamo.guards._empty_strided_cpu``), below the
+  dispatcher: no dispatch mode sees them, and a buffer freed inside the compiled call
+  (an intermediate) was missing from the peak. While any tracker tracks, that function
+  is wrapped where the wrapper modules resolve it: in ``torch._C._dynamo.guards`` (for
+  modules loaded meanwhile) and in the globals of every module already loaded
+  (``PyCodeCache.modules``). Code compiled with ``cpp_wrapper`` allocates in C++ and
+  stays unseen until its outputs reach Python.
+* :func:`_untrack_child` runs in a child ``fork()`` makes (a DataLoader worker): the child
+  would otherwise inherit the forking thread's dispatch modes, the ``gc`` callback and the
+  storage patches, and run every operator of its own through them (an epoch with two
+  workers took 20 times as long); it removes all of them there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 from typing import Any
 
@@ -26,6 +40,8 @@ def _exit_mode(mode: TorchDispatchMode) -> None:
     on: those are lifted off, the tracker's mode exits, and they go back."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode, _push_mode
 
+    if getattr(mode, "_vramnb_dropped", False):  # removed already, in a forked child
+        return
     stack = _get_current_dispatch_mode_stack()
     if not stack or stack[-1] is mode or not any(m is mode for m in stack):
         mode.__exit__(None, None, None)
@@ -67,9 +83,49 @@ _WRAPPED = {name: _wrap(name) for name in _METHODS}
 _patched_resize_ = _WRAPPED["resize_"]
 
 
+_ALLOCS = ("_empty_strided_cpu", "_empty_strided_cpu_pinned")  # name in guards; the wrapper's name drops the "_"
+
+
+def _wrap_alloc(original: Any) -> Any:
+    def vramnb_inductor_alloc(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        for tracker in list(_PATCHED):
+            tracker.add_tensor(out)
+        return out
+
+    vramnb_inductor_alloc._vramnb_original = original  # type: ignore[attr-defined]
+    return vramnb_inductor_alloc
+
+
+def _inductor_modules() -> list[Any]:
+    cc = sys.modules.get("torch._inductor.codecache")
+    cache = getattr(cc, "PyCodeCache", None)
+    if cache is None:
+        return []
+    return list(getattr(cache, "modules", ())) + list(getattr(cache, "modules_no_attr", {}).values())
+
+
+def _patch_inductor(on: bool) -> None:
+    """Wrap (``on``) or unwrap inductor's CPU buffer allocator where generated code finds it."""
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    targets: list[tuple[Any, str]] = [(guards, name) for name in _ALLOCS]
+    targets += [(mod, name[1:]) for mod in _inductor_modules() for name in _ALLOCS]
+    for obj, name in targets:
+        fn = getattr(obj, name, None) if obj is not None else None
+        if fn is None:
+            continue
+        original = getattr(fn, "_vramnb_original", None)
+        with contextlib.suppress(AttributeError, TypeError):
+            if on and original is None:
+                setattr(obj, name, _wrap_alloc(fn))
+            elif not on and original is not None:
+                setattr(obj, name, original)
+
+
 def _patch_acquire(tracker: Any) -> None:
     with _PATCH_LOCK:
         if not _PATCHED:
+            _patch_inductor(True)
             for name in _METHODS:
                 _HAD_OWN[name] = name in torch.UntypedStorage.__dict__
                 _ORIGINALS[name] = getattr(torch.UntypedStorage, name)
@@ -86,9 +142,50 @@ def _patch_release(tracker: Any) -> None:
             return
         _PATCHED.pop(tracker, None)
         if not _PATCHED:
+            _patch_inductor(False)
             for name in _METHODS:
                 if _HAD_OWN[name]:
                     setattr(torch.UntypedStorage, name, _ORIGINALS[name])
                 else:  # it was inherited: remove ours so the base class's shows again
                     with contextlib.suppress(AttributeError):
                         delattr(torch.UntypedStorage, name)
+
+
+_ON_FORK: list[Any] = []  # weak references to what a forked child calls after the patches are gone (trackers')
+
+
+def _untrack_child() -> None:
+    """In a child ``fork()`` made: leave every vramnb mode that tracks (a class with
+    ``_vramnb_tracks``) on the stack of the only thread the child has, the one that forked,
+    restore the storage patches, and let the trackers forget their threads
+    (``_ON_FORK``). A ``with`` block the child goes on to leave then exits quietly."""
+    global _PATCH_LOCK
+    _PATCH_LOCK = threading.Lock()  # another thread may have held it at the fork
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+        for mode in reversed(_get_current_dispatch_mode_stack()):
+            if getattr(type(mode), "_vramnb_tracks", False) and not getattr(mode, "_vramnb_dropped", False):
+                _exit_mode(mode)
+                mode._vramnb_dropped = True  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001,S110 - a child's own work must never fail here
+        pass
+    if _PATCHED:
+        _PATCHED.clear()
+        _patch_inductor(False)
+        for name in _METHODS:
+            if _HAD_OWN[name]:
+                setattr(torch.UntypedStorage, name, _ORIGINALS[name])
+            else:
+                with contextlib.suppress(AttributeError):
+                    delattr(torch.UntypedStorage, name)
+    for ref in list(_ON_FORK):
+        fn = ref()
+        if fn is None:
+            _ON_FORK.remove(ref)
+            continue
+        with contextlib.suppress(Exception):
+            fn()
+
+
+os.register_at_fork(after_in_child=_untrack_child)

@@ -9,7 +9,10 @@ This module imports nothing but the standard library.
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
+from typing import Any
 
 __all__ = ["format_bytes", "format_delta", "format_seconds", "parse_size", "UNITS"]
 
@@ -29,6 +32,15 @@ _ALIASES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "": 1}
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
 
 
+def _real(n: Any, fn: str, what: str) -> None:
+    """Refuse what is not a finite real number with an error that names it: a ``nan`` or
+    infinite count reaching a report is a bug upstream, never a size to print."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Real):
+        raise TypeError(f"{fn}: expected {what} (a real number), got {n!r} of type {type(n).__name__}")
+    if not math.isfinite(n):
+        raise ValueError(f"{fn}: expected {what}, got {n!r} (not a finite number)")
+
+
 def format_bytes(n: int | float, *, precision: int = 1) -> str:
     """Format a byte count with binary units.
 
@@ -38,6 +50,10 @@ def format_bytes(n: int | float, *, precision: int = 1) -> str:
 
     Returns:
         ``"512 B"``, ``"1.5 KiB"``, ``"256.0 MiB"``, ``"1.0 GiB"``.
+
+    Raises:
+        TypeError: ``n`` is not a real number (a string, ``None``, a ``bool``).
+        ValueError: ``n`` is ``nan`` or infinite.
 
     >>> format_bytes(0)
     '0 B'
@@ -53,6 +69,7 @@ def format_bytes(n: int | float, *, precision: int = 1) -> str:
     >>> format_bytes(2**20 - 1)
     '1.0 MiB'
     """
+    _real(n, "format_bytes", "a number of bytes")
     sign = "-" if n < 0 else ""
     a = abs(n)
     if a < 1024:
@@ -71,7 +88,10 @@ def format_delta(n: int | float, *, precision: int = 1) -> str:
     '+256.0 MiB'
     >>> format_delta(0)
     '±0 B'
+
+    Raises the errors of :func:`format_bytes`.
     """
+    _real(n, "format_delta", "a number of bytes")
     if n == 0:
         return "±0 B"
     return ("+" if n > 0 else "") + format_bytes(n, precision=precision)
@@ -85,7 +105,14 @@ def format_seconds(s: float) -> str:
     '12.3 ms'
     >>> format_seconds(0.6442)
     '644 ms'
+
+    Raises:
+        TypeError: ``s`` is not a real number.
+        ValueError: ``s`` is ``nan`` or infinite.
     """
+    _real(s, "format_seconds", "a duration in seconds")
+    if s < 0:
+        return "-" + format_seconds(-s)
     for scale, unit in ((1e-3, "µs"), (1, "ms"), (float("inf"), "s")):
         if s < scale or unit == "s":
             v = s / scale * 1e3 if unit != "s" else s

@@ -157,6 +157,8 @@ class CastMode(TorchDispatchMode):
     """A dispatch mode that hands ``aten._to_copy`` calls to a :class:`CastCache` (the CUDA
     breakdown, where no tracker mode runs)."""
 
+    _vramnb_tracks = True  # left in a forked child (vramnb._tracker_patch._untrack_child)
+
     def __init__(self, cache: CastCache) -> None:
         super().__init__()
         self.cache = cache
