@@ -153,3 +153,15 @@ def test_compare_names_the_device_when_every_recipe_fails():
     cmp = vramnb.compare(model, torch.randn(2, 4), loss, torch.optim.SGD(model.parameters(), 0.1), progress=False)
     assert cmp.device == "cpu"
     assert all(v.error and "boom" in v.error for v in cmp.variants)
+
+
+def test_an_lr_scheduler_attached_to_the_optimizer_sees_nothing_of_the_step():
+    model = nn.Linear(4, 3)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    attrs, sched_state = dict(opt.__dict__), sched.state_dict()
+    group = dict(opt.param_groups[0])
+    vramnb.profile_step(model, torch.randn(2, 4), lambda m, b: m(b).sum(), opt)
+    assert opt.__dict__.keys() == attrs.keys() and all(opt.__dict__[k] is v for k, v in attrs.items())
+    assert not getattr(opt, "_opt_called", False)  # the flag StepLR's warning reads: the step did not count
+    assert sched.state_dict() == sched_state and opt.param_groups[0] == group and len(opt.state) == 0
