@@ -232,11 +232,11 @@ def compare(
             the first recipe's checks fail.
     """
     todo = _recipes(recipes, toggles)
-    check_inputs(model, batch, optimizer)  # bad input fails before the first recipe runs
+    # bad input fails before the first recipe runs; the device is known even if every recipe fails
+    device = str(check_inputs(model, batch, optimizer))
     check_loss_fn(model, batch, loss_fn)
     bar = progress_bar(total=len(todo), desc="what-if", leave=False) if progress else None
     variants = []
-    device = "?"
     try:
         for r in todo:
             if bar is not None:

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from ._interrupt import InterruptGuard, protected
+from ._deep_state import Containers, put_back, shallow_copy
 from ._storage_copy import StorageCopies, load_bytes, save_bytes
 from ._rng_state import RngStates
 
@@ -95,15 +96,11 @@ def run_all(steps: Sequence[Callable[[], object]]) -> None:
 
 
 def _copy(v: Any) -> Any:
-    return v.copy() if isinstance(v, (dict, set)) else list(v)
+    return shallow_copy(v)
 
 
 def _put_back(live: Any, saved: Any) -> None:
-    if isinstance(live, list):
-        live[:] = saved
-    else:
-        live.clear()
-        live.update(saved)
+    put_back(live, saved)
 
 
 _OWN = ("_parameters", "_buffers", "_modules")
@@ -180,46 +177,31 @@ def _load_bytes(entry: Any, _: Any = None) -> None:
 
 
 class _OptimizerState:
-    """An optimizer's state dicts, ``param_groups``, attributes and hooks dicts;
-    the bytes of its state tensors are in the snapshot's storage copies."""
+    """An optimizer's attributes and everything they hold at any depth: ``state``
+    (each parameter's dict, and the lists, dicts and objects inside it),
+    ``param_groups`` (tensor or tuple hyper-parameters too), ``defaults``, its
+    hooks dicts and flags (an LR scheduler's ``_opt_called``, its wrapped
+    ``step``); the bytes of the tensors found are in the snapshot's storage
+    copies (:mod:`vramnb._deep_state`).
+
+    Raises:
+        InputError: the state holds an object vramnb cannot snapshot (named)."""
 
     def __init__(self, opt: torch.optim.Optimizer, snap: Snapshot) -> None:
         self.opt = opt
-        self.state = {p: dict(st) for p, st in opt.state.items()}
         self.tensors: list[torch.Tensor] = []
-        for st in opt.state.values():
-            self.tensors += [v for v in st.values() if isinstance(v, torch.Tensor)]
-        self.groups = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
-        self.group_list = [(g, list(g["params"])) for g in opt.param_groups]
-        for g in opt.param_groups:  # tensor hyper-parameters (lr as a tensor) are restored in place
-            self.tensors += [v for k, v in g.items() if k != "params" and isinstance(v, torch.Tensor)]
-        for t in self.tensors:
-            snap.add_plain(t)
-        self.attrs = dict(opt.__dict__)
-        self.containers = [(v, _copy(v)) for k, v in opt.__dict__.items()
-                           if isinstance(v, (dict, set, list)) and k not in ("state", "param_groups")]
+        params = {id(p) for g in opt.param_groups for p in g["params"]}
+
+        def add(t: torch.Tensor) -> None:
+            if id(t) not in params:  # state and tensor hyper-parameters (lr as a tensor)
+                self.tensors.append(t)
+                snap.add_plain(t)
+
+        self.deep = Containers(add)
+        self.deep.add(opt.__dict__, type(opt).__name__)
 
     def restore(self) -> None:
-        opt = self.opt
-        opt.__dict__.clear()  # e.g. an LR scheduler's _opt_called flag set by step()
-        opt.__dict__.update(self.attrs)
-        for live, saved in self.containers:  # its own hooks dicts
-            _put_back(live, saved)
-        opt.param_groups[:] = [g for g, _ in self.group_list]
-        for g, ps in self.group_list:
-            g["params"] = ps
-        for p in list(opt.state.keys()):
-            if p not in self.state:
-                del opt.state[p]
-        for p, st in self.state.items():
-            live = opt.state[p]  # the same dict object, its entries put back
-            live.clear()
-            live.update(st)
-        for g, saved in zip(opt.param_groups, self.groups):
-            for k in list(g):
-                if k != "params" and k not in saved:
-                    del g[k]
-            g.update(saved)
+        self.deep.restore()
 
 
 class Snapshot:
@@ -235,7 +217,7 @@ class Snapshot:
         self.seen: set[int] = set()
         self.flags: list[tuple[torch.Tensor, bool]] = []
         self.grads: list[tuple[torch.Tensor, torch.Tensor | None, Any]] = []
-        self.tensor_hooks: list[tuple[torch.Tensor, str, dict[Any, Any]]] = []
+        self.tensor_hooks: list[tuple[torch.Tensor, str, list[Any]]] = []
         self.modules: list[tuple[torch.nn.Module, type, dict[str, Any], list[tuple[Any, Any]]]] = []
         self.module_ids: set[int] = set()
         self.optimizers: list[_OptimizerState] = []
@@ -249,7 +231,7 @@ class Snapshot:
         tensors, whose bytes, ``.grad`` and hooks are restored too; ``functions``:
         the loss function, whose reachable generator objects are restored)."""
         s = cls(model, optimizer)
-        s.global_hooks = [(d, d.copy()) for d in _global_hook_dicts()]
+        s.global_hooks = [(d, shallow_copy(d)) for d in _global_hook_dicts()]
         s.add_module(model)
         for t in batch_tensors or []:
             s.add_tensor(t)
@@ -320,7 +302,7 @@ class Snapshot:
             self.grads.append((t, g, saved))
         for name in ("_backward_hooks", "_post_accumulate_grad_hooks"):
             d = getattr(t, name, None)  # None until a first hook: then restored to empty
-            self.tensor_hooks.append((t, name, d.copy() if isinstance(d, dict) else {}))
+            self.tensor_hooks.append((t, name, shallow_copy(d) if isinstance(d, dict) else []))
 
     def tensor_state(self) -> list[torch.Tensor]:
         """The optimizer-state tensors recorded (what :class:`SetAside` can move aside)."""
