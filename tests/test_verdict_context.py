@@ -215,3 +215,29 @@ def test_a_failing_cell_says_what_its_errors_traceback_keeps(ip):
     note = [n for n in vramnb.history()[-1].notes if n.startswith("the error's traceback keeps")]
     assert note == ["the error's traceback keeps 4.0 MiB alive (the variables of the frames that raised; IPython "
                     "keeps it as the last exception): %vram free releases it"]
+
+
+def test_the_traceback_line_counts_only_what_no_notebook_name_keeps(ip):
+    # the frame holds `big` (4 MiB, also the notebook's `kept`) and `own` (2 MiB, its alone):
+    # %vram free releases only `own`
+    run(ip, "kept = torch.ones(2**20)\n"
+            "def prep(big):\n    own = torch.ones(2**19)\n    raise ValueError('bad input')")
+    run(ip, "%%vram -d cpu\nprep(kept)")
+    note = [n for n in vramnb.history()[-1].notes if "traceback keeps" in n]
+    assert note == ["the error's traceback keeps 2.0 MiB alive (the variables of the frames that raised; IPython "
+                    "keeps it as the last exception): %vram free releases it"]
+    freed = ip.run_line_magic("vram", "free -d cpu")
+    assert dict(freed.freed)["last exception (traceback frames)"] == 2**19 * 4
+    # all of it a name's: no line
+    run(ip, "def prep2(big):\n    raise ValueError('bad input')")
+    run(ip, "%%vram -d cpu\nprep2(kept)")
+    assert not [n for n in vramnb.history()[-1].notes if "traceback" in n]
+
+
+def test_an_interrupted_cell_says_what_its_frames_keep(ip):
+    run(ip, "def loop():\n    acts = [torch.ones(2**18) for _ in range(4)]\n    raise KeyboardInterrupt")
+    res, _ = run(ip, "%%vram -d cpu\nloop()")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    note = [n for n in vramnb.history()[-1].notes if "traceback keeps" in n]
+    assert note == ["the interruption's traceback keeps 4.0 MiB alive (the variables of the frames that raised; "
+                    "IPython keeps it as the last exception): %vram free releases it"]
