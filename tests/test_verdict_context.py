@@ -241,3 +241,25 @@ def test_an_interrupted_cell_says_what_its_frames_keep(ip):
     note = [n for n in vramnb.history()[-1].notes if "traceback keeps" in n]
     assert note == ["the interruption's traceback keeps 4.0 MiB alive (the variables of the frames that raised; "
                     "IPython keeps it as the last exception): %vram free releases it"]
+
+
+def test_after_a_second_out_of_memory_the_first_errors_frames_are_named_not_autograd_graphs(ip):
+    # the first error's traceback is in a cycle (a frame's local keeps the error): after a second
+    # error replaces the last exception, only gc frees its frames' 4 MiB
+    import gc
+
+    gc.disable()
+    try:
+        run(ip, "def build():\n    acts = torch.ones(2**20)\n    err = None\n    try:\n"
+                "        torch.empty(1 << 60, dtype=torch.uint8)\n    except RuntimeError as e:\n"
+                "        err = e\n        raise")
+        run(ip, "%%vram -d cpu\nbuild()")
+        run(ip, "%%vram -d cpu\ntorch.empty(1 << 60, dtype=torch.uint8)")
+        text = ip.run_line_magic("vram", "-d cpu")._table().to_text()
+        assert "autograd graphs" not in text and "held by no name listed" not in text
+        row = next(ln for ln in text.splitlines() if "(earlier error)" in ln)
+        assert row.split()[-4:] == ["4.0", "MiB", "4.0", "MiB"]
+        freed = ip.run_line_magic("vram", "free -d cpu")
+        assert dict(freed.freed)["unreachable cycles (gc.collect)"] == 2**20 * 4
+    finally:
+        gc.enable()
