@@ -108,6 +108,9 @@ class FailingCode:
             has Hugging Face's gradient checkpointing on.
         checkpoint_method: the Hugging Face checkpointing method of that model's class, if any.
         grad: gradients were on at the failure (else inference: recomputing in backward is no fix).
+        phase: ``"optimizer step"`` (the failure came inside ``torch.optim``: the optimizer's
+            state or its step's temporaries), ``"backward"`` (inside ``torch.autograd``'s
+            backward), else ``""``.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -118,6 +121,7 @@ class FailingCode:
     checkpointing: bool = False
     checkpoint_method: str | None = None
     grad: bool = True
+    phase: str = ""
 
 
 def held_outside(now: int, device: torch.device, model: torch.nn.Module, optimizer: Any,
@@ -336,11 +340,18 @@ def failing_code(frames: list[Any]) -> FailingCode:
     except Exception:  # noqa: BLE001
         pass
     ckpt_file = os.path.join("torch", "utils", "checkpoint.py")
+    optim_dir = os.sep + os.path.join("torch", "optim", "")
+    backward_files = (os.path.join("torch", "autograd", "__init__.py"), os.path.join("torch", "_tensor.py"))
     best = -1
+    g: Any = None
     for frame in frames:
         code = frame.f_code
         if code.co_filename.endswith(ckpt_file):
             ctx.checkpointing = True
+        if not ctx.phase and optim_dir in code.co_filename:
+            ctx.phase = "optimizer step"
+        elif not ctx.phase and code.co_name == "backward" and code.co_filename.endswith(backward_files):
+            ctx.phase = "backward"
         if not (_user_frame(frame) or code.co_name == "<module>") or code.co_filename.startswith(_SKIP):
             continue
         if "/IPython/" in code.co_filename:
@@ -368,7 +379,38 @@ def failing_code(frames: list[Any]) -> FailingCode:
             if issubclass(type(val), torch.nn.Module):
                 ctx.trains = True
         val = None
+        if ctx.optimizer is not None and ctx.model is None and type(g) is dict:
+            ctx.model = _model_of(dict.get(g, ctx.optimizer), g)
     return ctx
+
+
+def _model_of(opt: Any, namespace: dict[str, Any]) -> str | None:
+    """The name in ``namespace`` of the module whose parameters ``opt`` steps (the largest
+    share), read from ``param_groups`` and the modules' ``_parameters``/``_modules`` dicts."""
+    try:
+        groups = object.__getattribute__(opt, "__dict__").get("param_groups") or []
+        ids = {id(p) for g in groups if type(g) is dict for p in (g.get("params") or [])}
+    except Exception:  # noqa: BLE001
+        return None
+    best, name = 0, None
+    for n, obj in list(namespace.items())[:_ITEMS]:
+        if not issubclass(type(obj), torch.nn.Module) or n.startswith("_"):
+            continue
+        hits, todo, seen = 0, [obj], set[int]()
+        while todo and len(seen) < _BUDGET:
+            m = todo.pop()
+            if id(m) in seen:
+                continue
+            seen.add(id(m))
+            d = object.__getattribute__(m, "__dict__")
+            ps, ms = dict.get(d, "_parameters"), dict.get(d, "_modules")
+            if type(ps) is dict:
+                hits += sum(1 for p in dict.values(ps) if id(p) in ids)
+            if type(ms) is dict:
+                todo += [c for c in dict.values(ms) if issubclass(type(c), torch.nn.Module)]
+        if hits > best:
+            best, name = hits, n
+    return name
 
 
 def _parameter_count(module: Any, depth: int = 0, visited: set[int] | None = None) -> tuple[int, bool]:
