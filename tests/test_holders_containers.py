@@ -353,3 +353,13 @@ def test_a_kept_exception_holds_its_frames_variables(ip):
     res, _ = run(ip, "%vram -d cpu")
     [row] = [h for h in res.result.holders if h.name == "err"]
     assert (row.kind, row.nbytes, row.unique) == ("ValueError", 4 * 2**20, 4 * 2**20)  # big, in f's frame
+
+
+def test_a_container_whose_entries_view_one_storage_counted_elsewhere_shares_it_once() -> None:
+    # three views of one 4000-byte storage: the list shares 4000 bytes with state['a'], not 12000
+    base = torch.randn(1000)
+    state = {"a": base, "b": [base[0:10], base[10:20], base[20:30]]}
+    (row,) = find_holders({"state": state}, CPU)
+    assert row.nbytes == 1000 * 4
+    by = _entries(row)
+    assert by["state['b']"].detail == f"shares {format_bytes(1000 * 4)} with state['a'] (counted there)"

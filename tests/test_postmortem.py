@@ -252,3 +252,20 @@ def test_fragmentation_of_a_step_that_fits_stays_fragmentation(monkeypatch):
     _profile_step._explain(torch.OutOfMemoryError("x"), oom, type("R", (), {"device": "cuda:0"})(),
                            None, None, None, None, None, True)
     assert oom.verdict.kind == "fragmentation" and oom.verdict.fixes[0].what.startswith("free the small live")
+
+
+def test_failing_frames_say_a_storage_is_shared_only_where_two_variables_share_one(ip):
+    # two frame variables with distinct storages: no "(a storage two of them share …)"
+    run(ip, "def apart():\n    a = torch.ones(1 << 19)\n    b = torch.ones(1 << 18)\n"
+            "    torch.empty(1 << 60, dtype=torch.uint8)")
+    run(ip, "%%vram -d cpu\napart()")
+    text = str(vramnb.history()[-1]._table())
+    assert "held by the failing frames: a 2.0 MiB (apart:4), b 1.0 MiB (apart:4)" in text
+    assert "two of them share" not in text
+    # b views a's storage: counted for a, and the line says so
+    run(ip, "def together():\n    a = torch.ones(1 << 19)\n    b = a[:10]\n"
+            "    torch.empty(1 << 60, dtype=torch.uint8)")
+    run(ip, "%%vram -d cpu\ntogether()")
+    text = str(vramnb.history()[-1]._table())
+    assert ("held by the failing frames: a 2.0 MiB (together:4) (a storage two of them share counts for the first)"
+            in text)

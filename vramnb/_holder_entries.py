@@ -223,6 +223,7 @@ class Entry:
     held: Held  # every storage it keeps alive
     counted: Held = dataclasses.field(default_factory=dict)  # those counted for it (first entry to reach them)
     shared: dict[str, int] = dataclasses.field(default_factory=dict)  # owner path -> bytes it shares, counted there
+    shared_keys: dict[str, set[int]] = dataclasses.field(default_factory=dict)  # owner path -> the storages shared
     unique: int = 0  # bytes deleting this entry alone frees
     children: list[Entry] = dataclasses.field(default_factory=list)
     lumped: int = 0  # items past MAX_ITEMS, not walked one by one
@@ -279,10 +280,12 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Call
         node.counted.update(c.counted)
     if children:  # a container reports what its entries share with entries elsewhere
         inside = {node.path} | {c.path for c in _walk(node)}
-        for c in children:
-            for o, n in c.shared.items():
+        for c in children:  # a storage several entries share with one owner counts once
+            for o, keys in c.shared_keys.items():
                 if o not in inside:
-                    node.shared[o] = node.shared.get(o, 0) + n
+                    node.shared_keys.setdefault(o, set()).update(keys)
+        for o, keys in node.shared_keys.items():
+            node.shared[o] = sum(node.held.get(k, 0) for k in keys)
     node.children.sort(key=lambda c: -sum(c.counted.values()))
 
 
@@ -300,7 +303,9 @@ def _count_rest(node: Entry, owner: dict[int, str], via_children: set[int], last
         for k in (held if len(elsewhere) > 1 else elsewhere):
             if k in elsewhere:
                 o = owner[k]
-                node.shared[o] = node.shared.get(o, 0) + held[k]
+                if k not in node.shared_keys.setdefault(o, set()):
+                    node.shared_keys[o].add(k)
+                    node.shared[o] = node.shared.get(o, 0) + held[k]
     fresh = dict(held)  # a copy of a dict is made in C
     for k in skip:
         fresh.pop(k, None)

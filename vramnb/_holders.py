@@ -307,7 +307,8 @@ class HoldersReport(Rendered):
         if self.allocated is not None and self.allocated > self.total:
             t.note(
                 f"{format_bytes(self.allocated - self.total)} allocated is held by no name listed "
-                "(autograd graphs, objects outside the namespace, caches)"
+                "(objects no variable of the notebook reaches; those in a reference cycle waiting for gc, "
+                "such as an earlier error's traceback, `%vram free` releases)"
             )
         if self.out_of_sight:
             t.note(f"rows in parentheses keep {format_bytes(self.out_of_sight)} alive out of sight "

@@ -129,7 +129,7 @@ class VramMagics(Magics):
         if self._auto is not None and not raw.startswith(("%vram", "%%vram", "%unload_ext", "%reload_ext")):
             label = raw.splitlines()[0][:80] if raw else ""
             a = self._auto
-            self._auto_cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"]),
+            self._auto_cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"]), names=self._users_names,
                                  hidden=self._hidden_fn(a["device"]),
                                  budget=a["budget"], reset_peak=a["reset_peak"], warn=False, timed=times_itself(raw))
             self._auto_m = self._auto_cm.__enter__()
@@ -405,6 +405,7 @@ class VramMagics(Magics):
         if self._depth == 1 and dev.type == "cpu":
             self._cpu_cell = True
         cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev),
+                  names=self._users_names,
                   hidden=self._hidden_fn(dev), warn=False,
                   breakdown=shell.user_ns if args.breakdown else None, timed=times_itself(cell))
 

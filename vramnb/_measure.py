@@ -96,6 +96,8 @@ class Measurement:
     label: str = ""
     holders: Callable[[], list[tuple[str, int]]] | None = None
     hidden: Callable[[], list[tuple[str, int]]] | None = None
+    # the notebook's own names (an error's traceback frames keep only what none of them keeps)
+    names: Callable[[], Mapping[str, Any]] | None = None
     report: CellReport | None = field(default=None, init=False)
     # the state of the latest out-of-memory failure during the block, taken at the failure
     oom_state: Any = field(default=None, init=False)
@@ -123,6 +125,7 @@ def vram(
     warn: bool = True,
     breakdown: Mapping[str, Any] | None = None,
     timed: bool = False,
+    names: Callable[[], Mapping[str, Any]] | None = None,
 ) -> Iterator[Measurement]:
     """Measure the device memory a block of code uses.
 
@@ -143,6 +146,9 @@ def vram(
             Python ``ResourceWarning``s; the magics show them in the report instead.
         timed: the block times itself (``%timeit``, ``%time``, ``timeit``): on CPU, the
             report says how much the storage tracker's per-operator cost added to it.
+        names: the notebook's own names: where the block raises (or is interrupted), the
+            report's line on what the error's traceback keeps counts only storages none of
+            these names keeps (``%vram free`` releases the traceback, never a name).
         breakdown: a namespace (e.g. ``globals()``): label the block's memory
             by its modules, optimizers and tensors (``report.sources``). Records
             every allocation (CPU tracker, or the CUDA allocator trace) while
@@ -168,7 +174,8 @@ def vram(
     """
     __tracebackhide__ = True
     dev = resolve_device(device)
-    m = Measurement(dev, reset_peak, parse_size(budget) if budget is not None else None, label, holders, hidden)
+    m = Measurement(dev, reset_peak, parse_size(budget) if budget is not None else None, label, holders, hidden,
+                    names)
     probe = probe_for(dev)
     name = str(dev)
     was_active = probe.active()
@@ -421,8 +428,8 @@ def _finish(
             report.notes.append(note)
     if exc is not None and is_oom(exc):
         report.oom = _post_mortem(m, exc, end)
-    if exc is not None and not isinstance(exc, KeyboardInterrupt):
-        note = _error_holds(exc, m.device)
+    if exc is not None:
+        note = _error_holds(exc, m.device, m.names)
         if note:
             report.notes.append(note)
     if m.budget is not None:
@@ -465,21 +472,31 @@ def _same_request(captured: int | None, asked: int | None) -> bool:
     return abs(captured - asked) <= max(captured, asked) // 100
 
 
-def _error_holds(exc: BaseException, device: torch.device) -> str | None:
-    """The line for memory the cell's error keeps through its traceback's frames (their
-    variables: IPython keeps the error as the last exception), where it is 1 MiB or more."""
+def _error_holds(exc: BaseException, device: torch.device,
+                 names: Callable[[], Mapping[str, Any]] | None = None) -> str | None:
+    """The line for memory the cell's error (or interruption) keeps through its traceback's
+    frames (their variables: IPython keeps the error as the last exception), where it is
+    1 MiB or more: only storages none of ``names()`` (the notebook's names) keeps, which
+    ``%vram free`` releases."""
     from ._graph import exception_locals
+    from ._holders import storages_held
     from .diagnose._postmortem import _tensor_bytes, _Walk
 
     try:
         walk = _Walk(device)
+        if names is not None:  # what a name keeps stays when the traceback goes: not counted
+            walk.seen.update(storages_held(dict(names()), device))
         held = sum(_tensor_bytes(v, walk) for v in exception_locals(exc))
         walk.nodes.clear()
     except Exception:  # noqa: BLE001 - a line, never in the way of the user's error
         return None
     if held < 1 << 20:
         return None
-    return (f"the error's traceback keeps {format_bytes(held)} alive (the variables of the frames that raised; "
+    what = "interruption's" if isinstance(exc, KeyboardInterrupt) else "error's"
+    if names is None:  # the notebook's names unknown: some of it may be a name's too
+        return (f"the {what} traceback reaches {format_bytes(held)} (the variables of the frames that raised; "
+                "IPython keeps it as the last exception): %vram free releases what no name also keeps")
+    return (f"the {what} traceback keeps {format_bytes(held)} alive (the variables of the frames that raised; "
             "IPython keeps it as the last exception): %vram free releases it")
 
 

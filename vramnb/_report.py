@@ -228,7 +228,7 @@ def oom_lines(oom: OOMInfo) -> list[str]:
             lines.append(f"… and {len(v.fixes) - 5} more fix(es) in report.oom.verdict.fixes")
     if st is not None and st.frames:
         top = ", ".join(_frame_text(f) for f in st.frames[:4])
-        shared = " (a storage two of them share counts for the first)" if len(st.frames) > 1 else ""
+        shared = " (a storage two of them share counts for the first)" if st.frames_share else ""
         lines.append(f"held by the failing frames: {top}{shared}")
     if oom.holders:
         lines.append("largest holders: " + ", ".join(_holder_text(h) for h in oom.holders))

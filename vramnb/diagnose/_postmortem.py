@@ -59,6 +59,7 @@ class OOMState:
         available: memory the system still offered (CPU: ``MemAvailable``).
         frames: ``(frame, variable, bytes, of which through its autograd graph)`` of tensors on
             the device the failing frames held (:func:`frame_holders`).
+        frames_share: whether two of those variables keep one storage (counted for the first).
         holders: ``(variable, bytes it keeps, bytes deleting it frees)``, the largest holders in
             the notebook's namespace.
         cap_room: bytes the process's own limit still allowed (CPU: ``RLIMIT_AS``/``RLIMIT_DATA``
@@ -81,6 +82,7 @@ class OOMState:
     other_processes: int | None = None
     available: int | None = None
     frames: list[tuple[str, str, int, int]] = field(default_factory=list)
+    frames_share: bool = False  # two of the frames' variables keep one storage (counted for the first)
     holders: list[tuple[Any, ...]] = field(default_factory=list)
     hidden: int | None = None
     hidden_by: list[tuple[str, int]] = field(default_factory=list)
@@ -106,6 +108,9 @@ class FailingCode:
             has Hugging Face's gradient checkpointing on.
         checkpoint_method: the Hugging Face checkpointing method of that model's class, if any.
         grad: gradients were on at the failure (else inference: recomputing in backward is no fix).
+        phase: ``"optimizer step"`` (the failure came inside ``torch.optim``: the optimizer's
+            state or its step's temporaries), ``"backward"`` (inside ``torch.autograd``'s
+            backward), else ``""``.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -116,6 +121,7 @@ class FailingCode:
     checkpointing: bool = False
     checkpoint_method: str | None = None
     grad: bool = True
+    phase: str = ""
 
 
 def held_outside(now: int, device: torch.device, model: torch.nn.Module, optimizer: Any,
@@ -222,7 +228,7 @@ def cuda_state(device: int, requested: int, limit: int, free: int) -> OOMState:
     non_pytorch = max(0, total - free - reserved - (others or 0))
     return OOMState(f"cuda:{device}", True, int(requested), allocated, reserved, total,
                     int(limit) if limit < total else None, int(free), largest_free_block(device), non_pytorch,
-                    others, frames=frame_holders(torch.device("cuda", device)),
+                    others, frames=(fr := frame_sharing(torch.device("cuda", device)))[0], frames_share=fr[1],
                     context=failing_code(_stack(sys._getframe(1))))
 
 
@@ -266,7 +272,7 @@ def capture_cpu_oom(requested: int | None, allocated: int) -> None:
     try:
         cap, room, which = process_limit()
         state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
-                         frames=frame_holders(torch.device("cpu")), cap_room=room, cap_name=which,
+                         frames=(fr := frame_sharing(torch.device("cpu")))[0], frames_share=fr[1], cap_room=room, cap_name=which,
                          context=failing_code(_stack(sys._getframe(1))))
     except Exception:  # noqa: BLE001
         return
@@ -334,11 +340,18 @@ def failing_code(frames: list[Any]) -> FailingCode:
     except Exception:  # noqa: BLE001
         pass
     ckpt_file = os.path.join("torch", "utils", "checkpoint.py")
+    optim_dir = os.sep + os.path.join("torch", "optim", "")
+    backward_files = (os.path.join("torch", "autograd", "__init__.py"), os.path.join("torch", "_tensor.py"))
     best = -1
+    g: Any = None
     for frame in frames:
         code = frame.f_code
         if code.co_filename.endswith(ckpt_file):
             ctx.checkpointing = True
+        if not ctx.phase and optim_dir in code.co_filename:
+            ctx.phase = "optimizer step"
+        elif not ctx.phase and code.co_name == "backward" and code.co_filename.endswith(backward_files):
+            ctx.phase = "backward"
         if not (_user_frame(frame) or code.co_name == "<module>") or code.co_filename.startswith(_SKIP):
             continue
         if "/IPython/" in code.co_filename:
@@ -366,7 +379,38 @@ def failing_code(frames: list[Any]) -> FailingCode:
             if issubclass(type(val), torch.nn.Module):
                 ctx.trains = True
         val = None
+        if ctx.optimizer is not None and ctx.model is None and type(g) is dict:
+            ctx.model = _model_of(dict.get(g, ctx.optimizer), g)
     return ctx
+
+
+def _model_of(opt: Any, namespace: dict[str, Any]) -> str | None:
+    """The name in ``namespace`` of the module whose parameters ``opt`` steps (the largest
+    share), read from ``param_groups`` and the modules' ``_parameters``/``_modules`` dicts."""
+    try:
+        groups = object.__getattribute__(opt, "__dict__").get("param_groups") or []
+        ids = {id(p) for g in groups if type(g) is dict for p in (g.get("params") or [])}
+    except Exception:  # noqa: BLE001
+        return None
+    best, name = 0, None
+    for n, obj in list(namespace.items())[:_ITEMS]:
+        if not issubclass(type(obj), torch.nn.Module) or n.startswith("_"):
+            continue
+        hits, todo, seen = 0, [obj], set[int]()
+        while todo and len(seen) < _BUDGET:
+            m = todo.pop()
+            if id(m) in seen:
+                continue
+            seen.add(id(m))
+            d = object.__getattribute__(m, "__dict__")
+            ps, ms = dict.get(d, "_parameters"), dict.get(d, "_modules")
+            if type(ps) is dict:
+                hits += sum(1 for p in dict.values(ps) if id(p) in ids)
+            if type(ms) is dict:
+                todo += [c for c in dict.values(ms) if issubclass(type(c), torch.nn.Module)]
+        if hits > best:
+            best, name = hits, n
+    return name
 
 
 def _parameter_count(module: Any, depth: int = 0, visited: set[int] | None = None) -> tuple[int, bool]:
@@ -402,12 +446,18 @@ def _stack(start: Any) -> list[Any]:
 
 
 def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, int, int]]:
+    """The frames' holders of :func:`frame_sharing`."""
+    return frame_sharing(device, limit)[0]
+
+
+def frame_sharing(device: torch.device, limit: int = 8) -> tuple[list[tuple[str, str, int, int]], bool]:
     """``(frame, variable, bytes, of which through its autograd graph)``: tensors on ``device`` held by the local variables of
     the user's frames on this thread's stack (not torch's, vramnb's or IPython's),
     innermost first, each storage counted once (a sparse tensor or a wrapper subclass by
     the storages of its parts); the ``limit`` largest. No user code runs (no
     ``__torch_function__``, no overridden ``values``/``__getitem__``) and no reference is
-    kept (see :func:`vramnb._graph.frame_locals`)."""
+    kept (see :func:`vramnb._graph.frame_locals`). The flag: whether a storage one variable
+    keeps was already counted for another (two of them share it)."""
     walk = _Walk(device)  # storages counted once; containers, modules and graph nodes visited once, bounded
     out: list[tuple[str, str, int, int]] = []
     frame: FrameType | None = sys._getframe(1)
@@ -418,6 +468,7 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
             where = f"{getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}:{frame.f_lineno}"
             var = val = None
             for var, val in frame_locals(frame):
+                walk.var += 1
                 g0 = walk.graph
                 try:
                     n = _tensor_bytes(val, walk)
@@ -431,7 +482,7 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
     walk.nodes.clear()
     walk.visited.clear()
     out.sort(key=lambda t: -t[2])
-    return out[:limit]
+    return out[:limit], walk.shared
 
 
 _ITEMS = 10_000  # items of a local list, tuple or dict looked at
@@ -451,6 +502,9 @@ class _Walk:
         self.budget = _BUDGET
         self.nodes: dict[int, Any] = {}
         self.graph = 0  # bytes counted through autograd graphs (saved for backward), so far
+        self.var = 0  # which variable is being walked (frame_sharing)
+        self.first: dict[int, int] = {}  # storage key -> the variable it was counted for
+        self.shared = False  # a storage counted for one variable is kept by another too
 
 
 def _tensor_bytes(val: Any, walk: _Walk, depth: int = 0) -> int:
@@ -466,14 +520,14 @@ def _tensor_bytes(val: Any, walk: _Walk, depth: int = 0) -> int:
     # type(), not isinstance: isinstance reads ``__class__`` (a mock, a proxy, a lazy object answer it)
     tp = type(val)
     if issubclass(tp, torch.Tensor):
-        n = _storages_bytes(val, device, walk.seen)
+        n = _storages_bytes(val, device, walk.seen, walk)
         fn = val.grad_fn if tp in _PLAIN_TENSORS else None
         if fn is not None and len(walk.nodes) < _NODES:
             from .._graph import graph_tensors
 
             for t in graph_tensors(fn, walk.nodes, grads=False):
                 if type(t) in _PLAIN_TENSORS and not (t.is_leaf and t.requires_grad):
-                    g = _storages_bytes(t, device, walk.seen)
+                    g = _storages_bytes(t, device, walk.seen, walk)
                     n += g
                     walk.graph += g
                 if len(walk.nodes) >= _NODES:
@@ -492,10 +546,10 @@ def _tensor_bytes(val: Any, walk: _Walk, depth: int = 0) -> int:
             if type(tensors) is dict:
                 for t in dict.values(tensors):
                     if t is not None and issubclass(type(t), torch.Tensor):
-                        n += _storages_bytes(t, device, walk.seen)
+                        n += _storages_bytes(t, device, walk.seen, walk)
                         grad = t.grad if type(t) in _PLAIN_TENSORS else None
                         if grad is not None:
-                            n += _storages_bytes(grad, device, walk.seen)
+                            n += _storages_bytes(grad, device, walk.seen, walk)
         mods = dict.get(d, "_modules")
         if type(mods) is dict:
             n += sum(_tensor_bytes(m, walk, depth + 1) for m in dict.values(mods)
@@ -524,14 +578,20 @@ def _tensor_bytes(val: Any, walk: _Walk, depth: int = 0) -> int:
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
-def _storages_bytes(t: Any, device: torch.device, seen: set[int]) -> int:
+def _storages_bytes(t: Any, device: torch.device, seen: set[int], walk: _Walk | None = None) -> int:
     n = 0
     with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's code
         parts = storages_of_tensor(t)
     for key, st in parts:
         d = st.device
-        if d.type != device.type or (device.index is not None and d.index != device.index) or key in seen:
+        if d.type != device.type or (device.index is not None and d.index != device.index):
+            continue
+        if key in seen:
+            if walk is not None and walk.first.get(key, walk.var) != walk.var:
+                walk.shared = True
             continue
         seen.add(key)
+        if walk is not None:
+            walk.first[key] = walk.var
         n += int(st.nbytes())
     return n

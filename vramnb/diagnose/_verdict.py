@@ -19,6 +19,8 @@ reserved and not allocated sits in segments that also hold live blocks):
 
 from __future__ import annotations
 
+import importlib.util
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -290,7 +292,13 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
     checkpointing where gradients were off; with the notebook's own names. On CUDA the last is
     :func:`vramnb.fit` for this card (``limit``: the cap or the card, bytes), which estimates
     every combination and gives the code."""
+    if ctx is not None and ctx.phase == "optimizer step":
+        return _optimizer_fixes(ctx)
     if ctx is not None and not ctx.trains:
+        return []
+    if ctx is not None and not ctx.grad:
+        return _no_grad_fixes(device, ctx)
+    if ctx is not None and ctx.model is None:  # no notebook name for the model: no code with invented names
         return []
     kind = device.split(":")[0]
     model = (ctx.model if ctx is not None else None) or "model"
@@ -317,4 +325,43 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
         out.append(Fix("each technique's saving on this model",
                        f'vramnb.compare({args}, toggles={{"precision": ["fp32", "bf16"], '
                        f'"checkpointing": ["off", "every block"]}}){yours}'))
+    return out
+
+
+def _optimizer_fixes(ctx: FailingCode) -> list[Fix]:
+    """The fixes for a failure inside ``optimizer.step()``: its state (created at the first
+    step: Adam's two tensors per parameter) and the step's temporaries. Autocast and
+    checkpointing act on activations, which are freed by then: not offered. Code only with
+    the notebook's own names."""
+    opt, model = ctx.optimizer, ctx.model
+    out = []
+    if opt:
+        out.append(Fix("the step's temporaries: the default (foreach) step works on all of a group's tensors at "
+                       "once; one tensor at a time needs less", f'for g in {opt}.param_groups:\n    g["foreach"] = False'))
+    if model and opt:
+        if importlib.util.find_spec("bitsandbytes") is not None:
+            out.append(Fix("8-bit Adam: its two state tensors in 1 byte per value instead of 4 (bitsandbytes)",
+                           f"import bitsandbytes as bnb\n{opt} = bnb.optim.AdamW8bit({model}.parameters(), "
+                           f"lr={opt}.param_groups[0]['lr'])"))
+        out.append(Fix("an optimizer with less state: Adafactor keeps factored second moments (rows + columns), "
+                       "SGD one momentum tensor per parameter or none",
+                       f"{opt} = torch.optim.Adafactor({model}.parameters(), lr={opt}.param_groups[0]['lr'])"))
+    out.append(Fix("train fewer parameters (freeze layers, LoRA): the optimizer keeps state only for those that "
+                   "require grad", ""))
+    return out
+
+
+def _no_grad_fixes(device: str, ctx: FailingCode) -> list[Fix]:
+    """The fixes for a failure with gradients off (evaluation, inference): nothing is saved
+    for backward, so recomputing in backward is no fix; what grows is the outputs the loop
+    keeps and each step's own activations."""
+    out = [Fix("with gradients off nothing is kept for backward: what grows is what the loop keeps; keep each "
+               "step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits on the "
+               "device", ""),
+           Fix("a smaller batch per evaluation step", "")]
+    if not ctx.autocast and ctx.model:
+        kind = device.split(":")[0]
+        out.append(Fix("bf16 autocast around the forward: activations and outputs in half the bytes",
+                       f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    out = {ctx.model}(batch)"
+                       "  # batch: yours"))
     return out
