@@ -89,3 +89,20 @@ def test_lora_on_a_peft_model_names_its_config() -> None:
     v = c.variants[1]
     assert v.unavailable is not None and "r=2 alpha=4 dropout=0.0 on 0" in v.unavailable
     assert "peft_config['default']" in v.unavailable
+
+
+def test_panel_says_why_against_the_first_run() -> None:
+    pytest.importorskip("ipywidgets")
+    import vramnb
+
+    m = _model()
+    p = vramnb.panel(m, torch.randn(B, D), _loss, torch.optim.AdamW(m.parameters()), display=False)
+    p.button.click()
+    p.controls["checkpointing"].value = "every block"
+    p.button.click()
+    newest = p.results[0]
+    line = newest["reason"]
+    assert line.startswith("checkpointing every block: at its peak") and "against the first run's" in line
+    assert "recomputation saves nothing" in line
+    assert p.results[1]["reason"] == ""
+    assert f"why: {line}" in repr(p) and "vramnb-run-reason" in p.table.value

@@ -66,20 +66,22 @@ def _freeze(d: dict[str, int]) -> str:
                                                                          if gone else ": none were dropped at the peak")
 
 
-def reason(recipe: Any, base: Any, other: Any) -> str:
+def reason(recipe: Any, base: Any, other: Any, base_recipe: Any = None, against: str = "the baseline's") -> str:
     """One line: which sources the recipe changed at the peak (from the measured steps ``base`` and
     ``other``, :class:`~vramnb._breakdown.StepResult`), the activations kept after forward, and what
-    each technique changes and cannot, as the numbers show it."""
+    each technique changes and cannot, as the numbers show it. ``base_recipe``: the recipe ``base`` ran
+    under (default: the baseline); only the techniques set differently from it are explained.
+    ``against``: how the line names ``base``."""
     d = deltas(base, other)
     a0, a1 = _after_forward(base), _after_forward(other)
     changed = sorted(d.items(), key=lambda kv: -abs(kv[1]))
-    head = (f"{recipe.describe()}: at its peak ({other.peak_phase}), against the baseline's: "
+    head = (f"{recipe.describe()}: at its peak ({other.peak_phase}), against {against}: "
             + (", ".join(f"{s} {format_delta(n)}" for s, n in changed) if changed else "no source changed"))
     if a0 is not None and a1 is not None and a0 != a1:
         head += f"; activations after forward {format_bytes(a0)} → {format_bytes(a1)}"
     why = []
     if a0 is not None and a1 is not None:
-        settings = recipe.changed()
+        settings = {k: v for k, v in recipe.changed().items() if base_recipe is None or base_recipe[k] != v}
         if settings.get("checkpointing") not in (None, "off"):
             why.append(_checkpointing(a0, a1))
         if "precision" in settings:
