@@ -80,6 +80,8 @@ def test_lora_settings_are_validated() -> None:
     with pytest.raises(ValueError, match="is not a valid setting"):
         Recipe(lora=4)
     assert Recipe(lora={"r": 4}) == Recipe(lora={"r": 4, "target_modules": "all-linear"})
+    # module names are a set to peft: the same settings in another order are one recipe
+    assert Recipe(lora={"r": 4, "target_modules": ["1", "0"]}) == Recipe(lora={"r": 4, "target_modules": ["0", "1"]})
 
 
 def test_lora_on_a_peft_model_names_its_config() -> None:

@@ -164,7 +164,8 @@ class LoRA(Technique):
             raise ValueError(f"lora={value!r} is not a valid setting; {valid}")
         for k, v in list(d.items()):
             if isinstance(v, (list, set, frozenset)):
-                d[k] = tuple(sorted(v, key=str)) if isinstance(v, (set, frozenset)) else tuple(v)
+                # module-name lists are sets to peft: one order, so equal settings make one recipe
+                d[k] = tuple(sorted(v, key=str)) if k.endswith("modules") or k == "modules_to_save" else tuple(v)
         r = d.get("r", 8)
         if not isinstance(r, int) or isinstance(r, bool) or r < 1:
             raise ValueError(f"lora rank r={r!r} must be a positive int; {valid}")
