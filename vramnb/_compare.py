@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ._breakdown import StepReport
+from ._reasons import reason
 from ._report import oom_lines
 from ._versions import versions
 from ._render import Rendered, Table, dataframe
@@ -76,6 +77,14 @@ class Comparison(Rendered):
         ran = sorted((v for v in self.variants if v.peak is not None), key=lambda v: v.peak or 0)
         return ran + [v for v in self.variants if v.peak is None]
 
+    def reason(self, v: Variant) -> str:
+        """Why ``v`` saved what it saved, in one line computed from the measured per-source deltas
+        against the baseline's steady-state step (``""`` for the baseline or a variant that did not run)."""
+        base = self.baseline.report
+        if v is self.baseline or v.report is None or base is None:
+            return ""
+        return reason(v.recipe, base.steady, v.report.steady)
+
     def _changed_sources(self) -> list[str]:
         base = self.baseline.report
         if base is None:
@@ -87,7 +96,8 @@ class Comparison(Rendered):
     def to_records(self) -> list[dict[str, Any]]:
         """One flat dict per variant: recipe, peak, saving, step time, each
         source at the peak (bytes, seconds), and ``warnings``: the lines saying
-        which configured technique had no effect in its step."""
+        which configured technique had no effect in its step, and ``reason``: why it saved what it saved
+        (:meth:`reason`)."""
         base = self.baseline.peak
         out = []
         for v in self.ranked():
@@ -101,6 +111,7 @@ class Comparison(Rendered):
             rec["unavailable"] = v.unavailable
             rec["error"] = v.error
             rec["warnings"] = list(v.report.warnings) if v.report is not None else []
+            rec["reason"] = self.reason(v)
             out.append(rec)
         return out
 
@@ -143,6 +154,10 @@ class Comparison(Rendered):
             t.rows.append([v.recipe.describe(), format_bytes(v.peak or 0), saving or "baseline",
                            format_seconds(v.report.steady.step_time)]
                           + [format_delta(base_src.get(s, 0) - src.get(s, 0)) for s in changed])
+        for v in self.ranked():
+            why = self.reason(v)
+            if why:
+                t.note(f"why: {why}")
         # a technique that had no effect in its step (vramnb._no_effect); a line every recipe has, once
         ran = [(v, v.report) for v in self.ranked() if v.report is not None]
         common = [w for w in (ran[0][1].warnings if ran else []) if all(w in r.warnings for _, r in ran)]

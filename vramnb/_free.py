@@ -33,6 +33,7 @@ import torch
 from ._versions import versions
 
 from ._graph import container_items
+from ._process import malloc_trim, process_memory
 from ._probe import CpuProbe, probe_for
 from ._render import Rendered, Table
 from ._units import format_bytes
@@ -270,11 +271,16 @@ class FreeReport(Rendered):
         returned: bytes of cached blocks the caching allocator gave back to the
             driver (``torch.cuda.empty_cache``; reserved before − after), or
             ``None`` on CPU.
+        trimmed: on CPU (Linux, glibc), the process's RSS before − after
+            ``malloc_trim(0)`` (bytes the C allocator kept free and gave back to
+            the system; RSS is not exact: other threads may allocate meanwhile),
+            else ``None``.
     """
 
     device: str
     freed: list[tuple[str, int]] = field(default_factory=list)
     returned: int | None = None
+    trimmed: int | None = None
     method: str = ""
     versions: dict[str, str] = field(default_factory=dict)  # what it was measured with
 
@@ -289,6 +295,8 @@ class FreeReport(Rendered):
         t.rows.append(("total allocated freed", format_bytes(self.total)))
         if self.returned is not None:
             t.rows.append(("cache returned to the driver", format_bytes(self.returned)))
+        if self.trimmed is not None:
+            t.rows.append(("RSS returned by malloc_trim(0)", format_bytes(max(0, self.trimmed))))
         t.note(f"measured by the {self.method}")
         return t
 
@@ -325,4 +333,9 @@ def free_hidden(shell: Any, device: torch.device, bound: Mapping[str, int] | Non
         r0 = probe.sample(device_info=False).reserved or 0
         torch.cuda.empty_cache()
         report.returned = r0 - (probe.sample(device_info=False).reserved or 0)
+    if device.type == "cpu":  # glibc keeps freed arena memory: hand it back, measured on the RSS
+        p0 = process_memory()
+        if p0 is not None and malloc_trim() is not None:
+            p1 = process_memory()
+            report.trimmed = p0.rss - p1.rss if p1 is not None else None
     return report

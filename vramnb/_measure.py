@@ -40,6 +40,7 @@ from .diagnose._autocast_cache import CACHE_ROW, CastCache, CastMode, cache_note
 from ._tracker_patch import _exit_mode
 from .diagnose._one_time import new_workspaces, outside_growth, workspace_note
 from .diagnose._postmortem import failing_code, listening, process_limit
+from ._process import process_memory, process_rss
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
 from ._render import Rendered, Table, dataframe
 from ._report import CellReport, OOMInfo
@@ -104,6 +105,8 @@ class Measurement:
     # what nested measurements' resets of the peak counter took away from this one
     nested_peak: int = field(default=0, init=False)
     nested_resets: int = field(default=0, init=False)
+    # on CPU: the process's RSS at the start (/proc/self/statm), for the report's process view
+    rss_start: int | None = field(default=None, init=False)
 
 
 # measurements running now (any thread): a nested one's reset of the device's peak
@@ -186,6 +189,7 @@ def vram(
     # on CUDA, the memory outside the allocator at the start too (cudaMemGetInfo; only where the
     # context exists): what a cell's first use of a kernel family loads there (lazy module loading)
     start = probe.sample(device_info=isinstance(probe, CudaProbe) and was_active)
+    m.rss_start = process_rss() if isinstance(probe, CpuProbe) else None
     _fold_peak(name, start.peak)
     with _ACTIVE_LOCK:
         if reset_peak:
@@ -413,6 +417,14 @@ def _finish(
         label=m.label,
         versions=versions(m.device),
     )
+    if isinstance(probe, CpuProbe):
+        proc = process_memory()
+        if proc is None:
+            notes.append("process RSS not shown: /proc is not readable here (Linux only)")
+        else:
+            report.rss, report.malloc_free = proc.rss, proc.malloc_free
+            report.rss_start = m.rss_start
+            report.children, report.children_private = proc.children, proc.children_private
     note = reserved_growth(report)
     if note:
         report.notes.append(note)

@@ -27,6 +27,7 @@ import torch
 from ._extras import optional, require
 from .predict._gpus import GPUS, gpu_memory
 from ._panel_table import RunsTable
+from ._reasons import reason
 from ._render import ERROR_COLOR
 from ._step import check_inputs, check_options, profile_step
 from ._units import format_bytes
@@ -249,6 +250,10 @@ class Panel(RunsTable):
             record["non_pytorch"] = report.steady.marks[-1][1].non_pytorch
             record["step_time"] = report.steady.step_time
             record["warnings"] = list(report.warnings)
+            first = next((r for r in self.runs if r.get("report") is not None and not r.get("error")), None)
+            if first is not None and first["recipe"] != recipe:
+                record["reason"] = reason(recipe, first["report"].steady, report.steady, first["recipe"],
+                                          against="the first run's")
             if self.predict.value:
                 self._predict(record, recipe, model, batch, loss_fn, optimizer)
             self.status.value = self._status_text(f"done: {recipe.describe()} · peak {format_bytes(record['peak'])}")
@@ -423,6 +428,8 @@ class Panel(RunsTable):
         for rec, row in zip(self.results, self._rows()):
             lines.append("  " + " · ".join(c for c in row if c))
             lines.extend(f"    ⚠ {w}" for w in rec["warnings"])
+            if rec["reason"]:
+                lines.append(f"    why: {rec['reason']}")
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kwargs: Any) -> dict[str, Any]:

@@ -53,7 +53,8 @@ class RunsTable:
     def results(self) -> list[dict[str, Any]]:
         """The runs as flat records, newest first (bytes, seconds): recipe,
         peak, change against the first run, step time, fits/margin, error, and
-        ``warnings`` (techniques configured but without effect in the step)."""
+        ``warnings`` (techniques configured but without effect in the step), and ``reason``: why its peak
+        differs from the first run's, one line from the measured per-source deltas ("" for the first)."""
         first = next((r.get("peak") for r in self.runs if r.get("peak") is not None and not r.get("error")), None)
         out = []
         for r in reversed(self.runs):
@@ -67,6 +68,7 @@ class RunsTable:
                 "margin": margin,
                 "error": r.get("error"),
                 "warnings": list(r.get("warnings") or []),
+                "reason": r.get("reason", ""),
                 "predicted_peak_allocated": r.get("predicted_peak"),
                 "predicted_device_memory": r.get("predicted_device_memory"),
                 "predicted_fits": r.get("predicted_fits"),
@@ -152,6 +154,9 @@ class RunsTable:
             if rec["estimate_error"]:
                 body.append(f"<tr class='vramnb-run-error'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
                             f"opacity:0.8;white-space:normal'>{html.escape('no prediction: ' + rec['estimate_error'])}</td></tr>")
+            if rec["reason"]:
+                body.append(f"<tr class='vramnb-run-reason'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
+                            f"opacity:0.8;white-space:normal'>{html.escape('why: ' + rec['reason'])}</td></tr>")
             for warning in rec["warnings"]:
                 body.append(f"<tr class='vramnb-run-warning'><td colspan='{len(head)}' style='padding:0 10px 4px 22px;"
                             f"color:{ERROR_COLOR};white-space:normal'>{html.escape('⚠ ' + warning)}</td></tr>")

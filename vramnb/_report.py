@@ -66,6 +66,15 @@ class CellReport(Rendered):
             workspaces, other processes); ``None`` where it cannot be read
             without creating a CUDA context, and on CPU.
         total: device capacity in bytes (``None`` if unknown).
+        rss_start / rss: on CPU (Linux), the process's resident set size at the
+            start and end (``/proc/self/statm``); ``None`` elsewhere.
+        malloc_free: on CPU with glibc, bytes free inside the C allocator's
+            arenas at the end (``mallinfo2().fordblks``): freed but kept by
+            glibc; ``None`` elsewhere.
+        children / children_private: on CPU (Linux), the number of live child
+            processes (DataLoader workers, ...) and their private memory summed
+            (``Private_Clean + Private_Dirty`` of each ``/proc/<pid>/smaps_rollup``)
+            at the end; ``0`` / ``None`` when there are none.
         wall_time: seconds the block took.
         exception: the type name of the exception the block raised, else ``None``.
         oom: details of an out-of-memory error, else ``None``.
@@ -91,6 +100,11 @@ class CellReport(Rendered):
     end_reserved: int | None = None
     non_pytorch: int | None = None
     total: int | None = None
+    rss_start: int | None = None
+    rss: int | None = None
+    malloc_free: int | None = None
+    children: int = 0
+    children_private: int | None = None
     exception: str | None = None
     oom: OOMInfo | None = None
     budget: int | None = None
@@ -175,6 +189,15 @@ class CellReport(Rendered):
             t.rows.append(("reserved − allocated", format_bytes(self.cached or 0), ""))
         if self.non_pytorch is not None:
             t.rows.append(("non-PyTorch", format_bytes(self.non_pytorch), ""))
+        if self.rss is not None:
+            t.rows.append(("process RSS", format_bytes(self.rss),
+                           format_delta(self.rss - self.rss_start) if self.rss_start is not None else ""))
+        if self.children_private is not None:
+            t.rows.append((f"{self.children} child process{'es' if self.children != 1 else ''} (private)",
+                           format_bytes(self.children_private), ""))
+        line = process_line(self)
+        if line:
+            t.note(line)
         if self.oom is not None:
             for line in oom_lines(self.oom):
                 t.note(line, warn=line.startswith(("out of memory", "verdict")))
@@ -189,6 +212,28 @@ class CellReport(Rendered):
                 sec.rows.append((name, format_bytes(a), format_bytes(b), format_delta(b - a), format_bytes(p)))
             t.sections.append(sec)
         return t
+
+
+def process_line(r: CellReport) -> str:
+    """One true line on where the process's RSS sits beside the tracked tensor storage (CPU), or ``""``."""
+    if r.rss is None:
+        return ""
+    tensors = r.end_allocated
+    head = f"process RSS {format_bytes(r.rss)} beside {format_bytes(tensors)} of tracked tensor storage"
+    if tensors > r.rss:
+        return (f"{head}: the storage exceeds RSS by {format_bytes(tensors - r.rss)}, so part of it is not resident "
+                "(never written, or mapped from a file)")
+    rest = r.rss - tensors
+    parts = [f"{format_bytes(rest)} of RSS is outside tensors"]
+    if r.malloc_free:
+        parts.append(f"up to {format_bytes(min(r.malloc_free, rest))} of it freed but kept by the C allocator "
+                     "(`%vram free` runs malloc_trim(0), which returns what spans whole pages)")
+    parts.append("the rest is the interpreter, Python objects, libraries and other buffers")
+    line = f"{head}: " + "; ".join(parts)
+    if r.children_private:
+        line += (f"; {r.children} child process{'es' if r.children != 1 else ''} hold "
+                 f"{format_bytes(r.children_private)} of private memory besides (not in this RSS)")
+    return line
 
 
 def oom_lines(oom: OOMInfo) -> list[str]:
