@@ -387,9 +387,11 @@ def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
     not among them (``[batch]`` for one batch)."""
     import torch
 
+    from .._checks import _batch_tensors, refuse_one_shot
+
+    refuse_one_shot(batch)
     if isinstance(batch, (torch.Tensor, Mapping, tuple, list)) or not isinstance(batch, Iterable):
         return batch, "", [batch]
-    from .._checks import _batch_tensors
 
     best, size, seen = None, -1, 0
     first: list[Any] = []
