@@ -30,6 +30,7 @@ from ._extras import progress_bar
 from ._step import check_inputs, check_loss_fn, profile_step
 from ._units import format_bytes, format_delta, format_seconds
 from .techniques import REGISTRY, Recipe, Unavailable
+from ._global_state import kept_as_found
 
 __all__ = ["compare", "Comparison", "Variant"]
 
@@ -193,6 +194,7 @@ def _recipes(recipes: Iterable[Any] | None, toggles: Mapping[str, Sequence[Any]]
     return unique
 
 
+@kept_as_found
 def compare(
     model: torch.nn.Module,
     batch: Any,

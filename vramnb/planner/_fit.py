@@ -24,6 +24,7 @@ from .._render import Rendered, Table
 from .._units import format_bytes
 from ..techniques import REGISTRY, Recipe
 from ..techniques.code import rename, step_code
+from .._global_state import kept_as_found
 
 __all__ = ["fit", "FitResult", "Plan", "DEFAULT_ALLOW"]
 
@@ -215,6 +216,7 @@ def _allowed(allow: Any, capability: tuple[int, int]) -> dict[str, tuple[Any, ..
     return out
 
 
+@kept_as_found
 def fit(
     model: Any,
     batch: Any,
