@@ -126,7 +126,7 @@ class Comparison(Rendered):
 
     def _table(self) -> Table:
         changed = self._changed_sources()
-        heads = ["recipe", "peak", "saving", "step time"] + [f"Δ {s}" for s in changed]
+        heads = ["recipe", "peak", "saving", "step time"] + [f"saved: {s}" for s in changed]
         t = Table(f"what if · {self.device} · steady-state step, ranked by peak", heads, align="l" + "r" * (len(heads) - 1))
         base = self.baseline
         base_src = base.report.steady.peak.sources if base.report is not None else {}
@@ -153,7 +153,7 @@ class Comparison(Rendered):
             for w in r.warnings:
                 if len(ran) == 1 or w not in common:
                     t.note(f"{v.recipe.describe()}: {w}", warn=True)
-        t.note("saving and Δ columns: the baseline's bytes minus this recipe's (positive: memory saved)")
+        t.note("saving and saved columns: the baseline's bytes minus this recipe's (positive: memory saved; negative: more)")
         for n in self.notes:
             t.note(n)
         return t

@@ -132,8 +132,28 @@ class FitResult(Rendered):
 
     @property
     def best(self) -> Plan | None:
-        """The fastest plan that fits, or ``None``."""
+        """The fastest plan that fits, or ``None`` (nothing fits: :attr:`code` says what would)."""
         return next((p for p in self.plans if p.fits), None)
+
+    @property
+    def code(self) -> str:
+        """The best plan's training step, as code (``best.code``; ``""`` where it is the current recipe).
+
+        Raises:
+            VramnbError: nothing fits; the message names the closest plan, by how many bytes it
+                misses the budget, and what would make it fit (:attr:`suggestions`).
+        """
+        best = self.best
+        if best is not None:
+            return best.code
+        from .._errors import VramnbError
+
+        closest = min(self.plans, key=lambda p: p.device_memory, default=None)
+        what = (f"the closest, {closest.recipe.describe()}, needs {format_bytes(closest.device_memory)} "
+                f"(misses by {format_bytes(closest.device_memory - self.budget)})") if closest is not None else "no plan ran"
+        fixes = "; ".join(self.suggestions) or "allow more techniques (allow=...), a smaller batch_size, or a larger target"
+        raise VramnbError(f"no plan fits {self.target} within {format_bytes(self.budget)}: {what}. To make it fit: {fixes}. "
+                          "fit(...).plans lists every plan; .best is None")
 
     def __repr__(self) -> str:
         return self._table().to_text()
