@@ -49,3 +49,36 @@ def test_compare_columns_say_saved_and_positive_is_saved() -> None:
     head = next(line for line in text.splitlines() if "recipe" in line and "peak" in line)
     assert "Δ" not in head and "saved:" in head, head
     assert "positive: memory saved" in text
+
+
+class _Blocks(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+@pytest.mark.parametrize("value", ["every block", "every 2nd block", ("blocks.1", "blocks.3")])
+def test_printed_checkpointing_wraps_once_when_pasted_twice(value) -> None:
+    import functools
+
+    from torch.utils.checkpoint import checkpoint
+
+    from vramnb.techniques.registry import REGISTRY
+
+    net = _Blocks()
+    code = REGISTRY["checkpointing"].code(value, model=net, name="net")
+    assert "functools.partial" in code, code
+    ns = {"net": net, "torch": torch}
+    exec(code, ns)
+    exec(code, ns)  # pasted twice
+    wrapped = [b for b in net.blocks if isinstance(b.forward, functools.partial)]
+    assert wrapped
+    for b in wrapped:
+        assert b.forward.func is checkpoint and not isinstance(b.forward.args[0], functools.partial)
+    x = torch.randn(2, 8, requires_grad=True)
+    net(x).sum().backward()
