@@ -82,3 +82,26 @@ def test_printed_checkpointing_wraps_once_when_pasted_twice(value) -> None:
         assert b.forward.func is checkpoint and not isinstance(b.forward.args[0], functools.partial)
     x = torch.randn(2, 8, requires_grad=True)
     net(x).sum().backward()
+
+
+def test_breakdown_bars_sum_to_allocated_with_unattributed_bytes() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vramnb._breakdown import Breakdown
+    from vramnb._plot import _stack
+
+    bds = [Breakdown(sources={"parameters": 3 * 2**20, "activations": 2**20}, allocated=4 * 2**20 + 7 * 2**20 // 2),
+           Breakdown(sources={"parameters": 3 * 2**20}, allocated=3 * 2**20)]
+    fig, ax = plt.subplots()
+    _stack(ax, ["a", "b"], bds, 2**20)
+    tops = [0.0, 0.0]
+    for bar in ax.patches:
+        if bar.get_fill():  # the outline of the highlighted bar is not a segment
+            x = round(bar.get_x() + bar.get_width() / 2)
+            tops[x] = max(tops[x], bar.get_y() + bar.get_height())
+    assert tops == [b.allocated / 2**20 for b in bds]
+    assert [t.get_text() for t in ax.texts] == [f"{b.allocated / 2**20:.1f}" for b in bds]
+    plt.close(fig)
