@@ -227,7 +227,11 @@ def test_a_loader_is_planned_for_its_largest_batch():
     torch.manual_seed(0)
     net = _Net(32, 1)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(100, 32)), batch_size=40)
-    r = vramnb.fit(net, (b[0] for b in loader), target="24GiB", allow={"precision": ["bf16"]}, progress=False)
+    class Firsts:  # a re-iterable of batches (a generator would be consumed: fit refuses one-shot iterators)
+        def __iter__(self):
+            return (b[0] for b in loader)
+
+    r = vramnb.fit(net, Firsts(), target="24GiB", allow={"precision": ["bf16"]}, progress=False)
     # batches of 40, 40 and 20 rows: the first 40-row batch is the largest
     assert r.notes[0].startswith("planned for the largest of the loader's first 3 batches ((40, 32), 5.0 KiB)")
     assert r.current.estimate.steps[0].peak.sources["input batch"] == 40 * 32 * 4

@@ -197,7 +197,9 @@ def test_checkpointing_code_is_the_models_own_method_or_names_its_blocks():
     code = ck.code("every 2nd block", model=Net(), name="net")
     assert code == ("import functools, torch.utils.checkpoint\n"
                     "for block in net.get_submodule('layers')[::2]:  # recompute each block's forward in backward\n"
-                    "    block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
+                    "    if getattr(block.forward, 'func', None) is not torch.utils.checkpoint.checkpoint:"
+                    "  # once, if run twice\n"
+                    "        block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
                     "use_reentrant=False)")
     net = Net()
     exec(code, {"net": net})  # runs as printed: blocks 0, 2 and 4 now recompute in backward

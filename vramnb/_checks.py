@@ -23,7 +23,31 @@ class InputError(ValueError):
     user's step is one recipe's result."""
 
 
+def refuse_one_shot(batch: Any, what: str = "batch") -> None:
+    """Refuse an iterable that is its own iterator (a generator, ``iter(loader)``, a file or
+    stream): reading batches from it would consume the user's batches, which cannot be put back.
+    Checked by every entry point before anything is read.
+
+    Raises:
+        InputError: ``iter(batch) is batch``; the message names what to pass instead.
+    """
+    if isinstance(batch, (torch.Tensor, Mapping, tuple, list, str, bytes)):
+        return
+    try:
+        own = iter(batch) is batch
+    except TypeError:  # not iterable at all
+        return
+    if own:
+        raise InputError(
+            f"{what} is a {type(batch).__name__}, a one-shot iterator: reading batches from it would consume "
+            "them (they cannot be put back). Pass one batch (a tensor, or a tuple, list or dict of tensors, "
+            "e.g. next(iter(loader))) or a re-iterable of batches (the DataLoader itself, or a list of batches)"
+        )
+
+
 def _batch_tensors(batch: Any, path: str = "batch") -> list[tuple[str, torch.Tensor]]:
+    if path == "batch":
+        refuse_one_shot(batch)
     if isinstance(batch, torch.Tensor):
         return [(path, batch)]
     if isinstance(batch, Mapping):

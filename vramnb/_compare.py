@@ -31,6 +31,7 @@ from ._extras import progress_bar
 from ._step import check_inputs, check_loss_fn, profile_step
 from ._units import format_bytes, format_delta, format_seconds
 from .techniques import REGISTRY, Recipe, Unavailable
+from ._global_state import kept_as_found
 
 __all__ = ["compare", "Comparison", "Variant"]
 
@@ -136,7 +137,7 @@ class Comparison(Rendered):
 
     def _table(self) -> Table:
         changed = self._changed_sources()
-        heads = ["recipe", "peak", "saving", "step time"] + [f"Δ {s}" for s in changed]
+        heads = ["recipe", "peak", "saving", "step time"] + [f"saved: {s}" for s in changed]
         t = Table(f"what if · {self.device} · steady-state step, ranked by peak", heads, align="l" + "r" * (len(heads) - 1))
         base = self.baseline
         base_src = base.report.steady.peak.sources if base.report is not None else {}
@@ -167,7 +168,7 @@ class Comparison(Rendered):
             for w in r.warnings:
                 if len(ran) == 1 or w not in common:
                     t.note(f"{v.recipe.describe()}: {w}", warn=True)
-        t.note("saving and Δ columns: the baseline's bytes minus this recipe's (positive: memory saved)")
+        t.note("saving and saved columns: the baseline's bytes minus this recipe's (positive: memory saved; negative: more)")
         for n in self.notes:
             t.note(n)
         return t
@@ -208,6 +209,7 @@ def _recipes(recipes: Iterable[Any] | None, toggles: Mapping[str, Sequence[Any]]
     return unique
 
 
+@kept_as_found
 def compare(
     model: torch.nn.Module,
     batch: Any,

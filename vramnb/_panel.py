@@ -33,6 +33,7 @@ from ._step import check_inputs, check_options, profile_step
 from ._units import format_bytes
 from ._widgets import bundle, tooltip
 from .techniques import REGISTRY, Recipe, Unavailable
+from ._global_state import kept_as_found
 
 __all__ = ["Panel", "panel"]
 
@@ -455,6 +456,7 @@ class Panel(RunsTable):
         display(self._repr_mimebundle_(), raw=True)
 
 
+@kept_as_found
 def panel(model: torch.nn.Module, batch: Any, loss_fn: Any = None, optimizer: Any = None, *,
           target: str | int = "RTX 4090 (24 GB)", display: bool = True, steps: int = 2,
           predict: bool = False) -> Panel:

@@ -121,6 +121,11 @@ def _stack(ax: Any, labels: Sequence[str], breakdowns: Sequence[Breakdown], scal
         vals = [b.sources.get(src, 0) / scale for b in breakdowns]
         ax.bar(xs, vals, bottom=bottoms, color=COLORS[src], label=src, width=0.7, edgecolor=theme().edge, linewidth=0.5)
         bottoms = [a + v for a, v in zip(bottoms, vals)]
+    extra = [max(0, b.unattributed) / scale for b in breakdowns]  # the table's own row: the bars sum to allocated
+    if any(extra):
+        ax.bar(xs, extra, bottom=bottoms, color=theme().muted, hatch="//", label="unattributed", width=0.7,
+               edgecolor=theme().text, linewidth=0.5, alpha=0.5)
+        bottoms = [a + v for a, v in zip(bottoms, extra)]
     if highlight is not None:
         ax.bar([highlight], [bottoms[highlight]], width=0.78, fill=False, edgecolor=theme().text, linewidth=1.5)
     ax.set_xticks(xs, labels)
@@ -147,7 +152,7 @@ def plot_breakdown(report: StepReport, step: int | str = -1) -> Any:
     phase = {"optimizer step": "optim. step"}.get(s.peak_phase, s.peak_phase)
     items = list(s.marks) + [(f"peak\n({phase})", s.peak)]
     bds = [b for _, b in items]
-    unit, scale = unit_for(max(b.total for b in bds))
+    unit, scale = unit_for(max(max(b.total, b.allocated) for b in bds))
     fig = _figure(7.5, 4.2)
     ax = fig.add_subplot()
     _stack(ax, [_SHORT.get(n, n) for n, _ in items], bds, scale, highlight=len(items) - 1)

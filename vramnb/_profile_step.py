@@ -20,10 +20,12 @@ from ._oom import is_oom
 from ._report import oom_lines
 from .diagnose import Fix, verdict
 from .diagnose._step_savings import step_savings
+from ._global_state import kept_as_found
 
 __all__ = ["profile_step"]
 
 
+@kept_as_found
 @functools.wraps(_step.profile_step)
 def profile_step(model: Any, batch: Any, loss_fn: Any = None, optimizer: Any = None, *, diagnose: bool | None = None,
                  **kwargs: Any) -> Any:

@@ -36,6 +36,7 @@ from typing import Any
 
 from .._breakdown import StepReport
 from ._report import DistributedReport, RankReport
+from .._global_state import kept_as_found
 
 __all__ = ["profile_distributed", "BACKENDS", "START_METHODS"]
 
@@ -47,6 +48,7 @@ _PARTS = ("model", "batch", "loss_fn", "optimizer")
 _ENV = {"NCCL_NVLS_ENABLE": "0"}
 
 
+@kept_as_found
 def profile_distributed(
     train_fn: Callable[..., Any],
     nprocs: int = 2,

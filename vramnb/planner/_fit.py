@@ -24,6 +24,7 @@ from .._render import Rendered, Table
 from .._units import format_bytes
 from ..techniques import REGISTRY, Recipe
 from ..techniques.code import rename, step_code
+from .._global_state import kept_as_found
 
 __all__ = ["fit", "FitResult", "Plan", "DEFAULT_ALLOW"]
 
@@ -131,8 +132,28 @@ class FitResult(Rendered):
 
     @property
     def best(self) -> Plan | None:
-        """The fastest plan that fits, or ``None``."""
+        """The fastest plan that fits, or ``None`` (nothing fits: :attr:`code` says what would)."""
         return next((p for p in self.plans if p.fits), None)
+
+    @property
+    def code(self) -> str:
+        """The best plan's training step, as code (``best.code``; ``""`` where it is the current recipe).
+
+        Raises:
+            VramnbError: nothing fits; the message names the closest plan, by how many bytes it
+                misses the budget, and what would make it fit (:attr:`suggestions`).
+        """
+        best = self.best
+        if best is not None:
+            return best.code
+        from .._errors import VramnbError
+
+        closest = min(self.plans, key=lambda p: p.device_memory, default=None)
+        what = (f"the closest, {closest.recipe.describe()}, needs {format_bytes(closest.device_memory)} "
+                f"(misses by {format_bytes(closest.device_memory - self.budget)})") if closest is not None else "no plan ran"
+        fixes = "; ".join(self.suggestions) or "allow more techniques (allow=...), a smaller batch_size, or a larger target"
+        raise VramnbError(f"no plan fits {self.target} within {format_bytes(self.budget)}: {what}. To make it fit: {fixes}. "
+                          "fit(...).plans lists every plan; .best is None")
 
     def __repr__(self) -> str:
         return self._table().to_text()
@@ -215,6 +236,7 @@ def _allowed(allow: Any, capability: tuple[int, int]) -> dict[str, tuple[Any, ..
     return out
 
 
+@kept_as_found
 def fit(
     model: Any,
     batch: Any,
@@ -387,9 +409,11 @@ def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
     not among them (``[batch]`` for one batch)."""
     import torch
 
+    from .._checks import _batch_tensors, refuse_one_shot
+
+    refuse_one_shot(batch)
     if isinstance(batch, (torch.Tensor, Mapping, tuple, list)) or not isinstance(batch, Iterable):
         return batch, "", [batch]
-    from .._checks import _batch_tensors
 
     best, size, seen = None, -1, 0
     first: list[Any] = []

@@ -32,6 +32,7 @@ from ._accuracy import ROUNDING, ExpectedError, safe_margin, safety_basis
 from ._estimate import Estimate, estimate
 from ._estimate_inputs import as_recipe
 from ._fake import resize_batch
+from .._global_state import kept_as_found
 
 __all__ = ["SAFETY", "BatchSearch", "max_batch_size"]
 
@@ -102,6 +103,7 @@ class BatchSearch(Rendered):
         return t
 
 
+@kept_as_found
 def max_batch_size(
     model: Any,
     batch: Any,

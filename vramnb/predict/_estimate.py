@@ -51,6 +51,7 @@ from .._tracker import StorageTracker
 from .._units import format_bytes
 from ..techniques import Recipe
 from ..techniques.registry import REGISTRY
+from .._global_state import kept_as_found
 
 __all__ = ["estimate", "Estimate", "Target", "resolve_target"]
 
@@ -190,6 +191,7 @@ CHECKPOINTED_ON_CUDA = ("activation checkpointing on CUDA: GPU run 21 (H200, tor
                         "of 15 % on a tight card (benchmarks/results/2026-12-02-h200-run21-fit-memory)")
 
 
+@kept_as_found
 def estimate(
     model: torch.nn.Module | Callable[[], torch.nn.Module],
     batch: Any,

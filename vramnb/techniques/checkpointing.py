@@ -101,6 +101,15 @@ def _wrap(block: torch.nn.Module, selective: bool, record: Wrapped) -> Any:
     return undo
 
 
+
+def _wrap_loop(chosen: str) -> str:
+    """The printed loop that wraps each block's forward in ``torch.utils.checkpoint.checkpoint``;
+    a block already wrapped is left as it is, so that running the code twice wraps once."""
+    return (f"for block in {chosen}:  # recompute each block's forward in backward\n"
+            "    if getattr(block.forward, 'func', None) is not torch.utils.checkpoint.checkpoint:  # once, if run twice\n"
+            "        block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
+            "use_reentrant=False)")
+
 @register
 class Blocks(Technique):
     """Which blocks checkpointing wraps: ``"auto"`` or a submodule path."""
@@ -305,10 +314,7 @@ class Checkpointing(Technique):
         blocks vramnb would wrap (named where ``model`` is given)."""
         if isinstance(value, tuple):
             chosen = "[" + ", ".join(f"{name}.get_submodule({n!r})" for n in value) + "]"
-            return ("import functools, torch.utils.checkpoint\n"
-                    f"for block in {chosen}:  # recompute each block's forward in backward\n"
-                    "    block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
-                    "use_reentrant=False)")
+            return "import functools, torch.utils.checkpoint\n" + _wrap_loop(chosen)
         every = {"every block": 1, "every 2nd block": 2, "every 4th block": 4}.get(value)
         if every is None:
             return ("from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts\n"
@@ -329,9 +335,7 @@ class Checkpointing(Technique):
         chosen = f"{name}.get_submodule({parent!r})" + (f"[::{every}]" if every > 1 else "") if count else \
             "[" + ", ".join(f"{name}.get_submodule({n!r})" for n in parent[::every]) + "]"
         return ("import functools, torch.utils.checkpoint\n"
-                f"for block in {chosen}:  # recompute each block's forward in backward\n"
-                "    block.forward = functools.partial(torch.utils.checkpoint.checkpoint, block.forward, "
-                "use_reentrant=False)")
+                + _wrap_loop(chosen))
 
     @classmethod
     def describe(cls, value: Any) -> str:

@@ -18,12 +18,30 @@ from .registry import REGISTRY, Recipe
 __all__ = ["step_code"]
 
 #: the micro-batches' split, as vramnb's technique does it (vramnb.techniques.batching)
-_SPLIT = '''def micro_batches(batch, k):  # k parts along the first dimension; 0-d tensors and other values as they are
+_SPLIT = '''import collections.abc
+import copy
+
+
+def micro_batches(batch, k):  # k equal parts along the first dimension; 0-d tensors and other values as they are
     if isinstance(batch, torch.Tensor):
         return list(batch.chunk(k)) if batch.dim() else [batch] * k
-    if isinstance(batch, dict):
+    if isinstance(batch, collections.abc.Mapping):  # a dict, a BatchEncoding (UserDict), any mapping: its type kept
         parts = {key: micro_batches(v, k) for key, v in batch.items()}
-        return [{key: p[i] for key, p in parts.items()} for i in range(k)]
+        out = []
+        for i in range(k):
+            if type(batch) is not dict and isinstance(batch, collections.abc.MutableMapping):
+                new = copy.copy(batch)
+                for key, p in parts.items():
+                    new[key] = p[i]
+            else:
+                new = {key: p[i] for key, p in parts.items()}
+                if type(batch) is not dict:
+                    new = type(batch)(new)
+            out.append(new)
+        return out
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        parts = [micro_batches(v, k) for v in batch]
+        return [type(batch)(*(p[i] for p in parts)) for i in range(k)]
     if isinstance(batch, (tuple, list)):
         parts = [micro_batches(v, k) for v in batch]
         return [type(batch)(p[i] for p in parts) for i in range(k)]

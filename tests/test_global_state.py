@@ -1,0 +1,93 @@
+"""Item 28.2: every entry point leaves every process-wide state as it found it.
+
+A loss (or a ``DataLoader``'s dataset, with and without workers) that draws from torch's,
+Python's and NumPy's global generators and flips torch flags runs inside each entry point;
+afterwards the generators' states and the flags/defaults are exactly those before.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import vramnb
+from vramnb._global_state import snapshot
+from vramnb import profile_distributed
+
+
+class Drawing(Dataset):
+    """A dataset whose items draw from Python's and NumPy's global generators (augmentation)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.full((8,), random.random() + float(np.random.rand()))
+
+
+def drawing_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+    random.random()
+    np.random.rand()
+    torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.set_float32_matmul_precision("medium")
+    return model(batch).square().mean()
+
+
+def _model() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+
+
+def _batch() -> torch.Tensor:
+    return torch.ones(4, 8)
+
+
+def _dist_fn(rank: int, world_size: int) -> tuple:
+    return _model(), _batch(), drawing_loss, None
+
+
+ENTRY = {  # each gets a model and a batch built before the states are read (building draws from torch's RNG)
+    "estimate": lambda m, b: vramnb.estimate(m, b, drawing_loss),
+    "estimate world_size=2 ddp": lambda m, b: vramnb.estimate(m, b, drawing_loss, world_size=2, parallel="ddp"),
+    "max_batch_size": lambda m, b: vramnb.max_batch_size(m, b, drawing_loss, target="2GiB"),
+    "fit": lambda m, b: vramnb.fit(m, b, drawing_loss, target="8GiB", progress=False),
+    "fit DataLoader": lambda m, b: vramnb.fit(m, DataLoader(Drawing(), batch_size=4, shuffle=True),
+                                              drawing_loss, target="8GiB", progress=False),
+    "fit DataLoader workers": lambda m, b: vramnb.fit(m, DataLoader(Drawing(), batch_size=4, shuffle=True,
+                                                                    num_workers=2),
+                                                      drawing_loss, target="8GiB", progress=False),
+    "profile_step": lambda m, b: vramnb.profile_step(m, b, drawing_loss),
+    "compare": lambda m, b: vramnb.compare(m, b, drawing_loss, progress=False),
+    "panel": lambda m, b: vramnb.panel(m, b, drawing_loss, display=False),
+    "profile_distributed": lambda m, b: profile_distributed(_dist_fn, 1, backend="gloo", timeout=120),
+}
+
+
+def _state() -> dict:
+    np_state = np.random.get_state()
+    return {
+        "torch cpu rng": torch.get_rng_state().tolist(),
+        "random": random.getstate(),
+        "numpy": (np_state[0], np_state[1].tolist(), *np_state[2:]),
+        **snapshot(),
+    }
+
+
+@pytest.mark.parametrize("entry", list(ENTRY))
+def test_entry_point_leaves_global_state_as_found(entry: str) -> None:
+    random.seed(1)
+    np.random.seed(2)
+    torch.manual_seed(3)
+    model, batch = _model(), _batch()
+    before = _state()
+    try:
+        ENTRY[entry](model, batch)
+    except vramnb.VramnbError:
+        pass  # a refusal must leave the state as found too
+    after = _state()
+    changed = [k for k in before if before[k] != after[k]]
+    assert not changed, changed

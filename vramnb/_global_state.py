@@ -1,0 +1,96 @@
+"""Every process-wide state a vramnb entry point could change, kept as found.
+
+One guard (:func:`kept_as_found`, also a decorator) wraps each public entry point
+(``estimate``, ``max_batch_size``, ``fit``, ``compare``, ``panel``, ``profile_step``,
+``profile_distributed``): whatever runs inside (the user's model, loss, a
+``DataLoader`` whose dataset draws from ``random`` or ``numpy.random``, vramnb's own
+code), on return or on error the process is left as it was found:
+
+* random number generators: PyTorch's default CPU generator, each CUDA device's
+  (where CUDA was initialised before the call), Python's global ``random`` and
+  NumPy's global (legacy) state (:class:`vramnb._rng_state.RngStates`);
+* defaults and modes: default dtype, default device, grad mode, anomaly detection,
+  deterministic algorithms (and their warn-only setting), the number of intra-op
+  threads, ``float32`` matmul precision, and the cuDNN / CUDA matmul flags
+  (``enabled``, ``benchmark``, ``deterministic``, ``allow_tf32``, reduced-precision
+  reductions).
+
+A value is written back only where it differs from the one found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import torch
+
+from ._rng_state import RngStates
+
+__all__ = ["kept_as_found", "snapshot"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _flag(get: Callable[[], Any], set_: Callable[[Any], Any]) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+    return get, set_
+
+
+def _set_attr(obj: Any, name: str) -> Callable[[Any], None]:
+    return lambda v: setattr(obj, name, v)
+
+
+def _flags() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
+    cudnn = torch.backends.cudnn
+    matmul = torch.backends.cuda.matmul
+    out = {
+        "default dtype": _flag(torch.get_default_dtype, torch.set_default_dtype),
+        "grad mode": _flag(torch.is_grad_enabled, lambda v: torch.set_grad_enabled(v)),
+        "anomaly detection": _flag(lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+                                   lambda v: torch.set_anomaly_enabled(*v)),
+        "deterministic algorithms": _flag(
+            lambda: (torch.are_deterministic_algorithms_enabled(),
+                     torch.is_deterministic_algorithms_warn_only_enabled()),
+            lambda v: torch.use_deterministic_algorithms(v[0], warn_only=v[1])),
+        "intra-op threads": _flag(torch.get_num_threads, torch.set_num_threads),
+        "float32 matmul precision": _flag(torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+    }
+    if hasattr(torch, "get_default_device"):
+        out["default device"] = _flag(torch.get_default_device, torch.set_default_device)
+    for name in ("enabled", "benchmark", "deterministic", "allow_tf32"):
+        out[f"cudnn.{name}"] = _flag(functools.partial(getattr, cudnn, name), _set_attr(cudnn, name))
+    for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        out[f"cuda.matmul.{name}"] = _flag(functools.partial(getattr, matmul, name), _set_attr(matmul, name))
+    return out
+
+
+def snapshot() -> dict[str, Any]:
+    """The values of the flags and defaults :func:`kept_as_found` keeps (name → value; for tests)."""
+    return {name: get() for name, (get, _) in _flags().items()}
+
+
+@contextlib.contextmanager
+def _guard() -> Iterator[None]:
+    rng = RngStates()
+    flags = _flags()
+    found = {name: get() for name, (get, _) in flags.items()}
+    try:
+        yield
+    finally:
+        for name, (get, set_) in flags.items():
+            if get() != found[name]:
+                set_(found[name])
+        rng.restore()
+
+
+def kept_as_found(fn: F) -> F:
+    """Decorate an entry point: it leaves every global state in this module's docstring as found."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _guard():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
