@@ -245,8 +245,8 @@ _CONTAINER_KINDS = ("list", "dict", "deque", "set", "tuple")
 
 def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
     """``(closing the gap, helping)``: a holder the failing code does not use is deleted; a
-    list or dict it adds to (a history of losses kept with their graphs) is emptied; the model
-    and optimizer it trains are left alone."""
+    list or dict it adds to (a history of losses kept with their graphs: ``ctx.mutated``) is
+    emptied; one it only reads (its data), the model and optimizer it trains are left alone."""
     ctx = s.context
     short = _short(s)
     enough, partial = [], []
@@ -255,9 +255,10 @@ def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
             continue
         name, holds, frees = h[:3]
         kind = h[3] if len(h) > 3 else ""
-        used = ctx is not None and name.split("[")[0].split(".")[0] in ctx.in_use
-        if used and kind not in _CONTAINER_KINDS:
-            continue
+        root = name.split("[")[0].split(".")[0]
+        used = ctx is not None and root in ctx.in_use
+        if used and (kind not in _CONTAINER_KINDS or ctx is None or root not in ctx.mutated):
+            continue  # the training itself, or data the failing code only reads: emptying it is no fix
         if used:
             f = Fix(f"{name} ({kind}), which the failing code adds to, keeps {format_bytes(holds)}: keep numbers, "
                     f"not tensors (loss.item()), or empty it; that frees {format_bytes(frees)}", f"{name}.clear()",
