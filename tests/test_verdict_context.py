@@ -139,6 +139,21 @@ def test_a_request_under_the_process_limit_is_not_larger_than_the_whole_device()
     assert any(f.what.startswith("one request is larger") for f in big.fixes)
 
 
+def test_one_request_far_larger_than_all_tensors_under_a_process_limit_says_read_the_shapes():
+    # field case broadcast_pairwise_distance_oom: 160000 B allocated, one 160000000 B request, 800 MiB address
+    # space mostly the interpreter's own: raising the limit is one fix, the shapes the other
+    s = _state(requested=160_000_000, allocated=160_000, available=20 * 2**30, cap=800 * MiB, cap_room=50 * MiB,
+               cap_name="RLIMIT_AS", context=FailingCode(in_use={"a", "b"}))
+    fixes = verdict(s).fixes
+    assert fixes[0].code.startswith("import resource; resource.setrlimit(resource.RLIMIT_AS")
+    assert fixes[1].what == ("one request of 152.6 MiB is more than the 156.2 KiB all tensors hold and the 50.0 MiB "
+                             "still free together: read the shapes on the failing line (an unintended broadcast, "
+                             "a batch or sequence far too large)")
+    # what the tensors alive could make room for, or a request not far above them: no such sentence
+    for kw in (dict(cap_room=200 * MiB), dict(allocated=60 * MiB)):
+        assert not any("read the shapes" in f.what for f in verdict(_state(**{**s.__dict__, **kw})).fixes)
+
+
 def test_a_cell_runs_even_where_vramnb_cannot_start_measuring(ip, monkeypatch, capsys):
     # under memory pressure vramnb's own start (the tracker's warm-up, its scan) can fail: the cell must still run
     from vramnb._tracker import StorageTracker

@@ -234,6 +234,14 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
         return [Fix("one request is larger than the whole device: read the shapes on the failing line "
                     "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
     enough, partial = _holder_fixes(s)
+    room = _cpu_room(s) if s.reserved is None else None
+    if s.requested and room is not None and s.requested > s.allocated + room and s.requested > 4 * s.allocated:
+        # one request far larger than every tensor alive together, and more than they could get: a shape to read
+        # (under a process limit the whole address space is mostly the interpreter's own, no measure of this)
+        first = (first or []) + [Fix(
+            f"one request of {format_bytes(s.requested)} is more than the {format_bytes(s.allocated)} all tensors "
+            f"hold and the {format_bytes(room)} still free together: read the shapes on the failing line "
+            "(an unintended broadcast, a batch or sequence far too large)", "")]
     return fixes + enough + (first or []) + _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None) \
         + partial
 
