@@ -533,7 +533,8 @@ def test_a_list_the_failing_code_adds_to_is_emptied_not_deleted_and_its_model_ke
     from vramnb.diagnose._postmortem import FailingCode
 
     MiB = 2**20
-    ctx = FailingCode(in_use={"losses", "gpt", "adam"}, model="gpt", optimizer="adam", trains=True)
+    ctx = FailingCode(in_use={"losses", "gpt", "adam"}, model="gpt", optimizer="adam", trains=True,
+                      mutated={"losses"})
     s = OOMState("cpu", True, 100 * MiB, 900 * MiB, available=50 * MiB, context=ctx,
                  holders=[("losses", 856 * MiB, 701 * MiB, "list"), ("gpt", 14 * MiB, 14 * MiB, "Module"),
                           ("out", 154 * MiB, 140 * MiB, "Tensor")])

@@ -115,6 +115,43 @@ def test_capture_is_delivered_only_while_listening():
     assert got == [state]
 
 
+def test_regrowth_lets_the_first_run_differ_and_fits_the_advice_to_a_list(ip):
+    # field case retain_graph_carried_state: +9.0/+7.5/+7.5 MiB (the first run also makes gradients)
+    run(ip, "keep = []")
+    cell = "%%vram -d cpu\nfirst = globals().get('first', torch.ones(1 << 17))\nkeep.append(torch.ones(1 << 18))"
+    for _ in range(3):
+        run(ip, cell)
+    notes = vramnb.history()[-1].notes
+    assert ("each run of this cell leaves 1.0 MiB more (the last 2 of 3 runs in a row that grew): keep grew by "
+            "1.0 MiB: it keeps what each run makes (keep is added to on every run: store numbers (loss.item()) or "
+            "tensors without their graph (.detach() before storing), or empty it)") in notes, notes
+
+
+def test_regrowth_reports_what_the_holder_keeps_more_where_a_loop_variable_shares_part_of_it(ip):
+    # field case hook_activations_train_mode: m (the loop variable) shares model[1]; each run adds
+    # 256 KiB to each of the two lists, 512 KiB in all, of which deleting model alone frees 256 KiB
+    run(ip, "model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))\n"
+            "for m in model:\n    m.acts = []")
+    cell = "%%vram -d cpu\nfor m in model:\n    m.acts.append(torch.ones(1 << 16))"
+    for _ in range(3):
+        run(ip, cell)
+    notes = vramnb.history()[-1].notes
+    assert ("each run of this cell leaves 512.0 KiB more (3 runs in a row): model grew by 512.0 KiB: it keeps what "
+            "each run makes (an attribute of model is added to on every run, e.g. a list a forward hook fills: "
+            "remove the hook when done (handle.remove()), or empty the list)") in notes, notes
+
+
+def test_regrowth_names_the_output_history_and_its_fix(ip):
+    # field case out_history_keeps_results: each run's value (a 1 MiB tensor) is kept by Out
+    cell = "%%vram -d cpu\ntorch.ones(1 << 18)"
+    for _ in range(3):
+        run(ip, cell)
+    notes = vramnb.history()[-1].notes
+    assert ("each run of this cell leaves 1.0 MiB more (3 runs in a row): (Out, _ __ ___) grew by 1.0 MiB: it keeps "
+            "what each run makes (the output history (Out) keeps each run's result: end the cell with ';' so its "
+            "value is not kept, or run %vram free)") in notes, notes
+
+
 def test_cell_that_grows_on_every_rerun_names_the_variable(ip):
     run(ip, "keep = []")
     cell = "%%vram -d cpu\nkeep.append(torch.ones(1 << 18))"  # 1 MiB more each run

@@ -60,6 +60,34 @@ def test_out_of_sight_bytes_are_what_vram_free_would_release(ip):
     assert dict(oom.state.hidden_by) == {"last exception": 500_000 * 4, "output history": 1_000_000 * 4}
 
 
+def test_failing_code_knows_which_containers_it_adds_to_and_which_it_only_reads(ip):
+    # field case loss_parts_summed_oom: the loop only iterates parts; results and seen are added to
+    run(ip, "parts = [torch.ones(4) for _ in range(3)]\nresults = []\nseen = {}\ncount = [0]\n")
+    oom, _ = _oom(ip, "for part in parts:\n    results.append(part * 2)\n    seen[len(seen)] = part\n"
+                      "    count[0] += 1\n    x = parts[0] + " + HUGE)
+    ctx = oom.state.context
+    assert {"parts", "results", "seen", "count"} <= ctx.in_use
+    assert ctx.mutated == {"results", "seen", "count"}
+    # inside a function: only that function's own lines count
+    run(ip, "def other():\n    parts.append(1)\n\ndef step():\n    for p in parts:\n        results.extend([p])\n"
+            "    return " + HUGE)
+    oom, _ = _oom(ip, "step()")
+    assert "parts" in oom.state.context.in_use and "parts" not in oom.state.context.mutated
+    assert "results" in oom.state.context.mutated
+
+
+def test_a_container_the_failing_code_only_reads_is_never_emptied():
+    ctx = FailingCode(in_use={"parts", "model"}, model="model", trains=True)
+    holders = [("parts", 200 * MiB, 200 * MiB, "list")]
+    assert not any(f.code == "parts.clear()" or "adds to" in f.what
+                   for f in verdict(_state(holders=holders, context=ctx)).fixes)
+    ctx.mutated = {"parts"}
+    fixes = verdict(_state(holders=holders, context=ctx)).fixes
+    assert fixes[0].code == "parts.clear()" and fixes[0].what == (
+        "parts (list), which the failing code adds to, keeps 200.0 MiB: keep numbers, not tensors (loss.item()), "
+        "or empty it; that frees 200.0 MiB")
+
+
 def _state(**kw):
     base = dict(device="cpu", at_failure=True, requested=100 * MiB, allocated=300 * MiB, available=60 * MiB)
     base.update(kw)
@@ -110,6 +138,21 @@ def test_a_request_under_the_process_limit_is_not_larger_than_the_whole_device()
     big = verdict(_state(requested=2 * 2**30, available=20 * 2**30, cap=2**30, cap_room=10 * MiB,
                          context=FailingCode(trains=True)))
     assert any(f.what.startswith("one request is larger") for f in big.fixes)
+
+
+def test_one_request_far_larger_than_all_tensors_under_a_process_limit_says_read_the_shapes():
+    # field case broadcast_pairwise_distance_oom: 160000 B allocated, one 160000000 B request, 800 MiB address
+    # space mostly the interpreter's own: raising the limit is one fix, the shapes the other
+    s = _state(requested=160_000_000, allocated=160_000, available=20 * 2**30, cap=800 * MiB, cap_room=50 * MiB,
+               cap_name="RLIMIT_AS", context=FailingCode(in_use={"a", "b"}))
+    fixes = verdict(s).fixes
+    assert fixes[0].code.startswith("import resource; resource.setrlimit(resource.RLIMIT_AS")
+    assert fixes[1].what == ("one request of 152.6 MiB is more than the 156.2 KiB all tensors hold and the 50.0 MiB "
+                             "still free together: read the shapes on the failing line (an unintended broadcast, "
+                             "a batch or sequence far too large)")
+    # what the tensors alive could make room for, or a request not far above them: no such sentence
+    for kw in (dict(cap_room=200 * MiB), dict(allocated=60 * MiB)):
+        assert not any("read the shapes" in f.what for f in verdict(_state(**{**s.__dict__, **kw})).fixes)
 
 
 def test_a_cell_runs_even_where_vramnb_cannot_start_measuring(ip, monkeypatch, capsys):

@@ -225,9 +225,10 @@ class VramMagics(Magics):
         else:
             display(obj)
 
-    def _holders_fn(self, device: Any, limit: int = 3) -> Any:
+    def _holders_fn(self, device: Any, limit: int = 3, hidden_too: bool = False) -> Any:
         """A function giving ``(name, bytes it keeps, bytes deleting it frees, kind)`` of the ``limit``
-        names of the notebook that hold the most on ``device`` (kind: ``Tensor``, ``Module``, ``list``...)."""
+        names of the notebook that hold the most on ``device`` (kind: ``Tensor``, ``Module``, ``list``...;
+        ``hidden_too``: the out-of-sight holders as well, e.g. ``("(Out, _ __ ___)", …, "output history")``)."""
         def top() -> list[tuple[str, int, int, str]]:
             dev = resolve_device(device)
             # what deleting a name frees: not what the output history, a kept exception's frames
@@ -237,7 +238,7 @@ class VramMagics(Magics):
             if frames:
                 hidden["(the failing frames)"] = ("traceback frames", frames)
             rows = find_holders(self._users_names(), dev, hidden=hidden, limit=None, entries=False)
-            shown = [h for h in rows if not h.hidden][:limit]
+            shown = [h for h in rows if hidden_too or not h.hidden][:limit]
             return [(h.name, h.nbytes, h.unique, h.kind) for h in shown]
 
         return top
@@ -248,7 +249,8 @@ class VramMagics(Magics):
         if report.exception is not None or not source:
             return
         try:
-            note = self._regrowth.observe(source, report.delta_allocated, self._holders_fn(device, limit=50))
+            note = self._regrowth.observe(source, report.delta_allocated,
+                                          self._holders_fn(device, limit=50, hidden_too=True))
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             note = None
         if note:

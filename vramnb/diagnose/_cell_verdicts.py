@@ -35,41 +35,63 @@ def reserved_growth(report: Any) -> str | None:
 
 class Regrowth:
     """Remembers each cell's (by its source) last growths of allocated memory, and names
-    the variable that grew when three runs in a row each left the same bytes more."""
+    the variable that grew when three runs in a row each left more, the last two the same
+    bytes (the first may differ: it also makes the gradients, an optimizer's state)."""
 
     RUNS = 3
 
     def __init__(self) -> None:
         self._deltas: dict[str, list[int]] = {}
-        self._sizes: dict[str, dict[str, tuple[int, int]]] = {}
+        self._sizes: dict[str, dict[str, tuple[int, int, str]]] = {}
 
-    def observe(self, source: str, delta: int, holders: Callable[[], list[tuple[str, int, int]]]) -> str | None:
+    def observe(self, source: str, delta: int, holders: Callable[[], list[tuple[Any, ...]]]) -> str | None:
         """Record a run of ``source`` that changed allocated memory by ``delta`` bytes;
-        ``holders`` gives ``(variable, bytes it keeps, bytes deleting it frees)`` (called only
-        when the pattern is under way; the growth compared is of what deleting it frees).
-        Returns the verdict line when this run completes the pattern."""
+        ``holders`` gives ``(variable, bytes it keeps, bytes deleting it frees[, kind])``
+        (called only when the pattern is under way; the variable is the one whose deletion
+        frees more, else, where another name shares the growing object, the one that keeps
+        more; the growth reported is of what it keeps). Returns the verdict line when this
+        run completes the pattern."""
         key = hashlib.sha1(source.strip().encode()).hexdigest()
         runs = self._deltas.setdefault(key, [])
-        if not runs or runs[-1] != delta or delta <= 0:
+        if delta <= 0:
             runs.clear()
-        runs.append(delta)  # the runs in a row that left the same bytes more
+        runs.append(delta)  # the runs in a row that left more
         if delta <= 0 or len(runs) < 2:
             self._sizes.pop(key, None)
             return None
-        sizes = {h[0]: (h[2], h[1]) for h in holders()}
+        sizes = {h[0]: (h[2], h[1], str(h[3]) if len(h) > 3 else "") for h in holders()}
         before = self._sizes.get(key)
         self._sizes[key] = sizes
-        if len(runs) < self.RUNS or before is None:
+        same = 1
+        while same < len(runs) and runs[-1 - same] == delta:
+            same += 1
+        if len(runs) < self.RUNS or same < 2 or before is None:
             return None
-        # what deleting a name frees grew; where another name shares the growing object (an alias),
-        # neither frees more alone: then what it keeps grew
-        who = ""
+        who, advice = "", ("a list appended to; a tensor summed with a loss keeps every step's graph: "
+                           "add loss.item() instead")
         for i in (0, 1):
-            grew = sorted(((sizes[n][i] - before.get(n, (0, 0))[i], n) for n in sizes), reverse=True)
+            grew = sorted(((int(sizes[n][i]) - int(before.get(n, (0, 0, ""))[i]), n) for n in sizes), reverse=True)
             if grew and grew[0][0] > 0:
                 shared = sorted(n for g, n in grew if g == grew[0][0]) if i else [grew[0][1]]
-                who = f": {' and '.join(shared[:3])} grew by {format_bytes(grew[0][0])}"
+                kept = sizes[shared[0]][1] - before.get(shared[0], (0, 0, ""))[1]
+                who = f": {' and '.join(shared[:3])} grew by {format_bytes(kept)}"
+                advice = _regrowth_advice(shared[0], sizes[shared[0]][2]) or advice
                 break
-        return (f"each run of this cell leaves {format_bytes(delta)} more ({len(runs)} runs in a row){who}: it keeps "
-                "what each run makes (a list appended to; a tensor summed with a loss keeps every step's graph: "
-                "add loss.item() instead)")
+        runs_said = (f"{len(runs)} runs in a row" if same == len(runs)
+                     else f"the last {same} of {len(runs)} runs in a row that grew")
+        return (f"each run of this cell leaves {format_bytes(delta)} more ({runs_said}){who}: it keeps "
+                f"what each run makes ({advice})")
+
+
+def _regrowth_advice(name: str, kind: str) -> str | None:
+    """The fix that fits what grew, by its kind (``None``: the general one)."""
+    if kind in ("list", "dict", "deque", "set"):
+        return (f"{name} is added to on every run: store numbers (loss.item()) or tensors without their graph "
+                f"(.detach() before storing), or empty it")
+    if kind == "output history":
+        return ("the output history (Out) keeps each run's result: end the cell with ';' so its value is not "
+                "kept, or run %vram free")
+    if kind == "Module":
+        return (f"an attribute of {name} is added to on every run, e.g. a list a forward hook fills: remove the "
+                f"hook when done (handle.remove()), or empty the list")
+    return None

@@ -111,6 +111,10 @@ class FailingCode:
         phase: ``"optimizer step"`` (the failure came inside ``torch.optim``: the optimizer's
             state or its step's temporaries), ``"backward"`` (inside ``torch.autograd``'s
             backward), else ``""``.
+        mutated: global names whose object the failing frames' source changes in place
+            (``x.append(…)``/``extend``/``insert``/``add``/``update``/``setdefault``,
+            ``x[k] = …``, ``x += …``), read from the source's syntax tree: a container only
+            read (iterated, indexed) is not in it, and emptying it is no fix.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -122,6 +126,58 @@ class FailingCode:
     checkpoint_method: str | None = None
     grad: bool = True
     phase: str = ""
+    mutated: set[str] = field(default_factory=set)
+
+
+#: methods that change a list, dict, set or deque in place (adding to it)
+_MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft",
+                       "__setitem__", "__iadd__"})
+
+
+def _mutated_names(code: Any) -> set[str]:
+    """Names whose object ``code``'s own source lines change in place (see
+    :attr:`FailingCode.mutated`): only the code of a notebook cell (or a function defined in
+    one), whose text IPython registers in :mod:`linecache` with no modification time (a file
+    on disk, a kernel's or a test runner's frame, has one), parsed with :mod:`ast`, only the
+    nodes on ``code``'s lines. Empty where the source is not there or does not parse (nothing
+    is claimed)."""
+    import ast
+    import linecache
+
+    entry = linecache.cache.get(code.co_filename)
+    if not (isinstance(entry, tuple) and len(entry) == 4 and entry[1] is None):
+        return set()
+    try:
+        text = "".join(linecache.getlines(code.co_filename))
+        lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+        tree = ast.parse(text) if text and lines else None
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return set()
+    if tree is None:
+        return set()
+    lo, hi = (1, len(text.splitlines())) if code.co_name == "<module>" else (min(lines), max(lines))
+
+    def root(node: Any) -> str | None:
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) else None
+
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if not lo <= getattr(node, "lineno", 0) <= hi:
+            continue
+        name = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
+            name = root(node.func.value)
+        elif isinstance(node, ast.AugAssign):
+            name = root(node.target)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Subscript) and (n := root(t.value)) is not None:
+                    out.add(n)
+        if name is not None:
+            out.add(name)
+    return out
 
 
 def held_outside(now: int, device: torch.device, model: torch.nn.Module, optimizer: Any,
@@ -358,6 +414,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
             continue
         names = set(code.co_names)
         ctx.in_use |= names
+        ctx.mutated |= _mutated_names(code) & names
         g = frame.f_globals
         for name in names:
             obj = dict.get(g, name) if type(g) is dict else None

@@ -236,6 +236,14 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
         return [Fix("one request is larger than the whole device: read the shapes on the failing line "
                     "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
     enough, partial = _holder_fixes(s)
+    room = _cpu_room(s) if s.reserved is None else None
+    if s.requested and room is not None and s.requested > s.allocated + room and s.requested > 4 * s.allocated:
+        # one request far larger than every tensor alive together, and more than they could get: a shape to read
+        # (under a process limit the whole address space is mostly the interpreter's own, no measure of this)
+        first = (first or []) + [Fix(
+            f"one request of {format_bytes(s.requested)} is more than the {format_bytes(s.allocated)} all tensors "
+            f"hold and the {format_bytes(room)} still free together: read the shapes on the failing line "
+            "(an unintended broadcast, a batch or sequence far too large)", "")]
     return fixes + enough + (first or []) + _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None) \
         + partial
 
@@ -247,8 +255,8 @@ _CONTAINER_KINDS = ("list", "dict", "deque", "set", "tuple")
 
 def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
     """``(closing the gap, helping)``: a holder the failing code does not use is deleted; a
-    list or dict it adds to (a history of losses kept with their graphs) is emptied; the model
-    and optimizer it trains are left alone."""
+    list or dict it adds to (a history of losses kept with their graphs: ``ctx.mutated``) is
+    emptied; one it only reads (its data), the model and optimizer it trains are left alone."""
     ctx = s.context
     short = _short(s)
     enough, partial = [], []
@@ -257,9 +265,10 @@ def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
             continue
         name, holds, frees = h[:3]
         kind = h[3] if len(h) > 3 else ""
-        used = ctx is not None and name.split("[")[0].split(".")[0] in ctx.in_use
-        if used and kind not in _CONTAINER_KINDS:
-            continue
+        root = name.split("[")[0].split(".")[0]
+        used = ctx is not None and root in ctx.in_use
+        if used and (kind not in _CONTAINER_KINDS or ctx is None or root not in ctx.mutated):
+            continue  # the training itself, or data the failing code only reads: emptying it is no fix
         if used:
             f = Fix(f"{name} ({kind}), which the failing code adds to, keeps {format_bytes(holds)}: keep numbers, "
                     f"not tensors (loss.item()), or empty it; that frees {format_bytes(frees)}", f"{name}.clear()",
