@@ -63,6 +63,7 @@ class CellAttribution:
         self.key = key_fn(device)
         self.rows: list[tuple[str, int, int, int]] = []
         self.recorder: Any = None
+        self.backward_runs = 0  # autograd engine runs while the cell ran (backward, autograd.grad)
 
     def _claims_now(self, graphs: bool = False) -> list[tuple[str, set[int]]]:
         mods, opts, tens, rest = _objects(self.ns)
@@ -124,6 +125,7 @@ class CellAttribution:
             if self.casts is not None:
                 self.casts.locate = None
             self.recorder.mark("end")
+            self.backward_runs = saved.runs
             tl = self.recorder.finish()
             end_claims = self._claims_now(graphs=True)  # graphs still alive: their saved tensors
             keys_end = tensor_keys(self.device) if self.cuda else None

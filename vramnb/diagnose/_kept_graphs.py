@@ -1,0 +1,158 @@
+"""The autograd graphs a ``%%vram --breakdown`` cell leaves alive: which notebook name keeps
+each one, and the one fix that fits the cell (``torch.no_grad()`` when no backward ran,
+``.item()`` for a running total, ``.detach()`` for a list that collects results)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from .._graph import MAX_DEPTH, graph_tensors, is_tooling
+from .._units import format_bytes
+
+__all__ = ["cell_accumulators", "kept_graph_note"]
+
+
+def cell_accumulators(source: str) -> tuple[dict[str, str], dict[str, str]]:
+    """``({name: added expression}, {list name: appended expression})`` of a cell: running
+    totals (``total += loss``, ``total = total + loss``) and ``xs.append(v)`` calls, each
+    expression as source text. An unparsable cell has neither."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}, {}
+    totals: dict[str, str] = {}
+    appends: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name):
+            totals.setdefault(node.target.id, ast.unparse(node.value))
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+              and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add)):
+            n, (a, b) = node.targets[0].id, (node.value.left, node.value.right)
+            if isinstance(a, ast.Name) and a.id == n:
+                totals.setdefault(n, ast.unparse(b))
+            elif isinstance(b, ast.Name) and b.id == n:
+                totals.setdefault(n, ast.unparse(a))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
+              and isinstance(node.func.value, ast.Name) and len(node.args) == 1):
+            appends.setdefault(node.func.value.id, ast.unparse(node.args[0]))
+    return totals, appends
+
+
+def _graph_bytes(obj: Any, key: Callable[[torch.Tensor], int | None], named: set[int]) -> tuple[dict[int, int], bool]:
+    """(bytes of the storages that the autograd graphs of the tensors ``obj`` holds saved for
+    backward, not counting leaves nor those tensors themselves; whether any of them has a graph)."""
+    roots, own = [], set()
+    for t in _entries(obj, MAX_DEPTH):
+        if isinstance(t, torch.Tensor):
+            k = key(t)
+            if k is not None:
+                own.add(k)
+            if t.grad_fn is not None:
+                roots.append(t.grad_fn)
+    seen: dict[int, Any] = {}
+    sizes: dict[int, int] = {}
+    for root in roots:
+        for s in graph_tensors(root, seen, grads=False):
+            if not isinstance(s, torch.Tensor):
+                continue
+            k = key(s)
+            if k is None:
+                continue
+            if s.is_leaf and s.requires_grad:  # a parameter or input (a view of one is saved too): its owner's
+                own.add(k)
+            else:
+                sizes[k] = s.untyped_storage().nbytes()
+    seen.clear()
+    return {k: b for k, b in sizes.items() if k not in own and k not in named}, bool(roots)
+
+
+def _assigned(source: str) -> set[str]:
+    """The names a cell binds or appends to."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    out = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return out | set(cell_accumulators(source)[1])
+
+
+def _entries(obj: Any, depth: int) -> list[Any]:
+    """The tensors ``obj`` is or holds as entries of lists, tuples and dict values."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if depth <= 0 or not isinstance(obj, (list, tuple, dict)):
+        return []
+    items = list(obj.values()) if isinstance(obj, dict) else list(obj)
+    return [t for it in items for t in _entries(it, depth - 1)]
+
+
+def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.Tensor], int | None],
+                    backward_runs: int) -> str | None:
+    """One line naming the notebook names whose tensors keep an autograd graph alive after the
+    cell, what each graph's saved tensors take (bytes on the measured device) and the fix that
+    fits: ``backward_runs`` is the number of autograd engine runs seen during the cell (0: a
+    ``torch.no_grad()`` cell builds none of these graphs). ``None`` when no name keeps one."""
+    totals, appends = cell_accumulators(source)
+    assigned = _assigned(source)  # a name the cell does not set keeps a graph of an earlier cell
+    kept: list[tuple[str, int]] = []
+    union: dict[int, int] = {}  # a graph two names keep (loss's, inside total's) counts once
+    named: set[int] = set()  # storages a name holds itself (an input in a list, a parameter): theirs
+    for obj in list(names.values()):
+        try:
+            ts = [*obj.parameters(), *obj.buffers()] if isinstance(obj, torch.nn.Module) else _entries(obj, MAX_DEPTH)
+            named.update(k for k in map(key, ts) if k is not None)
+        except Exception:  # noqa: BLE001 - a note must never break the report
+            continue
+    fixes: list[str] = []
+    for name, obj in list(names.items()):
+        if name.startswith("_") or isinstance(obj, (torch.nn.Module, torch.optim.Optimizer)) or is_tooling(obj):
+            continue
+        if name not in assigned or (name not in totals and name not in appends and not isinstance(obj, torch.Tensor)):
+            continue  # other containers: the holders' view (%vram) names what they keep
+        try:
+            sizes, has_graph = _graph_bytes(obj, key, named)
+        except Exception:  # noqa: BLE001 - a note must never break the report
+            continue
+        nbytes = sum(sizes.values())
+        n_kept = len(kept)
+        if name in totals and isinstance(obj, torch.Tensor) and has_graph:
+            kept.append((name, nbytes))
+            fixes.append(f"`{name} += {totals[name]}` chains each graph onto {name}: "
+                         f"add `{_item(totals[name])}` instead")
+        elif name in appends and isinstance(obj, list) and has_graph:
+            kept.append((name, nbytes))
+            fixes.append(f"`{name}.append({appends[name]})` keeps each graph: append "
+                         f"`{_call(appends[name], 'detach')}` (or `{_item(appends[name])}` for a scalar)")
+        elif isinstance(obj, torch.Tensor) and has_graph and nbytes and backward_runs == 0 and name in assigned:
+            kept.append((name, nbytes))
+        if len(kept) > n_kept:
+            union.update(sizes)
+    if not kept:
+        return None
+    what = ", ".join(f"{n} ({format_bytes(b)})" if b else f"{n} (nodes only, no saved tensor)"
+                     for n, b in kept)
+    line = f"autograd graphs kept after the cell by {what}"
+    total = sum(union.values())
+    if backward_runs == 0 and total:
+        fixes.insert(0, "no backward ran in this cell: if none will run on these results, wrap the cell in "
+                        "`with torch.no_grad():` (or `torch.inference_mode()`) so that it builds no graph "
+                        f"(these keep {format_bytes(total)})")
+    if not fixes:
+        return None
+    return line + ": " + "; ".join(fixes)
+
+
+def _call(expr: str, method: str) -> str:
+    try:
+        simple = isinstance(ast.parse(expr, mode="eval").body, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+    except SyntaxError:
+        simple = False
+    return f"{expr}.{method}()" if simple else f"({expr}).{method}()"
+
+
+def _item(expr: str) -> str:
+    return _call(expr, "item")
