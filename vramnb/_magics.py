@@ -28,7 +28,7 @@ from ._errors import MissingDependencyError
 from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_nodes, run_sync
 from ._free import free_hidden, hidden_holders, names_bound
 from .diagnose import Regrowth
-from .diagnose._kept_graphs import kept_graph_note
+from .diagnose._kept_graphs import grad_graph_note, kept_graph_note
 from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
@@ -636,7 +636,12 @@ class VramMagics(Magics):
         sample = probe.sample(device_info=probe.active())
         # the user's own names; IPython's (Out, _, _3) are the out-of-sight output history holder
         rows = find_holders(self._users_names(), dev, hidden=hidden_holders(self.shell))
+        try:
+            note = grad_graph_note(self._users_names(), dev)
+        except Exception:  # noqa: BLE001 - a verdict must never break %vram
+            note = None
         return HoldersReport(
+            notes=[note] if note else [],
             versions=versions(dev),
             device=str(dev),
             holders=rows,

@@ -156,3 +156,51 @@ def _call(expr: str, method: str) -> str:
 
 def _item(expr: str) -> str:
     return _call(expr, "item")
+
+
+def grad_graph_note(names: Mapping[str, Any], device: torch.device) -> str | None:
+    """One line for the gradients that carry an autograd graph (left by
+    ``backward(create_graph=True)``): which ``name.param.grad`` / ``x.grad``, the bytes on
+    ``device`` of what their graphs keep beyond the parameters and gradients the notebook's
+    names hold, and how to drop them. ``None`` when no gradient has a graph."""
+    from .._attribution import key_fn, keys_of
+    from .._holder_entries import _grad_graphs
+
+    key = key_fn(device)
+    found: list[tuple[str, Any]] = []
+    resets: list[str] = []
+    owned: set[int] = set()  # parameters, inputs and their gradients: their names hold them
+    mods = {n: o for n, o in names.items() if isinstance(o, torch.nn.Module) and not n.startswith("_")}
+    opts = {n: o for n, o in names.items() if isinstance(o, torch.optim.Optimizer) and not n.startswith("_")}
+    for n, m in mods.items():
+        hit = False
+        for pn, p in m.named_parameters():
+            owned |= keys_of([p, p.grad], key)
+            if p.grad is not None and p.grad.grad_fn is not None:
+                found.append((f"{n}.{pn}.grad", p))
+                hit = True
+        if hit:
+            params = {id(p) for p in m.parameters()}
+            opt = next((o for o, v in opts.items() if any(id(q) in params for g in v.param_groups for q in g["params"])),
+                       None)
+            resets.append(f"`{opt}.zero_grad(set_to_none=True)`" if opt else f"`{n}.zero_grad(set_to_none=True)`")
+    for n, t in names.items():
+        if n.startswith("_") or not isinstance(t, torch.Tensor) or not t.is_leaf:
+            continue
+        g = t.grad
+        owned |= keys_of([t, g], key)
+        if g is not None and g.grad_fn is not None:
+            found.append((f"{n}.grad", t))
+            resets.append(f"`{n}.grad = None`")
+    if not found:
+        return None
+    sizes: dict[int, int] = {}
+    for t in _grad_graphs([p for _, p in found]):
+        k = key(t)
+        if k is not None and k not in owned:
+            sizes[k] = t.untyped_storage().nbytes()
+    shown = ", ".join(n for n, _ in found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
+    verb = "keeps an autograd graph" if len(found) == 1 else "keep autograd graphs"
+    return (f"{shown} {verb} of {format_bytes(sum(sizes.values()))} (backward(create_graph=True)): set the "
+            f"gradients to None after use ({' / '.join(dict.fromkeys(resets))}), or use "
+            "`torch.autograd.grad(..., create_graph=True)`, which returns the gradients instead of storing them")
