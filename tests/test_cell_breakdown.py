@@ -119,3 +119,33 @@ def test_graphs_kept_without_backward_are_named_with_the_fix(ip):
             "    loss.backward()\n    total += loss.item()")
     assert _kept_note(vramnb.history()[-1]) is None
     run(ip, "del outs, total, total_loss, loss, gm, gopt, gxs")
+
+
+def test_create_graph_leaf_cycles_are_labelled_by_holder_not_temporaries(ip):
+    import warnings
+
+    gc.collect()
+    n = 1 << 16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's own create_graph cycle warning
+        run(ip, f"%%vram -d cpu --breakdown\nfor i in range(3):\n    cx = torch.randn({n}, requires_grad=True)\n"
+                "    cy = cx.tanh()\n    cy.backward(torch.ones_like(cy), create_graph=True)\n    del cy")
+    r = rows(vramnb.history()[-1])
+    assert r["tensor cx"][1] == n * F32
+    # cx.grad = ones·(1 - cy²): the gradient, and its graph keeps cy and the ones
+    assert r["autograd graph of gradients of cx"][1] == 3 * n * F32
+    # the two earlier cx: cx -> cx.grad -> its graph -> cx, a cycle in C++ that no name reaches: their
+    # graphs' saved cy and ones are activations, cx and cx.grad are held by no name
+    assert r["activations"][1] == 2 * 2 * n * F32
+    assert r["alive after the cell, held by no name above"][1] == 2 * 2 * n * F32
+    assert r.get("temporaries", (0, 0, 0))[1] == 0
+    run(ip, "cx.grad = None\ndel cx")
+
+
+def test_what_a_failed_cells_frames_keep_is_the_last_exceptions(ip):
+    gc.collect()
+    run(ip, "def lx_fail():\n    big = torch.ones(3000, 100)\n    raise ValueError('boom')")
+    run(ip, "%%vram -d cpu --breakdown\nlx_fail()")
+    r = rows(vramnb.history()[-1])
+    assert r["last exception"][1] == 3000 * 100 * F32  # `big` in the kept traceback's frame
+    assert r.get("temporaries", (0, 0, 0))[1] == 0
