@@ -111,7 +111,7 @@ def test_graphs_kept_without_backward_are_named_with_the_fix(ip):
             "    loss.backward(); gopt.step(); gopt.zero_grad()\n    total_loss = total_loss + loss")
     assert _kept_note(vramnb.history()[-1]) == (
         "autograd graphs kept after the cell by total_loss (nodes only, no saved tensor): "
-        "`total_loss += loss` chains each graph onto total_loss: add `loss.item()` instead")
+        "`total_loss = total_loss + loss` chains each graph onto total_loss: add `loss.item()` instead")
     # the fixed cells leave no note
     run(ip, "%%vram -d cpu --breakdown\nwith torch.no_grad():\n    outs = [gm(x) for x in gxs]")
     assert _kept_note(vramnb.history()[-1]) is None

@@ -19,7 +19,8 @@ __all__ = ["cell_accumulators", "kept_graph_note"]
 def cell_accumulators(source: str) -> tuple[dict[str, str], dict[str, str]]:
     """``({name: added expression}, {list name: appended expression})`` of a cell: running
     totals (``total += loss``, ``total = total + loss``) and ``xs.append(v)`` calls, each
-    expression as source text. An unparsable cell has neither."""
+    expression as source text (:func:`_statements` has the statements). An unparsable cell has
+    neither."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -70,6 +71,20 @@ def _graph_bytes(obj: Any, key: Callable[[torch.Tensor], int | None], named: set
     return {k: b for k, b in sizes.items() if k not in own and k not in named}, bool(roots)
 
 
+def _statements(source: str) -> dict[str, str]:
+    """``{name: the first running-total statement of name, as source text}``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.AugAssign, ast.Assign)) and cell_accumulators(ast.unparse(node))[0]:
+            name = next(iter(cell_accumulators(ast.unparse(node))[0]))
+            out.setdefault(name, ast.unparse(node))
+    return out
+
+
 def _assigned(source: str) -> set[str]:
     """The names a cell binds or appends to."""
     try:
@@ -97,6 +112,7 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
     fits: ``backward_runs`` is the number of autograd engine runs seen during the cell (0: a
     ``torch.no_grad()`` cell builds none of these graphs). ``None`` when no name keeps one."""
     totals, appends = cell_accumulators(source)
+    stmts = _statements(source)
     assigned = _assigned(source)  # a name the cell does not set keeps a graph of an earlier cell
     kept: list[tuple[str, int]] = []
     union: dict[int, int] = {}  # a graph two names keep (loss's, inside total's) counts once
@@ -121,7 +137,7 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
         n_kept = len(kept)
         if name in totals and isinstance(obj, torch.Tensor) and has_graph:
             kept.append((name, nbytes))
-            fixes.append(f"`{name} += {totals[name]}` chains each graph onto {name}: "
+            fixes.append(f"`{stmts.get(name, name + ' += ' + totals[name])}` chains each graph onto {name}: "
                          f"add `{_item(totals[name])}` instead")
         elif name in appends and isinstance(obj, list) and has_graph:
             kept.append((name, nbytes))
