@@ -125,3 +125,44 @@ def test_an_optimizer_is_credited_with_tensors_in_its_plain_attributes() -> None
     opt.ema = [torch.zeros(100)]  # type: ignore[attr-defined]
     (row,) = find_holders({"opt": opt}, CPU)
     assert row.nbytes == (8 * 8 + 8) * 4 + 100 * 4
+
+
+def test_a_gradient_with_a_graph_create_graph_is_held_by_its_parameter_and_named() -> None:
+    import warnings
+
+    from vramnb._holder_entries import GRAD_GRAPH
+    from vramnb.diagnose._kept_graphs import grad_graph_note
+
+    n = 1 << 16
+    net = torch.nn.Linear(n, 1, bias=False)
+    batch = torch.randn(8, n)
+    inp = batch.clone().requires_grad_(True)  # named: the graph's leaf is inp's, not the graph's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's own create_graph cycle warning
+        net(inp).square().sum().backward(create_graph=True)
+    # net.weight.grad = (2·out)^T·inp: its graph keeps `out` and 2·out (8×1 each, saved by square's
+    # backward and by the matmul's) and the sum's grad (a 0-d one expanded: 4 B); inp is inp's
+    rows = {h.name: h for h in find_holders({"net": net, "inp": inp}, CPU)}
+    assert f"{GRAD_GRAPH} " in rows["net"].detail
+    note = grad_graph_note({"net": net, "inp": inp}, CPU)
+    assert note is not None and note.startswith(
+        f"net.weight.grad, inp.grad keep autograd graphs of {format_bytes(2 * 8 * 4 + 4)} ")
+    assert note.endswith("(backward(create_graph=True)): set the gradients to None after use "
+                         "(`net.zero_grad(set_to_none=True)` / `inp.grad = None`), or use "
+                         "`torch.autograd.grad(..., create_graph=True)`, which returns the gradients instead "
+                         "of storing them")
+    # a leaf's gradient: x.grad = ones·(1 - y²): its graph keeps the tanh result y and the ones
+    x = torch.randn(n, requires_grad=True)
+    y = x.tanh()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y.backward(torch.ones_like(y), create_graph=True)
+    del y
+    rows = {h.name: h for h in find_holders({"x": x}, CPU)}
+    assert rows["x"].nbytes == 4 * n * 4  # x, x.grad, y and the ones: all reached from x
+    assert grad_graph_note({"x": x}, CPU) == (
+        f"x.grad keeps an autograd graph of {format_bytes(2 * n * 4)} (backward(create_graph=True)): set the "
+        "gradients to None after use (`x.grad = None`), or use `torch.autograd.grad(..., create_graph=True)`, "
+        "which returns the gradients instead of storing them")
+    x.grad = None
+    assert grad_graph_note({"x": x}, CPU) is None

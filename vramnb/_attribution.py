@@ -181,9 +181,11 @@ class SavedTensors:
         self.intervals: set[int] = set()
         self.addresses: list[tuple[int, Any]] = []  # (address, allocator counts or the phase)
         self.phase = "forward"
+        self.runs = 0  # autograd engine runs observed (backward, autograd.grad)
 
     def observe(self, roots: Iterable[Any]) -> None:
         """Note the storages the graphs from autograd nodes ``roots`` saved."""
+        self.runs += 1
         where: Any = self.phase
         if self.interval_of is None and self.recorder is not None and hasattr(self.recorder, "position"):
             where = self.recorder.position()

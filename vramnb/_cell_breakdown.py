@@ -18,6 +18,7 @@ rules are those of :func:`vramnb.profile_step`.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -25,10 +26,14 @@ import torch
 
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
 from ._graph import MAX_DEPTH, held_tensors, is_tooling, module_attributes
+from ._holder_entries import _grad_graphs
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
 from .diagnose._autocast_cache import CACHE_ROW
 
 __all__ = ["CellAttribution"]
+
+GRAD_GRAPH_OF = "autograd graph of gradients of "  # backward(create_graph=True): the gradient's own graph
+NO_NAME = "alive after the cell, held by no name above"
 
 
 def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[str, torch.optim.Optimizer],
@@ -63,6 +68,7 @@ class CellAttribution:
         self.key = key_fn(device)
         self.rows: list[tuple[str, int, int, int]] = []
         self.recorder: Any = None
+        self.backward_runs = 0  # autograd engine runs while the cell ran (backward, autograd.grad)
 
     def _claims_now(self, graphs: bool = False) -> list[tuple[str, set[int]]]:
         mods, opts, tens, rest = _objects(self.ns)
@@ -74,6 +80,9 @@ class CellAttribution:
                 out.append((f"parameters of {name}", keys_of(params, key)))
                 out.append((f"buffers of {name}", keys_of(m.buffers(), key)))
                 out.append((f"gradients of {name}", keys_of((p.grad for p in params), key)))
+                graph = keys_of(_grad_graphs(params), key)  # left by backward(create_graph=True)
+                if graph:
+                    out.append((f"{GRAD_GRAPH_OF}{name}", graph))
                 attrs = keys_of(held_tensors(module_attributes(m), MAX_DEPTH - 1, {}), key)
                 if attrs:  # caches, hook-collected lists: claimed after named tensors, as containers are
                     out.append((f"attributes of {name}", attrs))
@@ -89,6 +98,17 @@ class CellAttribution:
             out.append(("activations", saved_in_live_graphs(key)))
         for name, t in tens.items():
             out.append((f"tensor {name}", keys_of([t], key)))
+            try:
+                g = t.grad if t.is_leaf else None
+                if g is not None and g.grad_fn is not None:  # backward(create_graph=True) on a leaf
+                    out.append((f"{GRAD_GRAPH_OF}{name}", keys_of([g, *_grad_graphs([t])], key)))
+            except Exception:
+                continue
+        last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if isinstance(last, BaseException):  # a failed cell's frames, kept until the next error
+            held = keys_of(held_tensors(last, MAX_DEPTH, {}), key)
+            if held:
+                out.append(("last exception", held))
         for name, obj in rest.items():  # dicts, lists, objects' attributes: memory they retain is theirs
             try:
                 held = keys_of(held_tensors(obj, MAX_DEPTH, {}), key)
@@ -124,6 +144,7 @@ class CellAttribution:
             if self.casts is not None:
                 self.casts.locate = None
             self.recorder.mark("end")
+            self.backward_runs = saved.runs
             tl = self.recorder.finish()
             end_claims = self._claims_now(graphs=True)  # graphs still alive: their saved tensors
             keys_end = tensor_keys(self.device) if self.cuda else None
@@ -140,9 +161,11 @@ class CellAttribution:
             merged.setdefault(name, []).append((end, ks))
         # modules and optimizers, then named tensors (an input saved for backward is
         # still the variable's), then activations of earlier graphs and of this cell
-        owners = ("parameters of ", "buffers of ", "gradients of ", "state of ")
-        claims: list[tuple[str, Any]] = [(n, p) for n, p in merged.items() if n.startswith(owners)]
+        owners = ("parameters of ", "buffers of ", "gradients of ", "state of ", GRAD_GRAPH_OF)
+        claims: list[tuple[str, Any]] = [(n, p) for n, p in merged.items()
+                                         if n.startswith(owners) and not n.startswith(GRAD_GRAPH_OF)]
         claims += [(n, p) for n, p in merged.items() if n.startswith("tensor ")]
+        claims += [(n, p) for n, p in merged.items() if n.startswith(GRAD_GRAPH_OF)]
         claims.append(("activations", merged.get("activations", [])))
         claims.append(("activations", saved.claim(tl, after_forward="end", window_end="end")))
         if copies is not None:  # held by autocast's cache until its region exited, else temporaries
@@ -151,9 +174,15 @@ class CellAttribution:
         claims += [(n, p) for n, p in merged.items() if not n.startswith(owners + ("tensor ", "activations"))]
         labels = label_intervals(tl, claims, cuda=self.cuda,
                                  tensor_keys_start=keys_start, tensor_keys_end=keys_end)
+        split = getattr(labels, "split", {})
+        for i in tl.live_at(end):  # still alive after the cell: not a temporary
+            if labels[i] == "temporaries":
+                labels[i] = NO_NAME
+            if i in split and split[i][1] == "temporaries":
+                split[i] = (split[i][0], NO_NAME)
         totals = tl.totals()
         peak = max(range(start, end + 1), key=lambda i: totals[i]) if end >= start else start
-        order = list(dict.fromkeys([n for n, _ in claims] + ["workspace", "temporaries", "other"]))
+        order = list(dict.fromkeys([n for n, _ in claims] + ["workspace", "temporaries", NO_NAME, "other"]))
         at = {p: sum_by_label(tl, labels, p) for p in (start, end, peak)}
         self.rows = [(n, at[start].get(n, 0), at[end].get(n, 0), at[peak].get(n, 0)) for n in order]
         self.rows = [r for r in self.rows if any(r[1:])]

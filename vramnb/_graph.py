@@ -176,6 +176,8 @@ def graph_tensors(root: Any, seen: dict[int, Any], grads: bool = True, depth: in
                         stack.append(fn)
                     elif grads and obj.grad is not None:
                         yield obj.grad
+                        if obj.grad.grad_fn is not None:  # backward(create_graph=True): the gradient's graph
+                            stack.append(obj.grad.grad_fn)
                 except Exception:
                     pass
                 continue
@@ -186,8 +188,11 @@ def graph_tensors(root: Any, seen: dict[int, Any], grads: bool = True, depth: in
         var = getattr(node, "variable", None)  # AccumulateGrad's leaf
         if isinstance(var, torch.Tensor):
             yield var
-            if grads and var.grad is not None:
-                yield var.grad
+            g = var.grad if grads else None
+            if g is not None:
+                yield g
+                if g.grad_fn is not None:  # backward(create_graph=True): the gradient's graph
+                    stack.append(g.grad_fn)
         for nxt, _ in getattr(node, "next_functions", ()):
             stack.append(nxt)
 
@@ -270,6 +275,8 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
                 g = obj.grad if grads else None
                 if g is not None:
                     yield g
+                    if g.grad_fn is not None:  # backward(create_graph=True): the gradient's graph
+                        yield from graph_tensors(g.grad_fn, seen, grads, depth)
             elif obj.grad_fn is not None:  # a result that requires grad keeps its graph's saved tensors alive
                 yield from graph_tensors(obj.grad_fn, seen, grads, depth)
             return

@@ -70,6 +70,23 @@ def _own(tensors: Iterable[Any], device: torch.device, on_device: Callable[..., 
     return out
 
 
+# what ``backward(create_graph=True)`` leaves: each gradient's own autograd graph (it refers back
+# to the parameter, a cycle gc cannot break: it lives until the gradient is set to None)
+GRAD_GRAPH = "autograd graph of gradients (backward(create_graph=True))"
+
+
+def _grad_graphs(leaves: list[Any]) -> list[Any]:
+    """The tensors the autograd graphs of ``leaves``' gradients keep (those gradients have one
+    after ``backward(create_graph=True)``), saved tensors never unpacked."""
+    seen: dict[int, Any] = {}
+    out = []
+    for p in leaves:
+        g = getattr(p, "grad", None)
+        if g is not None and g.grad_fn is not None:
+            out += [t for t in graph_tensors(g.grad_fn, seen) if isinstance(t, torch.Tensor)]
+    return out
+
+
 def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
              on_device: Callable[..., bool]) -> list[tuple[str, Held]]:
     """``[(part name, {storage key: bytes})]``: ``held`` (what ``obj`` keeps
@@ -87,14 +104,16 @@ def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
             params = list(obj.parameters())
             named = [("parameters", _own(params, device, on_device)),
                      ("gradients", _own((p.grad for p in params), device, on_device)),
-                     ("buffers", _own(obj.buffers(), device, on_device))]
+                     ("buffers", _own(obj.buffers(), device, on_device)),
+                     (GRAD_GRAPH, _own(_grad_graphs(params), device, on_device))]
             rest = "other attributes"
         elif issubclass(type(obj), torch.optim.Optimizer):
             params = [p for g in obj.param_groups for p in g["params"]]
             state = [v for s in obj.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
             named = [("state", _own(state, device, on_device)),
                      ("parameters", _own(params, device, on_device)),
-                     ("gradients", _own((p.grad for p in params), device, on_device))]
+                     ("gradients", _own((p.grad for p in params), device, on_device)),
+                     (GRAD_GRAPH, _own(_grad_graphs(params), device, on_device))]
             rest = "other attributes"
         elif issubclass(type(obj), torch.Tensor):
             own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"

@@ -280,6 +280,7 @@ class HoldersReport(Rendered):
     method: str = ""
     versions: dict[str, str] = field(default_factory=dict)  # what it was measured with
     out_of_sight: int = 0
+    notes: list[str] = field(default_factory=list)  # verdicts on what the rows hold (a gradient's graph)
 
     def _table(self) -> Table:
         t = Table(f"vram · {self.device} · what holds the memory", ("name", "type", "holds", "not shared", "detail"),
@@ -313,6 +314,8 @@ class HoldersReport(Rendered):
         if self.out_of_sight:
             t.note(f"rows in parentheses keep {format_bytes(self.out_of_sight)} alive out of sight "
                    "(no name above holds it): `%vram free` releases it", warn=True)
+        for n in self.notes:
+            t.note(n, warn=True)
         if self.method:
             t.note(f"measured by the {self.method}")
         return t

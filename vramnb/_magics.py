@@ -28,6 +28,7 @@ from ._errors import MissingDependencyError
 from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_nodes, run_sync
 from ._free import free_hidden, hidden_holders, names_bound
 from .diagnose import Regrowth
+from .diagnose._kept_graphs import grad_graph_note, kept_graph_note
 from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
@@ -256,6 +257,18 @@ class VramMagics(Magics):
         if note:
             report.notes.append(note)
 
+    def _note_kept_graphs(self, m: Any, cell: str) -> None:
+        """With --breakdown: the names that keep an autograd graph after the cell, and the fix."""
+        att = getattr(m, "attribution", None)
+        if att is None:
+            return
+        try:
+            note = kept_graph_note(self._users_names(), cell, att.key, att.backward_runs)
+        except Exception:  # noqa: BLE001 - a verdict must never break the cell
+            note = None
+        if note:
+            m.report.notes.append(note)
+
     def _users_names(self) -> dict[str, Any]:
         """The notebook's own names: ``user_ns`` less what IPython put there (``Out``, ``_``, ``_3``,
         ``In``...: their memory is the out-of-sight output history, :func:`hidden_holders`)."""
@@ -443,6 +456,7 @@ class VramMagics(Magics):
                 if m is not None and m.report is not None:
                     m.report.cell = count
                     self._note_regrowth(m.report, cell, dev)
+                    self._note_kept_graphs(m, cell)
                     if args.out:
                         shell.user_ns[args.out] = m.report
                     if gauge is not None:
@@ -624,7 +638,12 @@ class VramMagics(Magics):
         sample = probe.sample(device_info=probe.active())
         # the user's own names; IPython's (Out, _, _3) are the out-of-sight output history holder
         rows = find_holders(self._users_names(), dev, hidden=hidden_holders(self.shell))
+        try:
+            note = grad_graph_note(self._users_names(), dev)
+        except Exception:  # noqa: BLE001 - a verdict must never break %vram
+            note = None
         return HoldersReport(
+            notes=[note] if note else [],
             versions=versions(dev),
             device=str(dev),
             holders=rows,

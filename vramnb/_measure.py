@@ -100,6 +100,8 @@ class Measurement:
     # the notebook's own names (an error's traceback frames keep only what none of them keeps)
     names: Callable[[], Mapping[str, Any]] | None = None
     report: CellReport | None = field(default=None, init=False)
+    # with ``breakdown``: the cell's CellAttribution (its ``backward_runs``, its key)
+    attribution: Any = field(default=None, init=False)
     # the state of the latest out-of-memory failure during the block, taken at the failure
     oom_state: Any = field(default=None, init=False)
     # what nested measurements' resets of the peak counter took away from this one
@@ -245,6 +247,7 @@ def vram(
         m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
         if attribution is not None:
             m.report.sources = attribution.rows
+            m.attribution = attribution
         _cache_verdict(m.report, casts, attribution)
         casts.release()
         if timed and isinstance(probe, CpuProbe):
