@@ -345,10 +345,15 @@ def fit(
         seen: set[Recipe] = set()
         for values in itertools.product(*(space[n] for n in techs)):
             settings = {**current.changed(), **{n: v for n, v in zip(techs, values)}}
+            need: dict[int, int] = {}  # micro-batches -> device memory estimated
             for k in micro:  # the fewest micro-batches that fit: more cost time, never memory
+                if _hopeless(need, k, budget):
+                    continue
                 s = {**settings, "micro_batches": k}
                 r = Recipe(**{n: v for n, v in s.items() if v != REGISTRY[n].default()})
                 p = run(r)
+                if p is not None:
+                    need[k] = p.device_memory
                 if p is not None and r not in seen:
                     seen.add(r)
                     plans.append(p)
@@ -399,6 +404,24 @@ SEQUENCE = 8
 CHECKED = 3
 EXPANDABLE_CODE = ('import os  # PyTorch reads this when CUDA starts: at the top of the notebook, or restart the kernel\n'
                    'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"\n')
+
+
+#: how far above the budget a micro-batch count's linear prediction may be and still be estimated
+HOPE = 0.10
+
+
+def _hopeless(need: Mapping[int, int], k: int, budget: int) -> bool:
+    """Whether ``k`` micro-batches cannot fit, from the estimates at 1 and 2: the part of the
+    device memory that splitting the batch divides is ``2 * (need[1] - need[2])`` (it halves from
+    1 to 2), so ``k`` parts need about ``need[1] - that * (1 - 1/k)``. Hopeless where that is more
+    than :data:`HOPE` above the budget, or where 2 micro-batches saved nothing (the search tried
+    every count up to 16 for each combination before: 16 estimates per plan that cannot fit)."""
+    if k <= 2 or 1 not in need or 2 not in need:
+        return False
+    split = 2 * (need[1] - need[2])
+    if split <= 0:
+        return True
+    return need[1] - split * (1 - 1 / k) > budget * (1 + HOPE)
 
 
 def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
