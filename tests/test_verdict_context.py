@@ -361,3 +361,24 @@ def test_an_out_of_memory_in_a_no_grad_evaluation_loop_gets_no_checkpointing(ip)
     assert "recompute" not in text and "checkpoint" not in text and "vramnb.compare" not in text
     assert ("with gradients off nothing is kept for backward: what grows is what the loop keeps; keep each step's "
             "outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits on the device", "") in fixes
+
+
+def test_an_out_of_memory_in_a_forward_only_cell_with_gradients_on_says_no_grad_not_checkpointing(ip):
+    """An evaluation loop written without ``torch.no_grad()`` (field case: spvnas#108): the cell
+    never calls backward or a step, so training techniques are no fix; turning gradients off
+    is. A cell that does call backward keeps the training fixes."""
+    run(ip, "net = torch.nn.Linear(8, 8)\nkept = []")
+    res, _ = run(ip, "%%vram -d cpu\nfor i in range(3):\n    kept.append(net(torch.ones(2, 8)))\n"
+                     "torch.empty(1 << 60, dtype=torch.uint8)")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    fixes = _fixes(vramnb.history()[-1])
+    text = " ".join(w + " " + c for w, c in fixes)
+    assert "recompute" not in text and "checkpoint" not in text and "vramnb.compare" not in text
+    assert fixes[0] == ("no backward runs in the failing code, yet gradients are on: each forward keeps its "
+                        "activations for a backward; if none will run on these outputs, turn gradients off around "
+                        "the loop", "with torch.no_grad():  # or torch.inference_mode()\n    ...  # the failing loop")
+    res, _ = run(ip, "%%vram -d cpu\nloss = net(torch.ones(2, 8)).sum()\nloss.backward()\n"
+                     "torch.empty(1 << 60, dtype=torch.uint8)")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    text = " ".join(w + " " + c for w, c in _fixes(vramnb.history()[-1]))
+    assert "no backward runs" not in text and "recompute activations in backward" in text

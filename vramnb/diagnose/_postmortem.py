@@ -111,6 +111,10 @@ class FailingCode:
         phase: ``"optimizer step"`` (the failure came inside ``torch.optim``: the optimizer's
             state or its step's temporaries), ``"backward"`` (inside ``torch.autograd``'s
             backward), else ``""``.
+        backward: the failing notebook code (the whole text of each cell the failing frames
+            run in, read from :mod:`linecache`) calls a backward (``.backward(``,
+            ``autograd.grad(``) or an optimizer's ``.step(``; ``None`` where no cell's text was
+            found (nothing is claimed then).
         mutated: global names whose object the failing frames' source changes in place
             (``x.append(…)``/``extend``/``insert``/``add``/``update``/``setdefault``,
             ``x[k] = …``, ``x += …``), read from the source's syntax tree: a container only
@@ -126,12 +130,47 @@ class FailingCode:
     checkpoint_method: str | None = None
     grad: bool = True
     phase: str = ""
+    backward: bool | None = None
     mutated: set[str] = field(default_factory=set)
 
 
 #: methods that change a list, dict, set or deque in place (adding to it)
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft",
                        "__setitem__", "__iadd__"})
+
+
+#: calls that run a backward or a training step: ``loss.backward()``, ``torch.autograd.grad(…)``,
+#: ``accelerator.backward(loss)``, ``self.manual_backward(loss)``, ``opt.step()``
+_TRAINING_CALLS = frozenset({"backward", "manual_backward", "grad", "step"})
+
+
+def _cell_trains(filename: str) -> tuple[bool | None, set[str]]:
+    """Whether the notebook cell registered in :mod:`linecache` as ``filename`` (IPython
+    stores a cell's text there with no modification time) calls a backward or a step
+    (:data:`_TRAINING_CALLS` as a method, or ``grad`` as ``autograd.grad``), and the names the
+    whole cell reads (IPython compiles each top-level statement apart: the failing one alone
+    may name no model); ``(None, set())`` where ``filename`` is no cell or does not parse."""
+    import ast
+    import linecache
+
+    entry = linecache.cache.get(filename)
+    if not (isinstance(entry, tuple) and len(entry) == 4 and entry[1] is None):
+        return None, set()
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None, set()
+    trains = False
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _TRAINING_CALLS:
+            if node.func.attr != "grad" or (isinstance(node.func.value, ast.Attribute)
+                                            and node.func.value.attr == "autograd") or (
+                    isinstance(node.func.value, ast.Name) and node.func.value.id == "autograd"):
+                trains = True
+    return trains, names
 
 
 def _mutated_names(code: Any) -> set[str]:
@@ -415,8 +454,11 @@ def failing_code(frames: list[Any]) -> FailingCode:
         names = set(code.co_names)
         ctx.in_use |= names
         ctx.mutated |= _mutated_names(code) & names
+        trains, cell_names = _cell_trains(code.co_filename)
+        if trains is not None:
+            ctx.backward = bool(ctx.backward) or trains
         g = frame.f_globals
-        for name in names:
+        for name in names | cell_names:
             obj = dict.get(g, name) if type(g) is dict else None
             if obj is None:
                 continue

@@ -307,6 +307,8 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
         return []
     if ctx is not None and not ctx.grad:
         return _no_grad_fixes(device, ctx)
+    if ctx is not None and ctx.backward is False and not ctx.phase:
+        return _forward_only_fixes(device, ctx)
     if ctx is not None and ctx.model is None:  # no notebook name for the model: no code with invented names
         return []
     kind = device.split(":")[0]
@@ -358,6 +360,17 @@ def _optimizer_fixes(ctx: FailingCode) -> list[Fix]:
     out.append(Fix("train fewer parameters (freeze layers, LoRA): the optimizer keeps state only for those that "
                    "require grad", ""))
     return out
+
+
+def _forward_only_fixes(device: str, ctx: FailingCode) -> list[Fix]:
+    """The fixes for a failure with gradients on in notebook code that calls no backward and
+    no optimizer step (an evaluation or a generation loop written without ``no_grad``): each
+    forward keeps its activations for a backward that the code never runs. Training
+    techniques (checkpointing, autocast for a loss) are not offered."""
+    first = Fix("no backward runs in the failing code, yet gradients are on: each forward keeps its activations "
+                "for a backward; if none will run on these outputs, turn gradients off around the loop",
+                "with torch.no_grad():  # or torch.inference_mode()\n    ...  # the failing loop")
+    return [first] + _no_grad_fixes(device, ctx)
 
 
 def _no_grad_fixes(device: str, ctx: FailingCode) -> list[Fix]:
