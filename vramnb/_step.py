@@ -14,12 +14,14 @@ those backing ``.grad`` and ``optimizer.state`` at the marks; activations are
 the storages autograd saved for backward (``torch.autograd.graph.saved_tensors_hooks``);
 on CUDA, *workspace* is memory the caching allocator handed out that backs
 no tensor (cuBLAS/cuDNN workspaces); temporaries are everything else the step
-allocated; *other* is memory held before the step by anything else.
+allocated; *other* is memory held before the step by anything else (garbage
+waiting in reference cycles is collected first: it is not counted).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import pickle
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -576,6 +578,9 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     if recipe is not None and optimizer is None:
         check_hooks(model, None, any_optimizer=True)
     batch_tensors = [t for _, t in _batch_tensors(batch)]
+    # garbage in reference cycles (a torch optimizer makes one that keeps its caller's frame) would count as
+    # "other" until the collector happened to run: collected first, "other" is what something still holds
+    gc.collect()
     # what the notebook holds beside the step (before the snapshot's host copies), for the post-mortem
     other = held_outside(probe_for(device).sample(device_info=False).allocated, device, model, optimizer, batch_tensors)
     users_history = device.type == "cuda" and history_enabled()
