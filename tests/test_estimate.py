@@ -625,3 +625,20 @@ def test_lora_estimate_equals_cpu_measurement(make):
         # the total; the adapters made during the fake step are counted as activations there (left open)
         assert sum(_mine(e.peak).values()) == sum(_mine(r.peak).values())
     assert torch.nn.Module._apply is torch.nn.Module.__dict__["_apply"]
+
+
+@pytest.mark.parametrize("make_x", [lambda: torch.randn(1, 256).expand(64, 256),
+                                    lambda: torch.randn(256).expand(64, 256),
+                                    lambda: torch.randn(64, 1).expand(64, 256)], ids=["rows", "1d", "columns"])
+def test_an_expanded_batch_is_its_real_storage(make_x):
+    # stride 0: 64 rows share one row's memory; the fake keeps the real strides and storage size
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 4))
+    x = make_x()
+    opt = torch.optim.AdamW(model.parameters())
+    est = vramnb.estimate(model, x, lambda m, b: m(b).sum(), opt, device="cpu")
+    real = vramnb.profile_step(model, x, lambda m, b: m(b).sum(), opt, module_depth=None)
+    assert len(est.steps) == len(real.steps) == 2
+    for e, r in zip(est.steps, real.steps):
+        assert _mine(e.peak) == _mine(r.peak)
+        assert e.peak.sources["input batch"] == x.untyped_storage().nbytes() < x.numel() * x.element_size()
