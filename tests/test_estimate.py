@@ -642,3 +642,13 @@ def test_an_expanded_batch_is_its_real_storage(make_x):
     for e, r in zip(est.steps, real.steps):
         assert _mine(e.peak) == _mine(r.peak)
         assert e.peak.sources["input batch"] == x.untyped_storage().nbytes() < x.numel() * x.element_size()
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["whole", "inside"])
+def test_a_torch_export_module_is_refused_naming_the_eager_module(nested):
+    net = nn.Sequential(nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 4))
+    x = torch.randn(4, 256)
+    exported = torch.export.export(net, (x,)).module()
+    model = nn.Sequential(exported, nn.Linear(4, 4)) if nested else exported
+    with pytest.raises(ValueError, match=r"torch.export module .*estimate the eager module it was exported from"):
+        vramnb.estimate(model, x, lambda m, b: m(b).sum(), None, device="cpu")
