@@ -652,3 +652,23 @@ def test_a_torch_export_module_is_refused_naming_the_eager_module(nested):
     model = nn.Sequential(exported, nn.Linear(4, 4)) if nested else exported
     with pytest.raises(ValueError, match=r"torch.export module .*estimate the eager module it was exported from"):
         vramnb.estimate(model, x, lambda m, b: m(b).sum(), None, device="cpu")
+
+
+def test_a_dtensor_parameter_is_refused_naming_the_way_around():
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor, Replicate, Shard, init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        mesh = init_device_mesh("cpu", (2,))
+        net = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+        net[0].weight = nn.Parameter(DTensor.from_local(net[0].weight.detach(), mesh, [Shard(0)]))
+        with pytest.raises(ValueError, match=r"parameter '0.weight' is a sharded DTensor .*world_size=N, parallel='fsdp'"):
+            vramnb.estimate(net, torch.randn(4, 16), lambda m, b: m(b).sum(), None, device="cpu")
+        # a replicated one holds the whole tensor on each rank: estimated as it is (its bytes, from shapes)
+        net[0].weight = nn.Parameter(DTensor.from_local(torch.randn(16, 16), mesh, [Replicate()]))
+        est = vramnb.estimate(net, torch.randn(4, 16), lambda m, b: m(b).sum(), None, device="cpu")
+        assert est.steady.peak.sources["parameters"] == (16 * 16 + 16 + 16 * 4 + 4) * 4
+    finally:
+        dist.destroy_process_group()
