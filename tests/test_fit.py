@@ -103,6 +103,21 @@ def test_nothing_fits_says_by_how_much_and_what_would():
     assert "nothing fits" in repr(r)
 
 
+def _bad_loss(out, batch):
+    raise TypeError("my loss takes a dict")
+
+
+@pytest.mark.parametrize("batch, loss_fn, err, match", [
+    (torch.randn(8, 256), _bad_loss, TypeError, "my loss takes a dict"),
+    (torch.randn(8, 255), None, RuntimeError, "must have same reduction dim"),
+])
+def test_an_input_error_of_the_users_own_recipe_is_raised_not_searched(batch, loss_fn, err, match):
+    net = _Net()
+    with pytest.raises(err, match=match):
+        vramnb.fit(net, batch, loss_fn, torch.optim.AdamW(net.parameters()), target="H100", allow=ALLOW,
+                   progress=False)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"allow": ["precison"]}, "not a technique the planner can choose; valid: precision"),
     ({"allow": {"precision": ["bf17"]}}, "precision='bf17' is not a valid setting; valid:"),

@@ -313,7 +313,7 @@ def fit(
     bar = _bar(progress, "fit (estimates)", total=most)
     cache: dict[Recipe, Plan | None] = {}
 
-    def run(r: Recipe) -> Plan | None:
+    def run(r: Recipe, baseline: bool = False) -> Plan | None:
         if r in cache:
             return cache[r]
         if bar is not None:
@@ -326,6 +326,8 @@ def fit(
             e = estimate(model, batch, loss_fn, optimizer, recipe=r, target=target, batch_size=batch_size,
                          margin=margin, step_time=True)
         except Exception as err:  # noqa: BLE001 - a setting this model or machine cannot run: noted, the search goes on
+            if baseline:  # the user's own recipe cannot be estimated: an input error, not a plan that misses
+                raise
             kind = "" if isinstance(err, ValueError) else f"{type(err).__name__}: "
             notes.append(f"{r.describe()}: not tried ({kind}{(str(err).splitlines() or [''])[0][:160]})")
             cache[r] = None
@@ -338,7 +340,7 @@ def fit(
         return plan
 
     try:
-        now = run(current)
+        now = run(current, baseline=True)
         micro = space.pop("micro_batches", (1,))
         techs = list(space)
         plans: list[Plan] = []

@@ -176,6 +176,7 @@ class BatchValues(TorchDispatchMode):
                     continue
                 if t.layout != torch.strided:
                     continue
+                real_st = t.untyped_storage()
                 if t.device.type != "cpu":
                     t = t.detach().cpu()
                 key = storage_key(st)
@@ -196,7 +197,12 @@ class BatchValues(TorchDispatchMode):
                         continue
                     src = src[torch.arange(f.shape[0]) % src.shape[0]]
                     self.repeated = f" (its {t.shape[0]} rows repeated to {f.shape[0]})"
-                _view(self._shadows[key][1], f).copy_(src)
+                dst = _view(self._shadows[key][1], f)
+                if torch._debug_has_internal_overlap(dst) == 1 and src.shape == f.shape:
+                    # an expanded batch (stride 0): its elements share memory, so the real storage is copied whole
+                    self._shadows[key][1].copy_(real_st.cpu())
+                else:
+                    dst.copy_(src)
         self.limit = max(LIMIT, 2 * total)
 
     def close(self) -> None:

@@ -41,6 +41,7 @@ from ._cuda_model import CudaPolicy, outside_pytorch
 from ._kernels import Workspaces
 from ._estimate_inputs import as_recipe, build_model, build_optimizer, check_arguments, explain
 from ._fake import HostDevicesOnly, KernelFixes, check_batch, fake_batch, new_mode, resize_batch
+from ._fake_model import fakes_convert_in_place
 from ._fake_guard import RealTensorGuard, UserState, owned_tensors
 from ._user_hooks import drop_user_hooks, without_user_global_hooks
 from ._gpus import Target, resolve_target
@@ -398,7 +399,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     sharded = parallel is not None and parallel != "ddp"
     fixes = KernelFixes()
     ops = StepOps(kernels)  # what decides the step's kinds
-    with without_user_global_hooks(dropped), (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, \
+    with fakes_convert_in_place(), without_user_global_hooks(dropped), \
+            (fake_world(world_size) if sharded else contextlib.nullcontext()), mode, \
             values, untraced_where_known(values.known), HostDevicesOnly(), guard, fixes, \
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \

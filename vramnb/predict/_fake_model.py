@@ -29,6 +29,7 @@ copy's modules convert a parameter in place instead (:func:`_apply_to_fakes`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import functools
@@ -40,6 +41,7 @@ import weakref
 from typing import Any, NamedTuple
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from .._units import format_bytes
 
@@ -215,6 +217,38 @@ def _apply_to_fakes(self: torch.nn.Module, fn: Any, recurse: bool = True) -> tor
         if buf is not None:
             self._buffers[key] = fn(buf)
     return self
+
+
+_FAKE_APPLY = threading.local()
+
+
+@contextlib.contextmanager
+def fakes_convert_in_place() -> Any:
+    """While the fake step runs, a module made during it (a LoRA adapter that peft builds and moves
+    ``.to`` its base layer's device) converts its fake parameters as the copy's modules do
+    (:func:`_apply_to_fakes`): ``Module._apply`` would swap them, which the fake mode refuses.
+    Only a module holding a fake parameter or gradient of this thread changes path; PyTorch's own
+    ``_apply`` is back in place after."""
+    original = torch.nn.Module._apply
+    if getattr(_FAKE_APPLY, "on", False) or getattr(original, "_vramnb_fakes", False):
+        yield
+        return
+
+    def _apply(self: torch.nn.Module, fn: Any, recurse: bool = True) -> torch.nn.Module:
+        if getattr(_FAKE_APPLY, "on", False) and any(
+                isinstance(p, FakeTensor) or isinstance(getattr(p, "grad", None), FakeTensor)
+                for p in self._parameters.values() if p is not None):
+            return _apply_to_fakes(self, fn, recurse)
+        return original(self, fn, recurse)
+
+    _apply._vramnb_fakes = True  # type: ignore[attr-defined]
+    torch.nn.Module._apply = _apply  # type: ignore[method-assign]
+    _FAKE_APPLY.on = True
+    try:
+        yield
+    finally:
+        _FAKE_APPLY.on = False
+        torch.nn.Module._apply = original  # type: ignore[method-assign]
 
 
 def _reduces(m: torch.nn.Module) -> bool:
