@@ -57,13 +57,21 @@ def _flags() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
         "intra-op threads": _flag(torch.get_num_threads, torch.set_num_threads),
         "float32 matmul precision": _flag(torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
     }
-    if hasattr(torch, "get_default_device"):
-        out["default device"] = _flag(torch.get_default_device, torch.set_default_device)
+    if hasattr(torch, "_GLOBAL_DEVICE_CONTEXT"):
+        out["default device"] = _flag(_default_device, torch.set_default_device)
     for name in ("enabled", "benchmark", "deterministic", "allow_tf32"):
         out[f"cudnn.{name}"] = _flag(functools.partial(getattr, cudnn, name), _set_attr(cudnn, name))
     for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
         out[f"cuda.matmul.{name}"] = _flag(functools.partial(getattr, matmul, name), _set_attr(matmul, name))
     return out
+
+
+def _default_device() -> Any:
+    """The device ``torch.set_default_device`` set (``None`` where none is), read from the
+    context torch keeps for it: ``torch.get_default_device()`` resolves a ``"cuda"`` default to
+    an index by making a tensor there, which would create a CUDA context (and fails on a CPU build)."""
+    ctx = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+    return None if ctx is None else ctx.device
 
 
 def snapshot() -> dict[str, Any]:
