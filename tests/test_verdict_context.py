@@ -382,3 +382,19 @@ def test_an_out_of_memory_in_a_forward_only_cell_with_gradients_on_says_no_grad_
     assert isinstance(res.error_in_exec, RuntimeError)
     text = " ".join(w + " " + c for w, c in _fixes(vramnb.history()[-1]))
     assert "no backward runs" not in text and "recompute activations in backward" in text
+
+
+def test_an_out_of_memory_inside_backward_keeps_the_training_fixes(ip):
+    """The autograd engine runs backward with gradients off: a failure there (field case: a loss
+    summed over 12 parts, one backward) is training, not evaluation."""
+    run(ip, "net = torch.nn.Linear(8, 8)\n"
+            "class Boom(torch.autograd.Function):\n"
+            "    @staticmethod\n    def forward(ctx, x):\n        return x.clone()\n"
+            "    @staticmethod\n    def backward(ctx, g):\n        torch.empty(1 << 60, dtype=torch.uint8)\n        return g")
+    res, _ = run(ip, "%%vram -d cpu\nloss = Boom.apply(net(torch.ones(2, 8))).sum()\nloss.backward()")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    rep = vramnb.history()[-1]
+    assert rep.oom.state.context.phase == "backward"
+    text = " ".join(w + " " + c for w, c in _fixes(rep))
+    assert "with gradients off" not in text and "evaluation step" not in text
+    assert "recompute activations in backward" in text

@@ -107,7 +107,8 @@ class FailingCode:
         checkpointing: the failure came inside ``torch.utils.checkpoint``, or a model in use
             has Hugging Face's gradient checkpointing on.
         checkpoint_method: the Hugging Face checkpointing method of that model's class, if any.
-        grad: gradients were on at the failure (else inference: recomputing in backward is no fix).
+        grad: gradients were on at the failure (else inference: recomputing in backward is no fix);
+            a failure inside backward counts as on (the engine turns them off while it runs).
         phase: ``"optimizer step"`` (the failure came inside ``torch.optim``: the optimizer's
             state or its step's temporaries), ``"backward"`` (inside ``torch.autograd``'s
             backward), else ``""``.
@@ -480,6 +481,8 @@ def failing_code(frames: list[Any]) -> FailingCode:
         val = None
         if ctx.optimizer is not None and ctx.model is None and type(g) is dict:
             ctx.model = _model_of(dict.get(g, ctx.optimizer), g)
+    if ctx.phase == "backward":  # the autograd engine runs backward with gradients off: the code trains
+        ctx.grad = True
     return ctx
 
 
