@@ -151,6 +151,10 @@ def test_a_gradient_with_a_graph_create_graph_is_held_by_its_parameter_and_named
                          "(`net.zero_grad(set_to_none=True)` / `inp.grad = None`), or use "
                          "`torch.autograd.grad(..., create_graph=True)`, which returns the gradients instead "
                          "of storing them")
+    # the cycle (parameter -> .grad -> graph -> parameter) outlives the test otherwise: gc cannot free it,
+    # and a later test in this process would count net's 256 KiB
+    net.weight.grad = None
+    inp.grad = None
     # a leaf's gradient: x.grad = ones·(1 - y²): its graph keeps the tanh result y and the ones
     x = torch.randn(n, requires_grad=True)
     y = x.tanh()
@@ -166,3 +170,20 @@ def test_a_gradient_with_a_graph_create_graph_is_held_by_its_parameter_and_named
         "which returns the gradients instead of storing them")
     x.grad = None
     assert grad_graph_note({"x": x}, CPU) is None
+
+
+def test_vram_runs_no_code_of_the_users_objects(ip):
+    """%vram only reads: a lazy proxy whose ``__class__`` builds the model it stands for, and a
+    ``MagicMock(spec=nn.Module)`` that records calls, are left alone (the graph notes asked
+    ``isinstance`` of every value and called a module's ``parameters()``; adversary case 09)."""
+    from tests.conftest import run
+
+    run(ip, "from unittest import mock\nLOADS = []\n"
+            "class Lazy:\n"
+            "    def __init__(self, factory):\n        object.__setattr__(self, '_f', factory)\n"
+            "    @property\n    def __class__(self):\n"
+            "        LOADS.append('built')\n        return type(object.__getattribute__(self, '_f')())\n"
+            "lazy_model = Lazy(lambda: torch.nn.Linear(4, 4))\n"
+            "m = mock.MagicMock(spec=torch.nn.Module)\nx = torch.ones(10)")
+    run(ip, "%vram")
+    assert ip.user_ns["LOADS"] == [] and ip.user_ns["m"].mock_calls == []

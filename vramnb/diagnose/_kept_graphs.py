@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .._graph import MAX_DEPTH, graph_tensors, is_tooling
+from .._graph import MAX_DEPTH, container_items, graph_tensors, is_tooling
 from .._units import format_bytes
 
 __all__ = ["cell_accumulators", "kept_graph_note"]
@@ -48,7 +48,7 @@ def _graph_bytes(obj: Any, key: Callable[[torch.Tensor], int | None], named: set
     backward, not counting leaves nor those tensors themselves; whether any of them has a graph)."""
     roots, own = [], set()
     for t in _entries(obj, MAX_DEPTH):
-        if isinstance(t, torch.Tensor):
+        if issubclass(type(t), torch.Tensor):
             k = key(t)
             if k is not None:
                 own.add(k)
@@ -97,11 +97,11 @@ def _assigned(source: str) -> set[str]:
 
 def _entries(obj: Any, depth: int) -> list[Any]:
     """The tensors ``obj`` is or holds as entries of lists, tuples and dict values."""
-    if isinstance(obj, torch.Tensor):
+    if issubclass(type(obj), torch.Tensor):
         return [obj]
-    if depth <= 0 or not isinstance(obj, (list, tuple, dict)):
+    if depth <= 0 or not issubclass(type(obj), (list, tuple, dict)):
         return []
-    items = list(obj.values()) if isinstance(obj, dict) else list(obj)
+    items = container_items(obj)  # through the built-in types' own methods: a subclass's are the user's code
     return [t for it in items for t in _entries(it, depth - 1)]
 
 
@@ -119,15 +119,15 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
     named: set[int] = set()  # storages a name holds itself (an input in a list, a parameter): theirs
     for obj in list(names.values()):
         try:
-            ts = [*obj.parameters(), *obj.buffers()] if isinstance(obj, torch.nn.Module) else _entries(obj, MAX_DEPTH)
+            ts = [*obj.parameters(), *obj.buffers()] if issubclass(type(obj), torch.nn.Module) else _entries(obj, MAX_DEPTH)
             named.update(k for k in map(key, ts) if k is not None)
         except Exception:  # noqa: BLE001 - a note must never break the report
             continue
     fixes: list[str] = []
     for name, obj in list(names.items()):
-        if name.startswith("_") or isinstance(obj, (torch.nn.Module, torch.optim.Optimizer)) or is_tooling(obj):
+        if name.startswith("_") or issubclass(type(obj), (torch.nn.Module, torch.optim.Optimizer)) or is_tooling(obj):
             continue
-        if name not in assigned or (name not in totals and name not in appends and not isinstance(obj, torch.Tensor)):
+        if name not in assigned or (name not in totals and name not in appends and not issubclass(type(obj), torch.Tensor)):
             continue  # other containers: the holders' view (%vram) names what they keep
         try:
             sizes, has_graph = _graph_bytes(obj, key, named)
@@ -135,15 +135,15 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
             continue
         nbytes = sum(sizes.values())
         n_kept = len(kept)
-        if name in totals and isinstance(obj, torch.Tensor) and has_graph:
+        if name in totals and issubclass(type(obj), torch.Tensor) and has_graph:
             kept.append((name, nbytes))
             fixes.append(f"`{stmts.get(name, name + ' += ' + totals[name])}` chains each graph onto {name}: "
                          f"add `{_item(totals[name])}` instead")
-        elif name in appends and isinstance(obj, list) and has_graph:
+        elif name in appends and issubclass(type(obj), list) and has_graph:
             kept.append((name, nbytes))
             fixes.append(f"`{name}.append({appends[name]})` keeps each graph: append "
                          f"`{_call(appends[name], 'detach')}` (or `{_item(appends[name])}` for a scalar)")
-        elif isinstance(obj, torch.Tensor) and has_graph and nbytes and backward_runs == 0 and name in assigned:
+        elif issubclass(type(obj), torch.Tensor) and has_graph and nbytes and backward_runs == 0 and name in assigned:
             kept.append((name, nbytes))
         if len(kept) > n_kept:
             union.update(sizes)
@@ -186,8 +186,8 @@ def grad_graph_note(names: Mapping[str, Any], device: torch.device) -> str | Non
     found: list[tuple[str, Any]] = []
     resets: list[str] = []
     owned: set[int] = set()  # parameters, inputs and their gradients: their names hold them
-    mods = {n: o for n, o in names.items() if isinstance(o, torch.nn.Module) and not n.startswith("_")}
-    opts = {n: o for n, o in names.items() if isinstance(o, torch.optim.Optimizer) and not n.startswith("_")}
+    mods = {n: o for n, o in names.items() if issubclass(type(o), torch.nn.Module) and not n.startswith("_")}
+    opts = {n: o for n, o in names.items() if issubclass(type(o), torch.optim.Optimizer) and not n.startswith("_")}
     for n, m in mods.items():
         hit = False
         for pn, p in m.named_parameters():
@@ -201,7 +201,7 @@ def grad_graph_note(names: Mapping[str, Any], device: torch.device) -> str | Non
                        None)
             resets.append(f"`{opt}.zero_grad(set_to_none=True)`" if opt else f"`{n}.zero_grad(set_to_none=True)`")
     for n, t in names.items():
-        if n.startswith("_") or not isinstance(t, torch.Tensor) or not t.is_leaf:
+        if n.startswith("_") or not issubclass(type(t), torch.Tensor) or not t.is_leaf:
             continue
         g = t.grad
         owned |= keys_of([t, g], key)
