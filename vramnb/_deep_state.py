@@ -168,10 +168,12 @@ class Containers:
 
     def restore(self) -> None:
         """Put every recorded container and object's attributes back (innermost first)."""
-        import numpy as np
-
         for live, saved in reversed(self.records):
             put_back(live, saved)
+        if not self.arrays:  # numpy only where arrays were recorded (it is no dependency of vramnb)
+            return
+        import numpy as np
+
         for arr, copy in self.arrays:
             if arr.shape == copy.shape and arr.dtype == copy.dtype:
                 np.copyto(arr, copy)
