@@ -145,6 +145,23 @@ _MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "setdefaul
 _TRAINING_CALLS = frozenset({"backward", "manual_backward", "grad", "step"})
 
 
+def _cell_source(filename: str) -> tuple[str, Any] | None:
+    """The text and :mod:`ast` tree of the notebook cell registered in :mod:`linecache` as
+    ``filename`` (IPython stores a cell's text there with no modification time; a file on disk,
+    a kernel's or a test runner's frame, has one); ``None`` where it is no cell or does not parse."""
+    import ast
+    import linecache
+
+    entry = linecache.cache.get(filename)
+    if not (isinstance(entry, tuple) and len(entry) == 4 and entry[1] is None):
+        return None
+    text = "".join(linecache.getlines(filename))
+    try:
+        return text, ast.parse(text)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+
+
 def _cell_trains(filename: str) -> tuple[bool | None, set[str]]:
     """Whether the notebook cell registered in :mod:`linecache` as ``filename`` (IPython
     stores a cell's text there with no modification time) calls a backward or a step
@@ -152,15 +169,11 @@ def _cell_trains(filename: str) -> tuple[bool | None, set[str]]:
     whole cell reads (IPython compiles each top-level statement apart: the failing one alone
     may name no model); ``(None, set())`` where ``filename`` is no cell or does not parse."""
     import ast
-    import linecache
 
-    entry = linecache.cache.get(filename)
-    if not (isinstance(entry, tuple) and len(entry) == 4 and entry[1] is None):
+    cell = _cell_source(filename)
+    if cell is None:
         return None, set()
-    try:
-        tree = ast.parse("".join(linecache.getlines(filename)))
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-        return None, set()
+    tree = cell[1]
     trains = False
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -182,19 +195,12 @@ def _mutated_names(code: Any) -> set[str]:
     nodes on ``code``'s lines. Empty where the source is not there or does not parse (nothing
     is claimed)."""
     import ast
-    import linecache
 
-    entry = linecache.cache.get(code.co_filename)
-    if not (isinstance(entry, tuple) and len(entry) == 4 and entry[1] is None):
+    cell = _cell_source(code.co_filename)
+    lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+    if cell is None or not cell[0] or not lines:
         return set()
-    try:
-        text = "".join(linecache.getlines(code.co_filename))
-        lines = [ln for _, _, ln in code.co_lines() if ln is not None]
-        tree = ast.parse(text) if text and lines else None
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-        return set()
-    if tree is None:
-        return set()
+    text, tree = cell
     lo, hi = (1, len(text.splitlines())) if code.co_name == "<module>" else (min(lines), max(lines))
 
     def root(node: Any) -> str | None:
