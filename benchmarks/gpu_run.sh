@@ -3,12 +3,7 @@
 # the CUDA tests, the whole suite on this torch, the notebooks on CUDA, and the benchmarks.
 # Everything lands in $OUT (at most 8 files come back).
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-LOG=$OUT/log.txt
-{ date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv;
-  python3 -c "import torch, IPython, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'IPython', IPython.__version__, torch.cuda.get_device_name(0))"; } 2>&1 | tee $LOG
+source benchmarks/gpu_env.sh
 echo "== cuda tests" | tee -a $LOG
 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m cuda -rA tests/test_cuda.py 2>&1 | tail -30 | tee -a $LOG
 echo "== all tests (torch on this machine)" | tee -a $LOG
