@@ -25,24 +25,26 @@ def deltas(base: Any, other: Any) -> dict[str, int]:
     return {s: o.get(s, 0) - b.get(s, 0) for s in SOURCES if o.get(s, 0) != b.get(s, 0)}
 
 
-def _checkpointing(a0: int, a1: int) -> str:
-    if a1 > a0:
-        return (f"checkpointing keeps each block's input in place of what the block saves for backward: here the "
-                f"inputs kept are larger than what the blocks saved ({format_delta(a1 - a0)} after forward)")
-    if a1 == a0:
+def _checkpointing(a0: int, a1: int, alone: bool) -> str:
+    # the change after forward is the recipe's as a whole: it is read as checkpointing's only when no
+    # other technique that changes what forward saves is set with it
+    if alone and a1 > a0:
+        return ("checkpointing keeps each block's input in place of what the block saves for backward: here the "
+                "inputs kept are larger than what the blocks saved")
+    if alone and a1 == a0:
         return ("checkpointing keeps each block's input in place of what the block saves for backward: here they are "
                 "the same bytes (a block whose only saved tensor is its input), so recomputation saves nothing")
-    return f"blocks recompute their saved tensors in backward instead of keeping them ({format_delta(a1 - a0)} after forward)"
+    return "blocks recompute their saved tensors in backward instead of keeping them"
 
 
-def _precision(d: dict[str, int], a0: int, a1: int) -> str:
+def _precision(a0: int, a1: int, alone: bool) -> str:
     keep = "autocast keeps the fp32 weights, gradients and optimizer state"
-    if a1 > a0:
+    if alone and a1 > a0:
         return (f"{keep} and saves low-precision copies of the tensors it casts (weights, inputs) for backward: here the "
-                f"copies outweigh the low-precision activations' saving ({format_delta(a1 - a0)} after forward)")
-    if a1 == a0:
+                "copies outweigh the low-precision activations' saving")
+    if alone and a1 == a0:
         return f"{keep}; the tensors saved for backward did not change"
-    return f"{keep}; the tensors saved for backward shrink to low precision ({format_delta(a1 - a0)} after forward)"
+    return f"{keep}; the tensors saved for backward shrink to low precision"
 
 
 def _lora(value: Any, d: dict[str, int], a0: int, a1: int) -> str:
@@ -53,8 +55,8 @@ def _lora(value: Any, d: dict[str, int], a0: int, a1: int) -> str:
         line += f"; the adapters add {format_bytes(d['parameters'])} of parameters"
     dropout = value.get("lora_dropout", 0.0) if isinstance(value, dict) else 0.0
     if a1 != a0:
-        line += (f"; activations after forward {format_delta(a1 - a0)}: frozen layers no longer save their inputs for "
-                 "weight gradients, while the adapters save theirs (their low-rank intermediates"
+        line += ("; frozen layers no longer save their inputs for weight gradients, while the adapters save theirs "
+                 "(their low-rank intermediates"
                  + (f"; with dropout {dropout}, a dropped copy of each adapted layer's input, and dropout's mask where "
                     "that input needs a gradient" if dropout else "") + ")")
     return line
@@ -82,10 +84,12 @@ def reason(recipe: Any, base: Any, other: Any, base_recipe: Any = None, against:
     why = []
     if a0 is not None and a1 is not None:
         settings = {k: v for k, v in recipe.changed().items() if base_recipe is None or base_recipe[k] != v}
-        if settings.get("checkpointing") not in (None, "off"):
-            why.append(_checkpointing(a0, a1))
+        ckpt = settings.get("checkpointing") not in (None, "off")
+        alone = sum((ckpt, "precision" in settings, "lora" in settings, "freeze" in settings)) == 1
+        if ckpt:
+            why.append(_checkpointing(a0, a1, alone))
         if "precision" in settings:
-            why.append(_precision(d, a0, a1))
+            why.append(_precision(a0, a1, alone))
         if "lora" in settings:
             why.append(_lora(settings["lora"], d, a0, a1))
         if "freeze" in settings:
