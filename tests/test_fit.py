@@ -338,7 +338,7 @@ def test_fit_checkpoints_the_fewest_blocks_that_fit_and_says_which():
         fewer = vramnb.estimate(net, x, None, opt, recipe={"checkpointing": tuple(n for n in chosen if n != drop)},
                                 **{**kw, "target": card})
         assert not fewer.fits
-    ns = {"model": net, "torch": torch}
+    ns = {"net": net, "torch": torch}  # the code calls the model by this function's name for it
     exec(r.best.code.partition("# each step:\n")[0], ns)  # the printed set-up wraps exactly those blocks
     assert [("forward" in b.__dict__) for b in net.blocks] == [f"blocks.{i}" in chosen for i in range(4)]
 
