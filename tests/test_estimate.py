@@ -695,6 +695,56 @@ def test_a_torch_export_module_is_estimated_exactly(nested):
             assert _mine(eb) == _mine(rb), (e.kind, mark)
 
 
+class _SelfHelper:
+    """Holds a method bound to its module, and copies itself through ``__deepcopy__``."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __deepcopy__(self, memo):
+        import copy
+
+        return _SelfHelper(copy.deepcopy(self.fn, memo))
+
+
+class _ReducingNet(nn.Module):
+    """A module with a copy protocol of its own whose attribute reaches back to it through a bound
+    method held by another object with its own protocol (what an exported module's hook does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.helper = _SelfHelper(self.forward)
+        self.lin = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.lin(x)
+
+    def __reduce_ex__(self, proto):
+        return nn.Module.__reduce_ex__(self, proto)
+
+
+def test_a_module_reached_back_through_an_attributes_copy_protocol_is_copied_with_fakes():
+    """The attribute's own protocol copies the module before the module's pre-pass is done: its
+    parameters must already be fakes then (they were real copies, or the copy recursed)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from vramnb.predict._fake import new_mode
+    from vramnb.predict._fake_model import fake_model
+
+    torch.manual_seed(0)
+    net = _ReducingNet()
+    copied = fake_model(net, new_mode())[0]
+    assert all(isinstance(p, FakeTensor) for p in copied.parameters())
+    assert copied.helper.fn.__self__ is copied and net.helper.fn.__self__ is net
+    x = torch.randn(8, 64)
+    loss_fn = lambda m, b: m(b).square().mean()  # noqa: E731
+    est = vramnb.estimate(net, x, loss_fn, lambda p: torch.optim.AdamW(p, foreach=False), device="cpu")
+    real = vramnb.profile_step(net, x, loss_fn, torch.optim.AdamW(net.parameters(), foreach=False), module_depth=None)
+    for e, r in zip(est.steps, real.steps):
+        for (mark, eb), (_, rb) in zip(e.marks, r.marks):
+            assert _mine(eb) == _mine(rb), (e.kind, mark)
+
+
 def test_a_dtensor_parameter_is_refused_naming_the_way_around():
     import torch.distributed as dist
     from torch.distributed.tensor import DTensor, Replicate, Shard, init_device_mesh

@@ -150,7 +150,8 @@ class _Copier:
             return frozenset(self.copy(x, path) for x in v)
         if hasattr(v, "__dict__"):  # what it holds first, so that its protocol finds the fakes and copies in the memo
             self.busy.add(id(v))
-            try:
+            try:  # a module's _parameters, _buffers and _modules come first (Module.__init__ sets them), so their
+                # fakes are in the memo before an attribute that reaches back to the module is met
                 for k, x in list(vars(v).items()):
                     before = set(self.memo)
                     try:
