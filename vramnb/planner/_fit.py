@@ -273,7 +273,10 @@ def fit(
         progress: show a tqdm bar.
         names: the names the plans' code gives your objects, where your loop calls them otherwise:
             ``{"model": "net", "batch": "x", "optimizer": "opt", "loss_fn": "criterion"}`` (any of
-            the four; default ``model``, ``batch``, ``optimizer``, ``loss_fn``).
+            the four). Default: the names the calling code binds to the very objects passed in (a
+            notebook cell's variables, or a function's locals), else ``model``, ``batch``,
+            ``optimizer``, ``loss_fn``; a name the code uses for something else (``loss``, ``out``)
+            is not taken, nor a name for a loader (the code's loop names its batch).
 
     Returns:
         a :class:`FitResult`; ``.best`` is the fastest plan that fits (``None``: nothing does,
