@@ -277,6 +277,77 @@ def test_fsdp_full_shard_with_restore() -> None:
     assert report.ok, [r.error for r in report.ranks]
 
 
+def _three_linears() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(N, N), nn.Linear(N, N), nn.Linear(N, N))
+
+
+def _sharded_three_linears(world_size: int, reshard: bool) -> tuple:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    model = _three_linears()
+    mesh = init_device_mesh("cpu", (world_size,))
+    for layer in model:
+        fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+    return model, torch.randn(BATCH, N), sq_loss, torch.optim.AdamW(model.parameters(), foreach=False)
+
+
+def fsdp_three_linears(rank: int, world_size: int) -> tuple:
+    return _sharded_three_linears(world_size, True)
+
+
+def zero2_three_linears(rank: int, world_size: int) -> tuple:
+    return _sharded_three_linears(world_size, False)
+
+
+@pytest.mark.parametrize("parallel", ["fsdp", "zero2"])
+def test_sharded_estimate_is_each_real_ranks_step(parallel: str) -> None:
+    """``estimate(world_size=2, parallel=...)`` against two real FSDP2 ranks over gloo, both on
+    CPU (exact storage sizes), on the steady step. Parameters, gradients, optimizer state and the
+    batch are the same bytes at every mark. What gloo runs is not quite synchronous: its worker
+    thread releases a collective's buffer (one block's all-gather or reduce-scatter, 263,168 B
+    here) when it is done with it, sometimes after the mark that follows, so a rank may hold one
+    such buffer more than the estimate at a mark or a phase's peak, never less. The real ranks'
+    ``other`` is held before the step and through it: the device mesh's tensor of rank numbers
+    (the estimate makes its mesh outside the fake step) and what a forked rank inherits. Before,
+    the estimate kept the sharded gradients after ``zero_grad(set_to_none=True)`` (a byte view
+    of each DTensor gradient's storage, made under the fake mode, was kept by its dispatch cache)
+    and the real ranks missed the unsharded parameters re-allocated by ``resize_``
+    from the second step on (storages owned by no thread): 263,168 B under at the forward's peak."""
+    fn = fsdp_three_linears if parallel == "fsdp" else zero2_three_linears
+    report = profile_distributed(fn, 2, backend="gloo", timeout=240, steps=2)
+    assert report.ok, [r.error for r in report.ranks]
+    est = vramnb.estimate(_three_linears(), torch.randn(BATCH, N), sq_loss,
+                          lambda p: torch.optim.AdamW(p, foreach=False), device="cpu", world_size=2,
+                          parallel=parallel, steps=2)
+    shard = 3 * PARAMS // 2
+    block = PARAMS  # one Linear unsharded: what one all-gather brings in
+    e = est.steady
+    assert e.mark("after backward")["gradients"] == shard
+    assert e.mark("after zero_grad")["gradients"] == 0
+    assert e.mark("start")["other"] == 0
+    exact = ("parameters", "buffers", "input batch", "gradients", "optimizer state")
+    for r in report.ranks:
+        assert r.step is not None
+        s = r.step.steady
+        # held before the step and through it: the device mesh's rank numbers (2 x int32) and what the
+        # forked rank inherited from this process (earlier tests' tensors, earlier estimates' meshes
+        # that torch's DTensor caches keep), none of which is this step's
+        mesh = s.mark("start")["other"]
+        assert mesh >= 2 * 4 and all(s.mark(m)["other"] == mesh for m, _ in s.marks), mesh
+        for mark in ("start", "after forward", "after backward", "after optimizer step", "after zero_grad"):
+            real, want = s.mark(mark), e.mark(mark)
+            assert {k: real[k] for k in exact} == {k: want[k] for k in exact}, (r.rank, mark)
+            assert 0 <= real.allocated - mesh - want.allocated <= block, (r.rank, mark)
+        assert s.mark("after zero_grad")["gradients"] == 0
+        for phase, bd in s.phase_peaks.items():
+            assert 0 <= bd.allocated - mesh - e.phase_peaks[phase].allocated <= block, (r.rank, phase)
+        # the steady forward holds a block's all-gather output and its unsharded parameters
+        assert s.phase_peaks["forward"].sources["temporaries"] >= 2 * block
+
+
 # -- failures -------------------------------------------------------------------------------
 def test_a_rank_that_raises_reports_what_it_had_and_the_others_stop() -> None:
     before = _child_pids()

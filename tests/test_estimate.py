@@ -622,9 +622,32 @@ def test_lora_estimate_equals_cpu_measurement(make):
     real = vramnb.profile_step(model, batch, loss_fn, opt, recipe=recipe, module_depth=None)
     assert len(est.steps) == len(real.steps) == 2
     for e, r in zip(est.steps, real.steps):
-        # the total; the adapters made during the fake step are counted as activations there (left open)
-        assert sum(_mine(e.peak).values()) == sum(_mine(r.peak).values())
+        # each source at each mark: the adapters are parameters from the first step's start (they were
+        # activations there, first seen when the forward used them), their gradients gradients
+        for (mark, eb), (_, rb) in zip(e.marks, r.marks):
+            assert _mine(eb) == _mine(rb), (e.kind, mark)
+        assert _mine(e.peak) == _mine(r.peak)
     assert torch.nn.Module._apply is torch.nn.Module.__dict__["_apply"]
+
+
+def test_lora_adapters_are_parameters_gradients_and_state_from_the_first_step():
+    """Exact bytes from shapes: r=8 on both Linear(64, 64) adds A (8 x 64) and B (64 x 8) to each."""
+    pytest.importorskip("peft")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))
+    est = vramnb.estimate(model, torch.randn(8, 64), lambda m, b: m(b).square().mean(),
+                          lambda p: torch.optim.AdamW(p, foreach=False), device="cpu", recipe={"lora": "r=8"})
+    base = 2 * (64 * 64 + 64) * 4
+    adapters = 2 * (8 * 64 + 64 * 8) * 4
+    first = est.steps[0]
+    assert first.mark("start")["parameters"] == base + adapters
+    assert first.mark("after backward")["gradients"] == adapters
+    # AdamW: exp_avg and exp_avg_sq of each adapter, and a float32 step per adapter tensor (4)
+    assert first.mark("after optimizer step")["optimizer state"] == 2 * adapters + 4 * 4
+    for step in est.steps:
+        assert step.mark("after backward")["activations"] == 0
+        # the first forward saves what the steady one does (no adapter counted as saved)
+        assert step.mark("after forward")["activations"] == est.steady.mark("after forward")["activations"]
 
 
 @pytest.mark.parametrize("make_x", [lambda: torch.randn(1, 256).expand(64, 256),
@@ -645,13 +668,81 @@ def test_an_expanded_batch_is_its_real_storage(make_x):
 
 
 @pytest.mark.parametrize("nested", [False, True], ids=["whole", "inside"])
-def test_a_torch_export_module_is_refused_naming_the_eager_module(nested):
+def test_a_torch_export_module_is_estimated_exactly(nested):
+    """``torch.export.export(...).module()`` holds bound methods of itself (its input-checking hook):
+    the copy read its attributes before copying it and met it again through them, without end
+    (RecursionError). Now each source at each mark is the measured step's, and the module is left
+    as it was."""
+    torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 4))
     x = torch.randn(4, 256)
     exported = torch.export.export(net, (x,)).module()
     model = nn.Sequential(exported, nn.Linear(4, 4)) if nested else exported
-    with pytest.raises(ValueError, match=r"torch.export module .*estimate the eager module it was exported from"):
-        vramnb.estimate(model, x, lambda m, b: m(b).sum(), None, device="cpu")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    nodes = [n.name for n in exported.graph.nodes]
+    hooks = dict(exported._forward_pre_hooks)
+    loss_fn = lambda m, b: m(b).square().mean()  # noqa: E731
+    est = vramnb.estimate(model, x, loss_fn, lambda p: torch.optim.AdamW(p, foreach=False), device="cpu")
+    assert [n.name for n in exported.graph.nodes] == nodes and dict(exported._forward_pre_hooks) == hooks
+    assert all(torch.equal(v, before[k]) and type(v) is torch.Tensor for k, v in model.state_dict().items())
+    params = sum(p.numel() * 4 for p in model.parameters())
+    assert est.steps[0].mark("start")["parameters"] == params
+    assert est.steps[0].mark("after backward")["gradients"] == params
+    real = vramnb.profile_step(model, x, loss_fn, torch.optim.AdamW(model.parameters(), foreach=False),
+                               module_depth=None)
+    for e, r in zip(est.steps, real.steps):
+        for (mark, eb), (_, rb) in zip(e.marks, r.marks):
+            assert _mine(eb) == _mine(rb), (e.kind, mark)
+
+
+class _SelfHelper:
+    """Holds a method bound to its module, and copies itself through ``__deepcopy__``."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __deepcopy__(self, memo):
+        import copy
+
+        return _SelfHelper(copy.deepcopy(self.fn, memo))
+
+
+class _ReducingNet(nn.Module):
+    """A module with a copy protocol of its own whose attribute reaches back to it through a bound
+    method held by another object with its own protocol (what an exported module's hook does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.helper = _SelfHelper(self.forward)
+        self.lin = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.lin(x)
+
+    def __reduce_ex__(self, proto):
+        return nn.Module.__reduce_ex__(self, proto)
+
+
+def test_a_module_reached_back_through_an_attributes_copy_protocol_is_copied_with_fakes():
+    """The attribute's own protocol copies the module before the module's pre-pass is done: its
+    parameters must already be fakes then (they were real copies, or the copy recursed)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from vramnb.predict._fake import new_mode
+    from vramnb.predict._fake_model import fake_model
+
+    torch.manual_seed(0)
+    net = _ReducingNet()
+    copied = fake_model(net, new_mode())[0]
+    assert all(isinstance(p, FakeTensor) for p in copied.parameters())
+    assert copied.helper.fn.__self__ is copied and net.helper.fn.__self__ is net
+    x = torch.randn(8, 64)
+    loss_fn = lambda m, b: m(b).square().mean()  # noqa: E731
+    est = vramnb.estimate(net, x, loss_fn, lambda p: torch.optim.AdamW(p, foreach=False), device="cpu")
+    real = vramnb.profile_step(net, x, loss_fn, torch.optim.AdamW(net.parameters(), foreach=False), module_depth=None)
+    for e, r in zip(est.steps, real.steps):
+        for (mark, eb), (_, rb) in zip(e.marks, r.marks):
+            assert _mine(eb) == _mine(rb), (e.kind, mark)
 
 
 def test_a_dtensor_parameter_is_refused_naming_the_way_around():

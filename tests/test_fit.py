@@ -226,6 +226,41 @@ def test_the_fit_magic_on_notebook_variables(ip):
     assert "opt.step()" in r.best.code and "optimizer" not in r.best.code and "out = net(" in r.best.code, r.best.code
 
 
+def test_fit_called_in_a_cell_names_the_notebooks_objects(ip):
+    """``vramnb.fit(...)`` without ``names=`` in a notebook cell: the printed code calls the objects
+    passed in by the notebook's names for them (the same objects, by identity), and keeps the
+    defaults where the notebook has no name for one or has a name the code uses for something else."""
+    from tests.conftest import run
+
+    run(ip, "import torch, vramnb\nfrom tests.test_fit import _Net\ntorch.manual_seed(0)\nnet = _Net(64, 2)\n"
+            "opt = torch.optim.AdamW(net.parameters())\nbig = torch.randn(4096, 64)\n"
+            "def sq(m, b):\n    return m(b).square().mean()\n"
+            "card = (vramnb.estimate(net, big, sq, opt, target='H100').device_memory\n"
+            "        + vramnb.estimate(net, big, sq, opt, target='H100', recipe={'checkpointing': 'every block'})"
+            ".device_memory) // 2")
+    res, _ = run(ip, "plan = vramnb.fit(net, big, sq, opt, target=card, margin=0, progress=False)")
+    r = ip.user_ns["plan"]
+    assert res.error_in_exec is None and r.best is not None and r.best.code, res.error_in_exec
+    code = r.best.code
+    assert "opt.step()" in code and "sq(net, " in code and "big" in code, code
+    assert not any(w in code.replace("micro_batches", "").split() for w in ("model", "optimizer", "loss_fn")), code
+    # the same call with names= keeps what the user said; a batch made in the call has no name: "batch"
+    res, _ = run(ip, "plan2 = vramnb.fit(net, big[:4096], sq, opt, target=card, margin=0, progress=False, "
+                     "names={'optimizer': 'adam'})")
+    code2 = ip.user_ns["plan2"].best.code
+    assert res.error_in_exec is None and "adam.step()" in code2 and "opt" not in code2.split(), code2
+    # a notebook whose optimizer is called `loss` (a name the code uses for the loss): left `optimizer`
+    res, _ = run(ip, "loss = opt\nnet2 = net\ndel opt\n"
+                     "plan3 = vramnb.fit(net2, big, sq, loss, target=card, margin=0, progress=False)")
+    code3 = ip.user_ns["plan3"].best.code
+    assert res.error_in_exec is None and "optimizer.step()" in code3 and "loss.step()" not in code3, code3
+    # two names for the model, one of them the code's own: that one stays
+    res, _ = run(ip, "model = net2\nplan4 = vramnb.fit(net2, big, sq, loss, target=card, margin=0, progress=False)")
+    code4 = ip.user_ns["plan4"].best.code
+    assert res.error_in_exec is None and "sq(model, " in code4 and "net2" not in code4, code4
+    run(ip, "del loss, model, net2")
+
+
 def test_the_code_renames_identifiers_only():
     from vramnb.techniques.code import rename
 
@@ -303,7 +338,7 @@ def test_fit_checkpoints_the_fewest_blocks_that_fit_and_says_which():
         fewer = vramnb.estimate(net, x, None, opt, recipe={"checkpointing": tuple(n for n in chosen if n != drop)},
                                 **{**kw, "target": card})
         assert not fewer.fits
-    ns = {"model": net, "torch": torch}
+    ns = {"net": net, "torch": torch}  # the code calls the model by this function's name for it
     exec(r.best.code.partition("# each step:\n")[0], ns)  # the printed set-up wraps exactly those blocks
     assert [("forward" in b.__dict__) for b in net.blocks] == [f"blocks.{i}" in chosen for i in range(4)]
 

@@ -71,6 +71,22 @@ def test_resize_updates_size():
     del x
 
 
+def test_a_storage_re_allocated_in_place_is_an_allocation_of_the_recording_thread():
+    """FSDP2 frees its unsharded parameters with ``storage.resize_(0)`` and allocates them again
+    with ``resize_(n)`` at each all-gather; from the second step those storages were registered
+    earlier and belong to no thread. The recording thread's listener gets the free and the
+    re-allocation, as it would a new tensor's."""
+    tr = fresh()
+    x = torch.empty(1000)
+    tr.add_tensor(x)  # registered outside any tracking: owned by no thread
+    events = []
+    with tr.tracking(), tr.listening(lambda k, old, new: events.append((old, new))):
+        x.untyped_storage().resize_(0)
+        x.untyped_storage().resize_(4000)
+    assert events == [(4000, 0), (0, 4000)]
+    del x
+
+
 _STEP_SCRIPT = """
 import gc, torch
 from vramnb._tracker import StorageTracker

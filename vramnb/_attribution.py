@@ -66,11 +66,24 @@ def keys_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor]
             out.add(k)
         elif isinstance(t, torch.Tensor) and (t.layout != torch.strided or type(t) not in (torch.Tensor, torch.nn.Parameter)):
             for _, st in storages_of_tensor(t):
-                view = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
-                kv = key(view)
+                kv = key(_byte_view(st))
                 if kv is not None:
                     out.add(kv)
     return out
+
+
+def _byte_view(st: torch.UntypedStorage) -> torch.Tensor:
+    """A ``uint8`` tensor over the whole of ``st``, made below every dispatch mode.
+
+    Under a ``FakeTensorMode`` (an estimate), ``set_(storage)`` would go through
+    the fake mode's dispatch cache, whose key keeps the storage argument itself
+    (``FakeTensorMode._prep_args_for_hash`` appends it): the storage would then
+    live as long as that process-wide cache, and a gradient named this way (a
+    DTensor's, under FSDP2) would never be freed by ``zero_grad``."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        return torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
 
 
 def viewed_bytes_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor], int | None]) -> dict[int, int]:

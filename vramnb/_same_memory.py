@@ -44,7 +44,8 @@ class SameMemory:
     _alias_bytes: dict[int, int]
     _owned: dict[int, set[int]]
 
-    def _change(self, key: int, old: int, new: int, owner: int | None) -> None:  # pragma: no cover - the tracker's
+    def _change(self, key: int, old: int, new: int, owner: int | None,  # pragma: no cover - the tracker's
+                resized: bool = False) -> None:
         raise NotImplementedError
 
     def add_storage(self, st: Any, owner: Any = "auto") -> None:  # pragma: no cover - the tracker's

@@ -231,7 +231,7 @@ class StorageTracker(SameMemory):
                         rng = data_range(st)
                         if rng is not None:
                             self._ranges.add(key, rng)
-                        self._change(key, old, nbytes, entry.owner)
+                        self._change(key, old, nbytes, entry.owner, resized=True)
                     elif nbytes:
                         span = self._ranges.span(key)
                         if span is not None and st.data_ptr() != span[0]:
@@ -278,7 +278,12 @@ class StorageTracker(SameMemory):
 
         return freed
 
-    def _change(self, key: int, old: int, new: int, owner: int | None) -> None:
+    def _change(self, key: int, old: int, new: int, owner: int | None, resized: bool = False) -> None:
+        """Count a change of ``key`` from ``old`` to ``new`` bytes and tell the listeners concerned.
+
+        ``resized``: a registered storage changed size (``old == 0``: re-allocated, as FSDP2's
+        unsharded parameters are at each all-gather), as opposed to a storage seen for the first
+        time (``old == 0`` there is a registration, not an allocation of the thread's)."""
         if old == new == 0:
             return
         self.current += new - old
@@ -292,9 +297,11 @@ class StorageTracker(SameMemory):
         me = threading.get_ident()
         other_tracking = bool(self._tracking.get(me))
         for listener, thread, _, _ in self._listeners:
-            # a thread's listener: its own storages; and frees and resizes of storages no
-            # tracking thread owns, done by itself or by a thread that is not tracking
-            if thread is None or owner == thread or (owner is None and old and (me == thread or not other_tracking)):
+            # a thread's listener: its own storages; and frees and resizes (from 0 too: a storage
+            # re-allocated in place) of storages no tracking thread owns, done by itself or by a
+            # thread that is not tracking
+            if thread is None or owner == thread or (
+                    owner is None and (old or resized) and (me == thread or not other_tracking)):
                 listener(key, old, new)
 
     # -- queries ------------------------------------------------------------

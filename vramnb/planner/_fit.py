@@ -23,7 +23,7 @@ from typing import Any
 from .._render import Rendered, Table
 from .._units import format_bytes
 from ..techniques import REGISTRY, Recipe
-from ..techniques.code import rename, step_code
+from ..techniques.code import caller_names, rename, safe_names, step_code
 from .._global_state import kept_as_found
 
 __all__ = ["fit", "FitResult", "Plan", "DEFAULT_ALLOW"]
@@ -273,7 +273,10 @@ def fit(
         progress: show a tqdm bar.
         names: the names the plans' code gives your objects, where your loop calls them otherwise:
             ``{"model": "net", "batch": "x", "optimizer": "opt", "loss_fn": "criterion"}`` (any of
-            the four; default ``model``, ``batch``, ``optimizer``, ``loss_fn``).
+            the four). Default: the names the calling code binds to the very objects passed in (a
+            notebook cell's variables, or a function's locals), else ``model``, ``batch``,
+            ``optimizer``, ``loss_fn``; a name the code uses for something else (``loss``, ``out``)
+            is not taken, nor a name for a loader (the code's loop names its batch).
 
     Returns:
         a :class:`FitResult`; ``.best`` is the fastest plan that fits (``None``: nothing does,
@@ -299,6 +302,10 @@ def fit(
     if not isinstance(verify, bool):
         raise ValueError(f"verify must be True or False, not {verify!r}")
     rename("", names)  # a bad name fails before the search
+    # without names=: the names the calling code (a notebook cell) gives these objects; a loader is
+    # not the step's batch, which the code's own loop names
+    auto = caller_names({"model": model, "optimizer": optimizer, "loss_fn": loss_fn,
+                         **({"batch": batch} if _one_batch(batch) else {})}) if names is None else {}
     tgt = resolve_target(target)
     if tgt.memory is None:
         raise ValueError(f"fit needs a target with a size; {tgt.name!r} has none (give a card or '24GiB')")
@@ -377,6 +384,8 @@ def fit(
     for p in plans:
         p.ratio = p.seconds / base if base else None
         p.code = step_code(p.recipe, current, model, batch, loss_fn, names=names)
+        if auto:
+            p.code = rename(p.code, safe_names(auto, p.code))
     plans.sort(key=lambda p: (not p.fits, p.seconds if p.fits else p.device_memory))
     if len(sequence) > 1:
         notes.extend(_replay_loader(plans, sequence, model, loss_fn, optimizer, target, batch_size, margin, budget))
@@ -426,6 +435,13 @@ def _hopeless(need: Mapping[int, int], k: int, budget: int) -> bool:
     return need[1] - split * (1 - 1 / k) > budget * (1 + HOPE)
 
 
+def _one_batch(batch: Any) -> bool:
+    """``batch`` is one batch (what :func:`_worst_batch` takes as it is), not a loader of them."""
+    import torch
+
+    return isinstance(batch, (torch.Tensor, Mapping, tuple, list)) or not isinstance(batch, Iterable)
+
+
 def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
     """A ``DataLoader`` or another iterable of batches (not a tensor, dict, tuple or list, which
     are one batch): its largest batch, by the bytes of its tensors (a step's memory grows with
@@ -437,7 +453,7 @@ def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
     from .._checks import _batch_tensors, refuse_one_shot
 
     refuse_one_shot(batch)
-    if isinstance(batch, (torch.Tensor, Mapping, tuple, list)) or not isinstance(batch, Iterable):
+    if _one_batch(batch):
         return batch, "", [batch]
 
     best, size, seen = None, -1, 0

@@ -432,7 +432,13 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
         checkpointed = False
         try:
             if recipe is not None:
-                recipe.apply(plan)
+                # what a technique makes (LoRA's adapters, a copy of the weights in another dtype) is there at
+                # the step's start: its allocations are events the allocator replays, and its tensors are the
+                # parameters, buffers and state they are, not tensors first seen inside the forward
+                with tracker.tracking():
+                    recipe.apply(plan)
+                for t in _start_tensors(plan.model, (), plan.optimizer):
+                    tracker.add_tensor(t)
             if kernels is not None:
                 _cuda_defaults(plan.optimizer)
             if plan.optimizer is not None:

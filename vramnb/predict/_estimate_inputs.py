@@ -95,20 +95,13 @@ def build_model(model: Any, mode: Any) -> FakeModel:
 
     Raises:
         ValueError: not a module or a factory of one; a TorchScript or lazy module; a factory
-            that puts tensors on CUDA or returns something else, a torch.export module, or a sharded DTensor parameter.
+            that puts tensors on CUDA or returns something else, or a sharded DTensor parameter.
     """
     if isinstance(model, torch.jit.ScriptModule):
         raise ValueError(f"{type(model).__name__} is a TorchScript module (torch.jit.script or trace), whose weights "
                          "live in the compiled graph and cannot be copied onto fake tensors: estimate the Python "
                          "module it was made from")
     if isinstance(model, torch.nn.Module):
-        from torch.export._unlift import _StatefulGraphModule  # what torch.export.export(...).module() returns
-
-        exported = next((n for n, m in model.named_modules() if isinstance(m, _StatefulGraphModule)), None)
-        if exported is not None:
-            raise ValueError(f"{'the model' if not exported else repr(exported)} is a torch.export module "
-                             "(torch.export.export(...).module()), which estimate cannot copy onto fake tensors "
-                             "(the copy recursed without end): estimate the eager module it was exported from")
         from torch.distributed.tensor import DTensor, Replicate
 
         sharded = next((n for n, p in model.named_parameters() if isinstance(p, DTensor)

@@ -37,6 +37,7 @@ import io
 import logging
 import threading
 import types
+import warnings
 import weakref
 from typing import Any, NamedTuple
 
@@ -95,12 +96,17 @@ def _plain(v: Any) -> bool:
             and not hasattr(t, "__slots__"))
 
 
+class _Cycle(Exception):
+    """An attribute reached back to the object whose attributes are being copied first."""
+
+
 class _Copier:
     def __init__(self, mode: Any) -> None:
         self.mode = mode
         self.memo: dict[int, Any] = {}
         self.fakes: dict[int, torch.Tensor] = {}
         self.shared: list[str] = []
+        self.busy: set[int] = set()  # objects whose attributes are being copied before the object itself
 
     def _share(self, v: Any, path: str, why: str = "") -> Any:
         self.memo[id(v)] = v
@@ -123,6 +129,8 @@ class _Copier:
         else:
             return self._share(v, path, f", {format_bytes(view.nbytes)}")
         if isinstance(v, types.MethodType):
+            if id(v.__self__) in self.busy:  # its object's own attributes, being read before the object is copied
+                raise _Cycle
             out: Any = types.MethodType(v.__func__, self.copy(v.__self__, path))
             self.memo[id(v)] = out
             return out
@@ -141,10 +149,25 @@ class _Copier:
         if type(v) is frozenset:
             return frozenset(self.copy(x, path) for x in v)
         if hasattr(v, "__dict__"):  # what it holds first, so that its protocol finds the fakes and copies in the memo
-            for k, x in list(vars(v).items()):
-                self.copy(x, f"{path}.{k}" if path else k)
+            self.busy.add(id(v))
+            try:  # a module's _parameters, _buffers and _modules come first (Module.__init__ sets them), so their
+                # fakes are in the memo before an attribute that reaches back to the module is met
+                for k, x in list(vars(v).items()):
+                    before = set(self.memo)
+                    try:
+                        self.copy(x, f"{path}.{k}" if path else k)
+                    except _Cycle:  # a method bound to v (a hook of v's own): left to v's protocol, which
+                        # copies v first; nothing half-made stays in the memo (tensors' fakes are whole)
+                        for key in set(self.memo) - before:
+                            if key not in self.fakes:
+                                del self.memo[key]
+            finally:
+                self.busy.discard(id(v))
         try:  # a copy protocol of its own (torch.compile's module): through it, with this memo
-            return copy.deepcopy(v, self.memo)
+            with warnings.catch_warnings():  # torch's deprecation of its pytree LeafSpec, met copying an
+                # exported module's input spec: about torch's code, not the user's
+                warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated", category=FutureWarning)
+                return copy.deepcopy(v, self.memo)
         except Exception as e:  # cannot be copied: shared, and said
             return self._share(v, path, f" (cannot be copied: {str(e).splitlines()[0][:80]})")
 

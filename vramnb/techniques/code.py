@@ -9,7 +9,10 @@ a tuple, a dict) and the loss as the user computes it.
 from __future__ import annotations
 
 import io
+import keyword
+import sys
 import tokenize
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,6 +64,43 @@ def _off(name: str, was: Any, model: Any) -> str:
 
 #: the names the step's code gives the user's objects; ``step_code(names=...)`` renames them
 NAMES = ("model", "batch", "optimizer", "loss_fn")
+
+
+def caller_names(objects: Mapping[str, Any]) -> dict[str, str]:
+    """The names the calling code gives ``objects`` (``{"model": net, "batch": x, ...}``, keys from
+    :data:`NAMES`): for each object, a variable of the first frame outside vramnb (its locals, then its
+    globals: a notebook cell's globals are the notebook's namespace) bound to that very object. An object
+    that no public name binds, or that a name of its :data:`NAMES` key already binds, keeps that key; the
+    result maps only what differs, as ``names=`` does (``{"model": "net"}``)."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] == "vramnb":
+        frame = frame.f_back
+    if frame is None:
+        return {}
+    spaces = [frame.f_locals] + ([frame.f_globals] if frame.f_globals is not frame.f_locals else [])
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for key, obj in objects.items():
+        if obj is None:
+            continue
+        found = [n for space in spaces for n, v in list(space.items())
+                 if v is obj and isinstance(n, str) and n.isidentifier() and not n.startswith("_")
+                 and not keyword.iskeyword(n)]
+        if not found or key in found:
+            continue
+        name = next((n for n in found if n not in taken and n not in NAMES), None)
+        if name is not None:
+            out[key] = name
+            taken.add(name)
+    return out
+
+
+def safe_names(names: Mapping[str, str], code: str) -> dict[str, str]:
+    """``names`` less those whose new name the code (as :func:`step_code` writes it, with the
+    default names) already uses for something else (``loss``, ``scaler``, ``torch``, ``micro``):
+    renaming into it would change what the code does."""
+    used = {tok.string for tok in tokenize.generate_tokens(io.StringIO(code).readline) if tok.type == tokenize.NAME}
+    return {k: v for k, v in names.items() if v not in used or v in names}
 
 
 def rename(code: str, names: Mapping[str, str] | None) -> str:
