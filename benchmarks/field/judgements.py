@@ -125,3 +125,61 @@ JUDGEMENTS: dict[str, tuple[str, str, str]] = {
         "partly", "regrowth note 'hidden grew by 66.8 MiB' and %vram 'autograd graph 200.4 MiB'; the fix given is "
         "'add loss.item() instead', not hidden.detach()", "partly"),
 }
+
+# -- validation-2 (benchmarks/results/2026-12-04b-field-before, vramnb at 1314e3f, before issue 28's advice work of
+# this session). Judged by the same rule as above: diagnosed = the right cause and a right fix, with no advice that
+# is false or harmful here; a generic example name in an otherwise right sentence ("loss.item()" where the cell's
+# tensor has another name) is noted as a flaw, not scored wrong; a false sentence is wrong.
+JUDGED_AT_V2_BEFORE = "1314e3f (fix-field, validation-2 before)"
+
+JUDGEMENTS_V2_BEFORE: dict[str, tuple[str, str, str]] = {
+    "loss_dict_summed_without_item": (
+        "diagnosed", "run 3: 'epoch_loss grew by 20.1 MiB … store numbers (loss.item()) or … .detach()'; %vram "
+        "epoch_loss['sem'] 'autograd graph 60.3 MiB'; runs 1-2 attribute the kept graphs only to out (768 KiB) while "
+        "the 19.8 MiB of each run are 'activations' held by epoch_loss", "diagnosed"),
+    "running_loss_sum_in_training": (
+        "diagnosed", "'autograd graphs kept after the cell by running_loss (nodes only …): `running_loss += loss` "
+        "chains each graph onto running_loss: add `loss.item()` instead'", "diagnosed"),
+    "metric_object_keeps_graph": (
+        "missed", "±0 B on every run; %vram shows train_loss.sum but nothing says the metric's running sum chains "
+        "every step's graph (self.sum += val inside Metric.update): no detach advice", "missed"),
+    "validation_metrics_without_no_grad_oom": (
+        "diagnosed", "fix 1 valing_results 'keep numbers, not tensors (loss.item())' (generic name: the cell's is "
+        "batch_mse; valing_results.clear() would also drop batch_sizes), fix 3 'turn gradients off around the loop' "
+        "(the reporter's fix); traceback sentence 8.0 MiB = 8.0 MiB freed", "diagnosed"),
+    "validation_loss_without_no_grad_peak": (
+        "diagnosed", "'autograd graphs kept after the cell by out (24.0 MiB), loss (24.0 MiB): no backward ran … wrap "
+        "the cell in `with torch.no_grad():`' (the issue's fix); the 60 MiB peak is only 'temporaries'", "diagnosed"),
+    "eval_rnn_state_carried_without_no_grad": (
+        "diagnosed", "every run: 'autograd graphs kept … by h (55.8 MiB) … no backward ran … torch.no_grad()' (the "
+        "PR's fix); flaw: run 3's regrowth note adds '(… a tensor summed with a loss …: add loss.item() instead)' "
+        "in a cell with no loss, and no h.detach()", "diagnosed"),
+    "sliced_head_keeps_storage": (
+        "partly", "%vram: snapshot['head'] '(10,) float32 · a view of a 15.3 MiB storage'; no .clone() advice",
+        "partly"),
+    "resume_checkpoint_dict_kept": (
+        "partly", "%vram and the breakdown show ckpt 32.1 MiB not shared (a second copy of g and d); no del ckpt / "
+        "map_location advice", "partly"),
+    "models_trained_in_loop_kept_by_dict": (
+        "partly", "%vram: all_models['a'] / ['b'] keep 'state 8.1 MiB · gradients 4.0 MiB' each; no advice to delete "
+        "a trained model's objects (del all_models[name]) or drop its optimizer", "partly"),
+    "adamw_state_oom_where_sgd_fits": (
+        "wrong", "fix 2 'the default (foreach) step works on all of a group's tensors at once' is false here: on the "
+        "CPU torch's default step is the per-tensor loop (foreach only on cuda/xpu/mtia), so foreach=False changes "
+        "nothing; fixes 3-4 (Adafactor/SGD, fewer trainable parameters) are right; nothing says AdamW keeps two "
+        "tensors per trainable parameter", "wrong"),
+    "hook_records_features_every_step": (
+        "partly", "run 3: 'feature_blocks grew by 10.6 MiB … store numbers (loss.item()) or … (.detach() before "
+        "storing), or empty it': the stored features have no graph and there is no loss (only 'empty it' applies); "
+        "the hooks that fill feature_blocks are not named", "partly"),
+    "last_traceback_keeps_object": (
+        "diagnosed", "%vram '(last exception) traceback frames 16.0 MiB … %vram free releases it', %vram free released "
+        "16.0 MiB", "diagnosed"),
+    "training_tensors_alive_during_validation": (
+        "partly", "data/output/loss named after the cell, peak +40 MiB as activations/temporaries; nothing says the "
+        "training loop's last tensors stay alive through validation (del, or separate functions)", "partly"),
+}
+
+# -- after this session's changes (all three parts, read again): filled in by the after run
+JUDGED_AT_AFTER = "(not yet judged)"
+JUDGEMENTS_AFTER: dict[str, tuple[str, str, str]] = {}

@@ -215,10 +215,12 @@ def main() -> None:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
+    ap.add_argument("--judgements", choices=("before", "after"), default="before",
+                    help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
     a = ap.parse_args()
     if a.rescore:
-        _rescore(Path(a.rescore))
+        _rescore(Path(a.rescore), a.judgements)
         return
     if a.one:
         print("\x00RESULT" + json.dumps(run_one(a.one)))
@@ -234,7 +236,8 @@ def main() -> None:
         ap.error("--out DIR is required")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    from judgements import JUDGED_AT, JUDGEMENTS  # noqa: PLC0415
+    judged_set = a.judgements
+    JUDGED_AT, JUDGEMENTS = _judgements(judged_set)
 
     env = dict(os.environ, MALLOC_ARENA_MAX="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="default")
     results = []
@@ -274,8 +277,18 @@ def _score(case: _cases.Case, res: dict, tuning: list[str], judgements: dict) ->
                judged_without_tb=j[2] if j and len(j) > 2 else (j[0] if j else None))
 
 
-def _rescore(folder: Path) -> None:
-    from judgements import JUDGED_AT, JUDGEMENTS  # noqa: PLC0415
+def _judgements(judged_set: str) -> tuple[str, dict]:
+    """The by-hand judgements to record: ``before`` (the baseline's of the tuning and validation parts, with
+    validation-2's before any change) or ``after`` (every part, read again after this session's changes)."""
+    import judgements as j  # noqa: PLC0415
+
+    if judged_set == "after":
+        return j.JUDGED_AT_AFTER, dict(j.JUDGEMENTS_AFTER)
+    return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
+
+
+def _rescore(folder: Path, judged_set: str) -> None:
+    JUDGED_AT, JUDGEMENTS = _judgements(judged_set)
 
     data = json.loads((folder / "results.json").read_text())
     cases = _cases.by_name()
