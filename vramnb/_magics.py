@@ -28,7 +28,7 @@ from ._errors import MissingDependencyError
 from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_nodes, run_sync
 from ._free import free_hidden, hidden_holders, names_bound
 from .diagnose import Regrowth
-from .diagnose._kept_graphs import grad_graph_note, kept_graph_note
+from .diagnose._kept_graphs import grad_graph_note, kept_graph_note, regrowth_advice
 from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
@@ -250,8 +250,13 @@ class VramMagics(Magics):
         if report.exception is not None or not source:
             return
         try:
+            names = self._users_names()
+
+            def advise(name: str, kind: str) -> str | None:
+                return regrowth_advice(name, names[name], source) if name in names else None
+
             note = self._regrowth.observe(source, report.delta_allocated,
-                                          self._holders_fn(device, limit=50, hidden_too=True))
+                                          self._holders_fn(device, limit=50, hidden_too=True), advise)
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             note = None
         if note:
