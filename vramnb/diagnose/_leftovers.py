@@ -73,7 +73,7 @@ def _module_copies(obj: Any, modules: Mapping[str, torch.nn.Module]) -> tuple[li
     hits: list[str] = []
     copied = 0
     for mname, m in modules.items():
-        params = {}
+        params: dict[tuple[tuple[int, ...], torch.dtype], list[int]] = {}
         for p in m.parameters():
             params.setdefault((tuple(p.shape), p.dtype), []).append(p.untyped_storage().data_ptr())
         got = [t for t in ts if (tuple(t.shape), t.dtype) in params
