@@ -33,6 +33,12 @@ def test_names_bound_in_a_loop_are_named_with_what_deleting_them_frees(ip):
             "read them) or after the loop frees them, as does running the loop in a function") in notes, notes
 
 
+def test_a_loop_inside_a_function_the_cell_defines_names_no_notebook_name(ip):
+    run(ip, "big = torch.ones(1 << 20)")  # a notebook name that the function's local shadows
+    notes = _notes(ip, "def f(xs):\n    for x in xs:\n        big = x * 2\n    return 0\nf([torch.ones(4)])")
+    assert not any(n.startswith("bound in a loop") for n in notes), notes
+
+
 def test_a_small_loop_leftover_and_a_carried_state_get_no_loop_line(ip):
     run(ip, "w = torch.ones(64, 64)")
     notes = _notes(ip, "h = torch.zeros(1, 64)\nfor i in range(3):\n    h = h @ w\n    tmp = torch.ones(8)")

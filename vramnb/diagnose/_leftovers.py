@@ -23,6 +23,19 @@ __all__ = ["leftover_notes", "loop_names"]
 MIN_BYTES = 1 << 20
 
 
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` at the cell's own (module) scope: not inside a function, a lambda
+    or a class body, whose names are not the notebook's."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        todo += [c for c in ast.iter_child_nodes(node)
+                 if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))]
+    return out
+
+
 def loop_names(source: str) -> list[str]:
     """The names a cell binds inside a ``for``/``while`` loop's body (assignments, not the loop
     targets), in order of first binding; running totals, carried states and containers the
@@ -34,11 +47,11 @@ def loop_names(source: str) -> list[str]:
     totals, appends = cell_accumulators(source)
     skip = set(totals) | set(appends) | set(carried_states(source))
     out: list[str] = []
-    for loop in ast.walk(tree):
+    for loop in _walk(tree):
         if not isinstance(loop, (ast.For, ast.While, ast.AsyncFor)):
             continue
         for stmt in loop.body:
-            for node in ast.walk(stmt):
+            for node in _walk(stmt):
                 if isinstance(node, (ast.Assign, ast.AnnAssign)):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for t in targets:
@@ -53,7 +66,7 @@ def _deleted(source: str) -> list[str]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    return [t.id for n in ast.walk(tree) if isinstance(n, ast.Delete) for t in n.targets if isinstance(t, ast.Name)]
+    return [t.id for n in _walk(tree) if isinstance(n, ast.Delete) for t in n.targets if isinstance(t, ast.Name)]
 
 
 def _bound(source: str) -> set[str]:
@@ -61,7 +74,7 @@ def _bound(source: str) -> set[str]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {n.id for n in _walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _module_copies(obj: Any, modules: Mapping[str, torch.nn.Module]) -> tuple[list[str], int]:
