@@ -45,3 +45,7 @@ def test_a_list_of_tuples_gets_each_element_with_a_graph_detached_never_tuple_de
     assert "append `(obs, h.detach())`" in note, note
     assert "(obs, h)).detach()" not in note and ").item()" not in note
     assert "`h, = " not in note and "`h = h.detach()`" in note
+
+
+def test_a_state_carried_inside_a_function_the_cell_defines_is_no_notebook_name():
+    assert carried_states("def f(h):\n    for i in range(3):\n        h = g(h)\n    return h\nh = f(h0)\n") == {}

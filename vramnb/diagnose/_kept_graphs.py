@@ -55,7 +55,14 @@ def carried_states(source: str) -> dict[str, str]:
         return {}
     totals = cell_accumulators(source)[0]
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    todo: list[ast.AST] = [tree]  # the cell's own scope: a function's locals are no notebook names
+    nodes: list[ast.AST] = []
+    while todo:
+        n = todo.pop()
+        nodes.append(n)
+        todo += [c for c in ast.iter_child_nodes(n)
+                 if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))]
+    for node in reversed(nodes):
         if not isinstance(node, ast.Assign):
             continue
         targets: list[str] = []
