@@ -54,6 +54,15 @@ def test_a_checkpoint_dict_with_a_second_copy_of_parameters_gets_del(ip):
             f"the model's own tensors): `del ckpt` once loaded frees {format_bytes(n)}") in notes, notes
 
 
+def test_two_modules_of_one_shape_count_the_checkpoint_copy_once(ip):
+    run(ip, "ga = torch.nn.Linear(512, 512)\ngb = torch.nn.Linear(512, 512)\nimport io\nbuf2 = io.BytesIO()\n"
+            "torch.save({'a': ga.state_dict(), 'b': gb.state_dict()}, buf2)")
+    notes = _notes(ip, "buf2.seek(0)\nck = torch.load(buf2)\nga.load_state_dict(ck['a'])\ngb.load_state_dict(ck['b'])")
+    n = 2 * (512 * 512 + 512) * 4  # the two state dicts' tensors, each counted once
+    assert (f"ck holds a second copy of the parameters of ga, gb ({format_bytes(n)}; load_state_dict copied them into "
+            f"the model's own tensors): `del ck` once loaded frees {format_bytes(n)}") in notes, notes
+
+
 def test_an_optimizer_left_after_del_model_gets_del_opt(ip):
     run(ip, "mdl = torch.nn.Linear(1024, 512)\nopt = torch.optim.Adam(mdl.parameters())\n"
             "mdl(torch.ones(2, 1024)).sum().backward()\nopt.step()")

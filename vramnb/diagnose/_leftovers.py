@@ -84,7 +84,7 @@ def _module_copies(obj: Any, modules: Mapping[str, torch.nn.Module]) -> tuple[li
     if not ts:
         return [], 0
     hits: list[str] = []
-    copied = 0
+    matched: dict[int, int] = {}  # each of obj's storages once (two modules of one shape match the same tensors)
     for mname, m in modules.items():
         params: dict[tuple[tuple[int, ...], torch.dtype], list[int]] = {}
         for p in m.parameters():
@@ -94,8 +94,8 @@ def _module_copies(obj: Any, modules: Mapping[str, torch.nn.Module]) -> tuple[li
         n = sum(t.numel() * t.element_size() for t in got)
         if n and n * 2 >= sum(p.numel() * p.element_size() for p in m.parameters()):
             hits.append(mname)
-            copied += n
-    return hits, copied
+            matched.update((t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in got)
+    return hits, sum(matched.values())
 
 
 def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], dict[str, int]],
