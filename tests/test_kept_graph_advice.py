@@ -49,3 +49,14 @@ def test_a_list_of_tuples_gets_each_element_with_a_graph_detached_never_tuple_de
 
 def test_a_state_carried_inside_a_function_the_cell_defines_is_no_notebook_name():
     assert carried_states("def f(h):\n    for i in range(3):\n        h = g(h)\n    return h\nh = f(h0)\n") == {}
+
+
+def test_a_training_cell_that_failed_before_its_backward_gets_no_item_and_no_no_grad():
+    """A cell that sums its loss parts and then calls backward, stopped (an error) before the
+    backward: the total is the loss to differentiate; ``.item()`` or ``no_grad`` would break it."""
+    W = torch.ones(8, 8, requires_grad=True)
+    src = "loss = 0\nfor p in parts:\n    loss = loss + (p @ W).sum()\nloss.backward()\n"
+    ns = {"torch": torch, "W": W, "parts": [torch.ones(2, 8) for _ in range(3)]}
+    exec(src.replace("loss.backward()\n", ""), ns)  # noqa: S102 - as if it failed before the backward
+    names = {k: v for k, v in ns.items() if k != "__builtins__"}
+    assert kept_graph_note(names, src, _key, backward_runs=0) is None

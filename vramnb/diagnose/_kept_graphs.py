@@ -76,6 +76,27 @@ def carried_states(source: str) -> dict[str, str]:
     return out
 
 
+def backward_calls(source: str) -> tuple[bool, set[str]]:
+    """(whether the cell's code calls a backward or an optimizer step anywhere: ``x.backward(``,
+    ``torch.autograd.grad(``/``backward(``, ``opt.step(``; the names ``x`` it calls
+    ``.backward()`` on). A cell that raised before reaching its backward ran none, yet is a
+    training cell: its total is the loss to differentiate, not a number to ``.item()``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False, set()
+    trains, on = False, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("backward", "step", "grad", "manual_backward"):
+                trains = True
+            if node.func.attr == "backward" and isinstance(node.func.value, ast.Name):
+                on.add(node.func.value.id)
+            if node.func.attr in ("backward", "manual_backward") and node.args and isinstance(node.args[0], ast.Name):
+                on.add(node.args[0].id)
+    return trains, on
+
+
 def _has_graph(obj: Any) -> bool:
     return issubclass(type(obj), torch.Tensor) and obj.grad_fn is not None
 
@@ -180,6 +201,8 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
     fits: ``backward_runs`` is the number of autograd engine runs seen during the cell (0: a
     ``torch.no_grad()`` cell builds none of these graphs). ``None`` when no name keeps one."""
     totals, appends = cell_accumulators(source)
+    trains, differentiated = backward_calls(source)
+    totals = {n: e for n, e in totals.items() if n not in differentiated}  # the loss the cell backpropagates
     carried = carried_states(source)
     carried_said: set[str] = set()
     stmts = _statements(source)
@@ -228,7 +251,8 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
                 fixes.append(f"`{stmt}` carries {whose} from one step to the next, so each step's graph is chained "
                              f"onto the last: detach {'it' if len(same) == 1 else 'them'} where a step starts "
                              f"(`{detach}`; truncated backpropagation through time)")
-        elif issubclass(type(obj), torch.Tensor) and has_graph and nbytes and backward_runs == 0 and name in assigned:
+        elif issubclass(type(obj), torch.Tensor) and has_graph and nbytes and backward_runs == 0 and name in assigned \
+                and not trains:
             kept.append((name, nbytes))
         if len(kept) > n_kept:
             union.update(sizes)
@@ -238,7 +262,7 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
                      for n, b in kept)
     line = f"autograd graphs kept after the cell by {what}"
     total = sum(union.values())
-    if backward_runs == 0 and total:
+    if backward_runs == 0 and total and not trains:
         fixes.insert(0, "no backward ran in this cell: if none will run on these results, wrap the cell in "
                         "`with torch.no_grad():` (or `torch.inference_mode()`) so that it builds no graph "
                         f"(these keep {format_bytes(total)})")
@@ -333,7 +357,7 @@ def regrowth_advice(name: str, obj: Any, source: str) -> str | None:
     if issubclass(type(obj), torch.Tensor):
         if not _has_graph(obj):
             return None
-        if name in totals:
+        if name in totals and name not in backward_calls(source)[1]:
             stmt = _statements(source).get(name, f"{name} += {totals[name]}")
             return f"`{stmt}` chains each step's graph onto {name}: add `{_item(totals[name])}` instead"
         carried = carried_states(source).get(name)
