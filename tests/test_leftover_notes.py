@@ -30,7 +30,18 @@ def test_names_bound_in_a_loop_are_named_with_what_deleting_them_frees(ip):
     assert (f"bound in a loop and still alive after it (a Python loop has no scope of its own): big "
             f"({format_bytes(4 * MiB)}), small ({format_bytes(16)}); each pass's values also stay alive while the "
             "next pass builds its own: `del big, small` at the end of the loop body (where the next pass does not "
-            "read them) or after the loop frees them, as does running the loop in a function") in notes, notes
+            "read them) or after the loop frees them (an object in a reference cycle at the next gc.collect()), as "
+            "does running the loop in a function") in notes, notes
+
+
+def test_a_loop_left_module_in_a_reference_cycle_is_said_to_be_freed_only_at_gc(ip):
+    """field category: a module whose forward hook closes over itself is a reference cycle: `del`
+    alone frees nothing until the cyclic collector runs, and the line says so."""
+    run(ip, "class Cyc(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.body = torch.nn.Linear(512, 512)\n        self.register_forward_hook(lambda m, i, o: self)\n")
+    notes = _notes(ip, "for i in range(3):\n    cyc = Cyc()")
+    line = next(n for n in notes if n.startswith("bound in a loop"))
+    assert "(an object in a reference cycle at the next gc.collect())" in line, line
 
 
 def test_a_loop_inside_a_function_the_cell_defines_names_no_notebook_name(ip):

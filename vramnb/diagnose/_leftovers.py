@@ -123,7 +123,8 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
         out.append(f"bound in a loop and still alive after it (a Python loop has no scope of its own): {listed}; "
                    "each pass's values also stay alive while the next pass builds its own: "
                    f"`del {', '.join(n for n, _ in kept)}` at the end of the loop body (where the next pass does not "
-                   "read them) or after the loop frees them, as does running the loop in a function")
+                   "read them) or after the loop frees them (an object in a reference cycle at the next gc.collect()), "
+                   "as does running the loop in a function")
     for n in dicts:
         which, copied = _module_copies(names[n], modules)
         if which and free.get(n, 0) >= MIN_BYTES:
