@@ -38,8 +38,9 @@ def _walk(tree: ast.AST) -> list[ast.AST]:
 
 def loop_names(source: str) -> list[str]:
     """The names a cell binds inside a ``for``/``while`` loop's body (assignments, not the loop
-    targets), in order of first binding; running totals, carried states and containers the
-    loop adds to are not in it (their values are meant to outlive a pass)."""
+    targets), in order of first binding; running totals, carried states, containers the loop
+    adds to and names the cell reads after the loop are not in it (their values are meant to
+    outlive a pass)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -47,6 +48,16 @@ def loop_names(source: str) -> list[str]:
     totals, appends = cell_accumulators(source)
     skip = set(totals) | set(appends) | set(carried_states(source))
     out: list[str] = []
+    read_after: set[str] = set()  # names the cell reads after a loop ends: still needed there
+    for parent in _walk(tree):
+        body = getattr(parent, "body", None)
+        if not isinstance(body, list):
+            continue
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, (ast.For, ast.While, ast.AsyncFor)):
+                read_after |= {n.id for later in body[i + 1:] for n in _walk(later)
+                               if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    skip |= read_after
     for loop in _walk(tree):
         if not isinstance(loop, (ast.For, ast.While, ast.AsyncFor)):
             continue
@@ -104,7 +115,8 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
     docstring). ``frees()`` gives ``{name: bytes deleting that name alone frees}`` on the measured
     device (called only when a candidate exists); ``device_kind``: ``"cuda"``, ``"cpu"``...
     Each line's bytes are what the fix it names frees; nothing under :data:`MIN_BYTES`."""
-    loops = [n for n in loop_names(source) if n in names and not n.startswith("_")]
+    loops = [n for n in loop_names(source) if n in names and not n.startswith("_")  # a model or optimizer is kept
+             and not issubclass(type(names[n]), (torch.nn.Module, torch.optim.Optimizer))]
     bound = _bound(source)
     modules = {n: o for n, o in names.items() if issubclass(type(o), torch.nn.Module) and not n.startswith("_")}
     dicts = [n for n, o in names.items() if issubclass(type(o), dict) and n in bound and not n.startswith("_")]
