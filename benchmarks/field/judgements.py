@@ -207,7 +207,8 @@ JUDGEMENTS_AFTER: dict[str, tuple[str, str, str]] = {k: (v[0], v[1], v[0]) for k
                                         "(handle.remove()), or empty the list' (no model.eval(), which also fits)"),
     "hook_self_reference_cycle": (_D, "%vram free 'unreachable cycles (gc.collect) 40.0 MiB'; flaw at b493c78: the new "
                                       "loop line says `del net` … 'frees' the last net (8.0 MiB), which, a reference "
-                                      "cycle, is freed only at the next gc (ccb97f3 says so: results-rerun-ccb97f3.json)"),
+                                      "cycle, is freed only at the next gc (08a7661 gives no loop line for a "
+                                      "module: results-rerun-08a7661.json)"),
     "loss_parts_summed_oom": (_P, "training fixes (autocast, checkpointing, compare) and 'loss … deleting it frees "
                                   "80.2 MiB'; the thread's fix (backward per part) is not offered; flaw: compare(…, "
                                   "optimizer) names an optimizer the notebook lacks (the run at b19f0cf also said "
