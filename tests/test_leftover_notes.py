@@ -72,6 +72,13 @@ def test_two_modules_of_one_shape_count_the_checkpoint_copy_once(ip):
             f"the model's own tensors): `del ck` once loaded frees {format_bytes(n)}") in notes, notes
 
 
+def test_a_dict_of_gradients_shaped_like_the_parameters_is_no_checkpoint_copy(ip):
+    """Adversarial: gradients kept by name have the parameters' shapes but are no copy of them."""
+    run(ip, "gm = torch.nn.Linear(1024, 512)\ngm(torch.ones(2, 1024)).sum().backward()")
+    notes = _notes(ip, "grads = {n: p.grad.clone() for n, p in gm.named_parameters()}")
+    assert not any("second copy" in n for n in notes), notes
+
+
 def test_an_optimizer_left_after_del_model_gets_del_opt(ip):
     run(ip, "mdl = torch.nn.Linear(1024, 512)\nopt = torch.optim.Adam(mdl.parameters())\n"
             "mdl(torch.ones(2, 1024)).sum().backward()\nopt.step()")

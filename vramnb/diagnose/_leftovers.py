@@ -119,7 +119,11 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
              and not issubclass(type(names[n]), (torch.nn.Module, torch.optim.Optimizer))]
     bound = _bound(source)
     modules = {n: o for n, o in names.items() if issubclass(type(o), torch.nn.Module) and not n.startswith("_")}
-    dicts = [n for n, o in names.items() if issubclass(type(o), dict) and n in bound and not n.startswith("_")]
+    # a dict of tensors shaped like a module's parameters is a copy of them only where the cell loads or takes a
+    # state dict (gradients or moments kept by name have the same shapes)
+    states = any(k in source for k in ("load_state_dict(", "torch.load(", "state_dict(", "load_file("))
+    dicts = [n for n, o in names.items() if issubclass(type(o), dict) and n in bound and not n.startswith("_")
+             and states]
     gone = [n for n in _deleted(source) if n not in names]
     opts = [n for n, o in names.items() if issubclass(type(o), torch.optim.Optimizer) and not n.startswith("_")] \
         if gone else []
@@ -140,12 +144,13 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
     for n in dicts:
         which, copied = _module_copies(names[n], modules)
         if which and free.get(n, 0) >= MIN_BYTES:
-            how = ("load_state_dict copied them into the model's own tensors" if "load_state_dict" in source
+            how = ("load_state_dict copied them into the model's own tensors" if "load_state_dict(" in source
                    else "the module keeps its own parameters")
             where = ("; load it with `torch.load(..., map_location='cpu')` so that the copy is never on the GPU"
                      if device_kind == "cuda" else "")
             out.append(f"{n} holds a second copy of the parameters of {', '.join(which)} ({format_bytes(copied)}; "
-                       f"{how}): `del {n}` once loaded frees {format_bytes(free[n])}{where}")
+                       f"{how}): `del {n}`{' once loaded' if 'load_state_dict(' in source else ''} frees {format_bytes(free[n])}"
+                       f"{where}")
     owned = {id(p) for m in modules.values() for p in m.parameters()}
     for n in opts:
         params = [p for g in names[n].param_groups for p in g["params"]]
