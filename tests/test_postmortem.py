@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import vramnb
+from vramnb._units import format_bytes
 from tests.conftest import run
 from vramnb._report import oom_lines
 from vramnb.diagnose import OOMState, verdict
@@ -123,8 +124,39 @@ def test_regrowth_lets_the_first_run_differ_and_fits_the_advice_to_a_list(ip):
         run(ip, cell)
     notes = vramnb.history()[-1].notes
     assert ("each run of this cell leaves 1.0 MiB more (the last 2 of 3 runs in a row that grew): keep grew by "
-            "1.0 MiB: it keeps what each run makes (keep is added to on every run: store numbers (loss.item()) or "
-            "tensors without their graph (.detach() before storing), or empty it)") in notes, notes
+            "1.0 MiB: it keeps what each run makes (keep is added to on every run and its tensors keep no graph: "
+            "what grows is what it stores; empty it when done (`keep.clear()`) or store less (reduced values, not "
+            "whole tensors))") in notes, notes
+
+
+def test_regrowth_advice_fits_what_grew_and_names_only_what_the_cell_has(ip):
+    """The re-run verdict's fix from what grew and what the cell does with it (field categories:
+    state carried without detach, a list whose tensors keep their graphs, one filled by code the
+    cell calls): never a ``loss.item()`` for a cell that has no loss."""
+    run(ip, "rnn = torch.nn.RNNCell(4, 64)\nhidden = torch.zeros(1, 64)\nstore = []\n"
+            "def fill():\n    store.append(torch.ones(1 << 16))")
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nfor i in range(8):\n    hidden = rnn(torch.ones(1, 4), hidden)")
+    notes = " ".join(vramnb.history()[-1].notes)
+    # each step keeps its input (1, 4) and its output (1, 64) float32 (tanh's result) in the chained graph
+    grew = format_bytes(8 * (4 + 64) * 4)
+    assert (f"hidden grew by {grew}: it keeps what each run makes (`hidden = rnn(torch.ones(1, 4), hidden)` carries "
+            "hidden from one step to the next, so hidden keeps every step's graph: detach it where a step starts "
+            "(`hidden = hidden.detach()`), or run the cell under `torch.no_grad()` if no backward needs it)") in notes
+    assert "loss" not in notes
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nfill()")
+    notes = " ".join(vramnb.history()[-1].notes)
+    assert ("store grew by 256.0 KiB: it keeps what each run makes (this cell does not name store: code it calls (a "
+            "function, a hook) adds to it on every run; empty it when done (`store.clear()`) or stop what fills it)"
+            ) in notes, notes
+    run(ip, "lin = torch.nn.Linear(256, 256)\nouts = []")
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nx = torch.ones(4, 256)\nouts.append((x, lin(x)))")
+    notes = " ".join(vramnb.history()[-1].notes)
+    # a tuple has no .detach(): each element with a graph is detached, by what the last entry holds
+    assert "`outs.append((x, lin(x)))` keeps each step's graph: append `(x, lin(x).detach())`" in notes, notes
+    assert "outs grew by" in notes and "loss" not in notes, notes
 
 
 def test_regrowth_reports_what_the_holder_keeps_more_where_a_loop_variable_shares_part_of_it(ip):

@@ -343,11 +343,14 @@ def test_an_out_of_memory_inside_optimizer_step_gets_optimizer_state_fixes_not_a
     fixes = _fixes(rep)
     text = " ".join(w + " " + c for w, c in fixes)
     assert "autocast" not in text and "checkpoint" not in text and "recompute" not in text
-    assert ("the step's temporaries: the default (foreach) step works on all of a group's tensors at once; one "
-            "tensor at a time needs less", 'for g in adam.param_groups:\n    g["foreach"] = False') in fixes
-    assert ("an optimizer with less state: Adafactor keeps factored second moments (rows + columns), SGD one "
-            "momentum tensor per parameter or none",
-            "adam = torch.optim.Adafactor(net.parameters(), lr=adam.param_groups[0]['lr'])") in fixes
+    # on the CPU torch's default step is the per-tensor loop (foreach kernels only on cuda/xpu/mtia): no foreach fix
+    assert "foreach" not in text
+    # Linear(8, 8): 72 trainable float32 parameters, 288 B; Adam's two moments: 576 B
+    assert fixes[0] == ("an optimizer with less state: Adam keeps two state tensors (exp_avg, exp_avg_sq) per "
+                        "trainable parameter, each of the parameter's shape and dtype, made at its first step(): "
+                        "adam's 72 trainable parameters (288 B) take 576 B of state; Adafactor keeps factored second "
+                        "moments (rows + columns), SGD one momentum tensor per parameter or none",
+                        "adam = torch.optim.Adafactor(net.parameters(), lr=adam.param_groups[0]['lr'])")
     assert "model" not in text.replace("model.", "") and "optimizer." not in text
 
 
@@ -398,3 +401,31 @@ def test_an_out_of_memory_inside_backward_keeps_the_training_fixes(ip):
     text = " ".join(w + " " + c for w, c in _fixes(rep))
     assert "with gradients off" not in text and "evaluation step" not in text
     assert "recompute activations in backward" in text
+
+
+def test_optimizer_step_fixes_count_adamw_state_per_trainable_parameter_and_foreach_only_when_used(ip):
+    """Adam(W)'s state is two tensors per *trainable* parameter (frozen ones get none), with
+    amsgrad three; the foreach fix only where the step runs the foreach kernels (a group's
+    ``foreach=True``; torch's default picks them on CUDA only)."""
+    run(ip, "net2 = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 4))\n"
+            "net2[1].weight.requires_grad_(False)\n"
+            "opt2 = torch.optim.AdamW([p for p in net2.parameters() if p.requires_grad], amsgrad=True, foreach=True)\n"
+            "net2(torch.ones(2, 16)).sum().backward()\n"
+            "_zl = torch.zeros_like\n"
+            "def _fail(*a, **k):\n    return torch.empty(1 << 60, dtype=torch.uint8)")
+    run(ip, "torch.zeros_like = _fail")
+    try:
+        res, _ = run(ip, "%%vram -d cpu\nopt2.step()")
+    finally:
+        run(ip, "torch.zeros_like = _zl")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    fixes = _fixes(vramnb.history()[-1])
+    n = 16 * 32 + 32 + 4  # trainable: net2[0].weight, net2[0].bias, net2[1].bias (net2[1].weight frozen)
+    assert fixes[0][0] == (f"an optimizer with less state: AdamW keeps three state tensors (exp_avg, exp_avg_sq, "
+                           f"max_exp_avg_sq) per trainable parameter, each of the parameter's shape and dtype, made at "
+                           f"its first step(): opt2's {n:,} trainable parameters ({format_bytes(4 * n)}) take "
+                           f"{format_bytes(3 * 4 * n)} of state; Adafactor keeps factored second moments (rows + "
+                           f"columns), SGD one momentum tensor per parameter or none")
+    assert ("the step's temporaries: this step runs the multi-tensor (foreach) kernels, which work on all of a "
+            "group's tensors at once; one tensor at a time needs less",
+            'for g in opt2.param_groups:\n    g["foreach"] = False') in fixes

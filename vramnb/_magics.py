@@ -28,7 +28,8 @@ from ._errors import MissingDependencyError
 from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_nodes, run_sync
 from ._free import free_hidden, hidden_holders, names_bound
 from .diagnose import Regrowth
-from .diagnose._kept_graphs import grad_graph_note, kept_graph_note
+from .diagnose._kept_graphs import grad_graph_note, kept_graph_note, regrowth_advice
+from .diagnose._leftovers import leftover_notes
 from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
@@ -250,8 +251,13 @@ class VramMagics(Magics):
         if report.exception is not None or not source:
             return
         try:
+            names = self._users_names()
+
+            def advise(name: str, kind: str) -> str | None:
+                return regrowth_advice(name, names[name], source) if name in names else None
+
             note = self._regrowth.observe(source, report.delta_allocated,
-                                          self._holders_fn(device, limit=50, hidden_too=True))
+                                          self._holders_fn(device, limit=50, hidden_too=True), advise)
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             note = None
         if note:
@@ -268,6 +274,25 @@ class VramMagics(Magics):
             note = None
         if note:
             m.report.notes.append(note)
+
+    def _note_leftovers(self, m: Any, cell: str, device: Any) -> None:
+        """With --breakdown, after a cell that raised nothing: what it left alive that its code may not
+        need (a loop's names, a checkpoint's second copy of parameters, an optimizer whose model was
+        deleted, a small view of a large storage), with the ``del`` that frees it."""
+        if getattr(m, "attribution", None) is None or m.report.exception is not None:
+            return
+        names = self._users_names()
+
+        def frees() -> dict[str, int]:
+            dev = resolve_device(device)
+            rows = find_holders(names, dev, hidden=dict(hidden_holders(self.shell)), limit=None, entries=False)
+            return {h.name: h.unique for h in rows if not h.hidden}
+
+        try:
+            notes = leftover_notes(names, cell, frees, str(resolve_device(device).type))
+        except Exception:  # noqa: BLE001 - a verdict must never break the cell
+            notes = []
+        m.report.notes.extend(notes)
 
     def _users_names(self) -> dict[str, Any]:
         """The notebook's own names: ``user_ns`` less what IPython put there (``Out``, ``_``, ``_3``,
@@ -457,6 +482,7 @@ class VramMagics(Magics):
                     m.report.cell = count
                     self._note_regrowth(m.report, cell, dev)
                     self._note_kept_graphs(m, cell)
+                    self._note_leftovers(m, cell, dev)
                     if args.out:
                         shell.user_ns[args.out] = m.report
                     if gauge is not None:

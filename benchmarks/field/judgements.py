@@ -125,3 +125,164 @@ JUDGEMENTS: dict[str, tuple[str, str, str]] = {
         "partly", "regrowth note 'hidden grew by 66.8 MiB' and %vram 'autograd graph 200.4 MiB'; the fix given is "
         "'add loss.item() instead', not hidden.detach()", "partly"),
 }
+
+# -- validation-2 (benchmarks/results/2026-12-04b-field-before, vramnb at 1314e3f, before issue 28's advice work of
+# this session). Judged by the same rule as above: diagnosed = the right cause and a right fix, with no advice that
+# is false or harmful here; a generic example name in an otherwise right sentence ("loss.item()" where the cell's
+# tensor has another name) is noted as a flaw, not scored wrong; a false sentence is wrong.
+JUDGED_AT_V2_BEFORE = "1314e3f (fix-field, validation-2 before)"
+
+JUDGEMENTS_V2_BEFORE: dict[str, tuple[str, str, str]] = {
+    "loss_dict_summed_without_item": (
+        "diagnosed", "run 3: 'epoch_loss grew by 20.1 MiB … store numbers (loss.item()) or … .detach()'; %vram "
+        "epoch_loss['sem'] 'autograd graph 60.3 MiB'; runs 1-2 attribute the kept graphs only to out (768 KiB) while "
+        "the 19.8 MiB of each run are 'activations' held by epoch_loss", "diagnosed"),
+    "running_loss_sum_in_training": (
+        "diagnosed", "'autograd graphs kept after the cell by running_loss (nodes only …): `running_loss += loss` "
+        "chains each graph onto running_loss: add `loss.item()` instead'", "diagnosed"),
+    "metric_object_keeps_graph": (
+        "missed", "±0 B on every run; %vram shows train_loss.sum but nothing says the metric's running sum chains "
+        "every step's graph (self.sum += val inside Metric.update): no detach advice", "missed"),
+    "validation_metrics_without_no_grad_oom": (
+        "diagnosed", "fix 1 valing_results 'keep numbers, not tensors (loss.item())' (generic name: the cell's is "
+        "batch_mse; valing_results.clear() would also drop batch_sizes), fix 3 'turn gradients off around the loop' "
+        "(the reporter's fix); traceback sentence 8.0 MiB = 8.0 MiB freed", "diagnosed"),
+    "validation_loss_without_no_grad_peak": (
+        "diagnosed", "'autograd graphs kept after the cell by out (24.0 MiB), loss (24.0 MiB): no backward ran … wrap "
+        "the cell in `with torch.no_grad():`' (the issue's fix); the 60 MiB peak is only 'temporaries'", "diagnosed"),
+    "eval_rnn_state_carried_without_no_grad": (
+        "diagnosed", "every run: 'autograd graphs kept … by h (55.8 MiB) … no backward ran … torch.no_grad()' (the "
+        "PR's fix); flaw: run 3's regrowth note adds '(… a tensor summed with a loss …: add loss.item() instead)' "
+        "in a cell with no loss, and no h.detach()", "diagnosed"),
+    "sliced_head_keeps_storage": (
+        "partly", "%vram: snapshot['head'] '(10,) float32 · a view of a 15.3 MiB storage'; no .clone() advice",
+        "partly"),
+    "resume_checkpoint_dict_kept": (
+        "partly", "%vram and the breakdown show ckpt 32.1 MiB not shared (a second copy of g and d); no del ckpt / "
+        "map_location advice", "partly"),
+    "models_trained_in_loop_kept_by_dict": (
+        "partly", "%vram: all_models['a'] / ['b'] keep 'state 8.1 MiB · gradients 4.0 MiB' each; no advice to delete "
+        "a trained model's objects (del all_models[name]) or drop its optimizer", "partly"),
+    "adamw_state_oom_where_sgd_fits": (
+        "wrong", "fix 2 'the default (foreach) step works on all of a group's tensors at once' is false here: on the "
+        "CPU torch's default step is the per-tensor loop (foreach only on cuda/xpu/mtia), so foreach=False changes "
+        "nothing; fixes 3-4 (Adafactor/SGD, fewer trainable parameters) are right; nothing says AdamW keeps two "
+        "tensors per trainable parameter", "wrong"),
+    "hook_records_features_every_step": (
+        "partly", "run 3: 'feature_blocks grew by 10.6 MiB … store numbers (loss.item()) or … (.detach() before "
+        "storing), or empty it': the stored features have no graph and there is no loss (only 'empty it' applies); "
+        "the hooks that fill feature_blocks are not named", "partly"),
+    "last_traceback_keeps_object": (
+        "diagnosed", "%vram '(last exception) traceback frames 16.0 MiB … %vram free releases it', %vram free released "
+        "16.0 MiB", "diagnosed"),
+    "training_tensors_alive_during_validation": (
+        "partly", "data/output/loss named after the cell, peak +40 MiB as activations/temporaries; nothing says the "
+        "training loop's last tensors stay alive through validation (del, or separate functions)", "partly"),
+}
+
+# -- after this session's changes (all three parts, read again at the commit named in JUDGED_AT_AFTER). The same
+# rule as validation-2's: a generic example name in an otherwise right sentence is a flaw, noted, not scored wrong.
+JUDGED_AT_AFTER = "b493c78 (fix-field, after)"
+
+_D, _P, _M, _W = "diagnosed", "partly", "missed", "wrong"
+
+JUDGEMENTS_AFTER: dict[str, tuple[str, str, str]] = {k: (v[0], v[1], v[0]) for k, v in {
+    # -- tuning
+    "broadcast_pairwise_distance_oom": (_D, "fix 2 'one request of 152.6 MiB is more than … all tensors hold and … still "
+                                            "free together: read the shapes on the failing line (an unintended "
+                                            "broadcast …)'"),
+    "create_graph_param_cycle": (_D, "'net.weight.grad, net.bias.grad, batch.grad keep autograd graphs of 135.0 MiB "
+                                     "(backward(create_graph=True)): set the gradients to None … or use "
+                                     "torch.autograd.grad'; the regrowth note no longer says 'add loss.item()'"),
+    "empty_cache_not_needed": (_D, "Δ +2 KiB, peak as temporaries, nothing held, no leak claimed"),
+    "eval_preds_list_oom": (_D, "fix 1 all_preds 'keep numbers, not tensors (loss.item()), or empty it … "
+                                "all_preds.clear()' (flaw: the generic '(loss.item())'); traceback sentence true"),
+    "eval_without_no_grad_oom": (_D, "fix 2 'no backward runs in the failing code, yet gradients are on … "
+                                     "torch.no_grad()'; no checkpointing; traceback sentence matches %vram free"),
+    "exception_frames_keep_locals": (_D, "'the error's traceback keeps 32.0 MiB alive … %vram free releases it', "
+                                         "released 32.0 MiB"),
+    "generate_without_no_grad": (_D, "fix 1 'no backward runs … turn gradients off around the loop' (no_grad)"),
+    "hook_activations_train_mode": (_D, "regrowth 'model grew by 15.0 MiB … an attribute of model is added to on every "
+                                        "run, e.g. a list a forward hook fills: remove the hook when done "
+                                        "(handle.remove()), or empty the list' (no model.eval(), which also fits)"),
+    "hook_self_reference_cycle": (_D, "%vram free 'unreachable cycles (gc.collect) 40.0 MiB'; flaw at b493c78: the new "
+                                      "loop line says `del net` … 'frees' the last net (8.0 MiB), which, a reference "
+                                      "cycle, is freed only at the next gc (08a7661 gives no loop line for a "
+                                      "module: results-rerun-08a7661.json)"),
+    "loss_parts_summed_oom": (_P, "training fixes (autocast, checkpointing, compare) and 'loss … deleting it frees "
+                                  "80.2 MiB'; the thread's fix (backward per part) is not offered; flaw: compare(…, "
+                                  "optimizer) names an optimizer the notebook lacks (the run at b19f0cf also said "
+                                  "'no backward ran … no_grad' and '.item()' for this training loss: fixed in b493c78)"),
+    "no_grad_reassign_peak": (_P, "Δ ±0, peak +16 MiB as temporaries (true); nothing on the old z alive while "
+                                  "layer(z) runs (expected, nothing to fix)"),
+    "numpy_predictions_list": (_D, "regrowth 'inputs_all grew by 7.5 MiB … its tensors keep no graph … empty it when "
+                                   "done (`inputs_all.clear()`) or store less (reduced values, not whole tensors)'"),
+    "out_history_keeps_results": (_D, "regrowth '(Out, _ __ ___) grew … end the cell with ';' … or run %vram free'"),
+    "previous_batch_alive_in_loop": (_D, "'bound in a loop and still alive after it …: inp (4.0 MiB), out (40.0 KiB), "
+                                         "loss (4 B); each pass's values also stay alive while the next pass builds "
+                                         "its own: `del inp, out, loss` at the end of the loop body …'"),
+    "replay_buffer_keeps_lstm_graph": (_D, "'`buffer.append((obs, h, c))` keeps each graph: append `(obs, h.detach(), "
+                                           "c.detach())`' and '`h, c = lstm(obs, (h, c))` carries h and c … "
+                                           "(`h, c = h.detach(), c.detach()`)' (was '((obs, h, c)).detach()')"),
+    "slice_keeps_storage": (_D, "'head (3.9 KiB of data) is a view that keeps a whole 15.3 MiB storage alive: "
+                                "`head = head.clone()` … frees 15.3 MiB'"),
+    "train_loss_sum_keeps_graph": (_D, "'`train_loss += loss` chains each graph onto train_loss: add `loss.item()` "
+                                       "instead'"),
+    "training_activations_oom": (_D, "bf16 autocast, checkpointing, compare for a training step; traceback sentence "
+                                     "matches %vram free"),
+    "two_graphs_alive_in_loop": (_D, "kept graph 'loss (8.0 MiB) … no backward ran … torch.no_grad()' and the loop "
+                                     "line '`del loss` at the end of the loop body'"),
+    "val_losses_list_keeps_graph": (_D, "'`val_losses.append(loss)` keeps each step's graph: append `loss.detach()` (or "
+                                        "`loss.item()` for a scalar)'"),
+    "validation_outputs_with_graph_oom": (_D, "fix 3 no_grad, fix 1 y_preds (flaw: generic '(loss.item())'); "
+                                              "'append `model(xb).detach()`'"),
+    # -- validation
+    "adam_state_oom": (_D, "'Adam keeps two state tensors (exp_avg, exp_avg_sq) per trainable parameter …: opt's "
+                           "12,589,056 trainable parameters (48.0 MiB) take 96.0 MiB of state; Adafactor … SGD …'; "
+                           "no foreach line on the CPU"),
+    "checkpoint_dict_kept": (_D, "'ckpt holds a second copy of the parameters of model (32.1 MiB; load_state_dict "
+                                 "copied them …): `del ckpt` once loaded frees 32.1 MiB'"),
+    "create_graph_leaf_cycle": (_P, "80 MiB 'held by no name listed … reference cycle waiting for gc'; nothing on "
+                                    "create_graph's x -> x.grad -> graph -> x cycle; %vram free frees 0 B"),
+    "dataloader_workers_copy_on_access": (_M, "out of scope (the workers' resident memory); no false claim"),
+    "del_model_optimizer_holds": (_D, "'opt still holds the parameters it steps (model deleted …), their gradients "
+                                      "and its state: `del opt` frees 128.3 MiB'"),
+    "full_backward_hook_create_graph_fixed": (_D, "±0 B on re-runs, no leak claimed"),
+    "huge_linear_layer_oom": (_D, "'one request is larger than the whole device: read the shapes on the failing "
+                                  "line'"),
+    "loop_intermediate_stays_alive": (_D, "'bound in a loop and still alive after it …: intermediate (16.0 MiB) … "
+                                          "`del intermediate` …, as does running the loop in a function'"),
+    "retain_graph_carried_state": (_D, "'`h = torch.tanh(cell(x) + W(h))` carries h … detach it where a step starts "
+                                       "(`h = h.detach()`)' on every run; retain_graph=True itself not named"),
+    "rnn_hidden_history": (_D, "'`hidden = rnn(data, hidden)` carries hidden … (`hidden = hidden.detach()`; "
+                               "truncated backpropagation through time)' on every run, and no_grad"),
+    # -- validation-2 (held out)
+    "loss_dict_summed_without_item": (_D, "regrowth '`epoch_loss[key] += loss[key]` chains each step's graph onto "
+                                          "epoch_loss's entries: add `loss[key].item()` instead'"),
+    "running_loss_sum_in_training": (_D, "'`running_loss += loss` chains each graph onto running_loss: add "
+                                         "`loss.item()` instead'"),
+    "metric_object_keeps_graph": (_M, "unchanged: nothing says Metric.update's self.sum += val chains the graphs"),
+    "validation_metrics_without_no_grad_oom": (_D, "fix 1 valing_results (flaw: generic '(loss.item())'), no_grad "
+                                                   "fix (the reporter's)"),
+    "validation_loss_without_no_grad_peak": (_D, "kept graphs 'out (24.0 MiB), loss (24.0 MiB): no backward ran … "
+                                                 "torch.no_grad()'"),
+    "eval_rnn_state_carried_without_no_grad": (_D, "no_grad (the PR's fix) and '`out, h = gru(feats, h)` carries h … "
+                                                   "(`h = h.detach()`)'; no more 'add loss.item()'"),
+    "sliced_head_keeps_storage": (_P, "%vram shows snapshot['head'] as 'a view of a 15.3 MiB storage'; the view line "
+                                      "covers only top-level names, not a dict's entries: no .clone()"),
+    "resume_checkpoint_dict_kept": (_D, "'ckpt holds a second copy of the parameters of g, d (32.1 MiB; load_state_dict "
+                                        "copied them …): `del ckpt` once loaded frees 32.1 MiB' (the run at b19f0cf "
+                                        "said 64.2 MiB: two modules of one shape matched the same tensors; fixed in "
+                                        "786cad9, before this run)"),
+    "models_trained_in_loop_kept_by_dict": (_P, "unchanged: %vram shows each all_models entry's state and gradients; "
+                                                "no advice to drop a trained model's objects"),
+    "adamw_state_oom_where_sgd_fits": (_D, "'AdamW keeps two state tensors … opt's 8,393,728 trainable parameters "
+                                           "(32.0 MiB) take 64.0 MiB of state; Adafactor … SGD …'; no foreach line"),
+    "hook_records_features_every_step": (_D, "regrowth 'this cell does not name feature_blocks: code it calls (a "
+                                             "function, a hook) adds to it on every run; empty it when done "
+                                             "(`feature_blocks.clear()`) or stop what fills it'"),
+    "last_traceback_keeps_object": (_D, "unchanged: '(last exception) … %vram free releases it', 16.0 MiB freed"),
+    "training_tensors_alive_during_validation": (_D, "'bound in a loop and still alive after it …: val_data (4.0 MiB), "
+                                                     "…, data (4.0 MiB), output (40.0 KiB), loss (4 B) … `del …` … or "
+                                                     "running the loop in a function'"),
+}.items()}

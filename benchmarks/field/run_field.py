@@ -211,13 +211,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="folder for results.json and results.md")
     ap.add_argument("--only", nargs="*", help="case names (default: all)")
+    ap.add_argument("--part", choices=("tuning", "validation", "validation-2"), help="run one part only")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
+    ap.add_argument("--judgements", choices=("before", "after"), default="before",
+                    help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
     a = ap.parse_args()
     if a.rescore:
-        _rescore(Path(a.rescore))
+        _rescore(Path(a.rescore), a.judgements)
         return
     if a.one:
         print("\x00RESULT" + json.dumps(run_one(a.one)))
@@ -233,12 +236,15 @@ def main() -> None:
         ap.error("--out DIR is required")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    from judgements import JUDGED_AT, JUDGEMENTS  # noqa: PLC0415
+    judged_set = a.judgements
+    JUDGED_AT, JUDGEMENTS = _judgements(judged_set)
 
     env = dict(os.environ, MALLOC_ARENA_MAX="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="default")
     results = []
-    for case in _cases.CASES:
+    for case in _cases.all_cases():
         if a.only and case.name not in a.only:
+            continue
+        if a.part and _cases.part_of(case.name, tuning) != a.part:
             continue
         t0 = time.perf_counter()
         try:
@@ -266,17 +272,27 @@ def _score(case: _cases.Case, res: dict, tuning: list[str], judgements: dict) ->
     score, got = auto_score(case, _text(res))
     j = judgements.get(case.name)
     res.update(url=case.url, category=case.category, known_fix=case.known_fix, notes=case.notes,
-               part="tuning" if case.name in tuning else "validation", auto_score=score, matched=got,
+               part=_cases.part_of(case.name, tuning), auto_score=score, matched=got,
                judged=j[0] if j else None, reason=j[1] if j else None,
                judged_without_tb=j[2] if j and len(j) > 2 else (j[0] if j else None))
 
 
-def _rescore(folder: Path) -> None:
-    from judgements import JUDGED_AT, JUDGEMENTS  # noqa: PLC0415
+def _judgements(judged_set: str) -> tuple[str, dict]:
+    """The by-hand judgements to record: ``before`` (the baseline's of the tuning and validation parts, with
+    validation-2's before any change) or ``after`` (every part, read again after this session's changes)."""
+    import judgements as j  # noqa: PLC0415
+
+    if judged_set == "after":
+        return j.JUDGED_AT_AFTER, dict(j.JUDGEMENTS_AFTER)
+    return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
+
+
+def _rescore(folder: Path, judged_set: str) -> None:
+    JUDGED_AT, JUDGEMENTS = _judgements(judged_set)
 
     data = json.loads((folder / "results.json").read_text())
     cases = _cases.by_name()
-    tuning, _ = _cases.split(list(cases))
+    tuning, _ = _cases.split([c.name for c in _cases.CASES])
     for res in data["results"]:
         _score(cases[res["name"]], res, tuning, JUDGEMENTS)
     data["meta"]["judged_at"] = JUDGED_AT
@@ -294,8 +310,10 @@ def _markdown(meta: dict, results: list[dict]) -> str:
              "in results.json.", "",
              f"Judgements by hand at {meta['judged_at']}; `auto` is the keyword score of this run "
              f"(split seed {meta['split_seed']}).", ""]
-    for part in ("tuning", "validation"):
+    for part in ("tuning", "validation", "validation-2"):
         rows = [r for r in results if r["part"] == part]
+        if not rows:
+            continue
         lines += [f"## {part} ({len(rows)} cases)", "", "| case | category | source | auto | judged | reason |",
                   "|---|---|---|---|---|---|"]
         for r in rows:

@@ -44,13 +44,15 @@ class Regrowth:
         self._deltas: dict[str, list[int]] = {}
         self._sizes: dict[str, dict[str, tuple[int, int, str]]] = {}
 
-    def observe(self, source: str, delta: int, holders: Callable[[], list[tuple[Any, ...]]]) -> str | None:
+    def observe(self, source: str, delta: int, holders: Callable[[], list[tuple[Any, ...]]],
+                advise: Callable[[str, str], str | None] | None = None) -> str | None:
         """Record a run of ``source`` that changed allocated memory by ``delta`` bytes;
         ``holders`` gives ``(variable, bytes it keeps, bytes deleting it frees[, kind])``
         (called only when the pattern is under way; the variable is the one whose deletion
         frees more, else, where another name shares the growing object, the one that keeps
         more; the growth reported is of what it keeps). Returns the verdict line when this
-        run completes the pattern."""
+        run completes the pattern. ``advise(variable, kind)``: the fix that fits what the variable
+        is and what the cell does with it (``None``: the fix by its kind alone)."""
         key = hashlib.sha1(source.strip().encode()).hexdigest()
         runs = self._deltas.setdefault(key, [])
         if delta <= 0:
@@ -67,15 +69,15 @@ class Regrowth:
             same += 1
         if len(runs) < self.RUNS or same < 2 or before is None:
             return None
-        who, advice = "", ("a list appended to; a tensor summed with a loss keeps every step's graph: "
-                           "add loss.item() instead")
+        who, advice = "", "no name of the notebook grew by it: %vram lists what holds the memory"
         for i in (0, 1):
             grew = sorted(((int(sizes[n][i]) - int(before.get(n, (0, 0, ""))[i]), n) for n in sizes), reverse=True)
             if grew and grew[0][0] > 0:
                 shared = sorted(n for g, n in grew if g == grew[0][0]) if i else [grew[0][1]]
                 kept = sizes[shared[0]][1] - before.get(shared[0], (0, 0, ""))[1]
                 who = f": {' and '.join(shared[:3])} grew by {format_bytes(kept)}"
-                advice = _regrowth_advice(shared[0], sizes[shared[0]][2]) or advice
+                advice = ((advise(shared[0], sizes[shared[0]][2]) if advise is not None else None)
+                          or _regrowth_advice(shared[0], sizes[shared[0]][2]) or "see %vram for what it holds")
                 break
         runs_said = (f"{len(runs)} runs in a row" if same == len(runs)
                      else f"the last {same} of {len(runs)} runs in a row that grew")
@@ -86,8 +88,7 @@ class Regrowth:
 def _regrowth_advice(name: str, kind: str) -> str | None:
     """The fix that fits what grew, by its kind (``None``: the general one)."""
     if kind in ("list", "dict", "deque", "set"):
-        return (f"{name} is added to on every run: store numbers (loss.item()) or tensors without their graph "
-                f"(.detach() before storing), or empty it")
+        return f"{name} is added to on every run: empty it when done ({name}.clear()) or store less in it"
     if kind == "output history":
         return ("the output history (Out) keeps each run's result: end the cell with ';' so its value is not "
                 "kept, or run %vram free")

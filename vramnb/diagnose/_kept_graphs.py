@@ -13,7 +13,7 @@ import torch
 from .._graph import MAX_DEPTH, container_items, graph_tensors, is_tooling
 from .._units import format_bytes
 
-__all__ = ["cell_accumulators", "kept_graph_note"]
+__all__ = ["carried_states", "cell_accumulators", "kept_graph_note", "regrowth_advice"]
 
 
 def cell_accumulators(source: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -41,6 +41,95 @@ def cell_accumulators(source: str) -> tuple[dict[str, str], dict[str, str]]:
               and isinstance(node.func.value, ast.Name) and len(node.args) == 1):
             appends.setdefault(node.func.value.id, ast.unparse(node.args[0]))
     return totals, appends
+
+
+def carried_states(source: str) -> dict[str, str]:
+    """``{name: statement}`` of the names a cell assigns from an expression that reads the same
+    name (``hidden = rnn(data, hidden)``, ``h, c = lstm(x, (h, c))``, ``out, h = gru(x, h)``):
+    state carried from one step to the next, each with the first such statement as source text.
+    Running totals (``total += x``, ``total = total + x``: :func:`cell_accumulators`) are not
+    in it. An unparsable cell has none."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    totals = cell_accumulators(source)[0]
+    out: dict[str, str] = {}
+    todo: list[ast.AST] = [tree]  # the cell's own scope: a function's locals are no notebook names
+    nodes: list[ast.AST] = []
+    while todo:
+        n = todo.pop()
+        nodes.append(n)
+        todo += [c for c in ast.iter_child_nodes(n)
+                 if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))]
+    for node in reversed(nodes):
+        if not isinstance(node, ast.Assign):
+            continue
+        targets: list[str] = []
+        for t in node.targets:
+            elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
+            targets += [e.id for e in elts if isinstance(e, ast.Name)]
+        read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        for name in targets:
+            if name in read and name not in totals:
+                out.setdefault(name, ast.unparse(node))
+    return out
+
+
+def backward_calls(source: str) -> tuple[bool, set[str]]:
+    """(whether the cell's code calls a backward or an optimizer step anywhere: ``x.backward(``,
+    ``torch.autograd.grad(``/``backward(``, ``opt.step(``; the names ``x`` it calls
+    ``.backward()`` on). A cell that raised before reaching its backward ran none, yet is a
+    training cell: its total is the loss to differentiate, not a number to ``.item()``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False, set()
+    trains, on = False, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("backward", "step", "grad", "manual_backward"):
+                trains = True
+            if node.func.attr == "backward" and isinstance(node.func.value, ast.Name):
+                on.add(node.func.value.id)
+            if node.func.attr in ("backward", "manual_backward") and node.args and isinstance(node.args[0], ast.Name):
+                on.add(node.args[0].id)
+    return trains, on
+
+
+def _has_graph(obj: Any) -> bool:
+    return issubclass(type(obj), torch.Tensor) and obj.grad_fn is not None
+
+
+def _detached(expr: str, names: Mapping[str, Any], last: Any = None) -> str | None:
+    """``expr`` (a tuple or list display) with each element that holds a graph detached:
+    ``(obs, h, c)`` → ``(obs, h.detach(), c.detach())``. An element holds a graph when it is a
+    name of ``names`` bound to a tensor with one, or when the same position of ``last`` (the
+    entry the display made last, a tuple or list) is such a tensor. ``None`` when ``expr`` is no
+    such display or no element has a graph."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, (ast.Tuple, ast.List)):
+        return None
+    made = list(last) if issubclass(type(last), (tuple, list)) and len(last) == len(node.elts) else None
+    parts, hit = [], False
+    for i, e in enumerate(node.elts):
+        graph = (isinstance(e, ast.Name) and _has_graph(names.get(e.id))) or (made is not None and _has_graph(made[i]))
+        parts.append(_call(ast.unparse(e), "detach") if graph else ast.unparse(e))
+        hit = hit or graph
+    if not hit:
+        return None
+    inner = ", ".join(parts) + ("," if len(parts) == 1 and isinstance(node, ast.Tuple) else "")
+    return f"({inner})" if isinstance(node, ast.Tuple) else f"[{inner}]"
+
+
+def _is_display(expr: str) -> bool:
+    try:
+        return isinstance(ast.parse(expr, mode="eval").body, (ast.Tuple, ast.List))
+    except SyntaxError:
+        return False
 
 
 def _graph_bytes(obj: Any, key: Callable[[torch.Tensor], int | None], named: set[int]) -> tuple[dict[int, int], bool]:
@@ -112,6 +201,10 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
     fits: ``backward_runs`` is the number of autograd engine runs seen during the cell (0: a
     ``torch.no_grad()`` cell builds none of these graphs). ``None`` when no name keeps one."""
     totals, appends = cell_accumulators(source)
+    trains, differentiated = backward_calls(source)
+    totals = {n: e for n, e in totals.items() if n not in differentiated}  # the loss the cell backpropagates
+    carried = carried_states(source)
+    carried_said: set[str] = set()
     stmts = _statements(source)
     assigned = _assigned(source)  # a name the cell does not set keeps a graph of an earlier cell
     kept: list[tuple[str, int]] = []
@@ -141,9 +234,25 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
                          f"add `{_item(totals[name])}` instead")
         elif name in appends and issubclass(type(obj), list) and has_graph:
             kept.append((name, nbytes))
-            fixes.append(f"`{name}.append({appends[name]})` keeps each graph: append "
-                         f"`{_call(appends[name], 'detach')}` (or `{_item(appends[name])}` for a scalar)")
-        elif issubclass(type(obj), torch.Tensor) and has_graph and nbytes and backward_runs == 0 and name in assigned:
+            each = _detached(appends[name], names, obj[-1] if obj else None)
+            if each or not _is_display(appends[name]):
+                fixes.append(f"`{name}.append({appends[name]})` keeps each graph: append " +
+                             (f"`{each}`" if each else
+                              f"`{_call(appends[name], 'detach')}` (or `{_item(appends[name])}` for a scalar)"))
+        elif name in carried and issubclass(type(obj), torch.Tensor) and has_graph:
+            kept.append((name, nbytes))
+            stmt = carried[name]
+            if stmt not in carried_said:
+                carried_said.add(stmt)
+                same = [n for n, st in carried.items() if st == stmt and _has_graph(names.get(n))]
+                whose = " and ".join(same)
+                detach = (f"{same[0]} = {same[0]}.detach()" if len(same) == 1 else
+                          f"{', '.join(same)} = {', '.join(n + '.detach()' for n in same)}")
+                fixes.append(f"`{stmt}` carries {whose} from one step to the next, so each step's graph is chained "
+                             f"onto the last: detach {'it' if len(same) == 1 else 'them'} where a step starts "
+                             f"(`{detach}`; truncated backpropagation through time)")
+        elif issubclass(type(obj), torch.Tensor) and has_graph and nbytes and backward_runs == 0 and name in assigned \
+                and not trains:
             kept.append((name, nbytes))
         if len(kept) > n_kept:
             union.update(sizes)
@@ -153,7 +262,7 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
                      for n, b in kept)
     line = f"autograd graphs kept after the cell by {what}"
     total = sum(union.values())
-    if backward_runs == 0 and total:
+    if backward_runs == 0 and total and not trains:
         fixes.insert(0, "no backward ran in this cell: if none will run on these results, wrap the cell in "
                         "`with torch.no_grad():` (or `torch.inference_mode()`) so that it builds no graph "
                         f"(these keep {format_bytes(total)})")
@@ -220,3 +329,67 @@ def grad_graph_note(names: Mapping[str, Any], device: torch.device) -> str | Non
     return (f"{shown} {verb} of {format_bytes(sum(sizes.values()))} (backward(create_graph=True)): set the "
             f"gradients to None after use ({' / '.join(dict.fromkeys(resets))}), or use "
             "`torch.autograd.grad(..., create_graph=True)`, which returns the gradients instead of storing them")
+
+
+def _subscript_totals(source: str) -> dict[str, str]:
+    """``{name: statement}`` of running totals kept in a container's entries
+    (``epoch_loss[key] += loss[key]``), the first statement of each name as source text."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Subscript)
+                and isinstance(node.target.value, ast.Name)):
+            out.setdefault(node.target.value.id, ast.unparse(node))
+    return out
+
+
+def regrowth_advice(name: str, obj: Any, source: str) -> str | None:
+    """The fix for a notebook name that grows on every run of the cell ``source``, from what it
+    is and what the cell does with it: a running total (``x += loss``: ``loss.item()``), a
+    carried state (``h = rnn(x, h)``: ``h.detach()``), a container whose tensors keep their
+    graphs (``.detach()`` what is stored, with the cell's own expression) or keep no graph
+    (empty it), a container the cell does not name (code it calls fills it). ``None`` where
+    none of these fits (the caller's general line then)."""
+    totals, appends = cell_accumulators(source)
+    if issubclass(type(obj), torch.Tensor):
+        if not _has_graph(obj):
+            return None
+        if name in totals and name not in backward_calls(source)[1]:
+            stmt = _statements(source).get(name, f"{name} += {totals[name]}")
+            return f"`{stmt}` chains each step's graph onto {name}: add `{_item(totals[name])}` instead"
+        carried = carried_states(source).get(name)
+        if carried:
+            return (f"`{carried}` carries {name} from one step to the next, so {name} keeps every step's graph: detach "
+                    f"it where a step starts (`{name} = {name}.detach()`), or run the cell under `torch.no_grad()` "
+                    "if no backward needs it")
+        return None
+    if not issubclass(type(obj), (list, dict)):
+        return None
+    try:
+        tree = ast.parse(source)
+        named = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(tree))
+    except (SyntaxError, ValueError):
+        return None
+    empty = f"`{name}.clear()`"
+    if not named:
+        return (f"this cell does not name {name}: code it calls (a function, a hook) adds to it on every run; empty it "
+                f"when done ({empty}) or stop what fills it")
+    graph = any(t.grad_fn is not None for t in _entries(obj, MAX_DEPTH) if issubclass(type(t), torch.Tensor))
+    if not graph:
+        return (f"{name} is added to on every run and its tensors keep no graph: what grows is what it stores; empty "
+                f"it when done ({empty}) or store less (reduced values, not whole tensors)")
+    if name in appends:
+        expr = appends[name]
+        each = _detached(expr, {}, obj[-1] if issubclass(type(obj), list) and obj else None)
+        if each or not _is_display(expr):
+            return (f"`{name}.append({expr})` keeps each step's graph: append "
+                    + (f"`{each}`" if each else f"`{_call(expr, 'detach')}` (or `{_item(expr)}` for a scalar)"))
+    sub = _subscript_totals(source).get(name)
+    if sub:
+        value = sub.split("+=", 1)[1].strip()
+        return f"`{sub}` chains each step's graph onto {name}'s entries: add `{_item(value)}` instead"
+    return (f"{name}'s tensors keep their autograd graphs: store them detached (`.detach()`, or `.item()` for a "
+            f"scalar), or empty it when done ({empty})")

@@ -133,6 +133,63 @@ class FailingCode:
     phase: str = ""
     backward: bool | None = None
     mutated: set[str] = field(default_factory=set)
+    optim: OptimizerFacts | None = None
+
+
+@dataclass
+class OptimizerFacts:
+    """What the optimizer in use (:attr:`FailingCode.optimizer`) keeps and how its step runs,
+    read from its ``param_groups`` (no user code runs).
+
+    Attributes:
+        kind: its class name (``"AdamW"``).
+        per_param: state tensors it keeps per trainable parameter, each of the parameter's shape
+            and dtype (Adam, AdamW, NAdam, RAdam: 2, ``exp_avg`` and ``exp_avg_sq``; 3 with
+            ``amsgrad``); ``None`` for other optimizers (nothing is claimed for them).
+        numel: elements of the trainable parameters (``requires_grad``) it steps.
+        nbytes: bytes of those parameters (each parameter's ``numel * element_size``).
+        foreach: the step runs torch's multi-tensor (``foreach``) kernels: a group sets
+            ``foreach=True``, or leaves it and ``fused`` unset on tensors of a device torch's
+            default picks them for (``torch.optim.optimizer._default_to_fused_or_foreach``:
+            CUDA, not the CPU).
+    """
+
+    kind: str
+    per_param: int | None
+    numel: int
+    nbytes: int
+    foreach: bool
+
+
+#: optimizers whose state is, per parameter, ``exp_avg`` and ``exp_avg_sq`` (+ ``max_exp_avg_sq`` with amsgrad)
+_TWO_MOMENTS = ("Adam", "AdamW", "NAdam", "RAdam")
+
+
+def optimizer_facts(opt: Any) -> OptimizerFacts | None:
+    """:class:`OptimizerFacts` of a ``torch.optim.Optimizer`` (``None`` if its groups cannot be read)."""
+    try:
+        groups = object.__getattribute__(opt, "__dict__").get("param_groups") or []
+        params = [p for g in groups if type(g) is dict for p in (g.get("params") or [])
+                  if isinstance(p, torch.Tensor) and p.requires_grad]
+        kind = type(opt).__name__
+        per = None
+        if any(c.__module__.startswith("torch.optim") and c.__name__ in _TWO_MOMENTS for c in type(opt).__mro__):
+            per = 3 if any(type(g) is dict and g.get("amsgrad") for g in groups) else 2
+        foreach = False
+        from torch.optim.optimizer import _default_to_fused_or_foreach
+
+        for g in groups:
+            if type(g) is not dict or g.get("fused"):
+                continue
+            if g.get("foreach") is None:
+                ps = [p for p in (g.get("params") or []) if isinstance(p, torch.Tensor)]
+                foreach = foreach or _default_to_fused_or_foreach(ps, bool(g.get("differentiable")), False)[1]
+            else:
+                foreach = foreach or bool(g.get("foreach"))
+        return OptimizerFacts(kind, per, sum(p.numel() for p in params),
+                              sum(p.numel() * p.element_size() for p in params), foreach)
+    except Exception:  # noqa: BLE001 - the post-mortem must never fail
+        return None
 
 
 #: methods that change a list, dict, set or deque in place (adding to it)
@@ -481,6 +538,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
                     ctx.checkpointing = True
             elif issubclass(tp, torch.optim.Optimizer) and ctx.optimizer is None:
                 ctx.optimizer = name
+                ctx.optim = optimizer_facts(obj)
         for _, val in frame_locals(frame) if _user_frame(frame) else ():
             if issubclass(type(val), torch.nn.Module):
                 ctx.trains = True

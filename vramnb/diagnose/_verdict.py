@@ -344,19 +344,30 @@ def _optimizer_fixes(ctx: FailingCode) -> list[Fix]:
     step: Adam's two tensors per parameter) and the step's temporaries. Autocast and
     checkpointing act on activations, which are freed by then: not offered. Code only with
     the notebook's own names."""
-    opt, model = ctx.optimizer, ctx.model
+    opt, model, facts = ctx.optimizer, ctx.model, ctx.optim
     out = []
-    if opt:
-        out.append(Fix("the step's temporaries: the default (foreach) step works on all of a group's tensors at "
-                       "once; one tensor at a time needs less", f'for g in {opt}.param_groups:\n    g["foreach"] = False'))
+    state = ""
+    if opt and facts is not None and facts.per_param:
+        names = "exp_avg, exp_avg_sq" + (", max_exp_avg_sq" if facts.per_param == 3 else "")
+        words = {2: "two", 3: "three"}[facts.per_param]
+        state = (f"{facts.kind} keeps {words} state tensors ({names}) per trainable parameter, each of the parameter's "
+                 f"shape and dtype, made at its first step(): {opt}'s {facts.numel:,} trainable parameters "
+                 f"({format_bytes(facts.nbytes)}) take {format_bytes(facts.per_param * facts.nbytes)} of state; ")
+    if opt and (facts is None or facts.foreach):
+        out.append(Fix("the step's temporaries: this step runs the multi-tensor (foreach) kernels, which work on all "
+                       "of a group's tensors at once; one tensor at a time needs less",
+                       f'for g in {opt}.param_groups:\n    g["foreach"] = False'))
     if model and opt:
         if importlib.util.find_spec("bitsandbytes") is not None:
             out.append(Fix("8-bit Adam: its two state tensors in 1 byte per value instead of 4 (bitsandbytes)",
                            f"import bitsandbytes as bnb\n{opt} = bnb.optim.AdamW8bit({model}.parameters(), "
                            f"lr={opt}.param_groups[0]['lr'])"))
-        out.append(Fix("an optimizer with less state: Adafactor keeps factored second moments (rows + columns), "
-                       "SGD one momentum tensor per parameter or none",
-                       f"{opt} = torch.optim.Adafactor({model}.parameters(), lr={opt}.param_groups[0]['lr'])"))
+        out.insert(0, Fix(f"an optimizer with less state: {state}Adafactor keeps factored second moments (rows + "
+                          "columns), SGD one momentum tensor per parameter or none",
+                          f"{opt} = torch.optim.Adafactor({model}.parameters(), lr={opt}.param_groups[0]['lr'])"))
+    elif state:
+        out.insert(0, Fix(f"an optimizer with less state: {state}Adafactor keeps factored second moments (rows + "
+                          "columns), SGD one momentum tensor per parameter or none", ""))
     out.append(Fix("train fewer parameters (freeze layers, LoRA): the optimizer keeps state only for those that "
                    "require grad", ""))
     return out

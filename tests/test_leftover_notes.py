@@ -1,0 +1,101 @@
+"""A measured cell's report names what the cell left alive that its code may not need, with the
+``del`` (or ``.clone()``) that frees it and the exact bytes (field categories: an intermediate
+name alive after a loop and the previous pass's tensors alive while the next is built; a
+checkpoint dict holding a second copy of parameters; an optimizer still holding the
+parameters of a deleted model; a small view keeping a large storage). CPU, bytes from shapes."""
+
+from __future__ import annotations
+
+import io
+
+import torch
+
+import vramnb
+from tests.conftest import run
+from vramnb._units import format_bytes
+
+MiB = 2**20
+
+
+def _notes(ip, cell: str) -> list[str]:
+    res, _ = run(ip, "%%vram -d cpu --breakdown\n" + cell)
+    assert res.error_in_exec is None, res.error_in_exec
+    return vramnb.history()[-1].notes
+
+
+def test_names_bound_in_a_loop_are_named_with_what_deleting_them_frees(ip):
+    run(ip, "src = [torch.ones(1 << 18) for _ in range(3)]")
+    notes = _notes(ip, "total = 0\nfor s in src:\n    big = s.repeat(4)\n    small = s[:4] * 2\n    total += float(big.sum())")
+    # big: (1 << 20,) float32 = 4 MiB, small: 4 floats = 16 B; s is src's, total a float: neither listed
+    assert (f"bound in a loop and still alive after it (a Python loop has no scope of its own): big "
+            f"({format_bytes(4 * MiB)}), small ({format_bytes(16)}); each pass's values also stay alive while the "
+            "next pass builds its own: `del big, small` at the end of the loop body (where the next pass does not "
+            "read them) or after the loop frees them (an object in a reference cycle at the next gc.collect()), as "
+            "does running the loop in a function") in notes, notes
+
+
+def test_a_loop_name_read_after_the_loop_or_a_model_bound_in_it_is_not_offered_for_del(ip):
+    """Adversarial: the best result kept for after the loop, and a model trained in the loop,
+    are meant to outlive it: no `del` for them."""
+    notes = _notes(ip, "for i in range(2):\n    best = torch.ones(1 << 20)\n    net_i = torch.nn.Linear(1024, 512)\n"
+                       "score = float(best.sum())")
+    assert not any(n.startswith("bound in a loop") for n in notes), notes
+
+
+def test_a_loop_inside_a_function_the_cell_defines_names_no_notebook_name(ip):
+    run(ip, "big = torch.ones(1 << 20)")  # a notebook name that the function's local shadows
+    notes = _notes(ip, "def f(xs):\n    for x in xs:\n        big = x * 2\n    return 0\nf([torch.ones(4)])")
+    assert not any(n.startswith("bound in a loop") for n in notes), notes
+
+
+def test_a_small_loop_leftover_and_a_carried_state_get_no_loop_line(ip):
+    run(ip, "w = torch.ones(64, 64)")
+    notes = _notes(ip, "h = torch.zeros(1, 64)\nfor i in range(3):\n    h = h @ w\n    tmp = torch.ones(8)")
+    assert not any(n.startswith("bound in a loop") for n in notes), notes
+
+
+def test_a_checkpoint_dict_with_a_second_copy_of_parameters_gets_del(ip):
+    run(ip, "net = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Linear(512, 512))\n"
+            "import io\nbuf = io.BytesIO()\ntorch.save({'model': net.state_dict(), 'epoch': 3}, buf)")
+    notes = _notes(ip, "buf.seek(0)\nckpt = torch.load(buf)\nnet.load_state_dict(ckpt['model'])")
+    n = 2 * (512 * 512 + 512) * 4
+    assert (f"ckpt holds a second copy of the parameters of net ({format_bytes(n)}; load_state_dict copied them into "
+            f"the model's own tensors): `del ckpt` once loaded frees {format_bytes(n)}") in notes, notes
+
+
+def test_two_modules_of_one_shape_count_the_checkpoint_copy_once(ip):
+    run(ip, "ga = torch.nn.Linear(512, 512)\ngb = torch.nn.Linear(512, 512)\nimport io\nbuf2 = io.BytesIO()\n"
+            "torch.save({'a': ga.state_dict(), 'b': gb.state_dict()}, buf2)")
+    notes = _notes(ip, "buf2.seek(0)\nck = torch.load(buf2)\nga.load_state_dict(ck['a'])\ngb.load_state_dict(ck['b'])")
+    n = 2 * (512 * 512 + 512) * 4  # the two state dicts' tensors, each counted once
+    assert (f"ck holds a second copy of the parameters of ga, gb ({format_bytes(n)}; load_state_dict copied them into "
+            f"the model's own tensors): `del ck` once loaded frees {format_bytes(n)}") in notes, notes
+
+
+def test_a_dict_of_gradients_shaped_like_the_parameters_is_no_checkpoint_copy(ip):
+    """Adversarial: gradients kept by name have the parameters' shapes but are no copy of them."""
+    run(ip, "gm = torch.nn.Linear(1024, 512)\ngm(torch.ones(2, 1024)).sum().backward()")
+    notes = _notes(ip, "grads = {n: p.grad.clone() for n, p in gm.named_parameters()}")
+    assert not any("second copy" in n for n in notes), notes
+
+
+def test_an_optimizer_left_after_del_model_gets_del_opt(ip):
+    run(ip, "mdl = torch.nn.Linear(1024, 512)\nopt = torch.optim.Adam(mdl.parameters())\n"
+            "mdl(torch.ones(2, 1024)).sum().backward()\nopt.step()")
+    notes = _notes(ip, "del mdl")
+    n = (1024 * 512 + 512) * 4  # parameters; gradients and Adam's two moments the same each
+    assert (f"opt still holds the parameters it steps (mdl deleted: no module of the notebook holds them now), their "
+            f"gradients and its state: `del opt` frees {format_bytes(4 * n)}") in notes, notes
+
+
+def test_a_small_view_of_a_large_storage_gets_clone(ip):
+    notes = _notes(ip, "base = torch.ones(1 << 20)\nhead = base[:10]\ndel base")
+    assert (f"head ({format_bytes(40)} of data) is a view that keeps a whole {format_bytes(4 * MiB)} storage alive: "
+            f"`head = head.clone()` keeps only its own bytes and frees {format_bytes(4 * MiB - 40)}") in notes, notes
+
+
+def test_no_leftover_line_where_the_name_is_still_needed_by_another_holder(ip):
+    run(ip, "keep = torch.ones(1 << 20)")
+    notes = _notes(ip, "view = keep[:10]")  # keep holds the storage: cloning view frees nothing
+    assert not any("is a view" in n for n in notes), notes
+    assert io is not None and torch is not None

@@ -1,0 +1,167 @@
+"""What a measured cell leaves alive that its code no longer needs, with the ``del`` or call
+that frees it: names a loop bound (a Python loop has no scope of its own), a dict holding a
+second copy of a module's parameters (a loaded checkpoint), an optimizer whose model was
+deleted, a small view that keeps a large storage. Each line names only the notebook's own
+names and says the bytes that the fix frees (what deleting the name alone frees, from the
+holders' walk: :func:`vramnb._holders.find_holders`)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from .._graph import MAX_DEPTH
+from .._units import format_bytes
+from ._kept_graphs import _entries, carried_states, cell_accumulators
+
+__all__ = ["leftover_notes", "loop_names"]
+
+#: the least bytes a leftover must free to be worth a line
+MIN_BYTES = 1 << 20
+
+
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` at the cell's own (module) scope: not inside a function, a lambda
+    or a class body, whose names are not the notebook's."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        todo += [c for c in ast.iter_child_nodes(node)
+                 if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))]
+    return out
+
+
+def loop_names(source: str) -> list[str]:
+    """The names a cell binds inside a ``for``/``while`` loop's body (assignments, not the loop
+    targets), in order of first binding; running totals, carried states, containers the loop
+    adds to and names the cell reads after the loop are not in it (their values are meant to
+    outlive a pass)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    totals, appends = cell_accumulators(source)
+    skip = set(totals) | set(appends) | set(carried_states(source))
+    out: list[str] = []
+    read_after: set[str] = set()  # names the cell reads after a loop ends: still needed there
+    for parent in _walk(tree):
+        body = getattr(parent, "body", None)
+        if not isinstance(body, list):
+            continue
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, (ast.For, ast.While, ast.AsyncFor)):
+                read_after |= {n.id for later in body[i + 1:] for n in _walk(later)
+                               if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    skip |= read_after
+    for loop in _walk(tree):
+        if not isinstance(loop, (ast.For, ast.While, ast.AsyncFor)):
+            continue
+        for stmt in loop.body:
+            for node in _walk(stmt):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for t in targets:
+                        for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                            if isinstance(e, ast.Name) and e.id not in skip and e.id not in out:
+                                out.append(e.id)
+    return out
+
+
+def _deleted(source: str) -> list[str]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    return [t.id for n in _walk(tree) if isinstance(n, ast.Delete) for t in n.targets if isinstance(t, ast.Name)]
+
+
+def _bound(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    return {n.id for n in _walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _module_copies(obj: Any, modules: Mapping[str, torch.nn.Module]) -> tuple[list[str], int]:
+    """(the modules whose parameters the tensors of the dict ``obj`` copy, by shape and dtype and
+    not by storage; the bytes of those tensors)."""
+    ts = [t for t in _entries(obj, MAX_DEPTH) if issubclass(type(t), torch.Tensor)]
+    if not ts:
+        return [], 0
+    hits: list[str] = []
+    matched: dict[int, int] = {}  # each of obj's storages once (two modules of one shape match the same tensors)
+    for mname, m in modules.items():
+        params: dict[tuple[tuple[int, ...], torch.dtype], list[int]] = {}
+        for p in m.parameters():
+            params.setdefault((tuple(p.shape), p.dtype), []).append(p.untyped_storage().data_ptr())
+        got = [t for t in ts if (tuple(t.shape), t.dtype) in params
+               and t.untyped_storage().data_ptr() not in params[(tuple(t.shape), t.dtype)]]
+        n = sum(t.numel() * t.element_size() for t in got)
+        if n and n * 2 >= sum(p.numel() * p.element_size() for p in m.parameters()):
+            hits.append(mname)
+            matched.update((t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in got)
+    return hits, sum(matched.values())
+
+
+def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], dict[str, int]],
+                   device_kind: str) -> list[str]:
+    """The lines for what the cell ``source`` left alive that it may not need (see the module
+    docstring). ``frees()`` gives ``{name: bytes deleting that name alone frees}`` on the measured
+    device (called only when a candidate exists); ``device_kind``: ``"cuda"``, ``"cpu"``...
+    Each line's bytes are what the fix it names frees; nothing under :data:`MIN_BYTES`."""
+    loops = [n for n in loop_names(source) if n in names and not n.startswith("_")  # a model or optimizer is kept
+             and not issubclass(type(names[n]), (torch.nn.Module, torch.optim.Optimizer))]
+    bound = _bound(source)
+    modules = {n: o for n, o in names.items() if issubclass(type(o), torch.nn.Module) and not n.startswith("_")}
+    # a dict of tensors shaped like a module's parameters is a copy of them only where the cell loads or takes a
+    # state dict (gradients or moments kept by name have the same shapes)
+    states = any(k in source for k in ("load_state_dict(", "torch.load(", "state_dict(", "load_file("))
+    dicts = [n for n, o in names.items() if issubclass(type(o), dict) and n in bound and not n.startswith("_")
+             and states]
+    gone = [n for n in _deleted(source) if n not in names]
+    opts = [n for n, o in names.items() if issubclass(type(o), torch.optim.Optimizer) and not n.startswith("_")] \
+        if gone else []
+    views = [n for n, o in names.items() if n in bound and issubclass(type(o), torch.Tensor) and not n.startswith("_")
+             and o.untyped_storage().nbytes() >= max(MIN_BYTES, 4 * o.numel() * o.element_size())]
+    if not (loops or dicts or opts or views):
+        return []
+    free = frees()
+    out: list[str] = []
+    kept = [(n, free.get(n, 0)) for n in loops if free.get(n, 0) > 0]
+    if sum(b for _, b in kept) >= MIN_BYTES:
+        listed = ", ".join(f"{n} ({format_bytes(b)})" for n, b in kept)
+        out.append(f"bound in a loop and still alive after it (a Python loop has no scope of its own): {listed}; "
+                   "each pass's values also stay alive while the next pass builds its own: "
+                   f"`del {', '.join(n for n, _ in kept)}` at the end of the loop body (where the next pass does not "
+                   "read them) or after the loop frees them (an object in a reference cycle at the next gc.collect()), "
+                   "as does running the loop in a function")
+    for n in dicts:
+        which, copied = _module_copies(names[n], modules)
+        if which and free.get(n, 0) >= MIN_BYTES:
+            how = ("load_state_dict copied them into the model's own tensors" if "load_state_dict(" in source
+                   else "the module keeps its own parameters")
+            where = ("; load it with `torch.load(..., map_location='cpu')` so that the copy is never on the GPU"
+                     if device_kind == "cuda" else "")
+            out.append(f"{n} holds a second copy of the parameters of {', '.join(which)} ({format_bytes(copied)}; "
+                       f"{how}): `del {n}`{' once loaded' if 'load_state_dict(' in source else ''} frees {format_bytes(free[n])}"
+                       f"{where}")
+    owned = {id(p) for m in modules.values() for p in m.parameters()}
+    for n in opts:
+        params = [p for g in names[n].param_groups for p in g["params"]]
+        if params and not any(id(p) in owned for p in params) and free.get(n, 0) >= MIN_BYTES:
+            out.append(f"{n} still holds the parameters it steps ({', '.join(gone)} deleted: no module of the notebook "
+                       f"holds them now), their gradients and its state: `del {n}` frees {format_bytes(free[n])}")
+    for n in views:
+        t = names[n]
+        if free.get(n, 0) >= MIN_BYTES:
+            own = t.numel() * t.element_size()
+            out.append(f"{n} ({format_bytes(own)} of data) is a view that keeps a whole "
+                       f"{format_bytes(t.untyped_storage().nbytes())} storage alive: `{n} = {n}.clone()` keeps only "
+                       f"its own bytes and frees {format_bytes(free[n] - own)}")
+    return out
