@@ -652,6 +652,10 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
         report.notes.append("model, optimizer and RNG state restored exactly")
         if extra > 0:
             report.notes.append(f"also restored: {extra} module(s) outside the model that the step ran")
+        changed = snap.code_changed
+        if changed:  # what the user's code changed by name outside the model (vramnb._code_state)
+            report.notes.append("also put back as found, changed by your code outside the model in these steps: "
+                                + "; ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else ""))
     if err is not None and is_oom(err):  # after the restore: the fixes' savings are estimated on the user's step
         # the verdict from the state at the failure; vramnb.profile_step (vramnb._profile_step) adds
         # each fix's saving, estimated on this step, and puts the verdict into the error's notes

@@ -1,0 +1,272 @@
+"""The user's code that vramnb runs changes nothing of the user's outside the model
+(issue 28, adversary defects 04, 05, 06, 15, 18, 22; vramnb/_code_state.py).
+
+Every entry point that runs a step (estimate, max_batch_size, fit, the out-of-memory
+post-mortem's fake re-runs; profile_step, compare) runs the model's forwards, its hooks,
+PyTorch's global module hooks and the loss function. What that code writes by name outside
+the model (a notebook dict, a log list, a global or class counter, a NumPy array attribute,
+a closure cell, a helper module's list) is put back as found: the same objects (identity)
+holding the same values.
+
+Counters that must survive a call (to prove the user's code ran) are kept where no code
+vramnb runs reaches them by name: ``itertools.count`` objects read by the test only.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import itertools
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor
+
+import vramnb
+from vramnb import Recipe
+
+# -- the user's notebook state --------------------------------------------------------------
+ACTS: dict[str, torch.Tensor] = {}
+LOG: list[float] = []
+CALLS = 0
+HOOK_LOG: list[float] = []
+GRAD_LOG: list[float] = []
+GLOBAL_CALLS = [0]
+REAL_RUNS = itertools.count()  # how often the forward ran on real tensors (read by the test only)
+FAKE_RUNS = itertools.count()
+
+
+def record(name: str, y: torch.Tensor) -> None:
+    """A helper the forward calls by name, writing a module-level list and dict."""
+    LOG.append(float(y.shape[0]))
+    ACTS[name] = y.detach()
+
+
+class Net(nn.Module):
+    seen = 0  # a class-level counter
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1 = nn.Linear(8, 16)
+        self.l2 = nn.Linear(16, 1)
+        self.calls = np.zeros(1)  # a NumPy attribute updated in place
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        global CALLS
+        CALLS += 1
+        Net.seen += 1
+        self.calls += 1
+        counter = FAKE_RUNS if isinstance(x, FakeTensor) else REAL_RUNS
+        next(counter)
+        y = self.l1(x)
+        record("l1", y)
+        return self.l2(y).sum()
+
+
+class Recorder:
+    """A hook that is a bound method of the user's object."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.last: torch.Tensor | None = None
+
+    def hook(self, mod: nn.Module, inp: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+        self.n += 1
+        self.last = out.detach()
+
+
+def _partial_hook(store: dict[str, int], mod: nn.Module, inp: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+    store["n"] = store.get("n", 0) + 1
+
+
+def _user_state(rec: Recorder, store: dict[str, int]) -> dict[str, object]:
+    """Everything of the user's the step's code can reach by name, by identity and value."""
+    return {"ACTS": dict(ACTS), "ACTS id": id(ACTS), "LOG": list(LOG), "CALLS": CALLS, "seen": Net.seen,
+            "HOOK_LOG": list(HOOK_LOG), "GRAD_LOG": list(GRAD_LOG), "GLOBAL_CALLS": list(GLOBAL_CALLS),
+            "rec": dict(vars(rec)), "store": dict(store)}
+
+
+@pytest.fixture
+def setup():
+    torch.manual_seed(0)
+    keep = torch.ones(2)
+    ACTS.clear()
+    ACTS["l1"] = keep  # a real tensor of the user's, there before the call
+    LOG[:] = [1.0]
+    HOOK_LOG.clear()
+    GRAD_LOG.clear()
+    GLOBAL_CALLS[:] = [0]
+    model = Net()
+    rec, store = Recorder(), {"n": 0}
+    handles = [model.l1.register_forward_hook(rec.hook),
+               model.l1.register_forward_hook(functools.partial(_partial_hook, store)),
+               model.l2.register_forward_hook(lambda m, i, o: HOOK_LOG.append(o.detach().abs().mean().item())),
+               model.l1.weight.register_hook(lambda g: GRAD_LOG.append(g.norm().item())),
+               nn.modules.module.register_module_forward_hook(
+                   lambda m, i, o: GLOBAL_CALLS.__setitem__(0, GLOBAL_CALLS[0] + 1))]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = _user_state(rec, store)
+    yield model, opt, rec, store, keep, before
+    for h in handles:
+        h.remove()
+
+
+def _unchanged(model: Net, rec: Recorder, store: dict[str, int], keep: torch.Tensor, before: dict[str, object]) -> None:
+    now = _user_state(rec, store)
+    assert now == before, {k: (before[k], now[k]) for k in now if now[k] != before[k]}
+    assert ACTS["l1"] is keep and type(ACTS["l1"]) is torch.Tensor and torch.equal(keep, torch.ones(2))
+    assert model.calls.tolist() == [0.0]
+    assert rec.last is None
+
+
+def _ran(counter: itertools.count, since: int) -> int:
+    return next(counter) - since - 1
+
+
+# -- the fake steps ---------------------------------------------------------------------------
+def test_estimate_puts_back_what_the_forward_changed_and_says_so(setup):
+    model, opt, rec, store, keep, before = setup
+    fake0 = next(FAKE_RUNS)
+    e = vramnb.estimate(model, torch.randn(4, 8), None, opt, target="24GiB")
+    assert _ran(FAKE_RUNS, fake0) == 2  # the forward ran on fake tensors (2 steps)
+    _unchanged(model, rec, store, keep, before)
+    last = next(n for n in e.notes if n.startswith("predicted for 24GiB"))
+    assert "nothing of yours was allocated or changed" not in last  # (defect 18: untrue before)
+    assert "put back as found: " in last
+    for name in ("ACTS", "LOG", "CALLS", "Net.calls", "Net"):
+        assert name in last, last
+
+
+def test_estimate_of_code_that_changes_nothing_says_nothing_changed():
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    e = vramnb.estimate(model, torch.randn(4, 8), lambda m, b: m(b).sum(), None, target="24GiB")
+    assert any(n == "predicted for 24GiB without running on it: nothing of yours was allocated or changed"
+               for n in e.notes), e.notes
+
+
+def test_max_batch_size_puts_back_what_the_forward_changed(setup):
+    model, opt, rec, store, keep, before = setup
+    fake0 = next(FAKE_RUNS)
+    vramnb.max_batch_size(model, torch.randn(4, 8), None, opt, target="1GiB", progress=False)
+    assert _ran(FAKE_RUNS, fake0) > 2
+    _unchanged(model, rec, store, keep, before)
+
+
+def test_fit_puts_back_what_the_forward_changed(setup):
+    model, opt, rec, store, keep, before = setup
+    fake0 = next(FAKE_RUNS)
+    vramnb.fit(model, torch.randn(4, 8), None, opt, target="24GiB", allow={"precision": ["bf16"]}, progress=False)
+    assert _ran(FAKE_RUNS, fake0) > 2
+    _unchanged(model, rec, store, keep, before)
+
+
+def test_a_factory_models_code_is_put_back_too(setup):
+    _, _, rec, store, keep, before = setup
+    fake0 = next(FAKE_RUNS)
+    vramnb.estimate(Net, torch.randn(4, 8), None, lambda p: torch.optim.AdamW(p), target="24GiB")
+    assert _ran(FAKE_RUNS, fake0) == 2
+    now = _user_state(rec, store)
+    assert now == before and ACTS["l1"] is keep
+
+
+# -- the real steps ---------------------------------------------------------------------------
+def test_profile_step_puts_back_what_the_code_and_hooks_changed(setup):
+    model, opt, rec, store, keep, before = setup
+    real0 = next(REAL_RUNS)
+    r = vramnb.profile_step(model, torch.randn(4, 8), None, opt)
+    assert _ran(REAL_RUNS, real0) == 2
+    _unchanged(model, rec, store, keep, before)  # (defects 06 and 22: changed before)
+    note = next(n for n in r.notes if n.startswith("also put back"))
+    assert "CALLS" in note and "HOOK_LOG" in note and "GRAD_LOG" in note and "Net.seen" in note, note
+
+
+def test_compare_puts_back_what_the_code_and_hooks_changed(setup):
+    model, opt, rec, store, keep, before = setup
+    real0 = next(REAL_RUNS)
+    vramnb.compare(model, torch.randn(4, 8), None, opt, recipes=[Recipe(), Recipe(checkpointing="every block")])
+    assert _ran(REAL_RUNS, real0) >= 4
+    _unchanged(model, rec, store, keep, before)
+
+
+def test_the_out_of_memory_post_mortem_re_runs_put_back_what_the_forward_changed():
+    """Defect 15: the post-mortem's fake re-runs of the user's forward."""
+    keep = torch.ones(2)
+    acts = {"l": keep}
+    real, fake = itertools.count(), itertools.count()
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.l(x)
+            if isinstance(y, FakeTensor):
+                next(fake)
+            elif next(real) == 1:  # the second real step runs out of memory (as on a GPU)
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                                             "capacity of 23.6 GiB of which 1.1 GiB is free.")
+            acts["l"] = y.detach()
+            return y.sum()
+
+    m = M()
+    with pytest.raises(torch.OutOfMemoryError):
+        vramnb.profile_step(m, torch.randn(4, 8), None, torch.optim.SGD(m.parameters(), lr=0.1))
+    assert next(fake) > 0  # the diagnosis ran the forward on fake tensors
+    assert list(acts) == ["l"] and acts["l"] is keep and torch.equal(keep, torch.ones(2))
+
+
+# -- more of the kind -------------------------------------------------------------------------
+def test_a_helper_module_a_closure_cell_and_a_new_global(tmp_path, monkeypatch):
+    (tmp_path / "my_helpers.py").write_text("SEEN = []\ndef note(y):\n    SEEN.append(tuple(y.shape))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helpers = importlib.import_module("my_helpers")
+    total = 0
+    last = {"y": None}
+    ns: dict[str, object] = {"helpers": helpers, "torch": torch, "nn": nn}
+    exec("def fwd(self, x):\n    global MADE\n    MADE = 1\n    helpers.note(x)\n    return self.l(x).sum()\n", ns)
+
+    def make_loss():
+        def loss(m, b):
+            nonlocal total
+            total += 1
+            last["y"] = b
+            return m(b)
+        return loss
+
+    class M(nn.Module):
+        forward = ns["fwd"]
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(8, 8)
+
+    m = M()
+    loss = make_loss()
+    for run in (lambda: vramnb.estimate(m, torch.randn(4, 8), loss, None, target="24GiB"),
+                lambda: vramnb.profile_step(m, torch.randn(4, 8), loss, None)):
+        run()
+        assert helpers.SEEN == [] and "MADE" not in ns and last == {"y": None}
+        cells = dict(zip(loss.__code__.co_freevars, loss.__closure__))
+        assert cells["total"].cell_contents == 0 and cells["last"].cell_contents is last  # the nonlocal counter
+    sys.modules.pop("my_helpers", None)
+
+
+def test_a_numpy_array_attribute_is_put_back_on_every_path():
+    """Defect 05: the fake copy shares the array with the user's model."""
+    m = nn.Sequential(nn.Linear(8, 8))
+    m.table = np.arange(6.0)
+
+    def loss(mod, b):
+        mod.table *= 2
+        mod.table[0] = 7
+        return mod(b).sum()
+
+    data = m.table
+    vramnb.estimate(m, torch.randn(4, 8), loss, None, target="24GiB")
+    assert m.table is data and m.table.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    vramnb.profile_step(m, torch.randn(4, 8), loss, None)
+    assert m.table is data and m.table.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
