@@ -270,3 +270,118 @@ def test_a_numpy_array_attribute_is_put_back_on_every_path():
     assert m.table is data and m.table.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     vramnb.profile_step(m, torch.randn(4, 8), loss, None)
     assert m.table is data and m.table.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+# -- attacked beyond the adversary's cases ---------------------------------------------------------
+class _Slotted:
+    __slots__ = ("n", "last")
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+class _CountingHook:
+    """A hook that is a callable object of the user's class."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __call__(self, mod: nn.Module, inp: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+        self.calls += 1
+        self.shapes.append(tuple(out.shape))
+
+
+TRACKER_SEEN: list[int] = []
+
+
+class _Tracker:
+    """An object of the user's the forward calls a method of; the method writes a module-level list."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def update(self, y: torch.Tensor) -> None:
+        self.total += 1
+        TRACKER_SEEN.append(1)
+
+
+TRACKER = _Tracker()
+SLOTTED = _Slotted()
+
+
+def test_slots_objects_callable_object_hooks_defaults_and_a_trackers_method():
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor, cache: dict = {}) -> torch.Tensor:  # noqa: B006 - the case
+            y = self.l(x)
+            cache["y"] = y
+            SLOTTED.n += 1
+            SLOTTED.last = y
+            TRACKER.update(y)
+            return y.sum()
+
+    m = M()
+    hook = _CountingHook()
+    h = m.l.register_forward_hook(hook)
+    default = M.forward.__defaults__[0]
+    try:
+        for run in (lambda: vramnb.estimate(m, torch.randn(4, 8), None, None, target="24GiB"),
+                    lambda: vramnb.profile_step(m, torch.randn(4, 8), None, None)):
+            run()
+            assert default == {} and M.forward.__defaults__[0] is default
+            assert SLOTTED.n == 0 and not hasattr(SLOTTED, "last")
+            assert TRACKER.total == 0 and TRACKER_SEEN == []
+            assert hook.calls == 0 and hook.shapes == []
+    finally:
+        h.remove()
+
+
+def test_a_global_tensor_written_in_place_by_the_real_step_is_put_back():
+    running = torch.zeros(8)
+    seen = {"n": torch.zeros(())}
+
+    def loss(m, b):
+        y = m(b)
+        with torch.no_grad():
+            running.mul_(0.9).add_(y.mean(0))
+            seen["n"] += 1
+        return y.sum()
+
+    m = nn.Linear(8, 8)
+    keep = seen["n"]
+    vramnb.profile_step(m, torch.randn(4, 8), loss, torch.optim.SGD(m.parameters(), lr=0.1))
+    assert torch.equal(running, torch.zeros(8)) and seen["n"] is keep and float(keep) == 0.0
+
+
+def test_what_cannot_be_recorded_is_named_and_the_estimate_claims_no_change():
+    import io
+
+    buf = io.StringIO()
+    ticks = itertools.count()
+
+    def loss(m, b):
+        buf.write("step\n")  # a StringIO's buffer lives in C, outside its attributes
+        next(ticks)
+        return m(b).sum()
+
+    e = vramnb.estimate(nn.Linear(8, 8), torch.randn(4, 8), loss, None, target="24GiB")
+    last = next(n for n in e.notes if n.startswith("predicted for 24GiB"))
+    assert "or changed" not in last and "not checked for changes" in last
+    assert "buf (_io.StringIO)" in last and "ticks (itertools.count)" in last, last
+    r = vramnb.profile_step(nn.Linear(8, 8), torch.randn(4, 8), loss, None)
+    assert any(n.startswith("not checked for changes") and "buf (_io.StringIO)" in n for n in r.notes), r.notes
+
+
+def test_a_library_objects_state_is_left_to_the_library():
+    """A bound method of a library object (torch's ModTracker, vramnb's own hooks) is not the user's: the walk
+    neither records nor puts back its object (a GAN step reaching another module is restored by the snapshot)."""
+    from vramnb._code_state import CodeState
+
+    log: list[int] = []
+    d = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    state = CodeState.take(None, [d.zero_grad, functools.partial(list.append, log)])
+    assert [w for *_, w in state.containers] == ["list.append (partial's argument 0)"]

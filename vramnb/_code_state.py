@@ -184,6 +184,7 @@ class CodeState:
         self.classes: list[tuple[type, dict[str, Any], str]] = []
         self.containers: list[tuple[Any, list[Any], str]] = []
         self.arrays: list[tuple[Any, Any, str]] = []
+        self.slotted: list[tuple[Any, dict[str, Any], str]] = []
         self.unchecked: list[str] = []
         self._seen_fn: set[int] = set()
         self._seen_val: set[int] = set()
@@ -292,8 +293,8 @@ class CodeState:
             self.add_function(v, depth - 1)
             return
         self._value(v, name, depth)
-        if callable(v) and not isinstance(v, (torch.Tensor, torch.nn.Module)) and _users_class(type(v)):
-            self.add_function(v, depth - 1)
+        if not isinstance(v, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)) and _users_class(type(v)):
+            self._class(type(v), depth - 1)  # an object of the user's class: the code of its methods
 
     def _class(self, cls: type, depth: int) -> None:
         if id(cls) in self._seen_val:
@@ -361,11 +362,22 @@ class CodeState:
                 self.arrays.append((v, v[:], path))
             elif type(v).__module__ == "numpy":  # a NumPy scalar, dtype: cannot change
                 continue
-            elif isinstance(getattr(v, "__dict__", None), dict):
-                attrs = v.__dict__
-                self.containers.append((attrs, shallow_copy(attrs), path))
+            elif isinstance(getattr(v, "__dict__", None), dict) or _slots(type(v)):
+                attrs = getattr(v, "__dict__", None)
+                if isinstance(attrs, dict):
+                    self.containers.append((attrs, shallow_copy(attrs), path))
+                    values = list(attrs.items())
+                else:
+                    attrs = {}
+                slots = _slots(type(v))
+                if slots:  # a class with __slots__ (a dataclass(slots=True)): each slot's binding
+                    held = {k: getattr(v, k, _EMPTY) for k in slots}
+                    self.slotted.append((v, held, path))
+                    values = [*attrs.items(), *((k, x) for k, x in held.items() if x is not _EMPTY)]
                 if d > 0:
-                    stack += [(x, f"{path}.{k}", d - 1) for k, x in list(attrs.items())[:_MAX_WALK]]
+                    stack += [(x, f"{path}.{k}", d - 1) for k, x in values[:_MAX_WALK]]
+                if _opaque(type(v)):  # a C base class keeps state outside __dict__ (a file's, a StringIO's)
+                    self.unchecked.append(f"{path} ({type(v).__module__}.{type(v).__qualname__})")
             elif not _immutable(v):
                 self.unchecked.append(f"{path} ({type(v).__module__}.{type(v).__qualname__})")
 
@@ -393,6 +405,8 @@ class CodeState:
         for arr, copy, where in self.arrays:
             if _array_changed(arr, copy):
                 out.append(where)
+        for obj, held, where in self.slotted:
+            out += [f"{where}.{k}" for k, x in held.items() if getattr(obj, k, _EMPTY) is not x]
         return list(dict.fromkeys(out))
 
     def restore(self) -> list[str]:
@@ -416,6 +430,8 @@ class CodeState:
             attempt(_class_back, cls, attrs)
         for arr, copy, _ in self.arrays:
             attempt(_array_back, arr, copy)
+        for obj, held, _ in self.slotted:
+            attempt(_slots_back, obj, held)
         if errors:
             raise errors[0]
         return changed
@@ -434,6 +450,35 @@ def _immutable(v: Any) -> bool:
         return True
     h = type(v).__hash__
     return h is not None and h is not object.__hash__
+
+
+_EMPTY = object()  # an unset slot
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    """The slot names a class and its bases declare (``__dict__`` and ``__weakref__`` left out)."""
+    out: list[str] = []
+    for c in cls.__mro__:
+        names = c.__dict__.get("__slots__", ())
+        out += [n for n in ([names] if isinstance(names, str) else names) if n not in ("__dict__", "__weakref__")]
+    return tuple(dict.fromkeys(out))
+
+
+def _opaque(cls: type) -> bool:
+    """Whether a base class of ``cls`` is written in C (not a heap type) and so may hold state that is not in
+    attributes: an open file, a ``StringIO``'s buffer."""
+    return any(not c.__flags__ & (1 << 9) for c in cls.__mro__ if c is not object)  # Py_TPFLAGS_HEAPTYPE
+
+
+def _slots_back(obj: Any, held: dict[str, Any]) -> None:
+    for k, x in held.items():
+        now = getattr(obj, k, _EMPTY)
+        if now is x:
+            continue
+        if x is _EMPTY:
+            delattr(obj, k)
+        else:
+            setattr(obj, k, x)
 
 
 def _rebind(d: dict[str, Any], name: str, present: bool, v: Any) -> None:
