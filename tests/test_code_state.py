@@ -385,3 +385,39 @@ def test_a_library_objects_state_is_left_to_the_library():
     d = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     state = CodeState.take(None, [d.zero_grad, functools.partial(list.append, log)])
     assert [w for *_, w in state.containers] == ["list.append (partial's argument 0)"]
+
+
+def test_a_chain_of_helpers_and_deep_values_are_put_back_and_what_is_too_deep_is_named():
+    ns: dict[str, object] = {}
+    exec("DEEP = {'a': {'b': {'c': {'d': []}}}}\n"  # a notebook's globals: the loss names h5 or h0 only
+         + "".join(f"def h{i}(y):\n    return h{i + 1}(y)\n" for i in range(12))
+         + "def h12(y):\n    DEEP['a']['b']['c']['d'].append(1)\n    return y\n"
+         + "def loss(m, b):\n    h5(b)\n    return m(b).sum()\n"  # 7 calls down to the write: walked
+         + "def deeper(m, b):\n    h0(b)\n    return m(b).sum()\n", ns)  # 12 calls down: past DEPTH
+
+    e = vramnb.estimate(nn.Linear(8, 8), torch.randn(4, 8), ns["loss"], None, target="24GiB")
+    assert ns["DEEP"] == {"a": {"b": {"c": {"d": []}}}}
+    assert any("put back as found: DEEP['a']['b']['c']['d']" in n for n in e.notes), e.notes
+
+    e = vramnb.estimate(nn.Linear(8, 8), torch.randn(4, 8), ns["deeper"], None, target="24GiB")
+    last = next(n for n in e.notes if n.startswith("predicted for 24GiB"))
+    assert "allocated or changed" not in last and "h8 (a function 9 calls deep: not walked)" in last, last
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, RuntimeError])
+def test_put_back_when_the_users_code_raises_or_is_interrupted(raised):
+    keep = torch.ones(2)
+    acts = {"l": keep}
+    log: list[int] = []
+
+    def loss(m, b):
+        y = m(b)
+        acts["l"] = y.detach()
+        log.append(1)
+        raise raised("stop")
+
+    for run in (lambda: vramnb.estimate(nn.Linear(8, 8), torch.randn(4, 8), loss, None, target="24GiB"),
+                lambda: vramnb.profile_step(nn.Linear(8, 8), torch.randn(4, 8), loss, None)):
+        with pytest.raises(raised):
+            run()
+        assert list(acts) == ["l"] and acts["l"] is keep and log == []

@@ -22,7 +22,7 @@ by name, then :meth:`CodeState.restore` puts it back (whatever the step raised):
   user's and is not walked;
 * for each global name and closure cell they name: the binding itself (a value
   rebound, a name added or deleted is put back);
-* the values so reached, :data:`DEPTH` levels into them: the entries of dicts,
+* the values so reached, at any depth (up to :data:`BUDGET` objects): the entries of dicts,
   lists, sets and deques (``OrderedDict``, ``defaultdict`` and other subclasses
   too: :mod:`vramnb._deep_state`), the attributes of plain objects and of the
   user's classes (a class-level counter), the bytes of NumPy arrays,
@@ -47,6 +47,7 @@ real ones), and so are random generators (:mod:`vramnb._rng_state`).
 from __future__ import annotations
 
 import array
+import builtins
 import functools
 import os
 import sys
@@ -62,15 +63,19 @@ from ._deep_state import put_back, same, shallow_copy
 
 __all__ = ["CodeState", "DEPTH", "MAX_ARRAY_BYTES", "user_functions"]
 
-DEPTH = 3
-"""How many levels of functions named by functions, and of values inside values, are walked."""
+DEPTH = 8
+"""How many levels of functions named by functions are walked; a function of the user's deeper than that is
+named in :attr:`CodeState.unchecked`."""
+
+BUDGET = 50_000
+"""At most this many objects are walked into per call (values at any depth below a name); past it, what is
+left is named in :attr:`CodeState.unchecked` (a dataset of objects a loss function names)."""
 
 MAX_ARRAY_BYTES = 256 * 2**20
 """NumPy arrays reached up to this size have their bytes copied (and put back); larger ones are named as
 not checked."""
 
-_MAX_WALK = 256  # entries walked into per container (all are recorded): a dataset in a list is not walked
-_ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis), torch.dtype, torch.device,
+_ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis), type(NotImplemented), torch.dtype, torch.device,
           torch.layout, torch.memory_format, torch.Size, types.CodeType, types.BuiltinFunctionType,
           types.MethodWrapperType, types.WrapperDescriptorType, property, staticmethod, classmethod)
 _SKIP_TYPES = ("Generator", "RandomState", "Random")  # random generators: vramnb._rng_state
@@ -190,6 +195,7 @@ class CodeState:
         self._seen_val: set[int] = set()
         self._bound: set[tuple[int, str]] = set()
         self._keep: list[Any] = []  # what the ids above stand for stays alive
+        self._walked = 0
 
     @classmethod
     def take(cls, model: torch.nn.Module | None, functions: Iterable[Any] = (), optimizer: Any = None,
@@ -207,23 +213,27 @@ class CodeState:
         for name, m in (model.named_modules() if model is not None else ()):
             for k, v in list(m.__dict__.items()):
                 if k not in internals:
-                    self._value(v, f"{name or type(model).__name__}.{k}", DEPTH, in_model=True)
+                    self._value(v, f"{name or type(model).__name__}.{k}", in_model=True)
 
     # --- functions -------------------------------------------------------------------------
     def add_function(self, fn: Any, depth: int) -> None:
         """Record what ``fn`` reaches by name (``depth``: levels of functions it names still walked)."""
-        if depth < 0 or id(fn) in self._seen_fn or isinstance(fn, _ATOMS):
+        if id(fn) in self._seen_fn or isinstance(fn, _ATOMS):
+            return
+        if depth < 0:
+            if isinstance(fn, types.FunctionType) and _users_code(fn.__code__):
+                self.unchecked.append(f"{_qualname(fn)} (a function {DEPTH + 1} calls deep: not walked)")
             return
         self._seen_fn.add(id(fn))
         self._keep.append(fn)
         if isinstance(fn, functools.partial):
             for i, v in enumerate((*fn.args, *fn.keywords.values())):
-                self._value(v, f"{_qualname(fn.func)} (partial's argument {i})", depth)
+                self._value(v, f"{_qualname(fn.func)} (partial's argument {i})")
             self.add_function(fn.func, depth)
         elif isinstance(fn, types.MethodType):
             f = fn.__func__
             if isinstance(f, types.FunctionType) and _users_code(f.__code__):  # a library's object is its own
-                self._value(fn.__self__, f"{_qualname(f)}'s object", depth)
+                self._value(fn.__self__, f"{_qualname(f)}'s object")
                 self.add_function(f, depth)
         elif isinstance(fn, type):
             if _users_class(fn):
@@ -235,7 +245,7 @@ class CodeState:
         elif hasattr(fn, "__wrapped__"):  # functools.wraps / lru_cache around a function
             self.add_function(fn.__wrapped__, depth)
         elif callable(fn) and _users_class(type(fn)):  # a callable object of the user's class
-            self._value(fn, f"{type(fn).__qualname__} object", depth)
+            self._value(fn, f"{type(fn).__qualname__} object")
             self._class(type(fn), depth)
 
     def _function(self, fn: types.FunctionType, depth: int) -> None:
@@ -265,9 +275,9 @@ class CodeState:
             if name in glb:
                 self._reached(glb[name], name, depth, attrs=names)
         for i, v in enumerate(fn.__defaults__ or ()):
-            self._value(v, f"{where}'s default {i}", depth)
+            self._value(v, f"{where}'s default {i}")
         for k, v in (fn.__kwdefaults__ or {}).items():
-            self._value(v, f"{where}'s default {k}", depth)
+            self._value(v, f"{where}'s default {k}")
 
     def _binding(self, d: dict[str, Any], name: str, where: str) -> None:
         key = (id(d), name)
@@ -292,7 +302,7 @@ class CodeState:
         if isinstance(v, type):
             self.add_function(v, depth - 1)
             return
-        self._value(v, name, depth)
+        self._value(v, name)
         if not isinstance(v, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)) and _users_class(type(v)):
             self._class(type(v), depth - 1)  # an object of the user's class: the code of its methods
 
@@ -314,21 +324,21 @@ class CodeState:
             elif isinstance(f, (types.FunctionType, functools.partial)):
                 self.add_function(f, depth)
             else:
-                self._value(f, f"{cls.__qualname__}.{k}", depth)
+                self._value(f, f"{cls.__qualname__}.{k}")
 
     # --- values ----------------------------------------------------------------------------
-    def _value(self, value: Any, where: str, depth: int, in_model: bool = False) -> None:
-        """Record ``value`` and, ``depth`` levels down, what it holds."""
-        stack = [(value, where, depth)]
+    def _value(self, value: Any, where: str, in_model: bool = False) -> None:
+        """Record ``value`` and what it holds, at any depth (``d``: levels below the name), up to :data:`BUDGET`."""
+        stack = [(value, where, 0)]
         while stack:
             v, path, d = stack.pop()
             if isinstance(v, torch.Tensor):
                 # the model's own are the snapshot's; a tensor deeper than one container or attribute from the
                 # name (a dataset inside a loader named by the code) is kept by its binding, not copied
-                if self.add_tensor is not None and not in_model and depth - d <= 1:
+                if self.add_tensor is not None and not in_model and d <= 1:
                     self.add_tensor(v)
                 continue
-            if isinstance(v, _ATOMS) or id(v) in self._seen_val:
+            if isinstance(v, _ATOMS) or id(v) in self._seen_val or v is builtins.__dict__:
                 continue
             if isinstance(v, (types.FunctionType, types.MethodType, functools.partial, types.ModuleType, type)):
                 continue  # functions are walked as code (add_function), not as values
@@ -338,19 +348,23 @@ class CodeState:
                 continue  # vramnb's own objects (a snapshot, a watch) are its to keep
             if type(v).__name__ in _SKIP_TYPES and type(v).__module__.split(".")[0] in ("numpy", "random", "torch"):
                 continue
+            if self._walked >= BUDGET:
+                if self._walked == BUDGET:  # said once
+                    self.unchecked.append(f"{path} and what else is left (over {BUDGET} objects to record)")
+                    self._walked += 1
+                return
+            self._walked += 1
             self._seen_val.add(id(v))
             self._keep.append(v)
             if isinstance(v, (dict, list, set, deque)):
                 entries = shallow_copy(v)
                 self.containers.append((v, entries, path))
-                if d > 0:
-                    if isinstance(v, dict):
-                        stack += [(x, f"{path}[{k!r}]", d - 1) for k, x in entries[:_MAX_WALK]]
-                    else:
-                        stack += [(x, f"{path}[{i}]", d - 1) for i, x in enumerate(entries[:_MAX_WALK])]
+                if isinstance(v, dict):
+                    stack += [(x, f"{path}[{k!r}]", d + 1) for k, x in entries]
+                else:
+                    stack += [(x, f"{path}[{i}]", d + 1) for i, x in enumerate(entries)]
             elif isinstance(v, (tuple, frozenset)):
-                if d > 0:
-                    stack += [(x, f"{path}[{i}]", d - 1) for i, x in enumerate(list(v)[:_MAX_WALK])]
+                stack += [(x, f"{path}[{i}]", d + 1) for i, x in enumerate(list(v))]
             elif type(v).__module__ == "numpy" and hasattr(v, "flags") and hasattr(v, "shape"):
                 if not v.flags.writeable:
                     continue
@@ -374,8 +388,7 @@ class CodeState:
                     held = {k: getattr(v, k, _EMPTY) for k in slots}
                     self.slotted.append((v, held, path))
                     values = [*attrs.items(), *((k, x) for k, x in held.items() if x is not _EMPTY)]
-                if d > 0:
-                    stack += [(x, f"{path}.{k}", d - 1) for k, x in values[:_MAX_WALK]]
+                stack += [(x, f"{path}.{k}", d + 1) for k, x in values]
                 if _opaque(type(v)):  # a C base class keeps state outside __dict__ (a file's, a StringIO's)
                     self.unchecked.append(f"{path} ({type(v).__module__}.{type(v).__qualname__})")
             elif not _immutable(v):
