@@ -75,9 +75,10 @@ MAX_ARRAY_BYTES = 256 * 2**20
 """NumPy arrays reached up to this size have their bytes copied (and put back); larger ones are named as
 not checked."""
 
-_ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis), type(NotImplemented), torch.dtype, torch.device,
-          torch.layout, torch.memory_format, torch.Size, types.CodeType, types.BuiltinFunctionType,
-          types.MethodWrapperType, types.WrapperDescriptorType, property, staticmethod, classmethod)
+_ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis), type(NotImplemented),
+          torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, types.CodeType,
+          types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType, property, staticmethod,
+          classmethod)
 _SKIP_TYPES = ("Generator", "RandomState", "Random")  # random generators: vramnb._rng_state
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 _OWN = ("_parameters", "_buffers", "_modules")
