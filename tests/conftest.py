@@ -171,3 +171,12 @@ class Tally:
 
     def __len__(self) -> int:
         return len(self.items())
+
+    def __setitem__(self, key: object, value: object) -> None:  # used as a dict: the last value set wins
+        self.append((key, value))
+
+    def __getitem__(self, key: object) -> object:
+        found = [kv[1] for kv in self.items() if isinstance(kv, tuple) and kv[0] == key]
+        if not found:
+            raise KeyError(key)
+        return found[-1]
