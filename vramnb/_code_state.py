@@ -188,9 +188,9 @@ class CodeState:
         self.bindings: list[tuple[dict[str, Any], str, bool, Any, str]] = []  # globals / module attributes
         self.cells: list[tuple[Any, bool, Any, str]] = []
         self.classes: list[tuple[type, dict[str, Any], str]] = []
-        self.containers: list[tuple[Any, list[Any], str]] = []
-        self.arrays: list[tuple[Any, Any, str]] = []
-        self.slotted: list[tuple[Any, dict[str, Any], str]] = []
+        self.containers: list[tuple[Any, list[Any], Any]] = []  # (live, entries, path: see _path)
+        self.arrays: list[tuple[Any, Any, Any]] = []
+        self.slotted: list[tuple[Any, dict[str, Any], Any]] = []
         self.unchecked: list[str] = []
         self._seen_fn: set[int] = set()
         self._seen_val: set[int] = set()
@@ -330,20 +330,21 @@ class CodeState:
     # --- values ----------------------------------------------------------------------------
     def _value(self, value: Any, where: str, in_model: bool = False) -> None:
         """Record ``value`` and what it holds, at any depth (``d``: levels below the name), up to :data:`BUDGET`."""
-        stack = [(value, where, 0)]
+        stack: list[tuple[Any, Any, int]] = [(value, where, 0)]
         while stack:
             v, path, d = stack.pop()
-            if isinstance(v, torch.Tensor):
+            t = type(v)  # classes, not isinstance: a lazy proxy's __class__ would run its factory
+            if issubclass(t, torch.Tensor):
                 # the model's own are the snapshot's; a tensor deeper than one container or attribute from the
                 # name (a dataset inside a loader named by the code) is kept by its binding, not copied
                 if self.add_tensor is not None and not in_model and d <= 1:
                     self.add_tensor(v)
                 continue
-            if isinstance(v, _ATOMS) or id(v) in self._seen_val or v is builtins.__dict__:
+            if issubclass(t, _ATOMS) or id(v) in self._seen_val or v is builtins.__dict__:
                 continue
-            if isinstance(v, (types.FunctionType, types.MethodType, functools.partial, types.ModuleType, type)):
+            if issubclass(t, (types.FunctionType, types.MethodType, functools.partial, types.ModuleType, type)):
                 continue  # functions are walked as code (add_function), not as values
-            if isinstance(v, (torch.nn.Module, torch.optim.Optimizer)):
+            if issubclass(t, (torch.nn.Module, torch.optim.Optimizer)):
                 continue  # the step's own mechanisms (module docstring)
             if type(v).__module__.startswith("vramnb."):
                 continue  # vramnb's own objects (a snapshot, a watch) are its to keep
@@ -351,29 +352,30 @@ class CodeState:
                 continue
             if self._walked >= BUDGET:
                 if self._walked == BUDGET:  # said once
-                    self.unchecked.append(f"{path} and what else is left (over {BUDGET} objects to record)")
+                    self.unchecked.append(f"{_path(path)} and what else is left (over {BUDGET} objects to record)")
                     self._walked += 1
                 return
             self._walked += 1
             self._seen_val.add(id(v))
             self._keep.append(v)
-            if isinstance(v, (dict, list, set, deque)):
+            if issubclass(t, (dict, list, set, deque)):
                 entries = shallow_copy(v)
                 self.containers.append((v, entries, path))
-                if isinstance(v, dict):
-                    stack += [(x, f"{path}[{k!r}]", d + 1) for k, x in entries]
+                if issubclass(t, dict):  # (paths are formatted only when said: a vocabulary has 10⁵ keys)
+                    stack += [(x, (path, "[]", k), d + 1) for k, x in entries if not issubclass(type(x), _ATOMS)]
                 else:
-                    stack += [(x, f"{path}[{i}]", d + 1) for i, x in enumerate(entries)]
-            elif isinstance(v, (tuple, frozenset)):
-                stack += [(x, f"{path}[{i}]", d + 1) for i, x in enumerate(list(v))]
+                    stack += [(x, (path, "[]", i), d + 1) for i, x in enumerate(entries)
+                              if not issubclass(type(x), _ATOMS)]
+            elif issubclass(t, (tuple, frozenset)):
+                stack += [(x, (path, "[]", i), d + 1) for i, x in enumerate(list(v)) if not issubclass(type(x), _ATOMS)]
             elif type(v).__module__ == "numpy" and hasattr(v, "flags") and hasattr(v, "shape"):
                 if not v.flags.writeable:
                     continue
                 if v.nbytes > MAX_ARRAY_BYTES:
-                    self.unchecked.append(f"{path} (a NumPy array of {v.nbytes} bytes, over {MAX_ARRAY_BYTES})")
+                    self.unchecked.append(f"{_path(path)} (a NumPy array of {v.nbytes} bytes, over {MAX_ARRAY_BYTES})")
                 else:
                     self.arrays.append((v, v.copy(), path))
-            elif isinstance(v, (bytearray, array.array)):
+            elif issubclass(t, (bytearray, array.array)):
                 self.arrays.append((v, v[:], path))
             elif type(v).__module__ == "numpy":  # a NumPy scalar, dtype: cannot change
                 continue
@@ -389,11 +391,11 @@ class CodeState:
                     held = {k: getattr(v, k, _EMPTY) for k in slots}
                     self.slotted.append((v, held, path))
                     values = [*attrs.items(), *((k, x) for k, x in held.items() if x is not _EMPTY)]
-                stack += [(x, f"{path}.{k}", d + 1) for k, x in values]
+                stack += [(x, (path, ".", k), d + 1) for k, x in values if not issubclass(type(x), _ATOMS)]
                 if _opaque(type(v)):  # a C base class keeps state outside __dict__ (a file's, a StringIO's)
-                    self.unchecked.append(f"{path} ({type(v).__module__}.{type(v).__qualname__})")
+                    self.unchecked.append(f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__})")
             elif not _immutable(v):
-                self.unchecked.append(f"{path} ({type(v).__module__}.{type(v).__qualname__})")
+                self.unchecked.append(f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__})")
 
     # --- putting back ----------------------------------------------------------------------
     def changed(self) -> list[str]:
@@ -415,12 +417,12 @@ class CodeState:
                     if k not in ("__dict__", "__weakref__") and live.get(k) is not attrs.get(k)]
         for live, saved, where in self.containers:
             if not same(live, saved):
-                out.append(where)
+                out.append(_path(where))
         for arr, copy, where in self.arrays:
             if _array_changed(arr, copy):
-                out.append(where)
+                out.append(_path(where))
         for obj, held, where in self.slotted:
-            out += [f"{where}.{k}" for k, x in held.items() if getattr(obj, k, _EMPTY) is not x]
+            out += [f"{_path(where)}.{k}" for k, x in held.items() if getattr(obj, k, _EMPTY) is not x]
         return list(dict.fromkeys(out))
 
     def restore(self) -> list[str]:
@@ -449,6 +451,25 @@ class CodeState:
         if errors:
             raise errors[0]
         return changed
+
+
+def _path(p: Any) -> str:
+    """A path recorded as ``(parent, "[]" or ".", key)`` nests, or a name, as text."""
+    parts = []
+    while isinstance(p, tuple):
+        p, kind, k = p
+        parts.append(f"[{_key(k)}]" if kind == "[]" else f".{k}")
+    return str(p) + "".join(reversed(parts))
+
+
+def _key(k: Any) -> str:
+    """A dict key as the path names it (its repr, short; a tensor key by its shape: no values read)."""
+    if isinstance(k, torch.Tensor):
+        return f"<tensor of shape {tuple(k.shape)}>"
+    try:
+        return repr(k)[:60]
+    except Exception:  # noqa: BLE001 - a key whose repr fails
+        return f"<{type(k).__qualname__}>"
 
 
 def _qualname(fn: Any) -> str:
