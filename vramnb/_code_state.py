@@ -24,8 +24,9 @@ by name, then :meth:`CodeState.restore` puts it back (whatever the step raised):
   rebound, a name added or deleted is put back);
 * the values so reached, at any depth (up to :data:`BUDGET` objects): the entries of dicts,
   lists, sets and deques (``OrderedDict``, ``defaultdict`` and other subclasses
-  too: :mod:`vramnb._deep_state`), the attributes of plain objects and of the
-  user's classes (a class-level counter), the bytes of NumPy arrays,
+  too: :mod:`vramnb._deep_state`), the attributes of objects of the user's
+  classes (``__dict__`` and ``__slots__``) and of the classes themselves (a
+  class-level counter), the bytes of NumPy arrays,
   ``bytearray`` s and ``array.array`` s, and tensors named or one container
   or attribute down (handed to the caller: the real step's snapshot records
   their bytes, ``.grad`` and hooks; a fake step cannot write into a real
@@ -33,7 +34,13 @@ by name, then :meth:`CodeState.restore` puts it back (whatever the step raised):
 * the values among the model's module attributes (NumPy arrays, plain objects,
   containers), which the fake copy shares or copies and the real step changes.
 
-Not recorded, and named in :attr:`CodeState.unchecked`: objects without
+Objects of library classes (the standard library's, an installed package's) are the
+library's: not recorded, and named in :attr:`CodeState.unchecked` where the user's code
+names them (a ``GradScaler``, a tokenizer, a ``wandb`` run: partly putting back an object
+that has already acted outside the process would leave it inconsistent), left out where
+they are the model's attributes (the fake copy copies them, the snapshot keeps their
+bindings), and loggers and handlers are left alone (what they do is output).
+Not recorded either, and named in :attr:`CodeState.unchecked`: objects without
 ``__dict__`` that are none of the above and can change (C extension objects
 such as ``itertools.count``; objects hashable by value and locks are taken as
 unchanging) and NumPy arrays larger than :data:`MAX_ARRAY_BYTES`. Deeper
@@ -46,8 +53,11 @@ real ones), and so are random generators (:mod:`vramnb._rng_state`).
 
 from __future__ import annotations
 
+import argparse
 import array
 import builtins
+import enum
+import logging
 import functools
 import os
 import sys
@@ -78,7 +88,9 @@ not checked."""
 _ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis), type(NotImplemented),
           torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, types.CodeType,
           types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType, property, staticmethod,
-          classmethod)
+          classmethod, enum.Enum)
+_DATA_CLASSES = (types.SimpleNamespace, argparse.Namespace)  # library classes that only hold the user's data
+_OUTPUT_CLASSES = (logging.Logger, logging.LoggerAdapter, logging.Handler, logging.Manager)  # what they do is output
 _SKIP_TYPES = ("Generator", "RandomState", "Random")  # random generators: vramnb._rng_state
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 _OWN = ("_parameters", "_buffers", "_modules")
@@ -379,6 +391,10 @@ class CodeState:
                 self.arrays.append((v, v[:], path))
             elif type(v).__module__ == "numpy":  # a NumPy scalar, dtype: cannot change
                 continue
+            elif not _users_class(t) and t not in _DATA_CLASSES:  # an object of a library (or of Python's)
+                if in_model or issubclass(t, _OUTPUT_CLASSES):
+                    continue  # the model's: the fake copy copies it, the snapshot keeps its binding; output: not state
+                self.unchecked.append(f"{_path(path)} ({t.__module__}.{t.__qualname__}, a library's object)")
             elif isinstance(getattr(v, "__dict__", None), dict) or _slots(type(v)):
                 attrs = getattr(v, "__dict__", None)
                 if isinstance(attrs, dict):
