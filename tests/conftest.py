@@ -137,3 +137,46 @@ def mlp():  # type: ignore[no-untyped-def]
     """The small model of the step tests (64 -> 128 -> 10), the same weights every time."""
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+
+
+class Tally:
+    """A list the code a step runs can append to and the test can read after the call: vramnb puts back
+    what the step's code changes by name (vramnb/_code_state.py), so a test that observes the user's code
+    from inside keeps its record in a C object, which that restore does not record (a SimpleQueue)."""
+
+    __slots__ = ("_q",)
+
+    def __init__(self) -> None:
+        import queue
+
+        self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
+
+    def append(self, x: object) -> None:
+        self._q.put(x)
+
+    def items(self) -> list[object]:
+        out = []
+        while not self._q.empty():
+            out.append(self._q.get_nowait())
+        for x in out:
+            self._q.put(x)
+        return out
+
+    def count(self, x: object) -> int:
+        return self.items().count(x)
+
+    def clear(self) -> None:
+        while not self._q.empty():
+            self._q.get_nowait()
+
+    def __len__(self) -> int:
+        return len(self.items())
+
+    def __setitem__(self, key: object, value: object) -> None:  # used as a dict: the last value set wins
+        self.append((key, value))
+
+    def __getitem__(self, key: object) -> object:
+        found = [kv[1] for kv in self.items() if isinstance(kv, tuple) and kv[0] == key]
+        if not found:
+            raise KeyError(key)
+        return found[-1]

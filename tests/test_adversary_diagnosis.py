@@ -17,7 +17,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 import vramnb
-from tests.conftest import run
+from tests.conftest import Tally, run
 from vramnb._holders import find_holders
 
 MiB = 2**20
@@ -365,21 +365,21 @@ def test_profile_step_leaves_the_users_global_module_hooks_firing_as_before():
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     x = torch.randn(4, 8)
-    log: list = []
+    log = Tally()  # a list the hooks append to would be put back as found after the steps (vramnb._code_state)
     handles = [mod.register_module_forward_pre_hook(lambda m, a: log.append(("pre", type(m).__name__))),
                mod.register_module_forward_hook(lambda m, a, o: log.append(("post", type(m).__name__))),
                mod.register_module_forward_hook(lambda m, a, o: o * 2 if isinstance(m, torch.nn.ReLU) else None)]
     try:
         before = (dict(mod._global_forward_pre_hooks), dict(mod._global_forward_hooks))
         model(x)
-        one_forward = list(log)
+        one_forward = log.items()
         log.clear()
 
         def loss_fn(m, b):
             return m(b).sum()
 
         vramnb.profile_step(model, x, loss_fn, None, steps=2)
-        assert log == one_forward * 2  # the user's hooks fired for each step's forward, in order
+        assert log.items() == one_forward * 2  # the user's hooks fired for each step's forward, in order
         assert (dict(mod._global_forward_pre_hooks), dict(mod._global_forward_hooks)) == before
 
         def raising(m, a, o):

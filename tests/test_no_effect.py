@@ -13,6 +13,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 import vramnb
+from tests.conftest import Tally
 from vramnb._units import format_bytes
 
 
@@ -20,7 +21,7 @@ def sq(m, b):
     return m(b).square().mean()
 
 
-RUNS: list[int] = []  # id of each Counted block, once per run of its forward (outside the model: not restored)
+RUNS = Tally()  # id of each Counted block, once per run of its forward (a C object: vramnb does not put it back)
 
 
 class Counted(nn.Module):

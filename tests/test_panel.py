@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 import vramnb
-from tests.conftest import interrupt_during_restore, run
+from tests.conftest import Tally, interrupt_during_restore, run
 from vramnb.techniques import REGISTRY
 
 pytest.importorskip("ipywidgets")
@@ -60,11 +60,11 @@ def test_runs_table_restore_and_export(setup, tmp_path):
 
 def test_failure_is_shown_and_panel_stays_usable(setup):
     model, batch, opt = setup
-    calls = {"n": 0}
+    calls = Tally()  # a dict the loss changes would be put back as found after each run (vramnb._code_state)
 
     def flaky(m, b):
-        calls["n"] += 1
-        if calls["n"] == 1:
+        calls.append(1)
+        if len(calls) == 1:
             raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
         return sq(m, b)
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import vramnb
-from tests.conftest import F32, mlp, sq_loss
+from tests.conftest import F32, Tally, mlp, sq_loss
 from vramnb._step import profile_step
 
 
@@ -426,11 +426,11 @@ def test_a_failed_recipe_leaves_no_optimizer_behind():
 
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 8))
     x = torch.randn(4, 64)
-    calls = {"n": 0}
+    calls = Tally()  # across compare's steps: vramnb puts a dict the loss changes back after each recipe
 
     def lf(m, b):
-        calls["n"] += 1
-        if calls["n"] == 4:  # the recipe's second step (the baseline's two come first), once SGD's momentum exists
+        calls.append(1)
+        if len(calls) == 4:  # the recipe's second step (the baseline's two come first), once SGD's momentum exists
             raise RuntimeError("boom")
         return m(b).pow(2).mean()
 

@@ -22,6 +22,9 @@ Bytes are copied per storage, once, and only the ranges the recorded tensors
 cover (:mod:`vramnb._storage_copy`): parameters that are views of one flat
 buffer cost one copy; a batch sliced from a dataset copies the slice.
 Copies are host ``bytearray`` s, not tensor storages.
+What the user's code reaches by name outside the model (a notebook dict a
+forward fills, a list a hook appends to, a global counter, a class attribute,
+a NumPy array attribute) is recorded and put back by :mod:`vramnb._code_state`.
 Not restored: tensors or containers changed in place that none of the above
 reach.
 
@@ -38,6 +41,7 @@ from typing import Any
 
 import torch
 
+from ._code_state import CodeState
 from ._interrupt import InterruptGuard, protected
 from ._deep_state import Containers, put_back, shallow_copy
 from ._storage_copy import StorageCopies, load_bytes, save_bytes
@@ -223,13 +227,19 @@ class Snapshot:
         self.optimizers: list[_OptimizerState] = []
         self.global_hooks: list[tuple[Any, Any]] = []
         self.rng: RngStates | None = None
+        self.code: CodeState | None = None
+        self.code_changed: list[str] = []
 
     @classmethod
     def take(cls, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
              batch_tensors: list[torch.Tensor] | None = None, functions: list[Any] | None = None) -> Snapshot:
         """Record what :meth:`restore` puts back (``batch_tensors``: the batch's
         tensors, whose bytes, ``.grad`` and hooks are restored too; ``functions``:
-        the loss function, whose reachable generator objects are restored)."""
+        the loss function, whose reachable generator objects are restored, and
+        what it, the model's code and hooks reach by name: :mod:`vramnb._code_state`).
+
+        Raises:
+            InputError: the optimizer's state holds an object vramnb cannot snapshot."""
         s = cls(model, optimizer)
         s.global_hooks = [(d, shallow_copy(d)) for d in _global_hook_dicts()]
         s.add_module(model)
@@ -237,6 +247,7 @@ class Snapshot:
             s.add_tensor(t)
         if optimizer is not None:
             s.add_optimizer(optimizer)
+        s.code = CodeState.take(model, functions or [], optimizer, add_tensor=s.add_tensor)
         s.rng = RngStates(model, functions or [])
         return s
 
@@ -250,6 +261,8 @@ class Snapshot:
         (``torch.func.functional_call`` swaps tensors in for the call and back
         after), and only the tensors in them are restored."""
         skip = ("_parameters", "_buffers") if running else ()
+        if running and self.code is not None:  # its code and attributes, as the model's
+            self.code.add_model(root)
         for m in root.modules():
             if id(m) in self.module_ids:
                 continue
@@ -319,7 +332,13 @@ class Snapshot:
         the first error is raised afterwards. A ``KeyboardInterrupt`` on the main
         thread is deferred until the end."""
         with InterruptGuard():
-            run_all([self._modules, self._tensors, self._optimizer, self._rng])
+            run_all([self._code, self._modules, self._tensors, self._optimizer, self._rng])
+
+    @protected
+    def _code(self) -> None:
+        if self.code is not None:
+            changed = self.code.restore()
+            self.code_changed = self.code_changed or changed  # (a second restore finds nothing changed)
 
     @protected
     def _modules(self) -> None:

@@ -301,6 +301,10 @@ def _remove_tracking(mt: Any, mt_module: Any, original: Any, handles: list[Any])
     handles.clear()
 
 
+def _listed(items: list[str]) -> str:
+    return "; ".join(items[:6]) + (f" and {len(items) - 6} more" if len(items) > 6 else "")
+
+
 def _breakdown(tl: Timeline, labels: list[str], point: int, sample: Any) -> Breakdown:
     sources = sum_by_label(tl, labels, point, SOURCES)
     if sample is None:
@@ -652,6 +656,14 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
         report.notes.append("model, optimizer and RNG state restored exactly")
         if extra > 0:
             report.notes.append(f"also restored: {extra} module(s) outside the model that the step ran")
+        changed = snap.code_changed
+        if changed:  # what the user's code changed by name outside the model (vramnb._code_state)
+            report.notes.append("also put back as found, changed by your code outside the model in these steps: "
+                                + _listed(changed))
+        unchecked = snap.code.unchecked if snap.code is not None else []
+        if unchecked:
+            report.notes.append("not checked for changes (your code reaches them by name; vramnb cannot record them): "
+                                + _listed(unchecked))
     if err is not None and is_oom(err):  # after the restore: the fixes' savings are estimated on the user's step
         # the verdict from the state at the failure; vramnb.profile_step (vramnb._profile_step) adds
         # each fix's saving, estimated on this step, and puts the verdict into the error's notes

@@ -53,6 +53,8 @@ from .._units import format_bytes
 from ..techniques import Recipe
 from ..techniques.registry import REGISTRY
 from .._global_state import kept_as_found
+from .._code_state import CodeState
+from .._interrupt import held_back
 
 __all__ = ["estimate", "Estimate", "Target", "resolve_target"]
 
@@ -345,21 +347,29 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     user_model = model if isinstance(model, torch.nn.Module) else None
     guard = RealTensorGuard(owned_tensors(user_model, named, optimizer))
     state = UserState(user_model, optimizer)
+    # what the user's code (forwards, loss_fn, factories) reaches by name: put back after the fake step
+    code = CodeState.take(user_model, [model if user_model is None else None, loss_fn,
+                                       None if isinstance(optimizer, torch.optim.Optimizer) else optimizer], optimizer)
     try:
-        est = _predict(model, batch, loss_fn, optimizer, guard, recipe=recipe, tgt=tgt, device=device,
+        est = _predict(model, batch, loss_fn, optimizer, guard, code, recipe=recipe, tgt=tgt, device=device,
                        batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
                        warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
                        label=label, world_size=world_size, parallel=parallel, step_time=step_time, more=more)
     except BaseException:
-        with contextlib.suppress(ValueError):  # put back what was swapped; the step's own error is the one to see
-            state.check_and_restore()
+        with held_back():  # an interrupt waits until the user's objects are back
+            try:
+                code.restore()
+            finally:
+                with contextlib.suppress(ValueError):  # put back what was swapped; the step's own error is the one to see
+                    state.check_and_restore()
         raise
     state.check_and_restore()
     est.runtime = time.perf_counter() - t0
     return est
 
 
-def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTensorGuard, *, recipe: Any,
+def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTensorGuard, code: CodeState, *,
+             recipe: Any,
              tgt: Target | None, device: str, batch_size: int | None, expandable_segments: bool, margin: float,
              steps: int, warm_optimizer: bool, set_to_none: bool, module_depth: int | None, label: str,
              world_size: int, parallel: str | None, step_time: bool = False, more: Sequence[Any] = ()) -> Estimate:
@@ -374,6 +384,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     fmodel, fakes, shared = build_model(model, mode)
     model_name = type(fmodel).__name__  # before fully_shard swaps in its subclass FSDP<the model's class>
     check_loss_fn(fmodel, batch, loss_fn)  # a tuple batch with no loss_fn that forward cannot take
+    if not isinstance(model, torch.nn.Module):  # built by the user's function: its code is known now
+        code.add_model(fmodel)
     dropped = drop_user_hooks(fmodel)
     if not any(p.requires_grad for p in fmodel.parameters()):
         raise ValueError(f"{type(fmodel).__name__} has no trainable parameters: nothing to train")
@@ -478,6 +490,8 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
         finally:
             plan.run_undo()
             values.close()
+    with held_back():  # an interrupt waits until the user's objects are back
+        put_back = code.restore()  # before any note: the last one says what the step changed of the user's
     if err is not None:
         raise explain(err) from err
     name = label or model_name + (f" · {type(plan.optimizer).__name__}" if plan.optimizer is not None else "")
@@ -499,10 +513,10 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                          f"tensors in your objects; memory they keep is not counted): {'; '.join(dropped[:4])}"
                          + (f" and {len(dropped) - 4} more" if len(dropped) > 4 else ""))
     if shared:
-        est.notes.append(f"shared with your model, not copied (the fake step reads them; a step that writes into them "
-                         f"would change yours): {'; '.join(shared[:4])}"
+        est.notes.append(f"shared with your model, not copied (the fake step reads them; the bytes of arrays it wrote "
+                         f"into were put back, other objects are not checked): {'; '.join(shared[:4])}"
                          + (f" and {len(shared) - 4} more" if len(shared) > 4 else ""))
-    est.notes.append(f"predicted for {where} without running on it: nothing of yours was allocated or changed")
+    est.notes.append(_untouched(where, put_back, code.unchecked, [s for s in shared if not _is_array(s)]))
     if kernels is not None:
         assert tgt is not None and workspaces is not None  # kernels is made with them
         est.backends = dict(kernels.backends)
@@ -520,6 +534,29 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     else:
         est.peak_allocated = max(s.peak.allocated for s in results)
     return est
+
+
+def _listed(items: list[str]) -> str:
+    return "; ".join(items[:6]) + (f" and {len(items) - 6} more" if len(items) > 6 else "")
+
+
+def _is_array(shared: str) -> bool:
+    """A line of the fake copy's shared objects that is array data (its bytes are recorded and put back)."""
+    return shared.rsplit(", ", 1)[-1].endswith("B") and "(cannot be copied" not in shared
+
+
+def _untouched(where: str, put_back: list[str], unchecked: list[str], services: list[str]) -> str:
+    """The estimate's last word on the user's objects: only what was checked is claimed."""
+    head = f"predicted for {where} without running on it: nothing of yours was allocated"
+    if not put_back and not unchecked and not services:
+        return head + " or changed"
+    parts = [head]
+    if put_back:
+        parts.append(f"what your code changed outside the model in the fake step was put back as found: "
+                     f"{_listed(put_back)}")
+    if unchecked or services:
+        parts.append(f"not checked for changes (vramnb cannot record them): {_listed(unchecked + services)}")
+    return "; ".join(parts)
 
 
 def _next_batch(plan: StepPlan, fb: Any, recipe: Recipe | None, values: BatchValues, real: Any,

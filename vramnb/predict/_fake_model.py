@@ -12,8 +12,10 @@ differences:
 * what cannot or should not be copied is *shared* with the user's model and
   named in the estimate's notes: objects that cannot be copied (a lock, an
   open file, a logger, a process), and array data outside PyTorch (a NumPy
-  array, ``bytearray``, anything with the buffer protocol), which would double
-  the process's memory for nothing: the fake step only reads it. Objects with
+  array, ``bytearray``, anything with the buffer protocol), not copied here: a
+  step that writes into one writes into the user's, and :func:`vramnb.estimate`
+  records the bytes of the arrays the model's attributes hold and puts them back
+  after the step (:mod:`vramnb._code_state`). Objects with
   a copy protocol of their own (``__deepcopy__``, ``__reduce__``) are
   deep-copied through it, with the same memo, and shared where that fails.
 
@@ -123,7 +125,7 @@ class _Copier:
         if isinstance(v, _SERVICES):
             return self._share(v, path)
         try:
-            view = memoryview(v)  # array data outside PyTorch (numpy, bytearray, array.array): read, not copied
+            view = memoryview(v)  # array data outside PyTorch (numpy, bytearray, array.array): shared (put back by _code_state)
         except TypeError:
             pass
         else:

@@ -1,0 +1,581 @@
+"""What the user's code that vramnb runs can change by name, recorded and put back.
+
+Every entry point that runs a training step runs the user's code in it: each
+module's ``forward`` (and the other methods of the model's classes), module and
+tensor hooks, PyTorch's global module hooks, the loss function and an optimizer
+class of the user's. That code can write outside the model: a forward storing
+``ACTS[name] = y`` in a notebook dict, a hook appending to a log list, a
+``global CALLS; CALLS += 1``, a counter on a class, a NumPy array updated in
+place. The real steps (:func:`vramnb.profile_step`, ``compare``, the panel) would
+leave the profiled step's tensors and graphs there, the fake steps
+(``estimate``, ``max_batch_size``, ``fit``, the post-mortem's re-runs) fake
+tensors that raise when used.
+
+:meth:`CodeState.take` records, before any of it runs, what that code reaches
+by name, then :meth:`CodeState.restore` puts it back (whatever the step raised):
+
+* the functions: each function vramnb will run, and the functions of the
+  user's own code those name (globals, closure cells, defaults, a user module's
+  attributes), :data:`DEPTH` levels deep; a ``functools.partial``'s function and
+  arguments, a bound method's object, a callable object's ``__call__``; code of
+  the Python standard library, of installed packages and of vramnb is not the
+  user's and is not walked;
+* for each global name and closure cell they name: the binding itself (a value
+  rebound, a name added or deleted is put back);
+* the values so reached, at any depth (up to :data:`BUDGET` objects): the entries of dicts,
+  lists, sets and deques (``OrderedDict``, ``defaultdict`` and other subclasses
+  too: :mod:`vramnb._deep_state`), the attributes of objects of the user's
+  classes (``__dict__`` and ``__slots__``) and of the classes themselves (a
+  class-level counter), the bytes of NumPy arrays,
+  ``bytearray`` s and ``array.array`` s, and tensors named or one container
+  or attribute down (handed to the caller: the real step's snapshot records
+  their bytes, ``.grad`` and hooks; a fake step cannot write into a real
+  tensor, :mod:`vramnb.predict._fake_guard`);
+* the values among the model's module attributes (NumPy arrays, plain objects,
+  containers), which the fake copy shares or copies and the real step changes.
+
+Objects of library classes (the standard library's, an installed package's) are the
+library's: not recorded, and named in :attr:`CodeState.unchecked` where the user's code
+names them (a ``GradScaler``, a tokenizer, a ``wandb`` run: partly putting back an object
+that has already acted outside the process would leave it inconsistent), left out where
+they are the model's attributes (the fake copy copies them, the snapshot keeps their
+bindings), and loggers and handlers are left alone (what they do is output).
+Not recorded either, and named in :attr:`CodeState.unchecked`: objects without
+``__dict__`` that are none of the above and can change (C extension objects
+such as ``itertools.count``; objects hashable by value and locks are taken as
+unchanging) and NumPy arrays larger than :data:`MAX_ARRAY_BYTES`. Deeper
+tensors are kept by their bindings only. Not put back, because it is not state:
+what the code printed or logged, files it wrote. Modules and optimizers reached
+by name are left to the step's own mechanisms (:mod:`vramnb._reach` records the
+modules that run and the optimizers that step; the fake step refuses to reach
+real ones), and so are random generators (:mod:`vramnb._rng_state`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import builtins
+import enum
+import logging
+import functools
+import os
+import sys
+import sysconfig
+import types
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from ._deep_state import put_back, same, shallow_copy
+
+__all__ = ["CodeState", "DEPTH", "MAX_ARRAY_BYTES", "user_functions"]
+
+DEPTH = 8
+"""How many levels of functions named by functions are walked; a function of the user's deeper than that is
+named in :attr:`CodeState.unchecked`."""
+
+BUDGET = 50_000
+"""At most this many objects are walked into per call (values at any depth below a name); past it, what is
+left is named in :attr:`CodeState.unchecked` (a dataset of objects a loss function names)."""
+
+MAX_ARRAY_BYTES = 256 * 2**20
+"""NumPy arrays reached up to this size have their bytes copied (and put back); larger ones are named as
+not checked."""
+
+_ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis), type(NotImplemented),
+          torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, types.CodeType,
+          types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType, property, staticmethod,
+          classmethod, enum.Enum)
+_DATA_CLASSES = (types.SimpleNamespace, argparse.Namespace)  # library classes that only hold the user's data
+_OUTPUT_CLASSES = (logging.Logger, logging.LoggerAdapter, logging.Handler, logging.Manager)  # what they do is output
+_SKIP_TYPES = ("Generator", "RandomState", "Random")  # random generators: vramnb._rng_state
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_OWN = ("_parameters", "_buffers", "_modules")
+
+
+@functools.lru_cache(maxsize=1)
+def _not_users() -> tuple[str, ...]:
+    """Folders whose code is not the user's: the standard library, installed packages, vramnb."""
+    paths = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    paths |= {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
+    paths.add(os.path.dirname(os.path.abspath(__file__)))
+    return tuple(os.path.abspath(p) + os.sep for p in paths if p)
+
+
+def _users_code(code: types.CodeType) -> bool:
+    """Whether ``code`` is the user's (a notebook cell, a script, the user's own modules)."""
+    f = code.co_filename
+    if f.startswith("<"):  # a notebook cell (<ipython-input-…>), exec'd code
+        return True
+    return not os.path.abspath(f).startswith(_not_users())
+
+
+def _users_class(cls: type) -> bool:
+    mod = sys.modules.get(getattr(cls, "__module__", "") or "")
+    f = getattr(mod, "__file__", None)
+    if mod is None or f is None:
+        return getattr(cls, "__module__", "") in ("__main__", "__mp_main__")
+    return not os.path.abspath(f).startswith(_not_users())
+
+
+def _users_module(mod: types.ModuleType) -> bool:
+    f = getattr(mod, "__file__", None)
+    return f is not None and mod.__name__ not in sys.builtin_module_names and not os.path.abspath(f).startswith(
+        _not_users())
+
+
+@functools.lru_cache(maxsize=1)
+def _module_internals() -> frozenset[str]:
+    """The attributes every ``nn.Module`` has (parameters, hooks dicts, flags): the snapshot's and the fake
+    copy's, not values of the user's."""
+    return frozenset(torch.nn.Module().__dict__)
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """Every name ``code`` and the code nested in it (lambdas, comprehensions, inner functions) use."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _code_names(c)
+    return names
+
+
+def _stored_globals(code: types.CodeType) -> set[str]:
+    """Global names ``code`` (and the code nested in it) assigns or deletes (``global N; N = 1``)."""
+    import dis
+
+    out = {i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")}
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _stored_globals(c)
+    return out
+
+
+def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (), optimizer: Any = None) -> list[Any]:
+    """The functions of the user's that a step runs: ``functions`` (the loss function, factories), the methods
+    of the model's module classes and the optimizer's class (the user's classes only), a ``forward`` set on an
+    instance, every module hook and parameter/buffer hook of the model, and PyTorch's global module hooks."""
+    import torch.nn.modules.module as mm
+
+    out = [f for f in functions if f is not None]
+    classes: list[type] = []
+    modules = list(model.modules()) if model is not None else []
+    for m in modules:
+        for c in type(m).__mro__:
+            if c not in classes and _users_class(c):
+                classes.append(c)
+        if "forward" in m.__dict__:
+            out.append(m.__dict__["forward"])
+        for name in _HOOK_DICTS:
+            d = m.__dict__.get(name)
+            if isinstance(d, dict):
+                out += list(d.values())
+        for t in [*m._parameters.values(), *m._buffers.values()]:
+            d = getattr(t, "_backward_hooks", None) if t is not None else None
+            if isinstance(d, dict):
+                out += list(d.values())
+    if optimizer is not None and isinstance(optimizer, torch.optim.Optimizer):
+        classes += [c for c in type(optimizer).__mro__ if c not in classes and _users_class(c)]
+    for c in classes:
+        out.append(c)
+    for name in dir(mm):
+        d = getattr(mm, name)
+        if name.startswith("_global_") and name.endswith("hooks") and isinstance(d, dict):
+            out += list(d.values())
+    return out
+
+
+class CodeState:
+    """What the user's code reaches by name, recorded to be put back (see the module docstring).
+
+    Args:
+        add_tensor: called with each tensor reached (the real step's snapshot records its bytes);
+            ``None``: tensors are only kept by their binding."""
+
+    def __init__(self, add_tensor: Callable[[torch.Tensor], None] | None = None) -> None:
+        self.add_tensor = add_tensor
+        self.bindings: list[tuple[dict[str, Any], str, bool, Any, str]] = []  # globals / module attributes
+        self.cells: list[tuple[Any, bool, Any, str]] = []
+        self.classes: list[tuple[type, dict[str, Any], str]] = []
+        self.containers: list[tuple[Any, list[Any], Any]] = []  # (live, entries, path: see _path)
+        self.arrays: list[tuple[Any, Any, Any]] = []
+        self.slotted: list[tuple[Any, dict[str, Any], Any]] = []
+        self.unchecked: list[str] = []
+        self._seen_fn: set[int] = set()
+        self._seen_val: set[int] = set()
+        self._bound: set[tuple[int, str]] = set()
+        self._keep: list[Any] = []  # what the ids above stand for stays alive
+        self._walked = 0
+
+    @classmethod
+    def take(cls, model: torch.nn.Module | None, functions: Iterable[Any] = (), optimizer: Any = None,
+             add_tensor: Callable[[torch.Tensor], None] | None = None) -> CodeState:
+        """Record what the step's code (:func:`user_functions`) and the model's attributes reach."""
+        s = cls(add_tensor)
+        s.add_model(model, functions, optimizer)
+        return s
+
+    def add_model(self, model: torch.nn.Module | None, functions: Iterable[Any] = (), optimizer: Any = None) -> None:
+        """Record a model's code and attributes (also one that a step reaches as it runs)."""
+        for fn in user_functions(model, functions, optimizer):
+            self.add_function(fn, DEPTH)
+        internals = _module_internals()
+        for name, m in (model.named_modules() if model is not None else ()):
+            for k, v in list(m.__dict__.items()):
+                if k not in internals:
+                    self._value(v, f"{name or type(model).__name__}.{k}", in_model=True)
+
+    # --- functions -------------------------------------------------------------------------
+    def add_function(self, fn: Any, depth: int) -> None:
+        """Record what ``fn`` reaches by name (``depth``: levels of functions it names still walked)."""
+        if id(fn) in self._seen_fn or isinstance(fn, _ATOMS):
+            return
+        if depth < 0:
+            if isinstance(fn, types.FunctionType) and _users_code(fn.__code__):
+                self.unchecked.append(f"{_qualname(fn)} (a function {DEPTH + 1} calls deep: not walked)")
+            return
+        self._seen_fn.add(id(fn))
+        self._keep.append(fn)
+        if isinstance(fn, functools.partial):
+            for i, v in enumerate((*fn.args, *fn.keywords.values())):
+                self._value(v, f"{_qualname(fn.func)} (partial's argument {i})")
+            self.add_function(fn.func, depth)
+        elif isinstance(fn, types.MethodType):
+            f = fn.__func__
+            if isinstance(f, types.FunctionType) and _users_code(f.__code__):  # a library's object is its own
+                self._value(fn.__self__, f"{_qualname(f)}'s object")
+                self.add_function(f, depth)
+        elif isinstance(fn, type):
+            if _users_class(fn):
+                self._class(fn, depth)
+        elif isinstance(fn, types.FunctionType):
+            self._function(fn, depth)
+        elif isinstance(fn, torch.nn.Module):  # a module used as a hook: its own code and attributes
+            self.add_model(fn)
+        elif hasattr(fn, "__wrapped__"):  # functools.wraps / lru_cache around a function
+            self.add_function(fn.__wrapped__, depth)
+        elif callable(fn) and _users_class(type(fn)):  # a callable object of the user's class
+            self._value(fn, f"{type(fn).__qualname__} object")
+            self._class(type(fn), depth)
+
+    def _function(self, fn: types.FunctionType, depth: int) -> None:
+        code = fn.__code__
+        if not _users_code(code):
+            wrapped = getattr(fn, "__wrapped__", None)
+            if wrapped is not None:
+                self.add_function(wrapped, depth)
+            return
+        where = _qualname(fn)
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                v = cell.cell_contents
+                present = True
+            except ValueError:  # an empty cell (a name assigned later in the enclosing function)
+                v, present = None, False
+            if id(cell) not in self._seen_val:
+                self._seen_val.add(id(cell))
+                self._keep.append(cell)
+                self.cells.append((cell, present, v, f"{name} (in {where}'s closure)"))
+            if present:
+                self._reached(v, name, depth)
+        glb = fn.__globals__
+        names = _code_names(code)
+        for name in sorted((names & glb.keys()) | _stored_globals(code)):
+            self._binding(glb, name, name)  # also a global the code creates (absent now: deleted after)
+            if name in glb:
+                self._reached(glb[name], name, depth, attrs=names)
+        for i, v in enumerate(fn.__defaults__ or ()):
+            self._value(v, f"{where}'s default {i}")
+        for k, v in (fn.__kwdefaults__ or {}).items():
+            self._value(v, f"{where}'s default {k}")
+
+    def _binding(self, d: dict[str, Any], name: str, where: str) -> None:
+        key = (id(d), name)
+        if key in self._bound:
+            return
+        self._bound.add(key)
+        self.bindings.append((d, name, name in d, d.get(name), where))
+
+    def _reached(self, v: Any, name: str, depth: int, attrs: set[str] | None = None) -> None:
+        """A value a function names: a function is walked, a module of the user's gives the attributes the
+        code names, anything else is a value."""
+        if isinstance(v, types.ModuleType):
+            if _users_module(v):
+                for a in sorted(attrs or ()):
+                    if a in v.__dict__:
+                        self._binding(v.__dict__, a, f"{v.__name__}.{a}")
+                        self._reached(v.__dict__[a], f"{v.__name__}.{a}", depth - 1)
+            return
+        if isinstance(v, (types.FunctionType, types.MethodType, functools.partial)):
+            self.add_function(v, depth - 1)
+            return
+        if isinstance(v, type):
+            self.add_function(v, depth - 1)
+            return
+        self._value(v, name)
+        if not isinstance(v, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)) and _users_class(type(v)):
+            self._class(type(v), depth - 1)  # an object of the user's class: the code of its methods
+
+    def _class(self, cls: type, depth: int) -> None:
+        if id(cls) in self._seen_val:
+            return
+        self._seen_val.add(id(cls))
+        self._keep.append(cls)
+        attrs = dict(vars(cls))
+        self.classes.append((cls, attrs, cls.__qualname__))
+        for k, v in attrs.items():
+            if k.startswith("__") and k.endswith("__") and k != "__call__":
+                continue
+            f = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
+            if isinstance(f, property):
+                for acc in (f.fget, f.fset, f.fdel):
+                    if acc is not None:
+                        self.add_function(acc, depth)
+            elif isinstance(f, (types.FunctionType, functools.partial)):
+                self.add_function(f, depth)
+            else:
+                self._value(f, f"{cls.__qualname__}.{k}")
+
+    # --- values ----------------------------------------------------------------------------
+    def _value(self, value: Any, where: str, in_model: bool = False) -> None:
+        """Record ``value`` and what it holds, at any depth (``d``: levels below the name), up to :data:`BUDGET`."""
+        stack: list[tuple[Any, Any, int]] = [(value, where, 0)]
+        while stack:
+            v, path, d = stack.pop()
+            t = type(v)  # classes, not isinstance: a lazy proxy's __class__ would run its factory
+            if issubclass(t, torch.Tensor):
+                # the model's own are the snapshot's; a tensor deeper than one container or attribute from the
+                # name (a dataset inside a loader named by the code) is kept by its binding, not copied
+                if self.add_tensor is not None and not in_model and d <= 1:
+                    self.add_tensor(v)
+                continue
+            if issubclass(t, _ATOMS) or id(v) in self._seen_val or v is builtins.__dict__:
+                continue
+            if issubclass(t, (types.FunctionType, types.MethodType, functools.partial, types.ModuleType, type)):
+                continue  # functions are walked as code (add_function), not as values
+            if issubclass(t, (torch.nn.Module, torch.optim.Optimizer)):
+                continue  # the step's own mechanisms (module docstring)
+            if type(v).__module__.startswith("vramnb."):
+                continue  # vramnb's own objects (a snapshot, a watch) are its to keep
+            if type(v).__name__ in _SKIP_TYPES and type(v).__module__.split(".")[0] in ("numpy", "random", "torch"):
+                continue
+            if self._walked >= BUDGET:
+                if self._walked == BUDGET:  # said once
+                    self.unchecked.append(f"{_path(path)} and what else is left (over {BUDGET} objects to record)")
+                    self._walked += 1
+                return
+            self._walked += 1
+            self._seen_val.add(id(v))
+            self._keep.append(v)
+            if issubclass(t, (dict, list, set, deque)):
+                entries = shallow_copy(v)
+                self.containers.append((v, entries, path))
+                if issubclass(t, dict):  # (paths are formatted only when said: a vocabulary has 10⁵ keys)
+                    stack += [(x, (path, "[]", k), d + 1) for k, x in entries if not issubclass(type(x), _ATOMS)]
+                else:
+                    stack += [(x, (path, "[]", i), d + 1) for i, x in enumerate(entries)
+                              if not issubclass(type(x), _ATOMS)]
+            elif issubclass(t, (tuple, frozenset)):
+                stack += [(x, (path, "[]", i), d + 1) for i, x in enumerate(list(v)) if not issubclass(type(x), _ATOMS)]
+            elif type(v).__module__ == "numpy" and hasattr(v, "flags") and hasattr(v, "shape"):
+                if not v.flags.writeable:
+                    continue
+                if v.nbytes > MAX_ARRAY_BYTES:
+                    self.unchecked.append(f"{_path(path)} (a NumPy array of {v.nbytes} bytes, over {MAX_ARRAY_BYTES})")
+                else:
+                    self.arrays.append((v, v.copy(), path))
+            elif issubclass(t, (bytearray, array.array)):
+                self.arrays.append((v, v[:], path))
+            elif type(v).__module__ == "numpy":  # a NumPy scalar, dtype: cannot change
+                continue
+            elif not _users_class(t) and t not in _DATA_CLASSES:  # an object of a library (or of Python's)
+                if in_model or issubclass(t, _OUTPUT_CLASSES):
+                    continue  # the model's: the fake copy copies it, the snapshot keeps its binding; output: not state
+                self.unchecked.append(f"{_path(path)} ({t.__module__}.{t.__qualname__}, a library's object)")
+            elif isinstance(getattr(v, "__dict__", None), dict) or _slots(type(v)):
+                attrs = getattr(v, "__dict__", None)
+                if isinstance(attrs, dict):
+                    self.containers.append((attrs, shallow_copy(attrs), path))
+                    values = list(attrs.items())
+                else:
+                    attrs = {}
+                slots = _slots(type(v))
+                if slots:  # a class with __slots__ (a dataclass(slots=True)): each slot's binding
+                    held = {k: getattr(v, k, _EMPTY) for k in slots}
+                    self.slotted.append((v, held, path))
+                    values = [*attrs.items(), *((k, x) for k, x in held.items() if x is not _EMPTY)]
+                stack += [(x, (path, ".", k), d + 1) for k, x in values if not issubclass(type(x), _ATOMS)]
+                if _opaque(type(v)):  # a C base class keeps state outside __dict__ (a file's, a StringIO's)
+                    self.unchecked.append(f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__})")
+            elif not _immutable(v):
+                self.unchecked.append(f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__})")
+
+    # --- putting back ----------------------------------------------------------------------
+    def changed(self) -> list[str]:
+        """Names of what differs from the record now (without putting anything back)."""
+        out: list[str] = []
+        for d, name, present, v, where in self.bindings:
+            if (name in d) != present or (present and d.get(name) is not v):
+                out.append(where)
+        for cell, present, v, where in self.cells:
+            try:
+                now, has = cell.cell_contents, True
+            except ValueError:
+                now, has = None, False
+            if has != present or (present and now is not v):
+                out.append(where)
+        for cls, attrs, where in self.classes:
+            live = vars(cls)
+            out += [f"{where}.{k}" for k in [*attrs, *(live.keys() - attrs.keys())]
+                    if k not in ("__dict__", "__weakref__") and live.get(k) is not attrs.get(k)]
+        for live, saved, where in self.containers:
+            if not same(live, saved):
+                out.append(_path(where))
+        for arr, copy, where in self.arrays:
+            if _array_changed(arr, copy):
+                out.append(_path(where))
+        for obj, held, where in self.slotted:
+            out += [f"{_path(where)}.{k}" for k, x in held.items() if getattr(obj, k, _EMPTY) is not x]
+        return list(dict.fromkeys(out))
+
+    def restore(self) -> list[str]:
+        """Put everything recorded back; returns the names that had changed (in the order recorded)."""
+        changed = self.changed()
+        errors: list[BaseException] = []
+
+        def attempt(fn: Callable[..., object], *args: Any) -> None:
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001 - every part is put back; the first error is raised after
+                errors.append(e)
+
+        for live, saved, _ in reversed(self.containers):
+            attempt(put_back, live, saved)
+        for d, name, present, v, _ in self.bindings:
+            attempt(_rebind, d, name, present, v)
+        for cell, present, v, _ in self.cells:
+            attempt(_refill, cell, present, v)
+        for cls, attrs, _ in self.classes:
+            attempt(_class_back, cls, attrs)
+        for arr, copy, _ in self.arrays:
+            attempt(_array_back, arr, copy)
+        for obj, held, _ in self.slotted:
+            attempt(_slots_back, obj, held)
+        if errors:
+            raise errors[0]
+        return changed
+
+
+def _path(p: Any) -> str:
+    """A path recorded as ``(parent, "[]" or ".", key)`` nests, or a name, as text."""
+    parts = []
+    while isinstance(p, tuple):
+        p, kind, k = p
+        parts.append(f"[{_key(k)}]" if kind == "[]" else f".{k}")
+    return str(p) + "".join(reversed(parts))
+
+
+def _key(k: Any) -> str:
+    """A dict key as the path names it (its repr, short; a tensor key by its shape: no values read)."""
+    if isinstance(k, torch.Tensor):
+        return f"<tensor of shape {tuple(k.shape)}>"
+    try:
+        return repr(k)[:60]
+    except Exception:  # noqa: BLE001 - a key whose repr fails
+        return f"<{type(k).__qualname__}>"
+
+
+def _qualname(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
+def _immutable(v: Any) -> bool:
+    """Objects without ``__dict__`` with nothing to record: hashable by value (immutable by Python's
+    convention: a compiled pattern, a named constant) or a lock (its state lasts the call that holds it)."""
+    import threading
+
+    if isinstance(v, (type(threading.Lock()), type(threading.RLock()))):
+        return True
+    h = type(v).__hash__
+    return h is not None and h is not object.__hash__
+
+
+_EMPTY = object()  # an unset slot
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    """The slot names a class and its bases declare (``__dict__`` and ``__weakref__`` left out)."""
+    out: list[str] = []
+    for c in cls.__mro__:
+        names = c.__dict__.get("__slots__", ())
+        out += [n for n in ([names] if isinstance(names, str) else names) if n not in ("__dict__", "__weakref__")]
+    return tuple(dict.fromkeys(out))
+
+
+def _opaque(cls: type) -> bool:
+    """Whether a base class of ``cls`` is written in C (not a heap type) and so may hold state that is not in
+    attributes: an open file, a ``StringIO``'s buffer."""
+    return any(not c.__flags__ & (1 << 9) for c in cls.__mro__ if c is not object)  # Py_TPFLAGS_HEAPTYPE
+
+
+def _slots_back(obj: Any, held: dict[str, Any]) -> None:
+    for k, x in held.items():
+        now = getattr(obj, k, _EMPTY)
+        if now is x:
+            continue
+        if x is _EMPTY:
+            delattr(obj, k)
+        else:
+            setattr(obj, k, x)
+
+
+def _rebind(d: dict[str, Any], name: str, present: bool, v: Any) -> None:
+    if present:
+        if name not in d or d[name] is not v:
+            d[name] = v
+    elif name in d:
+        del d[name]
+
+
+def _refill(cell: Any, present: bool, v: Any) -> None:
+    try:
+        now, has = cell.cell_contents, True
+    except ValueError:
+        now, has = None, False
+    if present and (not has or now is not v):
+        cell.cell_contents = v
+    elif not present and has:
+        del cell.cell_contents
+
+
+def _class_back(cls: type, attrs: dict[str, Any]) -> None:
+    live = dict(vars(cls))
+    for k in live.keys() - attrs.keys():
+        delattr(cls, k)
+    for k, v in attrs.items():
+        if live.get(k) is not v and k not in ("__dict__", "__weakref__"):
+            setattr(cls, k, v)
+
+
+def _array_changed(arr: Any, copy: Any) -> bool:
+    if isinstance(arr, (bytearray, array.array)):
+        return arr != copy
+    import numpy as np
+
+    return arr.shape != copy.shape or arr.dtype != copy.dtype or not np.array_equal(arr, copy, equal_nan=True)
+
+
+def _array_back(arr: Any, copy: Any) -> None:
+    if isinstance(arr, (bytearray, array.array)):
+        arr[:] = copy
+        return
+    import numpy as np
+
+    if arr.shape == copy.shape and arr.dtype == copy.dtype:
+        np.copyto(arr, copy)
+    else:  # resized in place (ndarray.resize): its old shape and bytes
+        arr.resize(copy.shape, refcheck=False)
+        np.copyto(arr, copy)
