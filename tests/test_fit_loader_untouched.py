@@ -1,0 +1,293 @@
+"""``vramnb.fit(model, loader, ...)`` reads the loader's batches without changing anything of the
+user's: the loader's generator, its sampler (position, generator), the dataset's own generators and
+caches, a stream inside an ``IterableDataset``, a persistent-workers loader's iterator, open files'
+offsets. Each case compares exact states (generator states, what is left of a stream, the next
+epoch's order) with a control run without ``fit``.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset, RandomSampler, Sampler,
+                              TensorDataset, WeightedRandomSampler)
+from torch.utils.data.distributed import DistributedSampler
+
+import vramnb
+from vramnb._checks import InputError
+
+
+def _fit(loader, allow=(), model=None):
+    model = model if model is not None else torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    return vramnb.fit(model, loader, lambda m, b: m(b[0]).sum(), opt, target="24GiB", progress=False,
+                      allow=list(allow))
+
+
+def _epoch(loader) -> list[int]:
+    return [int(v) for b in loader for v in b[0][:, 0]]
+
+
+def _numbered(n: int = 64) -> TensorDataset:
+    return TensorDataset(torch.arange(float(n)).reshape(n, 1).repeat(1, 8))
+
+
+def test_loader_generator_not_advanced() -> None:
+    """Adversary 01: DataLoader(shuffle=True, generator=g)."""
+    g = torch.Generator().manual_seed(1)
+    loader = DataLoader(_numbered(), batch_size=8, shuffle=True, generator=g)
+    before = g.get_state().clone()
+    plan = _fit(loader)
+    assert torch.equal(g.get_state(), before)
+    assert plan.notes[0] == "planned for the largest of the loader's first 8 batches ((8, 8), 256 B)"
+    control = DataLoader(_numbered(), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(1))
+    assert _epoch(loader) == _epoch(control)
+
+
+@pytest.mark.parametrize("entry", ["estimate", "max_batch_size", "profile_step"])
+def test_refused_loader_not_iterated(entry: str) -> None:
+    """The one-shot check itself called iter(loader), which draws a seed from the loader's generator."""
+    g = torch.Generator().manual_seed(1)
+    loader = DataLoader(_numbered(), batch_size=8, shuffle=True, generator=g)
+    before = g.get_state().clone()
+    model = torch.nn.Linear(8, 1)
+    with pytest.raises(ValueError):
+        getattr(vramnb, entry)(model, loader, lambda m, b: m(b[0]).sum())
+    assert torch.equal(g.get_state(), before)
+
+
+def test_dataset_numpy_generator_not_advanced() -> None:
+    """Adversary 02: the dataset draws from its own np.random.default_rng."""
+
+    class Drawing(Dataset):
+        def __init__(self) -> None:
+            self.rng = np.random.default_rng(0)
+            self.cache: dict[int, torch.Tensor] = {}  # fills on access
+
+        def __len__(self) -> int:
+            return 32
+
+        def __getitem__(self, i: int):
+            x = self.cache.setdefault(i, torch.tensor(self.rng.normal(size=8), dtype=torch.float32))
+            return (x,)
+
+    ds = Drawing()
+    state = ds.rng.bit_generator.state
+    _fit(DataLoader(ds, batch_size=8))
+    assert ds.rng.bit_generator.state == state
+    assert ds.cache == {}
+
+
+def test_iterable_dataset_stream_not_consumed() -> None:
+    """Adversary 03: an IterableDataset over a one-shot generator."""
+
+    def stream():
+        for _ in range(20):
+            yield (torch.randn(8),)
+
+    s = stream()
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return s
+
+    plan = _fit(DataLoader(Stream(), batch_size=4))
+    assert plan.notes[0].startswith("planned for the largest of the loader's first 5 batches ((4, 8), 128 B)")
+    assert sum(1 for _ in s) == 20
+
+
+def _persistent_epoch(call_fit: bool, epochs_before: int) -> tuple[list[int], object]:
+    torch.manual_seed(0)
+    loader = DataLoader(_numbered(32), batch_size=8, shuffle=True, num_workers=1, persistent_workers=True)
+    for _ in range(epochs_before):
+        _epoch(loader)
+    it = loader._iterator
+    model = torch.nn.Linear(8, 1)  # draws from torch's RNG in both runs
+    if call_fit:
+        _fit(loader, model=model)
+    assert loader._iterator is it  # fit neither made nor replaced the user's persistent iterator
+    return _epoch(loader), it
+
+
+@pytest.mark.parametrize("epochs_before", [0, 1])
+def test_persistent_workers_next_epoch_unchanged(epochs_before: int) -> None:
+    """Adversary 10 (and the user's workers already running: fit must not talk to them)."""
+    control, _ = _persistent_epoch(False, epochs_before)
+    after, it = _persistent_epoch(True, epochs_before)
+    assert after == control
+    if it is not None:
+        assert all(w.is_alive() for w in it._workers)
+
+
+class Resumable(Sampler):
+    def __init__(self, n: int) -> None:
+        self.n, self.pos = n, 0
+
+    def __iter__(self):
+        while self.pos < self.n:
+            i = self.pos
+            self.pos += 1
+            yield i
+        self.pos = 0
+
+    def __len__(self) -> int:
+        return self.n - self.pos
+
+
+def test_resumable_sampler_position_kept() -> None:
+    """Adversary 19: fit reads 256 of 300 batches and stops mid-epoch."""
+    sampler = Resumable(300)
+    loader = DataLoader(_numbered(300), batch_size=1, sampler=sampler)
+    plan = _fit(loader)
+    assert plan.notes[0].startswith("planned for the largest of the loader's first 256 batches")
+    assert sampler.pos == 0
+    assert _epoch(loader) == list(range(300))
+
+
+class Buckets(BatchSampler):
+    """A batch sampler with its own state: a random.Random and a count of epochs."""
+
+    def __init__(self) -> None:
+        self.rnd, self.epochs = random.Random(3), 0
+
+    def __iter__(self):
+        self.epochs += 1
+        idx = list(range(40))
+        self.rnd.shuffle(idx)
+        yield from (idx[i:i + 5 + i % 3] for i in range(0, 40, 8))
+
+    def __len__(self) -> int:
+        return 5
+
+
+def _samplers() -> dict[str, object]:
+    ds = _numbered()
+    return {
+        "weighted, generator": lambda: DataLoader(ds, batch_size=4, sampler=WeightedRandomSampler(
+            [1.0] * 64, 64, generator=torch.Generator().manual_seed(5))),
+        "random sampler, generator": lambda: DataLoader(ds, batch_size=4, sampler=RandomSampler(
+            ds, generator=torch.Generator().manual_seed(6))),
+        "distributed, set_epoch": lambda: _epoch_set(DataLoader(ds, batch_size=4, sampler=DistributedSampler(
+            ds, num_replicas=2, rank=1, seed=7))),
+        "batch sampler with state": lambda: DataLoader(ds, batch_sampler=Buckets()),
+    }
+
+
+def _epoch_set(loader: DataLoader) -> DataLoader:
+    loader.sampler.set_epoch(3)
+    return loader
+
+
+def _sampler_state(loader: DataLoader) -> object:
+    s = loader.batch_sampler if isinstance(loader.batch_sampler, Buckets) else loader.sampler
+    gen = getattr(s, "generator", None)
+    return (bytes(gen.get_state().tolist()) if gen is not None else None, getattr(s, "epoch", None),
+            getattr(s, "epochs", None), s.rnd.getstate() if hasattr(s, "rnd") else None)
+
+
+@pytest.mark.parametrize("kind", sorted(_samplers()))
+def test_stateful_samplers_kept(kind: str) -> None:
+    loader = _samplers()[kind]()
+    state = _sampler_state(loader)
+    _fit(loader)
+    assert _sampler_state(loader) == state
+    torch.manual_seed(1)
+    after = _epoch(loader)
+    control = _samplers()[kind]()
+    torch.manual_seed(1)
+    assert after == _epoch(control)
+
+
+def test_transform_rng_and_file_offset_kept(tmp_path) -> None:
+    """A dataset whose transform has its own random.Random and which reads lines from a file it keeps
+    open (the copy of the process shares the file's offset with this one)."""
+    path = tmp_path / "rows.txt"
+    path.write_text("".join(f"{i}\n" for i in range(5000)))
+
+    class Lines(Dataset):
+        def __init__(self) -> None:
+            self.f = open(path)  # noqa: SIM115 - kept open, read line by line
+            self.rnd = random.Random(0)
+
+        def __len__(self) -> int:
+            return 64
+
+        def __getitem__(self, i: int):
+            v = float(self.f.readline()) + self.rnd.random()
+            return (torch.full((8,), v),)
+
+    ds = Lines()
+    state = ds.rnd.getstate()
+    _fit(DataLoader(ds, batch_size=8))
+    assert ds.rnd.getstate() == state
+    assert ds.f.readline() == "0\n"  # the user's next read starts where it was
+    ds.f.close()
+
+
+def test_user_error_reraised_and_nothing_changed() -> None:
+    class Failing(Dataset):
+        def __len__(self) -> int:
+            return 16
+
+        def __getitem__(self, i: int):
+            if i == 9:
+                raise KeyError(f"sample {i} is missing")
+            return (torch.zeros(8),)
+
+    g = torch.Generator().manual_seed(2)
+    before = g.get_state().clone()
+    with pytest.raises(KeyError, match="sample 9 is missing") as err:
+        _fit(DataLoader(Failing(), batch_size=4, shuffle=True, generator=g))
+    assert any("in a copy of this process" in n for n in getattr(err.value, "__notes__", []))
+    assert torch.equal(g.get_state(), before)
+
+
+def test_refused_batch_type_changes_nothing() -> None:
+    """Adversary 01's second case: a torch_geometric DataLoader whose batches fit refuses."""
+    pyg = pytest.importorskip("torch_geometric")
+    from torch_geometric.data import Data
+    from torch_geometric.loader import DataLoader as GraphLoader
+
+    graphs = [Data(x=torch.randn(4, 8), edge_index=torch.tensor([[0, 1], [1, 2]])) for _ in range(8)]
+    g = torch.Generator().manual_seed(3)
+    loader = GraphLoader(graphs, batch_size=2, shuffle=True, generator=g)
+    before = g.get_state().clone()
+    with pytest.raises(InputError, match="a batch must be a tensor"):
+        _fit(loader)
+    assert torch.equal(g.get_state(), before)
+    assert pyg is not None
+
+
+def test_bad_option_refused_before_reading(monkeypatch) -> None:
+    from vramnb.planner import _read_aside
+
+    def never(*a, **k):
+        raise AssertionError("the loader was read")
+
+    monkeypatch.setattr(_read_aside, "read_batches", never)
+    with pytest.raises(ValueError, match="margin must be"):
+        vramnb.fit(torch.nn.Linear(8, 1), DataLoader(_numbered(), batch_size=8), margin=2.0, progress=False)
+
+
+def test_globals_and_sigchld_kept() -> None:
+    handler = signal.getsignal(signal.SIGCHLD)
+    loader, model = DataLoader(_numbered(), batch_size=8, shuffle=True), torch.nn.Linear(8, 1)
+    torch_state, py_state, np_state = torch.random.get_rng_state(), random.getstate(), np.random.get_state()
+    _fit(loader, model=model)
+    assert signal.getsignal(signal.SIGCHLD) == handler
+    assert torch.equal(torch.random.get_rng_state(), torch_state) and random.getstate() == py_state
+    after = np.random.get_state()
+    assert after[0] == np_state[0] and (after[1] == np_state[1]).all() and after[2:] == np_state[2:]
+
+
+def test_largest_batch_found() -> None:
+    """Batches of varying sizes: the largest of the first 256, read aside, exact bytes."""
+    sizes = [3, 9, 5, 2, 7, 1, 4, 6, 8, 12, 2]  # the largest (12) is past the first 8
+    loader = DataLoader(list(range(len(sizes))), batch_size=None,
+                        collate_fn=lambda i: (torch.zeros(sizes[i], 8),))
+    plan = _fit(loader)
+    assert plan.notes[0] == f"planned for the largest of the loader's first 11 batches ((12, 8), {12 * 8 * 4} B)"
