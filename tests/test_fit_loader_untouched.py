@@ -291,3 +291,58 @@ def test_largest_batch_found() -> None:
                         collate_fn=lambda i: (torch.zeros(sizes[i], 8),))
     plan = _fit(loader)
     assert plan.notes[0] == f"planned for the largest of the loader's first 11 batches ((12, 8), {12 * 8 * 4} B)"
+
+
+class Opened(Dataset):
+    """A dataset its worker_init_fn opens in each worker (the h5py pattern)."""
+
+    def __init__(self) -> None:
+        self.handle = None
+
+    def __len__(self) -> int:
+        return 32
+
+    def __getitem__(self, i: int):
+        from torch.utils.data import get_worker_info
+
+        assert self.handle is not None, "opened by worker_init_fn"
+        return (torch.full((8,), float(get_worker_info().num_workers)),)
+
+
+def _open(worker_id: int) -> None:
+    from torch.utils.data import get_worker_info
+
+    get_worker_info().dataset.handle = f"opened in worker {worker_id}"
+
+
+def test_worker_init_fn_runs_in_the_copy_only() -> None:
+    ds = Opened()
+    loader = DataLoader(ds, batch_size=8, num_workers=2, worker_init_fn=_open)
+    plan = _fit(loader)
+    assert plan.notes[0].startswith("planned for the largest of the loader's first 4 batches ((8, 8), 256 B)")
+    assert ds.handle is None and loader._iterator is None
+
+
+def test_user_iterator_mid_epoch_continues_unchanged() -> None:
+    """The user holds an iterator of the same loader (2 workers, shuffled) mid-epoch while fit reads it."""
+
+    def make():
+        torch.manual_seed(4)
+        return DataLoader(_numbered(), batch_size=4, shuffle=True, num_workers=2)
+
+    control = iter(make())
+    next(control)
+    expect = [int(v) for b in control for v in b[0][:, 0]]
+    loader = make()
+    it = iter(loader)
+    next(it)
+    _fit(loader)
+    assert [int(v) for b in it for v in b[0][:, 0]] == expect
+
+
+def test_one_shot_sampler_not_consumed() -> None:
+    """DataLoader takes any iterable of indices as its sampler: here a generator, one-shot."""
+    order = (i for i in [5, 3, 9, 1, 7, 2, 8, 0])
+    loader = DataLoader(_numbered(), batch_size=2, sampler=order)
+    _fit(loader)
+    assert list(order) == [5, 3, 9, 1, 7, 2, 8, 0]

@@ -11,8 +11,10 @@ back from outside.
 So the batches are read *aside*: :func:`read_batches` starts one worker of a private
 ``DataLoader`` in a forked copy of this process. There, on its own copy of the user's loader (a
 ``DataLoader`` is read in that process itself: no workers of its own, no pinning; its sampler,
-batch sampler, collate function and dataset as the user gave them), with this process's
-``torch``, ``random`` and NumPy global generators as they were, it reads the batches and sends
+batch sampler, collate function and dataset as the user gave them; where the loader has workers,
+as its worker 0 would: ``get_worker_info()`` says so and its ``worker_init_fn(0)`` runs first;
+without, with this process's ``torch``, ``random`` and NumPy global generators as they were), it
+reads the batches and sends
 back the first ones and each larger one (through shared memory, as DataLoader workers do) with
 the size of every batch. Whatever that reading changes, it changes in the copy. The private
 loader draws its seed from a generator of its own, and the ``SIGCHLD`` handler PyTorch installs
@@ -99,16 +101,24 @@ class _Aside(IterableDataset):  # type: ignore[type-arg]
 
         from torch.utils.data._utils import worker
 
-        # as this process's own loop would read: no worker info, the global generators as they were
-        worker._worker_info = None
-        cpu, py, np_state = self.rng
-        torch.random.set_rng_state(cpu)
-        random.setstate(py)
-        if np_state is not None:
-            sys.modules["numpy"].random.set_state(np_state)
+        src = self.source
+        workers = src.num_workers if isinstance(src, DataLoader) else 0
         largest = -1
         try:
-            it = iter(_unworked(self.source))
+            if workers:  # as the user's worker 0 reads: its worker info and worker_init_fn, the generators seeded
+                seeded = worker._worker_info
+                worker._worker_info = worker.WorkerInfo(id=0, num_workers=workers, dataset=src.dataset,
+                                                        seed=seeded.seed if seeded is not None else 0)
+                if src.worker_init_fn is not None:
+                    src.worker_init_fn(0)
+            else:  # as this process's own loop would read: no worker info, the global generators as they were
+                worker._worker_info = None
+                cpu, py, np_state = self.rng
+                torch.random.set_rng_state(cpu)
+                random.setstate(py)
+                if np_state is not None:
+                    sys.modules["numpy"].random.set_state(np_state)
+            it = iter(_unworked(src))
             for i in range(self.limit):
                 try:
                     b = next(it)
