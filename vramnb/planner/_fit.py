@@ -257,7 +257,10 @@ def fit(
     Args:
         model, batch, loss_fn, optimizer: as for :func:`vramnb.estimate` (the model is never
             changed: every plan runs on fake copies). ``batch`` may also be a ``DataLoader`` or
-            another iterable of batches: the plan is made for the largest of its first 256.
+            another re-iterable of batches: the plan is made for the largest of its first 256,
+            read in a forked copy of this process so that nothing of the loader's changes (its
+            sampler, generators, dataset, workers; data it reads from a pipe or socket it shares
+            with this process excepted). A one-shot iterator (a generator, ``iter(loader)``) is refused.
         target: a GPU name (``"RTX 4090"``, see ``vramnb.GPUS``) or a size (``"24GiB"``); default:
             the GPU present, else an H100.
         batch_size: plan for this batch size (the batch's first dimension is resized).
@@ -281,6 +284,8 @@ def fit(
 
     Raises:
         ValueError: a target without a size; a batch size below 1; a margin outside [0, 1);
+            a one-shot iterator as ``batch``; a loader's batch that is not tensors, or on a
+            platform that cannot fork;
             ``allow`` naming an unknown technique or setting (the message lists the valid
             ones); ``names`` with another key or a value that is not an identifier; what
             :func:`vramnb.estimate` refuses.
