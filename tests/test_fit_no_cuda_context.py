@@ -57,3 +57,20 @@ def test_calibration_measures_only_where_cuda_was_initialised(gpu_present) -> No
     with pytest.raises(RuntimeError, match="torch.cuda.current_device called"):
         _calibrate.calibration("H200")
     assert calls == ["current_device"]
+
+
+def test_the_gpu_present_is_read_without_a_cuda_context(gpu_present, monkeypatch) -> None:
+    """target=None ("the GPU present") read torch.cuda.get_device_properties, which initialises CUDA."""
+    from vramnb.predict import _gpus
+
+    calls, initialised = gpu_present
+    monkeypatch.setattr(_gpus, "_nvml", lambda: ("NVIDIA H200", 150754820096, (9, 0)), raising=False)  # as NVML said on the H200
+    tgt = _gpus.resolve_target(None)
+    assert (tgt.name, tgt.memory, tgt.capability, tgt.multiprocessors, tgt.assumed) == (
+        "this GPU (NVIDIA H200)", _gpus.GPUS["H200 (141 GB)"], (9, 0), (132, 2048), ())
+    model = torch.nn.Linear(64, 1)
+    plan = vramnb.fit(model, torch.randn(8, 64), lambda m, b: m(b).sum(), progress=False, allow=[])
+    assert plan.target == "this GPU (NVIDIA H200)"
+    monkeypatch.setattr(_gpus, "_nvml", lambda: None)  # no NVML: the documented default, still no context
+    assert _gpus.resolve_target(None).name == "H100 (80 GB)"
+    assert calls == [] and initialised["value"] is False
