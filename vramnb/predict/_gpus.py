@@ -132,7 +132,7 @@ class Target:
 
 def resolve_target(target: Any = None) -> Target:
     """A :class:`Target` from a GPU name, a size (``"24GiB"``, bytes), or ``None``
-    (the GPU present, else an H100 80 GB).
+    (the GPU present, read without creating a CUDA context, else an H100 80 GB).
 
     Raises:
         ValueError: an unknown GPU name or a size that is not positive (the
@@ -195,18 +195,18 @@ def _nvml() -> tuple[str, int, tuple[int, int]] | None:
 
 
 def _present() -> Target | None:
-    """The GPU present (CUDA device 0) as a target, without creating a CUDA context: its name, total
-    memory and capability from NVML (the total as ``nvidia-smi`` gives it, like :data:`GPUS`); its
-    multiprocessors from :data:`MULTIPROCESSORS`, or from PyTorch where this process already
-    initialised CUDA. ``None`` where neither NVML nor an initialised CUDA can say."""
+    """The GPU present (CUDA device 0) as a target, without creating a CUDA context: where this
+    process has initialised CUDA, PyTorch's properties of it; else its name, total memory (as
+    ``nvidia-smi`` gives it, like :data:`GPUS`; PyTorch's total is a little less, 615 MiB on an
+    H200) and capability from NVML, its multiprocessors from :data:`MULTIPROCESSORS`. ``None``
+    where neither can say."""
     import torch
 
-    read = _nvml()
     props = torch.cuda.get_device_properties(0) if torch.cuda.is_initialized() else None
-    if read is None and props is None:
+    read = _nvml() if props is None else (props.name, props.total_memory, (props.major, props.minor))
+    if read is None:
         return None
-    name, memory, capability = read if read is not None else (props.name, props.total_memory,  # type: ignore[union-attr]
-                                                               (props.major, props.minor))  # type: ignore[union-attr]
+    name, memory, capability = read
     # "NVIDIA H200", "NVIDIA A100-SXM4-80GB": the first word with a digit that names a card of GPUS
     known = next((k for w in re.split(r"[\s_-]+", name) if any(c.isdigit() for c in w)
                   for k in [gpu_name(w)] if k is not None), None)
