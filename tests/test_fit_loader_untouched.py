@@ -346,3 +346,45 @@ def test_one_shot_sampler_not_consumed() -> None:
     loader = DataLoader(_numbered(), batch_size=2, sampler=order)
     _fit(loader)
     assert list(order) == [5, 3, 9, 1, 7, 2, 8, 0]
+
+
+class NeedsTwo(Exception):
+    """An exception whose __init__ takes other arguments than its args: it does not unpickle."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"sample {index}: {reason}")
+
+
+def test_user_exception_keeps_its_type_when_it_does_not_unpickle() -> None:
+    class Failing(Dataset):
+        def __len__(self) -> int:
+            return 8
+
+        def __getitem__(self, i: int):
+            raise NeedsTwo(i, "corrupt")
+
+    with pytest.raises(NeedsTwo, match="sample 0: corrupt") as err:
+        _fit(DataLoader(Failing(), batch_size=2))
+    assert any("NeedsTwo: sample 0: corrupt" in n for n in err.value.__notes__)
+
+
+def test_batch_that_cannot_be_sent_is_refused() -> None:
+    from collections.abc import Mapping
+
+    class Local(Mapping):  # defined in a function: pickle cannot name it
+        def __init__(self, d):
+            self.d = d
+
+        def __getitem__(self, k):
+            return self.d[k]
+
+        def __iter__(self):
+            return iter(self.d)
+
+        def __len__(self) -> int:
+            return len(self.d)
+
+    loader = DataLoader(list(range(4)), batch_size=None, collate_fn=lambda i: Local({"x": torch.randn(2, 8)}))
+    model = torch.nn.Linear(8, 1)
+    with pytest.raises(InputError, match="batch 0 cannot be sent between processes"):
+        vramnb.fit(model, loader, lambda m, b: m(b["x"]).sum(), progress=False, allow=[])

@@ -82,9 +82,30 @@ def _error(err: BaseException) -> tuple[str, Any, str]:
     try:
         payload = pickle.dumps(err)
         pickle.loads(payload)
-    except Exception:  # noqa: BLE001 - an exception that does not survive pickling: its type and message
-        payload = None
-    return ("error", payload if payload is not None else f"{type(err).__name__}: {err}", text)
+        return ("error", payload, text)
+    except Exception:  # noqa: BLE001 - its __init__ takes other arguments than its args: rebuilt in the caller
+        pass
+    try:
+        return ("error", pickle.dumps((type(err).__module__, type(err).__qualname__, err.args)), text)
+    except Exception:  # noqa: BLE001 - not even its args pickle: its type and message
+        return ("error", f"{type(err).__name__}: {err}", text)
+
+
+def _rebuilt(payload: bytes) -> BaseException:
+    """The user's exception from its pickle, or from its class's name and ``args`` (without running an
+    ``__init__`` that takes other arguments); a ``RuntimeError`` naming it where the class is not found."""
+    got = pickle.loads(payload)
+    if isinstance(got, BaseException):
+        return got
+    module, qualname, args = got
+    cls: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        cls = getattr(cls, part, None)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        err = cls.__new__(cls, *args)
+        err.args = args
+        return err
+    return RuntimeError(f"{qualname}: {args[0] if len(args) == 1 else args}")
 
 
 class _Aside(IterableDataset):  # type: ignore[type-arg]
@@ -172,7 +193,7 @@ def _raise(record: tuple[str, Any, str]) -> None:
     _, payload, text = record
     if isinstance(payload, InputError):
         raise payload
-    err = pickle.loads(payload) if isinstance(payload, bytes) else RuntimeError(payload)
+    err = _rebuilt(payload) if isinstance(payload, bytes) else RuntimeError(payload)
     if isinstance(err, InputError):
         raise err from None
     if text:
