@@ -55,7 +55,7 @@ def test_refused_loader_not_iterated(entry: str) -> None:
     loader = DataLoader(_numbered(), batch_size=8, shuffle=True, generator=g)
     before = g.get_state().clone()
     model = torch.nn.Linear(8, 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="pass one of its batches, e.g. next\\(iter\\(loader\\)\\); vramnb.fit also"):
         getattr(vramnb, entry)(model, loader, lambda m, b: m(b[0]).sum())
     assert torch.equal(g.get_state(), before)
 

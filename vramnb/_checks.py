@@ -60,8 +60,12 @@ def _batch_tensors(batch: Any, path: str = "batch") -> list[tuple[str, torch.Ten
         for i, v in enumerate(batch):
             out += _batch_tensors(v, f"{path}[{i}]")
         return out
+    hint = ""
+    if path == "batch" and isinstance(batch, torch.utils.data.DataLoader):  # never iterated here
+        hint = (" (pass one of its batches, e.g. next(iter(loader)); vramnb.fit also takes the loader itself "
+                "and plans for its largest batch)")
     raise InputError(
-        f"{path} is a {type(batch).__name__}; a batch must be a tensor, or a tuple, list or dict of tensors"
+        f"{path} is a {type(batch).__name__}; a batch must be a tensor, or a tuple, list or dict of tensors{hint}"
     )
 
 
