@@ -19,9 +19,10 @@ card present (another card takes :data:`._throughput.ACHIEVED`). They are measur
 process has already initialised CUDA itself (a model on the GPU, any CUDA tensor): planning never
 creates a CUDA context, nor runs anything on a GPU the process has not used. The measurements'
 allocations go to a private memory pool (``torch.cuda.MemPool``), released at the end, so that the
-blocks the process's caching allocator keeps are neither added to nor emptied; what stays is cuBLAS's
-workspace where the process had run no matmul on that stream yet (32 MiB on an H200, torch 2.11), and
-the allocator's peak statistics count the measurements (up to 512 MiB). Otherwise, the defaults (:data:`._throughput.HOST`,
+blocks the process's caching allocator keeps are neither added to nor emptied; what stays is the
+cuBLAS workspaces of a process that had run no matmul yet (on an H200 with torch 2.11: 33 MiB
+allocated, 34 MiB reserved, where a 1 GiB pool went back), and the allocator's peak statistics count
+the measurements (up to 512 MiB at once). Otherwise, the defaults (:data:`._throughput.HOST`,
 :data:`._throughput.ACHIEVED`) are used, as measured on the machine named in their ``source``.
 """
 
