@@ -388,3 +388,42 @@ def test_batch_that_cannot_be_sent_is_refused() -> None:
     model = torch.nn.Linear(8, 1)
     with pytest.raises(InputError, match="batch 0 cannot be sent between processes"):
         vramnb.fit(model, loader, lambda m, b: m(b["x"]).sum(), progress=False, allow=[])
+
+
+class Augmenting(Dataset):
+    """Each sample draws from the dataset's own generator: in a worker, the worker's copy of it."""
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(0)
+
+    def __len__(self) -> int:
+        return 32
+
+    def __getitem__(self, i: int):
+        return (torch.full((8,), float(i) + float(self.rng.integers(1000)) * 100),)
+
+
+class Wrapper:
+    """A re-iterable around the user's loader (as Lightning's CombinedLoader is), not a DataLoader."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self.loader = loader
+
+    def __iter__(self):
+        yield from self.loader
+
+
+def _wrapped_epoch(call_fit: bool) -> tuple[list[int], list[bool]]:
+    torch.manual_seed(0)
+    loader = DataLoader(Augmenting(), batch_size=8, shuffle=True, num_workers=1, persistent_workers=True)
+    _epoch(loader)  # the user's workers run, each with its copy of the dataset's generator
+    model = torch.nn.Linear(8, 1)
+    if call_fit:
+        _fit(Wrapper(loader), model=model)
+    return _epoch(loader), [w.is_alive() for w in loader._iterator._workers]
+
+
+def test_wrapped_persistent_loader_workers_untouched() -> None:
+    """The copy iterating a wrapper met the user's persistent iterator and sent its requests to the
+    user's worker, whose dataset generator then moved on: the next epoch's values differed."""
+    assert _wrapped_epoch(True) == _wrapped_epoch(False)

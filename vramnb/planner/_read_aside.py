@@ -11,11 +11,11 @@ back from outside.
 So the batches are read *aside*: :func:`read_batches` starts one worker of a private
 ``DataLoader`` in a forked copy of this process. There, on its own copy of the user's loader (a
 ``DataLoader`` is read in that process itself: no workers of its own, no pinning; its sampler,
-batch sampler, collate function and dataset as the user gave them; where the loader has workers,
-as its worker 0 would: ``get_worker_info()`` says so and its ``worker_init_fn(0)`` runs first;
-without, with this process's ``torch``, ``random`` and NumPy global generators as they were), it
-reads the batches and sends
-back the first ones and each larger one (through shared memory, as DataLoader workers do) with
+batch sampler, collate function and dataset as the user gave them, and so is any ``DataLoader``
+a wrapper iterates there; where the loader has workers, as its worker 0 would:
+``get_worker_info()`` says so and its ``worker_init_fn(0)`` runs first; without, with this
+process's ``torch``, ``random`` and NumPy global generators as they were), it reads the batches
+and sends back the first ones and each larger one (through shared memory, as DataLoader workers do) with
 the size of every batch. Whatever that reading changes, it changes in the copy. The private
 loader draws its seed from a generator of its own, and the ``SIGCHLD`` handler PyTorch installs
 for DataLoader workers is put back as it was.
@@ -124,6 +124,12 @@ class _Aside(IterableDataset):  # type: ignore[type-arg]
 
         src = self.source
         workers = src.num_workers if isinstance(src, DataLoader) else 0
+        # every DataLoader iterated in the copy (the source, or one inside a wrapper of it) reads in the copy:
+        # a user's persistent iterator would otherwise hand the copy's requests to the user's own workers
+        if worker._worker_info is None:  # only ever in the private worker: the patch below is the copy's
+            raise RuntimeError("vramnb's aside read runs only in its own DataLoader worker")
+        base_iter = DataLoader.__iter__
+        DataLoader.__iter__ = lambda loader: base_iter(_unworked(loader))  # type: ignore[method-assign,assignment]
         largest = -1
         try:
             if workers:  # as the user's worker 0 reads: its worker info and worker_init_fn, the generators seeded
