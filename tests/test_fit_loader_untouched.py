@@ -427,3 +427,29 @@ def test_wrapped_persistent_loader_workers_untouched() -> None:
     """The copy iterating a wrapper met the user's persistent iterator and sent its requests to the
     user's worker, whose dataset generator then moved on: the next epoch's values differed."""
     assert _wrapped_epoch(True) == _wrapped_epoch(False)
+
+
+class Holding:
+    """Re-iterable outside, the user's worker iterator inside: reading it in the copy took the user's
+    batches from the user's workers (the user's own next() then failed with KeyError)."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self.it = iter(loader)
+
+    def __iter__(self):
+        for _ in range(3):
+            yield next(self.it)
+
+
+def _held_rest(call_fit: bool) -> list[int]:
+    torch.manual_seed(0)
+    h = Holding(DataLoader(_numbered(), batch_size=4, shuffle=True, num_workers=2))
+    model = torch.nn.Linear(8, 1)
+    if call_fit:
+        with pytest.raises(InputError, match="worker processes are already running"):
+            _fit(h, model=model)
+    return [int(v) for b in h.it for v in b[0][:, 0]]
+
+
+def test_running_worker_iterator_inside_a_wrapper_refused() -> None:
+    assert _held_rest(True) == _held_rest(False)

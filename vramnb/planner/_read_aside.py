@@ -20,9 +20,11 @@ the size of every batch. Whatever that reading changes, it changes in the copy. 
 loader draws its seed from a generator of its own, and the ``SIGCHLD`` handler PyTorch installs
 for DataLoader workers is put back as it was.
 
-What a copy of the process still shares with it: open files. The offset of each seekable open
-file is put back as found; data the dataset reads from a pipe or socket it shares with this
-process, or files it writes, are not (they cannot be put back).
+What a copy of the process still shares with it: open files and other processes. The offset of
+each seekable open file is put back as found; a DataLoader iterator whose workers are running
+(``iter(loader)`` kept in a wrapper) is refused, since reading it would take the user's batches
+from those workers; data read from any other pipe, socket or queue shared with another process,
+or files written, are not kept (they cannot be put back).
 """
 
 from __future__ import annotations
@@ -108,6 +110,12 @@ def _rebuilt(payload: bytes) -> BaseException:
     return RuntimeError(f"{qualname}: {args[0] if len(args) == 1 else args}")
 
 
+def _refuse_workers(it: Any) -> Any:
+    raise InputError("the loader reads from a DataLoader iterator whose worker processes are already running "
+                     "(e.g. iter(loader) kept inside it): reading it would take those batches from your "
+                     "iterator. Pass the DataLoader itself, or one batch")
+
+
 class _Aside(IterableDataset):  # type: ignore[type-arg]
     """The private loader's dataset: in its worker (the copy), the user's batches as records."""
 
@@ -130,6 +138,11 @@ class _Aside(IterableDataset):  # type: ignore[type-arg]
             raise RuntimeError("vramnb's aside read runs only in its own DataLoader worker")
         base_iter = DataLoader.__iter__
         DataLoader.__iter__ = lambda loader: base_iter(_unworked(loader))  # type: ignore[method-assign,assignment]
+        # so an iterator with workers met here is one of this process's (the user's, copied): its workers and
+        # queues are the user's, and reading it would take the user's batches from them
+        from torch.utils.data import dataloader
+
+        dataloader._MultiProcessingDataLoaderIter.__next__ = _refuse_workers  # type: ignore[method-assign]
         largest = -1
         try:
             if workers:  # as the user's worker 0 reads: its worker info and worker_init_fn, the generators seeded
