@@ -142,7 +142,7 @@ class _Aside(IterableDataset):  # type: ignore[type-arg]
         # queues are the user's, and reading it would take the user's batches from them
         from torch.utils.data import dataloader
 
-        dataloader._MultiProcessingDataLoaderIter.__next__ = _refuse_workers  # type: ignore[method-assign]
+        dataloader._MultiProcessingDataLoaderIter.__next__ = _refuse_workers  # type: ignore[method-assign,assignment]
         largest = -1
         try:
             if workers:  # as the user's worker 0 reads: its worker info and worker_init_fn, the generators seeded
