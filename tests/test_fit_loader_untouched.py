@@ -202,9 +202,14 @@ def test_stateful_samplers_kept(kind: str) -> None:
     assert after == _epoch(control)
 
 
-def test_transform_rng_and_file_offset_kept(tmp_path) -> None:
+def test_transform_rng_and_file_offset_kept(tmp_path, monkeypatch) -> None:
     """A dataset whose transform has its own random.Random and which reads lines from a file it keeps
-    open (the copy of the process shares the file's offset with this one)."""
+    open (a forked copy shares the file's offset with this process: the copy reopens the file, so no
+    offset here moves and none is put back, which would rewind one that another thread moved)."""
+    from vramnb.planner import _read_aside
+
+    put_back: list[dict] = []
+    monkeypatch.setattr(_read_aside, "_put_offsets_back", put_back.append)
     path = tmp_path / "rows.txt"
     path.write_text("".join(f"{i}\n" for i in range(5000)))
 
@@ -225,6 +230,7 @@ def test_transform_rng_and_file_offset_kept(tmp_path) -> None:
     _fit(DataLoader(ds, batch_size=8))
     assert ds.rnd.getstate() == state
     assert ds.f.readline() == "0\n"  # the user's next read starts where it was
+    assert put_back == [{}]
     ds.f.close()
 
 

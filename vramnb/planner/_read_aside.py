@@ -20,11 +20,12 @@ the size of every batch. Whatever that reading changes, it changes in the copy. 
 loader draws its seed from a generator of its own, and the ``SIGCHLD`` handler PyTorch installs
 for DataLoader workers is put back as it was.
 
-What a copy of the process still shares with it: open files and other processes. The offset of
-each seekable open file is put back as found; a DataLoader iterator whose workers are running
-(``iter(loader)`` kept in a wrapper) is refused, since reading it would take the user's batches
-from those workers; data read from any other pipe, socket or queue shared with another process,
-or files written, are not kept (they cannot be put back).
+What a copy of the process still shares with it: open files and other processes. Each open
+regular file is unshared in the copy (reopened there at its offset, so that reading moves no
+offset here); where that cannot be done, its offset here is put back as found. A DataLoader
+iterator whose workers are running (``iter(loader)`` kept in a wrapper) is refused, since reading
+it would take the user's batches from those workers. Data read from any other pipe, socket or
+queue shared with another process, and files written, are not kept (they cannot be put back).
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ class _Aside(IterableDataset):  # type: ignore[type-arg]
 
         dataloader._MultiProcessingDataLoaderIter.__next__ = _refuse_workers  # type: ignore[method-assign,assignment]
         largest = -1
+        yield ("shared", _unshare_offsets(), "")
         try:
             if workers:  # as the user's worker 0 reads: its worker info and worker_init_fn, the generators seeded
                 seeded = worker._worker_info
@@ -196,6 +198,35 @@ def _offsets() -> dict[int, tuple[int, int, int]]:
         except OSError:  # closed meanwhile, or a pipe or socket: no offset
             continue
     return out
+
+
+def _unshare_offsets() -> list[int]:
+    """In the copy: give each open regular file a file description of its own (the same file reopened
+    through ``/proc/self/fd``, its access mode and ``O_APPEND`` kept, at the same offset), so that its
+    reads and seeks move no offset of this process's parent. Returns the descriptors with an offset
+    it could not unshare (another platform, a file it may not reopen, a block device); character
+    devices are left alone."""
+    import fcntl
+    import stat
+
+    shared = []
+    for fd in _offsets():
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISCHR(st.st_mode):  # /dev/null, a terminal: an offset that reads nothing back
+                continue
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+            if not stat.S_ISREG(st.st_mode) or not os.path.isdir("/proc/self/fd"):
+                raise OSError("not a regular file reopened through /proc")
+            new = os.open(f"/proc/self/fd/{fd}", (flags & os.O_ACCMODE) | (flags & os.O_APPEND))
+            try:
+                os.lseek(new, os.lseek(fd, 0, os.SEEK_CUR), os.SEEK_SET)
+                os.dup2(new, fd, inheritable=os.get_inheritable(fd))
+            finally:
+                os.close(new)
+        except OSError:
+            shared.append(fd)
+    return shared
 
 
 def _put_offsets_back(found: dict[int, tuple[int, int, int]]) -> None:
@@ -253,6 +284,9 @@ def read_batches(source: Any, limit: int, keep: int) -> Read:
         for record in it:
             if record[0] == "error":
                 _raise(record)
+            if record[0] == "shared":  # the files whose offsets the copy shares with this process
+                found = {fd: v for fd, v in found.items() if fd in record[1]}
+                continue
             _, i, n, b = record
             out.seen = i + 1
             if i < keep:
