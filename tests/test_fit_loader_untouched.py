@@ -459,3 +459,16 @@ def _held_rest(call_fit: bool) -> list[int]:
 
 def test_running_worker_iterator_inside_a_wrapper_refused() -> None:
     assert _held_rest(True) == _held_rest(False)
+
+
+def test_no_fork_refused_before_reading(monkeypatch) -> None:
+    """Where the platform cannot fork (Windows), the loader is refused before anything is read."""
+    import multiprocessing
+
+    g = torch.Generator().manual_seed(8)
+    loader = DataLoader(_numbered(), batch_size=8, shuffle=True, generator=g)
+    before = g.get_state().clone()
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    with pytest.raises(InputError, match="this platform cannot fork one: pass one batch instead"):
+        _fit(loader)
+    assert torch.equal(g.get_state(), before)
