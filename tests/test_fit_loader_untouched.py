@@ -472,3 +472,21 @@ def test_no_fork_refused_before_reading(monkeypatch) -> None:
     with pytest.raises(InputError, match="this platform cannot fork one: pass one batch instead"):
         _fit(loader)
     assert torch.equal(g.get_state(), before)
+
+
+def test_the_fit_magic_leaves_the_loader_as_found(ip) -> None:
+    """``%vram fit model loader`` goes through the same read: the loader's generator and the dataset's
+    own generator as they were, the next epoch as without the magic."""
+    from tests.conftest import run
+
+    run(ip, "import numpy as np, torch\nfrom torch.utils.data import DataLoader\n"
+            "from tests.test_fit_loader_untouched import Augmenting\n"
+            "g = torch.Generator().manual_seed(9)\nds = Augmenting()\n"
+            "loader = DataLoader(ds, batch_size=8, shuffle=True, generator=g)\nnet = torch.nn.Linear(8, 1)\n"
+            "loss = lambda m, b: m(b[0]).sum()\n"
+            "before = (g.get_state().clone(), ds.rng.bit_generator.state)")
+    res, _ = run(ip, "%vram fit net loader loss --target 24GiB -q -o plan")
+    assert res.error_in_exec is None
+    res, _ = run(ip, "assert torch.equal(g.get_state(), before[0]) and ds.rng.bit_generator.state == before[1]\n"
+                     "assert plan.notes[0].startswith(\"planned for the largest of the loader's first 4 batches\")")
+    assert res.error_in_exec is None, res.error_in_exec
