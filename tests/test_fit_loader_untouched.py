@@ -490,3 +490,30 @@ def test_the_fit_magic_leaves_the_loader_as_found(ip) -> None:
     res, _ = run(ip, "assert torch.equal(g.get_state(), before[0]) and ds.rng.bit_generator.state == before[1]\n"
                      "assert plan.notes[0].startswith(\"planned for the largest of the loader's first 4 batches\")")
     assert res.error_in_exec is None, res.error_in_exec
+
+
+class Pooled(Dataset):
+    """Waits on a thread pool started before the copy: a forked copy has none of its threads."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(2)
+        self.pool.submit(int).result()
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int):
+        return (self.pool.submit(torch.zeros, 8).result(),)
+
+
+def test_dataset_waiting_on_threads_refused_not_hung(monkeypatch) -> None:
+    from vramnb.planner import _read_aside
+
+    monkeypatch.setattr(_read_aside, "TIMEOUT", 3.0)
+    ds = Pooled()
+    with pytest.raises(InputError, match="gave no batch in 3 s when read in a copy of this process"):
+        _fit(DataLoader(ds, batch_size=4))
+    assert ds[0][0].shape == (8,)  # the user's pool still works here
+    ds.pool.shutdown()

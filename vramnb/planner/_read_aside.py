@@ -45,7 +45,11 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from .._checks import InputError, _batch_tensors
 
-__all__ = ["read_batches", "Read"]
+__all__ = ["read_batches", "Read", "TIMEOUT"]
+
+#: seconds the copy may take for one batch: a dataset that waits on threads started before the copy
+#: (a thread pool, a prefetching thread: a forked copy has none of them) would otherwise hang ``fit``
+TIMEOUT = 120.0
 
 
 class Read:
@@ -252,6 +256,20 @@ def _raise(record: tuple[str, Any, str]) -> None:
     raise err from None
 
 
+def _timed(it: Iterator[Any]) -> Iterator[Any]:
+    while True:
+        try:
+            yield next(it)
+        except StopIteration:
+            return
+        except RuntimeError as err:
+            if not str(err).startswith("DataLoader timed out"):
+                raise
+            raise InputError(f"the loader gave no batch in {TIMEOUT:g} s when read in a copy of this process (a "
+                             "dataset that waits on threads started before, e.g. a thread pool or a prefetching "
+                             "thread, cannot run in a forked copy): pass one batch instead (your largest)") from None
+
+
 def read_batches(source: Any, limit: int, keep: int) -> Read:
     """The first ``limit`` batches of ``source`` (a ``DataLoader`` or another re-iterable of
     batches), read in a copy of this process (see the module): their count, the first ``keep``,
@@ -260,7 +278,7 @@ def read_batches(source: Any, limit: int, keep: int) -> Read:
     Raises:
         InputError: this platform cannot fork a process (pass one batch instead); a batch that
             is not a tensor, or a tuple, list or dict of tensors; a batch that cannot be sent
-            between processes.
+            between processes; no batch within :data:`TIMEOUT` seconds.
         Exception: what the user's loader raised while reading, unchanged but for a note that
             carries the traceback from the copy.
     """
@@ -273,7 +291,8 @@ def read_batches(source: Any, limit: int, keep: int) -> Read:
     np = sys.modules.get("numpy")
     rng = (torch.random.get_rng_state(), random.getstate(), np.random.get_state() if np is not None else None)
     aside = DataLoader(_Aside(source, limit, keep, rng), batch_size=None, num_workers=1,
-                       multiprocessing_context="fork", collate_fn=_as_is, generator=torch.Generator())
+                       multiprocessing_context="fork", collate_fn=_as_is, generator=torch.Generator(),
+                       timeout=TIMEOUT)
     chld = signal.getsignal(signal.SIGCHLD) if hasattr(signal, "SIGCHLD") else None
     chld_set = signal_handling._SIGCHLD_handler_set
     found = _offsets()
@@ -281,7 +300,7 @@ def read_batches(source: Any, limit: int, keep: int) -> Read:
     it: Any = None
     try:
         it = iter(aside)
-        for record in it:
+        for record in _timed(it):
             if record[0] == "error":
                 _raise(record)
             if record[0] == "shared":  # the files whose offsets the copy shares with this process
