@@ -26,22 +26,22 @@ class InputError(ValueError):
 def refuse_one_shot(batch: Any, what: str = "batch") -> None:
     """Refuse an iterable that is its own iterator (a generator, ``iter(loader)``, a file or
     stream): reading batches from it would consume the user's batches, which cannot be put back.
-    Checked by every entry point before anything is read.
+    Checked by every entry point before anything is read, without calling ``iter``.
 
     Raises:
-        InputError: ``iter(batch) is batch``; the message names what to pass instead.
+        InputError: ``batch``'s type has ``__next__`` (an iterator); the message names what to
+            pass instead.
     """
     if isinstance(batch, (torch.Tensor, Mapping, tuple, list, str, bytes)):
         return
-    try:
-        own = iter(batch) is batch
-    except TypeError:  # not iterable at all
-        return
-    if own:
+    # an iterator's type has __next__ (the iterator protocol); calling iter() to compare would run the
+    # user's __iter__: a DataLoader's draws its seed from the loader's generator, or starts its workers
+    if hasattr(type(batch), "__next__"):
         raise InputError(
             f"{what} is a {type(batch).__name__}, a one-shot iterator: reading batches from it would consume "
             "them (they cannot be put back). Pass one batch (a tensor, or a tuple, list or dict of tensors, "
-            "e.g. next(iter(loader))) or a re-iterable of batches (the DataLoader itself, or a list of batches)"
+            "e.g. next(iter(loader))); vramnb.fit also takes the DataLoader itself (it reads its batches without "
+            "changing it), vramnb.estimate more batches as a list (more_batches=[...])"
         )
 
 
@@ -60,8 +60,12 @@ def _batch_tensors(batch: Any, path: str = "batch") -> list[tuple[str, torch.Ten
         for i, v in enumerate(batch):
             out += _batch_tensors(v, f"{path}[{i}]")
         return out
+    hint = ""
+    if path == "batch" and isinstance(batch, torch.utils.data.DataLoader):  # never iterated here
+        hint = (" (pass one of its batches, e.g. next(iter(loader)); vramnb.fit also takes the loader itself "
+                "and plans for its largest batch)")
     raise InputError(
-        f"{path} is a {type(batch).__name__}; a batch must be a tensor, or a tuple, list or dict of tensors"
+        f"{path} is a {type(batch).__name__}; a batch must be a tensor, or a tuple, list or dict of tensors{hint}"
     )
 
 

@@ -257,7 +257,10 @@ def fit(
     Args:
         model, batch, loss_fn, optimizer: as for :func:`vramnb.estimate` (the model is never
             changed: every plan runs on fake copies). ``batch`` may also be a ``DataLoader`` or
-            another iterable of batches: the plan is made for the largest of its first 256.
+            another re-iterable of batches: the plan is made for the largest of its first 256,
+            read in a forked copy of this process so that nothing of the loader's changes (its
+            sampler, generators, dataset, workers; data it reads from a pipe or socket it shares
+            with this process excepted). A one-shot iterator (a generator, ``iter(loader)``) is refused.
         target: a GPU name (``"RTX 4090"``, see ``vramnb.GPUS``) or a size (``"24GiB"``); default:
             the GPU present, else an H100.
         batch_size: plan for this batch size (the batch's first dimension is resized).
@@ -284,6 +287,8 @@ def fit(
 
     Raises:
         ValueError: a target without a size; a batch size below 1; a margin outside [0, 1);
+            a one-shot iterator as ``batch``; a loader's batch that is not tensors, or on a
+            platform that cannot fork;
             ``allow`` naming an unknown technique or setting (the message lists the valid
             ones); ``names`` with another key or a value that is not an identifier; what
             :func:`vramnb.estimate` refuses.
@@ -294,7 +299,6 @@ def fit(
     from ..predict._gpus import resolve_target
 
     t0 = time.perf_counter()
-    batch, worst_note, sequence = _worst_batch(batch)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
@@ -309,9 +313,10 @@ def fit(
     tgt = resolve_target(target)
     if tgt.memory is None:
         raise ValueError(f"fit needs a target with a size; {tgt.name!r} has none (give a card or '24GiB')")
-    budget = int(tgt.memory * (1 - margin))
-    current = as_recipe(recipe) or Recipe()
     space = _allowed(allow, tgt.capability)
+    current = as_recipe(recipe) or Recipe()
+    batch, worst_note, sequence = _worst_batch(batch)  # after the options' checks: a bad option reads nothing
+    budget = int(tgt.memory * (1 - margin))
     notes: list[str] = []
     # the fewest it takes: the current recipe, each combination once (more micro-batches only where one does not
     # fit) and a per-block search where checkpointing is allowed; the total grows when the search needs more
@@ -447,7 +452,9 @@ def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
     are one batch): its largest batch, by the bytes of its tensors (a step's memory grows with
     its batch's shapes), of the first :data:`MAX_BATCHES`; a note saying which; and the
     sequence to replay: the first :data:`SEQUENCE` batches in order, then the largest if it is
-    not among them (``[batch]`` for one batch)."""
+    not among them (``[batch]`` for one batch). The batches are read in a copy of this process
+    (:mod:`._read_aside`), so that nothing of the user's loader, sampler, generators or dataset
+    changes."""
     import torch
 
     from .._checks import _batch_tensors, refuse_one_shot
@@ -456,16 +463,10 @@ def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
     if _one_batch(batch):
         return batch, "", [batch]
 
-    best, size, seen = None, -1, 0
-    first: list[Any] = []
-    with torch.random.fork_rng(devices=[]):  # a DataLoader's iterator draws its base seed from torch's RNG
-        for b in itertools.islice(iter(batch), MAX_BATCHES):
-            seen += 1
-            if len(first) < SEQUENCE:
-                first.append(b)
-            n = sum(t.numel() * t.element_size() for _, t in _batch_tensors(b))
-            if n > size:
-                best, size = b, n
+    from ._read_aside import read_batches
+
+    read = read_batches(batch, MAX_BATCHES, SEQUENCE)  # in a copy of this process: nothing of the loader's changes
+    best, size, seen, first = read.largest, read.size, read.seen, read.first
     if best is None:
         raise ValueError("the loader gave no batch: fit needs at least one")
     if not any(b is best for b in first):

@@ -7,6 +7,7 @@ minus the CUDA context (about 0.5 GiB, more with cuDNN/cuBLAS loaded).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,7 +132,7 @@ class Target:
 
 def resolve_target(target: Any = None) -> Target:
     """A :class:`Target` from a GPU name, a size (``"24GiB"``, bytes), or ``None``
-    (the GPU present, else an H100 80 GB).
+    (the GPU present, read without creating a CUDA context, else an H100 80 GB).
 
     Raises:
         ValueError: an unknown GPU name or a size that is not positive (the
@@ -142,11 +143,9 @@ def resolve_target(target: Any = None) -> Target:
     from ._cuda_model import CUDA_CONTEXT
 
     if target is None:
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(0)
-            return Target(f"this GPU ({props.name})", props.total_memory, (props.major, props.minor),
-                          _context(props.name), (),
-                          (props.multi_processor_count, props.max_threads_per_multi_processor))
+        here = _present() if torch.cuda.is_available() else None
+        if here is not None:
+            return here
         target = "H100"
     name = gpu_name(target)
     if name is not None:
@@ -159,6 +158,68 @@ def resolve_target(target: Any = None) -> Target:
     return Target(str(target), memory, (9, 0), CUDA_CONTEXT["default"],
                   ("compute capability 9.0 and an H200's 132 multiprocessors (give a card's name to choose "
                    "its kernels)", "CUDA context size as measured on an H200"))
+
+
+def _nvml() -> tuple[str, int, tuple[int, int]] | None:
+    """CUDA device 0's name, total memory (bytes, as ``nvidia-smi`` and :data:`GPUS` give it) and
+    compute capability, read through NVML, which creates no CUDA context; ``None`` where NVML
+    cannot say."""
+    import ctypes
+
+    import torch
+
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    if lib.nvmlInit_v2() != 0:
+        return None
+    try:
+        index = torch.cuda._get_nvml_device_index(0)  # CUDA_VISIBLE_DEVICES's order (indices or UUIDs)
+
+        class Memory(ctypes.Structure):
+            _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+        handle, name, mem = ctypes.c_void_p(), ctypes.create_string_buffer(96), Memory()
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        if (lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(handle))
+                or lib.nvmlDeviceGetName(handle, name, ctypes.c_uint(96))
+                or lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem))
+                or lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))):
+            return None
+        return name.value.decode(), int(mem.total), (major.value, minor.value)
+    except Exception:  # noqa: BLE001 - no NVML answer: the caller says what it assumed
+        return None
+    finally:
+        lib.nvmlShutdown()
+
+
+def _present() -> Target | None:
+    """The GPU present (CUDA device 0) as a target, without creating a CUDA context: where this
+    process has initialised CUDA, PyTorch's properties of it; else its name, total memory (as
+    ``nvidia-smi`` gives it, like :data:`GPUS`; PyTorch's total is a little less, 615 MiB on an
+    H200) and capability from NVML, its multiprocessors from :data:`MULTIPROCESSORS`. ``None``
+    where neither can say."""
+    import torch
+
+    props = torch.cuda.get_device_properties(0) if torch.cuda.is_initialized() else None
+    read = _nvml() if props is None else (props.name, props.total_memory, (props.major, props.minor))
+    if read is None:
+        return None
+    name, memory, capability = read
+    # "NVIDIA H200", "NVIDIA A100-SXM4-80GB": the first word with a digit that names a card of GPUS
+    known = next((k for w in re.split(r"[\s_-]+", name) if any(c.isdigit() for c in w)
+                  for k in [gpu_name(w)] if k is not None), None)
+    assumed: tuple[str, ...] = ()
+    if props is not None:
+        multiprocessors = (props.multi_processor_count, props.max_threads_per_multi_processor)
+    elif known is not None:
+        multiprocessors = MULTIPROCESSORS[known]
+    else:
+        multiprocessors = (132, 2048)
+        assumed = (f"an H200's 132 multiprocessors for the {name} (this process has not initialised CUDA to "
+                   "read them)",)
+    return Target(f"this GPU ({name})", memory, capability, _context(name), assumed, multiprocessors)
 
 
 def _context(name: str) -> int:

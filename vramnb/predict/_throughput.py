@@ -94,12 +94,12 @@ THROUGHPUT: dict[str, Throughput] = {
 }
 
 
-#: the host's cost per operator where no CUDA device is present to measure it
+#: the host's cost per operator where this process has not initialised CUDA to measure it
 #: (:mod:`vramnb.predict._calibrate`'s micro-benchmarks on the H200 machine's host)
 HOST = Host(17.2e-6, 26.9e-6, "measured on the H200 machine's host, torch 2.11, 2026-12-01 "
             "(benchmarks/results/2026-12-01-h200-run20-fit)")
 
-#: the fraction of peak reached on a card that is not present to measure it: an H200's
+#: the fraction of peak reached on a card that is not present (or CUDA not initialised) to measure it: an H200's
 #: (:mod:`vramnb.predict._calibrate`), taken for every card
 ACHIEVED = Achieved(0.737, 0.757, 0.866, "an H200's, measured 2026-12-01 with torch 2.11, taken for this card "
                     "(benchmarks/results/2026-12-01-h200-run20-fit)")
