@@ -455,7 +455,6 @@ def _worst_batch(batch: Any) -> tuple[Any, str, list[Any]]:
     not among them (``[batch]`` for one batch). The batches are read in a copy of this process
     (:mod:`._read_aside`), so that nothing of the user's loader, sampler, generators or dataset
     changes."""
-    import torch
 
     from .._checks import _batch_tensors, refuse_one_shot
 
