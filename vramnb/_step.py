@@ -43,6 +43,7 @@ from ._reach import Reach
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys, viewed_bytes_of
 from ._timeline import CpuRecorder, CudaRecorder, Timeline, history_enabled
 from ._tracker import cpu_tracker
+from ._compiled import compiled_note
 from ._units import format_bytes
 from ._versions import versions
 from ._measure import oom_info
@@ -636,6 +637,9 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     report.warnings.extend(effects.warnings())  # techniques that had no effect in the steps
     del effects  # it refers to the model's modules
     report.notes.extend(plan.notes)
+    compiled = compiled_note(model, "the profiled steps")
+    if compiled is not None:
+        report.notes.append(compiled)
     if aside is not None:
         report.notes.append(f"your optimizer's state ({format_bytes(aside.nbytes)}) was moved to host memory for "
                             "these steps, which train with the recipe's optimizer instead")

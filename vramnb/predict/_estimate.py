@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from .._compiled import compiled_note
 from .._versions import versions
 
 from ._accuracy import ExpectedError, StepOps, classify, expected_error
@@ -486,6 +487,9 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     if timer is not None:
         est.time = timer.time
     est.notes.extend(plan.notes)
+    compiled = compiled_note(model, "the fake step")
+    if compiled is not None:
+        est.notes.append(compiled)
     est.notes.extend(values.notes())
     plan.release()
     if dropped:
