@@ -450,6 +450,12 @@ class StorageTracker(SameMemory):
         one), and after a scan cut short (see :meth:`scan`)."""
         self.stale = self._incomplete or self._untracked_threads()
 
+    def stop_watching(self) -> None:
+        """Take the garbage collector's callback out of ``gc.callbacks`` (``%unload_ext vramnb``); the
+        next scan walks every live object, since the collections in between were not watched, and puts
+        it back."""
+        self._watch.uninstall()
+
     def host_threads(self) -> None:
         """Take the threads alive now as the host's, running none of the user's code
         (the extension's load calls it: a notebook kernel's threads exist by then)."""
