@@ -158,3 +158,31 @@ def test_unload_removes_the_gc_callback(shell: object) -> None:
     assert result.success and vramnb.history()[-1].delta_allocated == 28  # measured right after a reload
     shell.extension_manager.unload_extension("vramnb")  # type: ignore[attr-defined]
     assert ours() == []
+
+
+def test_vram_on_cell_interrupted_at_its_end_reports_nothing_and_raises_nothing(ip: object,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during the end-of-cell measurement (post_run_cell, after the cell ran): IPython printed a
+    KeyboardInterrupt traceback into vramnb's code; the cell's result stays, no report, the next cell is measured."""
+    from vramnb import _tracker
+
+    run(ip, "%vram on -d cpu")
+    orig = _tracker.StorageTracker.scan
+    armed = [True]
+
+    def scan(self: object, *a: object, **k: object) -> object:
+        if armed[0] and k.get("full") is False:
+            armed[0] = False
+            signal.raise_signal(signal.SIGINT)
+        return orig(self, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_tracker.StorageTracker, "scan", scan)
+    n = len(vramnb.history())
+    result, cap = run(ip, "done = torch.ones(3)")
+    assert not armed[0] and result.success and ip.user_ns["done"].numel() == 3  # type: ignore[attr-defined]
+    assert "Traceback" not in cap.stdout + cap.stderr and "KeyboardInterrupt" not in cap.stdout + cap.stderr
+    assert "no report for this cell" in cap.stderr
+    assert torch._C._len_torch_dispatch_stack() == 0
+    result, _ = run(ip, "more = torch.ones(25)")
+    assert result.success and vramnb.history()[-1].delta_allocated == 100
+    assert len(vramnb.history()) <= n + 2

@@ -137,3 +137,34 @@ def test_lora_compare_keeps_warnings_filters_in_a_fresh_process() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "True"]
+
+
+def test_interrupt_while_the_guard_puts_state_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while kept_as_found writes the found values back: every value is written, then the
+    interrupt is raised (it used to stop the restore halfway: the RNGs and later flags stayed changed)."""
+    import signal
+
+    real = torch.set_default_dtype
+
+    def set_default_dtype(d: torch.dtype) -> None:
+        signal.raise_signal(signal.SIGINT)  # lands in the guard's restore
+        real(d)
+
+    def loss(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
+        real(torch.float64)  # the real one: the interrupt is for the guard's restore
+        torch.set_float32_matmul_precision("medium")
+        random.random()
+        torch.rand(3)
+        sys.excepthook = lambda *exc: None
+        return m(b.double()).square().mean()
+
+    random.seed(1)
+    torch.manual_seed(3)
+    model, batch = _model().double(), _batch()
+    before = _state()
+    monkeypatch.setattr(torch, "set_default_dtype", set_default_dtype)
+    with pytest.raises(KeyboardInterrupt):
+        vramnb.profile_step(model, batch, loss)
+    monkeypatch.undo()
+    after = _state()
+    assert [k for k in before if before[k] != after[k]] == []

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 import torch
 
 from ._compiled import compiled_eagerly
+from ._interrupt import held_back
 from ._rng_state import RngStates
 
 __all__ = ["kept_as_found", "snapshot"]
@@ -119,10 +120,11 @@ def _guard() -> Iterator[None]:
         with compiled_eagerly():
             yield
     finally:
-        for name, (get, set_) in flags.items():
-            if not _same(get(), found[name]):
-                set_(found[name])
-        rng.restore()
+        with held_back():  # put back whole: an interrupt here is raised once all is as found
+            for name, (get, set_) in flags.items():
+                if not _same(get(), found[name]):
+                    set_(found[name])
+            rng.restore()
 
 
 def kept_as_found(fn: F) -> F:

@@ -222,31 +222,47 @@ class VramMagics(Magics):
             self.shell.last_execution_succeeded = False
         self.gate.interrupted = False  # a cell that never reached its AST transformers (a syntax error)
         cm, self._auto_cm = self._auto_cm, None
-        if cm is not None and self._auto_m is not None:
-            tb, self._auto_tb = self._auto_tb, None
-            if tb is not None:
-                tb.__exit__(None, None, None)
-            err = getattr(result, "error_in_exec", None)
-            if err is not None:
-                cm.__exit__(type(err), err, err.__traceback__)
-            else:
-                cm.__exit__(None, None, None)
-            report = self._auto_m.report
-            report.cell = self._auto_cell
-            self._note_regrowth(report, getattr(info, "raw_cell", "") or "", self._auto["device"] if self._auto else None)
-            before = getattr(result, "error_before_exec", None)
-            if before is not None and report.exception is None:
-                report.exception = type(before).__name__
-            self._auto_m = None
-            gauge, self._auto_gauge = self._auto_gauge, None
-            if gauge is not None:
-                gauge.stop(report)  # the report replaces the gauge's line
-            elif self._auto is not None and not self._auto["quiet"]:
-                self._pending.append(report)
+        m, self._auto_m = self._auto_m, None
+        if cm is not None and m is not None:
+            try:
+                self._finish_auto(cm, m, result, info)
+            except KeyboardInterrupt:  # Ctrl-C during the end-of-cell measurement: the cell itself has run
+                with held_back():
+                    tb, self._auto_tb = self._auto_tb, None
+                    if tb is not None:
+                        tb.__exit__(None, None, None)
+                    gauge, self._auto_gauge = self._auto_gauge, None
+                    if gauge is not None:
+                        gauge.stop()
+                    self._cpu_cell = False  # the next measured cell scans every live tensor
+                print("vram: interrupted while measuring the end of the cell, after it ran: no report for this cell",
+                      file=sys.stderr)
         self._vouch()
         pending, self._pending = self._pending, []
         for obj in pending:
             display(obj)
+
+    def _finish_auto(self, cm: Any, m: Any, result: Any, info: Any) -> None:
+        """``%vram on``: close the cell's measurement and show (or queue) its report."""
+        tb, self._auto_tb = self._auto_tb, None
+        if tb is not None:
+            tb.__exit__(None, None, None)
+        err = getattr(result, "error_in_exec", None)
+        if err is not None:
+            cm.__exit__(type(err), err, err.__traceback__)
+        else:
+            cm.__exit__(None, None, None)
+        report = m.report
+        report.cell = self._auto_cell
+        self._note_regrowth(report, getattr(info, "raw_cell", "") or "", self._auto["device"] if self._auto else None)
+        before = getattr(result, "error_before_exec", None)
+        if before is not None and report.exception is None:
+            report.exception = type(before).__name__
+        gauge, self._auto_gauge = self._auto_gauge, None
+        if gauge is not None:
+            gauge.stop(report)  # the report replaces the gauge's line
+        elif self._auto is not None and not self._auto["quiet"]:
+            self._pending.append(report)
 
     def _vouch(self) -> None:
         """After a top-level cell: if it ran measured on CPU from its first line to its
