@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import gc
 import signal
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -186,3 +189,93 @@ def test_vram_on_cell_interrupted_at_its_end_reports_nothing_and_raises_nothing(
     result, _ = run(ip, "more = torch.ones(25)")
     assert result.success and vramnb.history()[-1].delta_allocated == 100
     assert len(vramnb.history()) <= n + 2
+
+
+def test_interrupt_in_a_dispatch_of_prim_device_does_not_abort_the_process() -> None:
+    """Ctrl-C landing in a dispatch mode while it handles ``prim.device`` under the estimate's fake mode:
+    the KeyboardInterrupt could not unwind through PyTorch's C++ and the process aborted
+    ("terminate called after throwing an instance of 'python_error'"). Run in a fresh interpreter:
+    before the fix it dies."""
+    code = textwrap.dedent("""
+        import signal, time, torch, vramnb
+        from vramnb.predict import _fake
+        orig = _fake.KernelFixes.__torch_dispatch__
+        seen, at = [0], [0]
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if str(func) == "prim.device.default":
+                seen[0] += 1
+                if seen[0] == at[0]:  # the interrupt lands in this prim.device dispatch
+                    signal.raise_signal(signal.SIGINT)
+            return orig(self, func, types, args, kwargs)
+        _fake.KernelFixes.__torch_dispatch__ = __torch_dispatch__
+        model = torch.nn.Linear(8, 8)
+        got = 0
+        for k in (1, 4, 5, 7):
+            seen[0], at[0] = 0, k
+            try:
+                vramnb.estimate(model, torch.randn(4, 8), lambda m, b: m(b).sum(), target="24GiB")
+                time.sleep(0.1)  # an interrupt delivered again after the estimate lands here
+            except KeyboardInterrupt:
+                got += 1
+        print("alive", got, torch._C._len_torch_dispatch_stack())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, (out.returncode, out.stderr[-1500:])
+    assert out.stdout.split() == ["alive", "4", "0"]  # each interrupt raised once, no mode left on the stack
+
+
+def test_interrupt_while_a_step_sets_up_its_recording(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C between the tracker's mode and its listener (an estimate holds no interrupt back): the
+    mode stayed on the dispatch stack and ``UntypedStorage.resize_`` patched; the next estimate aborted
+    the process."""
+    from vramnb import _tracker
+
+    orig = _tracker.StorageTracker.listening
+    calls = [0]
+
+    def listening(self: object, *a: object, **k: object) -> object:
+        caller = sys._getframe(1).f_code
+        if caller.co_name == "run" and caller.co_filename.endswith("_step.py"):  # the step's own listener
+            calls[0] += 1
+            raise KeyboardInterrupt
+        return orig(self, *a, **k)  # type: ignore[arg-type]
+
+    resize = torch.UntypedStorage.resize_
+    monkeypatch.setattr(_tracker.StorageTracker, "listening", listening)
+    model = torch.nn.Linear(8, 1)
+    with pytest.raises(KeyboardInterrupt) as info:
+        vramnb.estimate(model, torch.randn(4, 8), lambda m, b: m(b).sum(), target="24GiB")
+    kept = info.value.__traceback__  # as IPython keeps the last traceback: the frames (and their generators) alive
+    monkeypatch.undo()
+    assert calls[0] == 1 and kept is not None
+    assert torch._C._len_torch_dispatch_stack() == 0 and torch.UntypedStorage.resize_ is resize
+    assert all(not p._post_accumulate_grad_hooks for p in model.parameters())  # type: ignore[attr-defined]
+    est = vramnb.estimate(model, torch.randn(4, 8), lambda m, b: m(b).sum(), target="24GiB")
+    assert est.peak_allocated > 0
+
+
+def test_interrupt_in_the_trackers_free_callback_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C landing in the tracker's weakref callback: Python only printed it ("Exception ignored"), the
+    interrupt was lost and the freed storage stayed counted."""
+    import time
+
+    from vramnb._tracker import StorageTracker
+
+    tracker = StorageTracker("cpu")
+    t = torch.empty(1000, dtype=torch.uint8)
+    tracker.add_tensor(t)
+    assert tracker.current == 1000
+    orig = StorageTracker._drop
+    armed = [True]
+
+    def _drop(self: StorageTracker, key: int) -> None:
+        if armed[0] and self is tracker:  # this tracker's only (the process-wide one frees storages too)
+            armed[0] = False
+            raise KeyboardInterrupt  # as a Ctrl-C landing at the callback's start
+        orig(self, key)
+
+    monkeypatch.setattr(StorageTracker, "_drop", _drop)
+    with pytest.raises(KeyboardInterrupt):
+        del t
+        time.sleep(0.5)  # the interrupt, delivered again, lands here
+    assert not armed[0] and tracker.current == 0

@@ -189,12 +189,20 @@ class _StepRun:
             self.recorder = CpuRecorder(tracker, self.plan.block_size)
             self.saved = SavedTensors(self.key, self.recorder.interval_of)
             ctx = contextlib.ExitStack()
-            ctx.enter_context(tracker.tracking())
-            ctx.enter_context(tracker.listening(self.recorder))
         handles = []
-        for p in self.model.parameters():
-            if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
-                handles.append(p.register_post_accumulate_grad_hook(lambda q: self.got_grad.add(id(q))))
+        try:  # set up whole or not at all: an interrupt here (an estimate holds none back) leaves no
+            # tracker mode on the stack, no resize_ patch and no hook on the parameters
+            if not self.cuda:
+                ctx.enter_context(tracker.tracking())
+                ctx.enter_context(tracker.listening(self.recorder))
+            for p in self.model.parameters():
+                if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
+                    handles.append(p.register_post_accumulate_grad_hook(lambda q: self.got_grad.add(id(q))))
+        except BaseException:
+            for h in handles:
+                h.remove()
+            ctx.__exit__(None, None, None)
+            raise
         err: BaseException | None = None
         t0 = time.perf_counter()
         try:
