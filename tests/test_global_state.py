@@ -8,6 +8,11 @@ afterwards the generators' states and the flags/defaults are exactly those befor
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -35,6 +40,10 @@ def drawing_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
     torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_float32_matmul_precision("medium")
+    # what a library imported on the way installs (torch.distributed's process group, accelerate):
+    sys.excepthook = lambda *exc: None
+    threading.excepthook = lambda args: None
+    warnings.filterwarnings("ignore", category=UserWarning, module="torch.optim.lr_scheduler")
     return model(batch).square().mean()
 
 
@@ -63,6 +72,7 @@ ENTRY = {  # each gets a model and a batch built before the states are read (bui
     "profile_step": lambda m, b: vramnb.profile_step(m, b, drawing_loss),
     "compare": lambda m, b: vramnb.compare(m, b, drawing_loss, progress=False),
     "panel": lambda m, b: vramnb.panel(m, b, drawing_loss, display=False),
+    "panel run": lambda m, b: vramnb.panel(m, b, drawing_loss, display=False).run(),
     "profile_distributed": lambda m, b: profile_distributed(_dist_fn, 1, backend="gloo", timeout=120),
 }
 
@@ -74,6 +84,9 @@ def _state() -> dict:
         "random": random.getstate(),
         "numpy": (np_state[0], np_state[1].tolist(), *np_state[2:]),
         **snapshot(),
+        "sys.excepthook": id(sys.excepthook),
+        "threading.excepthook": id(threading.excepthook),
+        "warnings.filters": list(warnings.filters),
     }
 
 
@@ -91,3 +104,67 @@ def test_entry_point_leaves_global_state_as_found(entry: str) -> None:
     after = _state()
     changed = [k for k in before if before[k] != after[k]]
     assert not changed, changed
+
+
+def test_fsdp_estimate_keeps_sys_excepthook() -> None:
+    """Adversary 2026-12-04 #07: torch.distributed's init_process_group (the fake world of a sharded
+    estimate) replaces sys.excepthook with its ``_distributed_excepthook``, one more nested per call."""
+    hook, thread_hook = sys.excepthook, threading.excepthook
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.AdamW(model.parameters())
+    for _ in range(2):
+        vramnb.estimate(model, torch.randn(4, 8), lambda m, b: m(b).sum(), opt, target="24GiB", world_size=2,
+                        parallel="fsdp")
+    assert sys.excepthook is hook and threading.excepthook is thread_hook
+
+
+def test_lora_compare_keeps_warnings_filters_in_a_fresh_process() -> None:
+    """Adversary 2026-12-04 #08: compare's LoRA recipe imports peft, and with it accelerate, whose import
+    adds ``ignore UserWarning from torch.optim.lr_scheduler``: PyTorch's scheduler warnings went silent.
+    A fresh interpreter: in this one peft may have been imported already."""
+    pytest.importorskip("peft")
+    code = textwrap.dedent("""
+        import sys, warnings, torch, vramnb
+        assert "peft" not in sys.modules and "accelerate" not in sys.modules
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        found, hook = list(warnings.filters), sys.excepthook
+        vramnb.compare(model, torch.randn(4, 8), lambda m, b: m(b).sum(), opt, toggles={"lora": ["off", "r=8"]},
+                       progress=False)
+        assert "peft" in sys.modules
+        print(list(warnings.filters) == found, sys.excepthook is hook)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "True"]
+
+
+def test_interrupt_while_the_guard_puts_state_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while kept_as_found writes the found values back: every value is written, then the
+    interrupt is raised (it used to stop the restore halfway: the RNGs and later flags stayed changed)."""
+    import signal
+
+    real = torch.set_default_dtype
+
+    def set_default_dtype(d: torch.dtype) -> None:
+        signal.raise_signal(signal.SIGINT)  # lands in the guard's restore
+        real(d)
+
+    def loss(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
+        real(torch.float64)  # the real one: the interrupt is for the guard's restore
+        torch.set_float32_matmul_precision("medium")
+        random.random()
+        torch.rand(3)
+        sys.excepthook = lambda *exc: None
+        return m(b.double()).square().mean()
+
+    random.seed(1)
+    torch.manual_seed(3)
+    model, batch = _model().double(), _batch()
+    before = _state()
+    monkeypatch.setattr(torch, "set_default_dtype", set_default_dtype)
+    with pytest.raises(KeyboardInterrupt):
+        vramnb.profile_step(model, batch, loss)
+    monkeypatch.undo()
+    after = _state()
+    assert [k for k in before if before[k] != after[k]] == []

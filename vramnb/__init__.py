@@ -109,6 +109,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
     cpu_tracker().host_threads()  # the kernel's threads: running no user code, they keep no scan full
     ipython.input_transformers_post.append(magics.transformer)
+    ipython.ast_transformers.append(magics.gate)
     ipython.register_magics(magics)
     magics._auto = _resume.pop(id(ipython), None)
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
@@ -127,6 +128,8 @@ def unload_ipython_extension(ipython: Any) -> None:
     _kept[id(ipython)] = magics.close()  # for %reload_ext's load
     if magics.transformer in ipython.input_transformers_post:
         ipython.input_transformers_post.remove(magics.transformer)
+    if magics.gate in ipython.ast_transformers:
+        ipython.ast_transformers.remove(magics.gate)
     ipython.events.unregister("pre_run_cell", magics.pre_run_cell)
     ipython.events.unregister("post_run_cell", magics.post_run_cell)
     for kind in ("line", "cell"):
@@ -134,3 +137,8 @@ def unload_ipython_extension(ipython: Any) -> None:
         if getattr(table.get("vram"), "__self__", None) is magics:
             del table["vram"]
     ipython.magics_manager.registry.pop(type(magics).__name__, None)
+    if not _loaded:  # the last shell with the extension: the tracker's gc callback goes too
+        from . import _tracker
+
+        if _tracker._CPU_TRACKER is not None:
+            _tracker._CPU_TRACKER.stop_watching()

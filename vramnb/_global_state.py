@@ -13,7 +13,14 @@ code), on return or on error the process is left as it was found:
   deterministic algorithms (and their warn-only setting), the number of intra-op
   threads, ``float32`` matmul precision, and the cuDNN / CUDA matmul flags
   (``enabled``, ``benchmark``, ``deterministic``, ``allow_tf32``, reduced-precision
-  reductions).
+  reductions);
+* hooks and filters a library vramnb imports installs at import (``torch.distributed``'s
+  process group sets ``sys.excepthook``, ``accelerate`` adds a ``warnings`` filter through
+  peft): ``sys.excepthook``, ``threading.excepthook``, ``warnings.filters`` (a warning raised
+  inside is shown as the filters found decide: ``warnings.catch_warnings`` does not carry
+  the registry of what was already shown, so that is left alone);
+* compiled code: inside, ``torch.compile``'d code runs eagerly and dynamo's caches and
+  recompile budgets stay as found (:mod:`vramnb._compiled`).
 
 A value is written back only where it differs from the one found.
 """
@@ -22,11 +29,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
+import threading
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import torch
 
+from ._compiled import compiled_eagerly
+from ._interrupt import held_back
 from ._rng_state import RngStates
 
 __all__ = ["kept_as_found", "snapshot"]
@@ -79,18 +91,40 @@ def snapshot() -> dict[str, Any]:
     return {name: get() for name, (get, _) in _flags().items()}
 
 
+def _hooks() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
+    """Process-wide hooks and filters, compared by identity (a filter list by its entries)."""
+    return {
+        "sys.excepthook": _flag(lambda: sys.excepthook, _set_attr(sys, "excepthook")),
+        "threading.excepthook": _flag(lambda: threading.excepthook, _set_attr(threading, "excepthook")),
+        "warnings.filters": _flag(lambda: list(warnings.filters), _set_filters),
+    }
+
+
+def _set_filters(found: list[Any]) -> None:
+    warnings.filters[:] = found  # type: ignore[index]  # a list at run time (typeshed says Sequence)
+    warnings._filters_mutated()  # type: ignore[attr-defined]  # as warnings.filterwarnings does: caches re-read
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b))
+    return a is b or bool(a == b)
+
+
 @contextlib.contextmanager
 def _guard() -> Iterator[None]:
     rng = RngStates()
-    flags = _flags()
+    flags = {**_flags(), **_hooks()}
     found = {name: get() for name, (get, _) in flags.items()}
     try:
-        yield
+        with compiled_eagerly():
+            yield
     finally:
-        for name, (get, set_) in flags.items():
-            if get() != found[name]:
-                set_(found[name])
-        rng.restore()
+        with held_back():  # put back whole: an interrupt here is raised once all is as found
+            for name, (get, set_) in flags.items():
+                if not _same(get(), found[name]):
+                    set_(found[name])
+            rng.restore()
 
 
 def kept_as_found(fn: F) -> F:

@@ -11,6 +11,7 @@ and the report is displayed after the cell's own outputs.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import keyword
 import re
@@ -18,13 +19,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
-from IPython.core.error import UsageError
+from IPython.core.error import InputRejected, UsageError
 from IPython.core.displayhook import DisplayHook
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
 from ._errors import MissingDependencyError
+from ._interrupt import held_back
 from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_tracebacks, prepare, run_nodes, run_sync
 from ._free import free_hidden, hidden_holders, names_bound
 from .diagnose import Regrowth
@@ -39,7 +41,34 @@ from ._versions import versions
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-__all__ = ["VramMagics"]
+__all__ = ["InterruptedCellGate", "VramMagics"]
+
+
+class CellInterrupted(InputRejected, KeyboardInterrupt):
+    """Ctrl-C arrived while ``%vram on`` opened the cell's measurement, before the cell ran: the cell was
+    not run. A ``KeyboardInterrupt`` (the kernel reports it as one); also IPython's ``InputRejected``, the one
+    way an AST transformer stops a cell before it runs in every execution path (IPython records it as the
+    cell's error before execution, and ipykernel's reply says so)."""
+
+
+class InterruptedCellGate(ast.NodeTransformer):
+    """An entry of ``shell.ast_transformers``. IPython runs the ``pre_run_cell`` callbacks, then parses and
+    transforms the cell, then runs it; an exception a callback raises is printed and the cell runs anyway.
+    ``%vram on`` opens the cell's measurement in ``pre_run_cell`` (a scan of live tensors, seconds at a
+    million tensors): when Ctrl-C lands there, the callback sets :attr:`interrupted`, and this gate, the
+    next step IPython takes, stops the cell with :class:`CellInterrupted`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupted = False
+
+    def visit(self, node: Any) -> Any:
+        __tracebackhide__ = True  # noqa: F841 - IPython shows the message, not this frame
+        if self.interrupted:
+            self.interrupted = False
+            raise CellInterrupted("the cell was interrupted before it ran (Ctrl-C while %vram on opened its "
+                                  "measurement): none of it ran")
+        return node
 
 def _loop_running() -> bool:
     import asyncio
@@ -111,6 +140,7 @@ class VramMagics(Magics):
         self._bound: dict[str, int] = {}  # output-history names user code bound -> last cell
         # awaits the %%vram call of a cell with top-level await (see _cell_run)
         self.transformer = await_vram_cells(shell)
+        self.gate = InterruptedCellGate()  # in shell.ast_transformers: stops a cell interrupted in pre_run_cell
         self._cpu_cell = False  # the running cell is measured on CPU from its first line to its last
         self._magic_only = False  # the running cell is one %vram line
 
@@ -129,17 +159,49 @@ class VramMagics(Magics):
         # a cell of one %vram line runs none of the user's code: it leaves the tracker as it was
         self._magic_only = raw.startswith("%vram") and "\n" not in raw
         if self._auto is not None and not raw.startswith(("%vram", "%%vram", "%unload_ext", "%reload_ext")):
-            label = raw.splitlines()[0][:80] if raw else ""
-            a = self._auto
-            self._auto_cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"]), names=self._users_names,
-                                 hidden=self._hidden_fn(a["device"]),
-                                 budget=a["budget"], reset_peak=a["reset_peak"], warn=False, timed=times_itself(raw))
-            self._auto_m = self._auto_cm.__enter__()
-            self._auto_gauge = self._start_gauge(a["device"]) if a.get("live") and not a["quiet"] else None
+            try:
+                self._start_auto(raw)
+            except KeyboardInterrupt:
+                # Ctrl-C during the start-of-cell scan: IPython's event manager would print it as an
+                # "Error in callback" and run the cell anyway; the gate stops the cell instead
+                self._abandon_auto()
+                self.gate.interrupted = True
+
+    def _start_auto(self, raw: str) -> None:
+        """``%vram on``: open the cell's measurement (the scan of live tensors may take seconds and may be
+        interrupted; what comes after it is set up whole, an interrupt there raised once it is)."""
+        label = raw.splitlines()[0][:80] if raw else ""
+        a = self._auto
+        assert a is not None  # pre_run_cell checked
+        cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"]), names=self._users_names,
+                  hidden=self._hidden_fn(a["device"]),
+                  budget=a["budget"], reset_peak=a["reset_peak"], warn=False, timed=times_itself(raw))
+        m = cm.__enter__()  # an interrupt in its scan: the next scan walks everything again (StorageTracker.scan)
+        with held_back():
+            self._auto_cm, self._auto_m = cm, m
             self._auto_cell = self._count()
             self._cpu_cell = torch.device(a["device"]).type == "cpu"
             self._auto_tb = clean_tracebacks(self.shell)
             self._auto_tb.__enter__()
+            self._auto_gauge = self._start_gauge(a["device"]) if a.get("live") and not a["quiet"] else None
+
+    def _abandon_auto(self) -> None:
+        """Close a cell's measurement without recording it (the cell was interrupted before it ran)."""
+        with held_back():
+            gauge, self._auto_gauge = self._auto_gauge, None
+            if gauge is not None:
+                gauge.stop()
+            tb, self._auto_tb = self._auto_tb, None
+            if tb is not None:
+                tb.__exit__(None, None, None)
+            cm, self._auto_cm = self._auto_cm, None
+            m, self._auto_m = self._auto_m, None
+            if cm is not None:
+                cm.__exit__(None, None, None)
+                if m is not None and _HISTORY and _HISTORY[-1] is m.report:
+                    _HISTORY.pop()
+            self._auto_cell = None
+            self._cpu_cell = False
 
     def _note_bound(self, code: Any, count: int | None) -> None:
         """Remember the output-history names user code binds (``%vram free`` leaves them)."""
@@ -159,32 +221,49 @@ class VramMagics(Magics):
             # a %%vram body's error is recorded on the cell after run_cell_async
             # has set this from the magic's own (successful) return
             self.shell.last_execution_succeeded = False
+        self.gate.interrupted = False  # a cell that never reached its AST transformers (a syntax error)
         cm, self._auto_cm = self._auto_cm, None
-        if cm is not None:
-            tb, self._auto_tb = self._auto_tb, None
-            if tb is not None:
-                tb.__exit__(None, None, None)
-            err = getattr(result, "error_in_exec", None)
-            if err is not None:
-                cm.__exit__(type(err), err, err.__traceback__)
-            else:
-                cm.__exit__(None, None, None)
-            report = self._auto_m.report
-            report.cell = self._auto_cell
-            self._note_regrowth(report, getattr(info, "raw_cell", "") or "", self._auto["device"] if self._auto else None)
-            before = getattr(result, "error_before_exec", None)
-            if before is not None and report.exception is None:
-                report.exception = type(before).__name__
-            self._auto_m = None
-            gauge, self._auto_gauge = self._auto_gauge, None
-            if gauge is not None:
-                gauge.stop(report)  # the report replaces the gauge's line
-            elif self._auto is not None and not self._auto["quiet"]:
-                self._pending.append(report)
+        m, self._auto_m = self._auto_m, None
+        if cm is not None and m is not None:
+            try:
+                self._finish_auto(cm, m, result, info)
+            except KeyboardInterrupt:  # Ctrl-C during the end-of-cell measurement: the cell itself has run
+                with held_back():
+                    tb, self._auto_tb = self._auto_tb, None
+                    if tb is not None:
+                        tb.__exit__(None, None, None)
+                    gauge, self._auto_gauge = self._auto_gauge, None
+                    if gauge is not None:
+                        gauge.stop()
+                    self._cpu_cell = False  # the next measured cell scans every live tensor
+                print("vram: interrupted while measuring the end of the cell, after it ran: no report for this cell",
+                      file=sys.stderr)
         self._vouch()
         pending, self._pending = self._pending, []
         for obj in pending:
             display(obj)
+
+    def _finish_auto(self, cm: Any, m: Any, result: Any, info: Any) -> None:
+        """``%vram on``: close the cell's measurement and show (or queue) its report."""
+        tb, self._auto_tb = self._auto_tb, None
+        if tb is not None:
+            tb.__exit__(None, None, None)
+        err = getattr(result, "error_in_exec", None)
+        if err is not None:
+            cm.__exit__(type(err), err, err.__traceback__)
+        else:
+            cm.__exit__(None, None, None)
+        report = m.report
+        report.cell = self._auto_cell
+        self._note_regrowth(report, getattr(info, "raw_cell", "") or "", self._auto["device"] if self._auto else None)
+        before = getattr(result, "error_before_exec", None)
+        if before is not None and report.exception is None:
+            report.exception = type(before).__name__
+        gauge, self._auto_gauge = self._auto_gauge, None
+        if gauge is not None:
+            gauge.stop(report)  # the report replaces the gauge's line
+        elif self._auto is not None and not self._auto["quiet"]:
+            self._pending.append(report)
 
     def _vouch(self) -> None:
         """After a top-level cell: if it ran measured on CPU from its first line to its

@@ -228,6 +228,7 @@ class Panel(RunsTable):
         return Recipe(**{n: c.value for n, c in self.controls.items() if c.value != tech[n].default()})
 
     # -- running ------------------------------------------------------------
+    @kept_as_found
     def run(self) -> dict[str, Any] | None:
         """Profile one step under the current settings (what *Run step* does).
         A press while a run is going on is ignored, not queued."""

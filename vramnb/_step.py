@@ -43,6 +43,7 @@ from ._reach import Reach
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys, viewed_bytes_of
 from ._timeline import CpuRecorder, CudaRecorder, Timeline, history_enabled
 from ._tracker import cpu_tracker
+from ._compiled import compiled_note
 from ._units import format_bytes
 from ._versions import versions
 from ._measure import oom_info
@@ -188,12 +189,20 @@ class _StepRun:
             self.recorder = CpuRecorder(tracker, self.plan.block_size)
             self.saved = SavedTensors(self.key, self.recorder.interval_of)
             ctx = contextlib.ExitStack()
-            ctx.enter_context(tracker.tracking())
-            ctx.enter_context(tracker.listening(self.recorder))
         handles = []
-        for p in self.model.parameters():
-            if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
-                handles.append(p.register_post_accumulate_grad_hook(lambda q: self.got_grad.add(id(q))))
+        try:  # set up whole or not at all: an interrupt here (an estimate holds none back) leaves no
+            # tracker mode on the stack, no resize_ patch and no hook on the parameters
+            if not self.cuda:
+                ctx.enter_context(tracker.tracking())
+                ctx.enter_context(tracker.listening(self.recorder))
+            for p in self.model.parameters():
+                if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
+                    handles.append(p.register_post_accumulate_grad_hook(lambda q: self.got_grad.add(id(q))))
+        except BaseException:
+            for h in handles:
+                h.remove()
+            ctx.__exit__(None, None, None)
+            raise
         err: BaseException | None = None
         t0 = time.perf_counter()
         try:
@@ -640,6 +649,9 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     report.warnings.extend(effects.warnings())  # techniques that had no effect in the steps
     del effects  # it refers to the model's modules
     report.notes.extend(plan.notes)
+    compiled = compiled_note(model, "the profiled steps")
+    if compiled is not None:
+        report.notes.append(compiled)
     if aside is not None:
         report.notes.append(f"your optimizer's state ({format_bytes(aside.nbytes)}) was moved to host memory for "
                             "these steps, which train with the recipe's optimizer instead")

@@ -39,6 +39,7 @@ from ._graph import collector_paused, graph_tensors
 from ._same_memory import Entry, SameMemory
 from ._tracker_patch import _ON_FORK, _exit_mode, _patch_acquire, _patch_release
 from ._young import YoungWatch, generations_supported
+from ._interrupt import deliver_later
 from ._storages import (
     _PLAIN, DataRanges, _live_tensors_and_storages, data_range, storage_key, storage_of, storages_of_tensor,
 )
@@ -270,11 +271,21 @@ class StorageTracker(SameMemory):
             self._change(key, 0, nbytes, owner)
 
     def _make_callback(self, key: int) -> Callable[[weakref.ref[Any]], None]:
-        def freed(ref: weakref.ref[Any]) -> None:
+        def drop(ref: weakref.ref[Any]) -> None:
             with self._lock:
                 entry = self._entries.get(key)
                 if entry is not None and entry.ref is ref:
                     self._drop(key)
+
+        def freed(ref: weakref.ref[Any]) -> None:
+            try:
+                drop(ref)
+            except KeyboardInterrupt:
+                # Python only prints what a weakref callback raises: the Ctrl-C would be lost and the
+                # freed storage stay counted. The drop is done (an interrupt at its start, the usual
+                # place, cut nothing yet) and the interrupt delivered again where it can be raised.
+                deliver_later()
+                drop(ref)
 
         return freed
 
@@ -456,6 +467,12 @@ class StorageTracker(SameMemory):
         may resize or re-point old storages between cells and during the next
         one), and after a scan cut short (see :meth:`scan`)."""
         self.stale = self._incomplete or self._untracked_threads()
+
+    def stop_watching(self) -> None:
+        """Take the garbage collector's callback out of ``gc.callbacks`` (``%unload_ext vramnb``); the
+        next scan walks every live object, since the collections in between were not watched, and puts
+        it back."""
+        self._watch.uninstall()
 
     def host_threads(self) -> None:
         """Take the threads alive now as the host's, running none of the user's code

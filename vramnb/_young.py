@@ -25,13 +25,12 @@ https://docs.python.org/3/library/gc.html#gc.callbacks.
 
 from __future__ import annotations
 
-import _thread
 import gc
-import signal
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
+
+from ._interrupt import deliver_later
 
 __all__ = ["YoungWatch", "generations_supported"]
 
@@ -47,10 +46,7 @@ def _deliver_interrupt_later() -> None:
     """Ctrl-C landed in the callback, whose exceptions Python only prints: deliver it again
     from a thread a moment later, once the collection has returned to the user's code (if it
     lands in a callback again, this runs again)."""
-    timer = threading.Timer(0.002, _thread.interrupt_main, args=(signal.SIGINT,))
-    timer.daemon = True
-    timer._vramnb_own = True  # type: ignore[attr-defined]  # runs no user code (StorageTracker._untracked_threads)
-    timer.start()
+    deliver_later()
 
 
 class YoungWatch:

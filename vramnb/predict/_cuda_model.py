@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from .._interrupt import held_back
 from ._kernels import Workspaces, cudnn_attention, cudnn_rnn
 
 __all__ = ["CudaPolicy", "CUDA_CONTEXT", "LIBRARY_MEMORY", "outside_pytorch", "sdpa_backend"]
@@ -181,9 +182,23 @@ class CudaPolicy:
 
     # -- registration ---------------------------------------------------------------
     def __enter__(self) -> CudaPolicy:
+        """Register the policy's kernels and patches as one step: an interrupt (Ctrl-C) that arrives while
+        they register is held back until all are in place, then everything registered is taken out again
+        before it is raised (a half-registered library kept alive by the traceback IPython stores would
+        leave PyTorch's AutocastCPU kernels replaced for the user's own ``torch.autocast("cpu")``)."""
+        try:
+            with held_back():
+                self._register()
+        except BaseException:  # an interrupt (held back, or raised inside), or a registration that failed
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _register(self) -> None:
         import warnings
 
-        lib = torch.library.Library("aten", "IMPL")
+        self._lib = lib = torch.library.Library("aten", "IMPL")  # owned at once: __exit__ takes out what is in
+        self._owner = threading.get_ident()
         policies = {n: self._lower for n in _LOWER}
         policies.update({n: self._fp32 for n in _FP32})
         policies.update({n: self._fp32_opt for n in _FP32_SET_OPT_DTYPE})
@@ -204,27 +219,21 @@ class CudaPolicy:
             lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
 
             lib.impl("dropout", self._dropout, "CompositeImplicitAutograd")
-        self._lib = lib
-        self._owner = threading.get_ident()
-        try:
-            self._autocast_patch = _patch_user_autocast(self)
-            self._rnn_patch = self._patch_rnns()
-        except BaseException:  # an interrupt between the patches: put back what is in place
-            self.__exit__(None, None, None)
-            raise
-        return self
+        self._autocast_patch = _patch_user_autocast(self)
+        self._rnn_patch = self._patch_rnns()
 
     def __exit__(self, *exc: Any) -> None:
-        self._cache.clear()
-        if self._autocast_patch is not None:
-            self._autocast_patch()
-            self._autocast_patch = None
-        if self._rnn_patch is not None:
-            self._rnn_patch()
-            self._rnn_patch = None
-        if self._lib is not None:
-            self._lib._destroy()
-            self._lib = None
+        with held_back():  # taken out whole: an interrupt here is raised once all is put back
+            self._cache.clear()
+            if self._autocast_patch is not None:
+                self._autocast_patch()
+                self._autocast_patch = None
+            if self._rnn_patch is not None:
+                self._rnn_patch()
+                self._rnn_patch = None
+            if self._lib is not None:
+                self._lib._destroy()
+                self._lib = None
 
     @contextlib.contextmanager
     def autocast(self, dtype: torch.dtype) -> Iterator[None]:

@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from .._compiled import compiled_note
+from .._interrupt import outside_dispatch
 from .._versions import versions
 
 from ._accuracy import ExpectedError, StepOps, classify, expected_error
@@ -274,9 +276,10 @@ def estimate(
             on the weights or activations) or of a batch on ``meta``: the message
             names the operator and the line of the user's code that reads it.
     """
-    with _ONE_AT_A_TIME, torch.enable_grad(), _autocast_off(), _host_default_device():
+    with _ONE_AT_A_TIME, torch.enable_grad(), _autocast_off(), _host_default_device(), outside_dispatch():
         # one estimate at a time (its dispatcher kernels are process-wide); the
-        # caller's grad mode, autocast regions and default device do not leak into the predicted step
+        # caller's grad mode, autocast regions and default device do not leak into the predicted step;
+        # a Ctrl-C is raised between operators, never inside a dispatch mode (where it aborts the process)
         return _estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, device=device,
                          batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
                          warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
@@ -506,6 +509,9 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     if timer is not None:
         est.time = timer.time
     est.notes.extend(plan.notes)
+    compiled = compiled_note(model, "the fake step")
+    if compiled is not None:
+        est.notes.append(compiled)
     est.notes.extend(values.notes())
     plan.release()
     if dropped:

@@ -192,6 +192,10 @@ class _Copier:
             out = cls.__new__(cls)
             self.memo[id(v)] = out
             for k, x in vars(v).items():
+                if k == "_compiled_call_impl" and isinstance(v, torch.nn.Module):
+                    # ``m.compile()``: torch.compile of the *user's* bound ``_call_impl``, which would run the
+                    # user's module; left out as ``Module.__getstate__`` leaves it out of every copy
+                    continue
                 sub = k if not path else f"{path}.{k}"
                 if k in ("_parameters", "_buffers", "_modules") and isinstance(x, dict):
                     sub = path  # state-dict names: "0.weight", not "_modules.0._parameters.weight"

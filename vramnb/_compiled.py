@@ -1,0 +1,83 @@
+"""``torch.compile``'d code runs eagerly inside vramnb's entry points, and the user's compiled code is left as found.
+
+Dynamo keeps what it compiled per *code object* (a cache of guarded entries, and a
+recompile budget, ``torch._dynamo.config.recompile_limit``), shared by every compiled
+module and function whose frames run that code (every ``torch.compile(nn.Sequential)``
+runs the one ``external_utils.wrap_inline`` frame). A step that vramnb runs through the
+user's compiled model would write there:
+
+* under a dispatch mode that does not ignore compile internals (the fake step of
+  ``estimate``/``max_batch_size``/``fit``), dynamo declines the frame *and marks its code
+  object skipped for good* (``ConvertFrameReturn``'s default ``apply_to_code=True``): the
+  user's compiled model, and every other one sharing that code, runs eagerly for the rest
+  of the process;
+* under each of ``compare``'s recipes (autocast, ``no_grad``, other batch sizes: new guards)
+  dynamo recompiles the user's code until the recompile budget is spent, after which that
+  code runs eagerly for the rest of the process.
+
+Neither can be undone through PyTorch's API (a cache entry cannot be put back). So every
+entry point runs with PyTorch's own ``torch.compiler.set_stance("force_eager")``: compiled
+code runs as plain PyTorch, dynamo is never called, and its caches, skip marks and budgets
+stay as they were. :func:`compiled_parts` names what ran eagerly, for the reports' notes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["compiled_eagerly", "compiled_note", "compiled_parts"]
+
+_ON = [0]  # how many compiled_eagerly blocks are open (the notes say "ran eagerly" only inside one)
+
+
+@contextlib.contextmanager
+def compiled_eagerly() -> Iterator[None]:
+    """Run ``torch.compile``'d code eagerly inside the block (``torch.compiler.set_stance("force_eager")``),
+    the stance found put back after. Nothing happens where ``torch._dynamo`` was never imported (nothing
+    compiled exists then, and importing it would take seconds)."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None or not hasattr(dynamo, "set_stance"):
+        yield
+        return
+    from ._interrupt import held_back
+
+    with held_back():  # set_stance sets the stance when it is made: made and entered as one
+        stance = dynamo.set_stance("force_eager")
+        _ON[0] += 1
+    try:
+        yield
+    finally:
+        with held_back():
+            _ON[0] -= 1
+            stance.__exit__(None, None, None)
+
+
+def compiled_parts(model: Any) -> list[str]:
+    """The names of ``model``'s modules that are ``torch.compile``'d: an ``OptimizedModule`` (``torch.compile(m)``)
+    or a module compiled in place (``m.compile()``); ``""`` is the model itself."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module) or "torch._dynamo" not in sys.modules:
+        return []
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    out = []
+    for name, m in model.named_modules(remove_duplicate=True):
+        if isinstance(m, OptimizedModule) or getattr(m, "_compiled_call_impl", None) is not None:
+            out.append(name)
+    return out
+
+
+def compiled_note(model: Any, what: str) -> str | None:
+    """The report's note for a model with compiled parts (``what``: "the fake step", "the profiled steps"), else None."""
+    parts = compiled_parts(model) if _ON[0] else []
+    if not parts:
+        return None
+    names = "the model" if parts == [""] else ", ".join(p or "the model" for p in parts[:3]) + (
+        f" and {len(parts) - 3} more" if len(parts) > 3 else "")
+    return (f"torch.compile'd code ({names}) ran eagerly in {what} (torch.compiler.set_stance('force_eager')), so "
+            "that your compiled code's caches and recompile budget stay as they were; its compiled kernels' memory "
+            "may differ from these eager ones' (inductor fuses operators and plans its own buffers)")
