@@ -115,3 +115,29 @@ def test_ipythons_own_output_dict_and_exception_still_go(ip):
     freed, kept, _ = _free(ip)
     assert freed[EXC] == MIB4 and freed[OUT] == 2**20 and kept == {}
     assert ip.history_manager.output_hist == {}
+
+
+def test_a_kept_member_of_an_exception_group_keeps_the_frames_it_reaches(ip):
+    """The user keeps the KeyError that became a member of IPython's ExceptionGroup: its frames
+    (a's and grp's, which caught it, with grp's 4 MiB `own`) stay; nothing is freed."""
+    run(ip, "kept = []\ndef a():\n    inner_big = torch.ones(2**20)\n    raise KeyError('k')\n"
+            "def grp():\n    errs = []\n    try:\n        a()\n    except KeyError as e:\n"
+            "        kept.append(e); errs.append(e)\n    own = torch.ones(2**20)\n    raise ExceptionGroup('g', errs)")
+    run(ip, "grp()")
+    freed, kept, _ = _free(ip)
+    assert freed[EXC] == 0 and "the KeyError kept by your variable kept" in kept[EXC]
+    assert "inner_big" in _last_frame_locals(ip.user_ns["kept"][0])
+
+
+def test_after_debug_the_exception_is_still_ipythons_and_goes(ip, monkeypatch):
+    import io
+
+    from IPython.utils.capture import capture_output
+
+    run(ip, "def g():\n    big = torch.ones(2**20)\n    raise ValueError('x')")
+    run(ip, "g()")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("q\n"))
+    with capture_output():
+        ip.run_line_magic("debug", "")
+    freed, kept, _ = _free(ip)
+    assert freed[EXC] == MIB4 and kept == {}
