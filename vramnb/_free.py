@@ -128,13 +128,17 @@ def _release_plan(shell: Any, bound: Mapping[str, int] | None = None) -> _Releas
     An exception, traceback entry or frame that anything else refers to (a notebook variable at
     any depth: a list of tuples, an attribute, a dict value; a logging record; a generator
     suspended in that frame; a frame the user kept), read from the interpreter's referrer
-    lists (see :func:`outside_referrers`), is the user's: it and every part reachable from it (chained exceptions, later
-    traceback entries, their frames and those frames' callers) stay as they are."""
+    lists (see :func:`outside_referrers`), is the user's: it and every part reachable from
+    it (chained exceptions, later traceback entries, their frames and those frames' callers)
+    stay as they are."""
     parts = _last_exception(shell)
     plan = _Release()
     if not parts:
         return plan
-    user_oh = _output_dict_holder(shell, bound or {}) is not None
+    oh = _output_cache(shell) or {}
+    part_ids = {id(p) for p in parts}
+    # IPython's output dict counts as IPython's unless the user keeps it (asked only when it holds a part)
+    user_oh = any(id(v) in part_ids for v in list(oh.values())) and _output_dict_holder(shell, bound or {}) is not None
     held = outside_referrers(parts, Slots(shell, bound or {}, user_oh=user_oh))
     ids = {id(p): p for p in parts}
     protected: set[int] = set()

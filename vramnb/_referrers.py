@@ -117,41 +117,57 @@ def outside_referrers(targets: list[Any], slots: Slots) -> dict[int, Any]:
             reached[id(r)] = hit
     del refs
     found: dict[int, Any] = {}
-    skip |= {id(cands), id(found)}
-    for i in list(cands):  # ids only: a list of the referrers would be one more referrer
-        if not _garbage(cands[i], skip, slots.ns):
-            for t in reached[i]:
-                found.setdefault(t, cands[i])
+    if not cands:
+        return found
+    skip |= {id(cands), id(reached), id(found)}
+    alive = _alive(cands, skip, slots.ns)
+    for i in alive:
+        for t in reached[i]:
+            found.setdefault(t, cands[i])
     return found
 
 
-def _garbage(obj: Any, skip: set[int], ns: Any, limit: int = 5000) -> bool:
-    """Whether ``obj`` is reached only from a cycle nothing alive refers to (a walk up its
-    referrers, ``skip`` aside, closes within ``limit`` objects without meeting a module, a class,
-    a frame or ``ns``). Unsure (the limit) counts as alive."""
+def _alive(cands: dict[int, Any], skip: set[int], ns: Any, levels: int = 12, limit: int = 5000) -> set[int]:
+    """ids of those ``cands`` (id -> object) that something alive reaches: one walk up their
+    referrers together (one ``gc.get_referrers`` pass per level, each object remembering which
+    candidates it leads down to), ``skip`` aside. Meeting a module, a class, a frame or ``ns``
+    makes the candidates below alive; a walk that closes leaves them garbage; what is still
+    open after ``levels`` levels or ``limit`` objects counts as alive (unsure)."""
     modules = {id(vars(m)) for m in list(sys.modules.values()) if type(m) is types.ModuleType}
-    explored = {id(obj)}
     skip = skip | _stack_ids()
-    frontier = [obj]
-    while frontier:
+    origin: dict[int, set[int]] = {i: {i} for i in cands}
+    alive: set[int] = set()
+    frontier: list[Any] = list(cands.values())
+    for _ in range(levels):
+        if not frontier:
+            return alive
         skip.add(id(frontier))
+        at = {id(o) for o in frontier}
         refs = gc.get_referrers(*frontier)
         nxt: list[Any] = []
         skip.add(id(nxt))
         for r in refs:
-            if id(r) in skip or id(r) in explored:
+            if id(r) in skip:
+                continue
+            src: set[int] = set()
+            for t in gc.get_referents(r):
+                if id(t) in at:
+                    src |= origin[id(t)]
+            src -= alive
+            if not src:
                 continue
             tp = type(r)
             if r is ns or id(r) in modules or tp is types.FrameType or tp is types.ModuleType or issubclass(tp, type):
-                return False
-            explored.add(id(r))
-            nxt.append(r)
+                alive |= src
+            elif id(r) not in origin or not src <= origin[id(r)]:
+                origin.setdefault(id(r), set()).update(src)
+                nxt.append(r)
         del refs
-        if len(explored) > limit:
-            return False
-        frontier = nxt
+        frontier = [o for o in nxt if origin[id(o)] - alive]
         del nxt
-    return True
+        if len(origin) > limit:
+            break
+    return alive | {i for o in frontier for i in origin[id(o)]}  # still open: unsure
 
 
 def describe_holder(target: Any, holder: Any, shell: Any, skip: Iterable[int] = (), depth: int = 8,
