@@ -11,8 +11,10 @@ came back measured after ``gc.collect()``; then ``torch.cuda.empty_cache()``
 returns cached blocks.
 
 Only IPython's own references are released: a ``_oh``/``Out`` the user rebound,
-a ``_N``/``_`` the user's code bound (even to the same object), and an
-exception the user keeps in a variable stay as they are.
+a ``_N``/``_`` the user's code bound (even to the same object), IPython's output
+dict when anything else refers to it (``results = Out``), and an exception,
+traceback or frame that anything but IPython refers to, at any depth (see
+:mod:`vramnb._referrers`), stay as they are; the report says which and why.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import torch
 
 from ._versions import versions
 
-from ._graph import container_items
+from ._referrers import Slots, describe_holder, outside_referrers
 from ._process import malloc_trim, process_memory
 from ._probe import CpuProbe, probe_for
 from ._render import Rendered, Table
@@ -79,79 +81,95 @@ def _output_cache(shell: Any) -> dict[int, Any] | None:
     return oh if isinstance(oh, dict) else None
 
 
-def _tracebacks(shell: Any) -> list[Any]:
-    """The tracebacks of IPython's last exception (``sys.last_*``, the shell's
-    ``InteractiveTB.tb``, the last result's error) and of the exceptions chained
-    to it (``__cause__``/``__context__``), except those the user holds: an
-    exception, traceback or frame kept in a notebook variable (directly or in
-    a list, tuple, set or dict there) is the user's and keeps its frames."""
-    excs = [getattr(sys, name, None) for name in ("last_value", "last_exc")]
-    excs.append(getattr(getattr(shell, "last_execution_result", None), "error_in_exec", None))
-    tbs = [getattr(sys, "last_traceback", None), getattr(getattr(shell, "InteractiveTB", None), "tb", None)]
-    if all(x is None for x in excs + tbs):
-        return []
-    held = _user_held(shell)
-    seen: set[int] = set()
-    users: set[int] = set()
-    while excs:
-        exc = excs.pop()
-        if exc is None or id(exc) in seen:
-            continue
-        seen.add(id(exc))
-        if id(exc) in held or id(exc.__traceback__) in held:
-            users.add(id(exc.__traceback__))
-            continue
-        tbs.append(exc.__traceback__)
-        excs += [exc.__cause__, exc.__context__]
-    out: list[Any] = []
-    for tb in tbs:
-        if tb is None or id(tb) in users or any(id(t) in held or id(t.tb_frame) in held for t in _entries(tb)):
-            continue
-        if all(tb is not o for o in out):
-            out.append(tb)
-    return out
+def _links(obj: Any) -> list[Any]:
+    """What one part of an exception leads to: an exception's traceback, the exceptions chained to
+    it (``__cause__``/``__context__``) and an exception group's members; a traceback entry's next
+    entry and frame."""
+    if isinstance(obj, BaseException):
+        out = [obj.__traceback__, obj.__cause__, obj.__context__]
+        if isinstance(obj, BaseExceptionGroup):
+            out.extend(obj.exceptions)
+        return [o for o in out if o is not None]
+    if type(obj) is types.TracebackType:
+        return [o for o in (obj.tb_next, obj.tb_frame) if o is not None]
+    return []
 
 
-def _entries(tb: Any) -> list[Any]:
-    out = []
-    while tb is not None:
-        out.append(tb)
-        tb = tb.tb_next
-    return out
-
-
-def _user_held(shell: Any) -> set[int]:
-    """ids of the user's notebook variables' values, and of the items of those
-    that are lists, tuples, sets or dicts (IPython's own names excluded)."""
-    hidden = shell.user_ns_hidden
-    ids: set[int] = set()
-    for name, value in list(shell.user_ns.items()):
-        if name in hidden and hidden[name] is value:
+def _last_exception(shell: Any) -> list[Any]:
+    """IPython's last exception as parts: the exceptions (from ``sys.last_*``, the shell's
+    ``InteractiveTB.tb`` and the last result's error, with those chained to them), their
+    traceback entries and those entries' frames, each once."""
+    todo = [getattr(sys, name, None) for name in ("last_value", "last_exc", "last_traceback")]
+    todo.append(getattr(getattr(shell, "last_execution_result", None), "error_in_exec", None))
+    todo.append(getattr(getattr(shell, "InteractiveTB", None), "tb", None))
+    parts: dict[int, Any] = {}
+    while todo:
+        obj = todo.pop()
+        if obj is None or id(obj) in parts:
             continue
-        ids.add(id(value))
-        try:  # the built-in types' own items: a subclass's overridden values()/__iter__ is the user's code
-            ids.update(id(v) for v in container_items(value))
-        except Exception:  # a container whose iteration raises: its items are not looked at
-            pass
-    return ids
+        parts[id(obj)] = obj
+        todo.extend(_links(obj))
+    return list(parts.values())
+
+
+@dataclass
+class _Release:
+    """What ``%vram free`` may clear of the last exception, and what it leaves and why."""
+
+    frames: list[Any] = field(default_factory=list)  # the frames to clear
+    kept: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # id(part) -> (part, its holder outside IPython)
+    kept_frames: int = 0  # frames left because something outside IPython reaches them
+    parts: set[int] = field(default_factory=set)  # ids of all the exception's parts
+
+
+def _release_plan(shell: Any, bound: Mapping[str, int] | None = None) -> _Release:
+    """The frames of IPython's last exception that only IPython's own slots reach.
+
+    An exception, traceback entry or frame that anything else refers to (a notebook variable at
+    any depth: a list of tuples, an attribute, a dict value; a logging record; a generator
+    suspended in that frame; a frame the user kept), read from the interpreter's referrer
+    lists (see :func:`outside_referrers`), is the user's: it and every part reachable from
+    it (chained exceptions, later traceback entries, their frames and those frames' callers)
+    stay as they are."""
+    parts = _last_exception(shell)
+    plan = _Release()
+    if not parts:
+        return plan
+    oh = _output_cache(shell) or {}
+    part_ids = {id(p) for p in parts}
+    # IPython's output dict counts as IPython's unless the user keeps it (asked only when it holds a part)
+    user_oh = any(id(v) in part_ids for v in list(oh.values())) and _output_dict_holder(shell, bound or {}) is not None
+    held = outside_referrers(parts, Slots(shell, bound or {}, user_oh=user_oh))
+    ids = {id(p): p for p in parts}
+    protected: set[int] = set()
+    todo = [ids[i] for i in held]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in protected:
+            continue
+        protected.add(id(obj))
+        nxt = _links(obj) + ([obj.f_back] if type(obj) is types.FrameType else [])
+        todo.extend(o for o in nxt if o is not None and id(o) in ids)
+    plan.kept = {i: (ids[i], r) for i, r in held.items()}
+    plan.parts = set(ids)
+    for p in parts:
+        if type(p) is types.FrameType:
+            if id(p) in protected:
+                plan.kept_frames += 1
+            else:
+                plan.frames.append(p)
+    return plan
 
 
 def _frame_objects(shell: Any) -> list[Any]:
     ns = shell.user_ns
     objs: list[Any] = []
-    for tb in _tracebacks(shell):
-        live = _suspended_frames([t.tb_frame for t in _entries(tb)])  # their generators hold them
-        while tb is not None:
-            f = tb.tb_frame
-            if id(f) in live:
-                tb = tb.tb_next
-                continue
-            module = str(f.f_globals.get("__name__", ""))
-            if _is_function_frame(f) and not module.startswith(("IPython", "vramnb", "ipykernel")):
-                objs.extend(f.f_locals.values())
-            elif f.f_locals is not ns and f.f_locals is not f.f_globals and not module.startswith(("IPython", "vramnb")):
-                objs.extend(f.f_locals.values())
-            tb = tb.tb_next
+    for f in _release_plan(shell).frames:
+        module = str(f.f_globals.get("__name__", ""))
+        if _is_function_frame(f) and not module.startswith(("IPython", "vramnb", "ipykernel")):
+            objs.extend(f.f_locals.values())
+        elif f.f_locals is not ns and f.f_locals is not f.f_globals and not module.startswith(("IPython", "vramnb")):
+            objs.extend(f.f_locals.values())
     return objs
 
 
@@ -185,10 +203,21 @@ def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def _clear_output_history(shell: Any, bound: Mapping[str, int]) -> None:
+def _output_dict_holder(shell: Any, bound: Mapping[str, int]) -> Any:
+    """Something outside IPython's own slots that refers to IPython's output dict (a notebook
+    variable bound to it, ``results = Out``, at any depth), or ``None``."""
+    oh = _output_cache(shell)
+    if oh is None:
+        return None
+    return outside_referrers([oh], Slots(shell, bound, user_oh=True)).get(id(oh))
+
+
+def _clear_output_history(shell: Any, bound: Mapping[str, int], kept: list[tuple[str, str]] | None = None) -> None:
     """Like ``%reset -f out``, but never touches a user's own ``_``/``_N``,
     ``_oh`` or ``Out``, and also clears the hidden namespace's copies, which
-    ``%reset -f out`` leaves holding the last displayed value.
+    ``%reset -f out`` leaves holding the last displayed value. IPython's output
+    dict is emptied only when nothing but IPython refers to it: one the user
+    keeps (``results = Out``) stays whole, told in ``kept`` as ``(source, why)``.
 
     ``bound``: output-history name -> the last cell whose code bound it. A
     name is the user's when it holds another object than IPython's copy, or
@@ -208,8 +237,15 @@ def _clear_output_history(shell: Any, bound: Mapping[str, int]) -> None:
             del hidden[name]
             if not users:
                 ns.pop(name, None)
-    if oh is not None:
-        oh.clear()  # IPython's dict, whatever the user bound to _oh or Out
+    holder = _output_dict_holder(shell, bound) if oh else None
+    if holder is not None:  # the user's too: emptying it would empty their variable
+        if kept is not None:
+            n = len(oh or {})
+            kept.append(("output history (Out, _, __, ___)",
+                         f"IPython's output dict (Out, {n} output{'s' * (n != 1)}) kept by "
+                         f"{describe_holder(oh, holder, shell)}: left as it is"))
+    elif oh is not None:
+        oh.clear()  # IPython's own dict, which only IPython's names refer to
     for u in _UNDERS:
         setattr(dh, u, "")
     res = getattr(shell, "last_execution_result", None)
@@ -217,47 +253,42 @@ def _clear_output_history(shell: Any, bound: Mapping[str, int]) -> None:
         res.result = None
 
 
-_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
-
-
-def _suspended_frames(frames: list[Any]) -> set[int]:
-    """ids of those ``frames`` that belong to a generator, coroutine or async
-    generator that has not finished: ``frame.clear()`` would close it (run its
-    ``finally``, and the next ``next()`` raises StopIteration)."""
-    candidates = {id(f) for f in frames if f.f_code.co_flags & _RESUMABLE}
-    if not candidates:
-        return set()
-    out = set()
-    kinds = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
-    for obj in gc.get_objects():
-        if type(obj) in kinds:  # type(), not isinstance: that reads __class__ and wakes lazy attributes
-            f = getattr(obj, "gi_frame", None) or getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None)
-            if f is not None and id(f) in candidates:
-                out.add(id(f))
-    return out
-
-
-def _clear_last_exception(shell: Any) -> None:
-    for tb in _tracebacks(shell):
-        frames = [t.tb_frame for t in _entries(tb)]
-        live = _suspended_frames(frames)
-        for frame in frames:
-            if id(frame) in live:  # a generator still in use: its frame is its state, left alone
-                continue
-            with contextlib.suppress(RuntimeError):  # a frame still running cannot be cleared
-                frame.clear()  # drop the frame's locals; the exception itself stays
-            # Python < 3.13 keeps a snapshot dict of a function's locals on its frame
-            # (made when IPython's traceback formatter read f_locals) that clear()
-            # leaves alive; reading f_locals again re-syncs it. Only function frames:
-            # a module-level or exec() frame's f_locals is a real namespace.
-            if _is_function_frame(frame) and sys.version_info < (3, 13):  # 3.13: f_locals is a live view
-                frame.f_locals.clear()
+def _clear_last_exception(shell: Any, bound: Mapping[str, int], kept: list[tuple[str, str]]) -> None:
+    """Clear the locals of the last exception's frames that only IPython reaches (see
+    :func:`_release_plan`) and drop IPython's references to it; what the user holds is told in
+    ``kept`` as ``(source, why)``."""
+    plan = _release_plan(shell, bound)
+    for frame in plan.frames:
+        with contextlib.suppress(RuntimeError):  # a frame still running cannot be cleared
+            frame.clear()  # drop the frame's locals; the exception itself stays
+        # Python < 3.13 keeps a snapshot dict of a function's locals on its frame
+        # (made when IPython's traceback formatter read f_locals) that clear()
+        # leaves alive; reading f_locals again re-syncs it. Only function frames:
+        # a module-level or exec() frame's f_locals is a real namespace.
+        if _is_function_frame(frame) and sys.version_info < (3, 13):  # 3.13: f_locals is a live view
+            frame.f_locals.clear()
+    if plan.kept:
+        skip = set(plan.parts)
+        whys = sorted({describe_holder(part, holder, shell, skip) for part, holder in plan.kept.values()})
+        what = sorted({_part_name(part) for part, _ in plan.kept.values()})
+        n = plan.kept_frames
+        kept.append(("last exception (traceback frames)",
+                     f"{', '.join(what)} kept by {' and '.join(whys)}: {n} frame{'s' * (n != 1)} "
+                     "left with their local variables"))
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, name):
             delattr(sys, name)
     itb = getattr(shell, "InteractiveTB", None)
     if itb is not None and hasattr(itb, "tb"):
         itb.tb = None
+
+
+def _part_name(part: Any) -> str:
+    if isinstance(part, BaseException):
+        return f"the {type(part).__name__}"
+    if type(part) is types.FrameType:
+        return f"the frame of {part.f_code.co_name}"
+    return "a traceback entry"
 
 
 @dataclass
@@ -271,6 +302,8 @@ class FreeReport(Rendered):
         returned: bytes of cached blocks the caching allocator gave back to the
             driver (``torch.cuda.empty_cache``; reserved before − after), or
             ``None`` on CPU.
+        kept: ``(source, why)`` for what was left because the user holds it
+            (``"IPython's output dict (Out, 3 outputs) kept by your variable results: left as it is"``).
         trimmed: on CPU (Linux, glibc), the process's RSS before − after
             ``malloc_trim(0)`` (bytes the C allocator kept free and gave back to
             the system; RSS is not exact: other threads may allocate meanwhile),
@@ -283,6 +316,7 @@ class FreeReport(Rendered):
     trimmed: int | None = None
     method: str = ""
     versions: dict[str, str] = field(default_factory=dict)  # what it was measured with
+    kept: list[tuple[str, str]] = field(default_factory=list)  # (source, why it was left as it is)
 
     @property
     def total(self) -> int:
@@ -297,6 +331,8 @@ class FreeReport(Rendered):
             t.rows.append(("cache returned to the driver", format_bytes(self.returned)))
         if self.trimmed is not None:
             t.rows.append(("RSS returned by malloc_trim(0)", format_bytes(max(0, self.trimmed))))
+        for src, why in self.kept:
+            t.note(f"{src}: not released, {why}")
         t.note(f"measured by the {self.method}")
         return t
 
@@ -309,6 +345,7 @@ def free_hidden(shell: Any, device: torch.device, bound: Mapping[str, int] | Non
     cell that did (see :func:`names_bound`); those bindings are left alone."""
     bound = bound or {}
     probe = probe_for(device)
+    report = FreeReport(str(device), method=probe.method, versions=versions(device))
 
     def allocated(collect: bool = True) -> int:
         if collect:
@@ -319,10 +356,9 @@ def free_hidden(shell: Any, device: torch.device, bound: Mapping[str, int] | Non
 
     steps: list[tuple[str, Callable[[], None]]] = [
         ("unreachable cycles (gc.collect)", lambda: None),
-        ("output history (Out, _, __, ___)", lambda: _clear_output_history(shell, bound)),
-        ("last exception (traceback frames)", lambda: _clear_last_exception(shell)),
+        ("output history (Out, _, __, ___)", lambda: _clear_output_history(shell, bound, report.kept)),
+        ("last exception (traceback frames)", lambda: _clear_last_exception(shell, bound, report.kept)),
     ]
-    report = FreeReport(str(device), method=probe.method, versions=versions(device))
     before = allocated(collect=False)
     for name, step in steps:
         step()
