@@ -453,3 +453,29 @@ def test_a_logger_the_forward_uses_is_left_to_logging():
         assert buf.getvalue() == "forward\n" * 4  # the output stays output
     finally:
         log.removeHandler(handler)
+
+
+def test_a_library_object_of_plain_data_is_put_back():
+    """A library's object whose attributes are plain data (a model config a factory names: building
+    GPT2LMHeadModel(cfg) sets cfg._attn_implementation_internal, notebook 14) is recorded and put back
+    like the user's own objects, and the estimate says what it put back."""
+    import json
+
+    enc = json.JSONEncoder(indent=2)  # the standard library's object; its attributes are plain data
+
+    def reads(m, b):
+        assert enc.indent == 2
+        return m(b).sum()
+
+    e = vramnb.estimate(nn.Linear(8, 8), torch.randn(4, 8), reads, None, target="24GiB")
+    last = next(n for n in e.notes if n.startswith("predicted for 24GiB"))
+    assert last.endswith("nothing of yours was allocated or changed"), last
+
+    def writes(m, b):
+        enc.indent = 4
+        return m(b).sum()
+
+    e = vramnb.estimate(nn.Linear(8, 8), torch.randn(4, 8), writes, None, target="24GiB")
+    last = next(n for n in e.notes if n.startswith("predicted for 24GiB"))
+    assert "put back as found: enc" in last and "not checked" not in last, last
+    assert enc.indent == 2

@@ -230,7 +230,9 @@ def test_transform_rng_and_file_offset_kept(tmp_path, monkeypatch) -> None:
     _fit(DataLoader(ds, batch_size=8))
     assert ds.rnd.getstate() == state
     assert ds.f.readline() == "0\n"  # the user's next read starts where it was
-    assert put_back == [{}]
+    # the user's file was reopened in the copy, not put back here (another open file the test process shares
+    # with the copy, such as pytest's capture file under pytest-xdist, may be)
+    assert len(put_back) == 1 and ds.f.fileno() not in put_back[0]
     ds.f.close()
 
 

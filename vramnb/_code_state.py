@@ -35,9 +35,11 @@ by name, then :meth:`CodeState.restore` puts it back (whatever the step raised):
   containers), which the fake copy shares or copies and the real step changes.
 
 Objects of library classes (the standard library's, an installed package's) are the
-library's: not recorded, and named in :attr:`CodeState.unchecked` where the user's code
-names them (a ``GradScaler``, a tokenizer, a ``wandb`` run: partly putting back an object
-that has already acted outside the process would leave it inconsistent), left out where
+library's: one whose attributes are all plain data (a model's config, which a library may
+change as it builds a model from it) is recorded and put back like the user's objects; any
+other is not recorded (partly putting back an object that has already acted outside the
+process, a ``GradScaler``, a ``wandb`` run, would leave it inconsistent) and is named in
+:attr:`CodeState.unchecked` where the user's code names it; they are left out where
 they are the model's attributes (the fake copy copies them, the snapshot keeps their
 bindings), and loggers and handlers are left alone (what they do is output).
 Not recorded either, and named in :attr:`CodeState.unchecked`: objects without
@@ -391,7 +393,7 @@ class CodeState:
                 self.arrays.append((v, v[:], path))
             elif type(v).__module__ == "numpy":  # a NumPy scalar, dtype: cannot change
                 continue
-            elif not _users_class(t) and t not in _DATA_CLASSES:  # an object of a library (or of Python's)
+            elif not _users_class(t) and t not in _DATA_CLASSES and not _plain_object(v):  # a library's object
                 if in_model or issubclass(t, _OUTPUT_CLASSES):
                     continue  # the model's: the fake copy copies it, the snapshot keeps its binding; output: not state
                 self.unchecked.append(f"{_path(path)} ({t.__module__}.{t.__qualname__}, a library's object)")
@@ -504,6 +506,40 @@ def _immutable(v: Any) -> bool:
 
 
 _EMPTY = object()  # an unset slot
+_NOT_PLAIN = object()  # a value that is not plain data
+PLAIN_ITEMS = 10_000
+"""The most values a library object's attributes may hold to be recorded as plain data (:func:`_plain_object`)."""
+
+
+def _plain(v: Any, budget: list[int] | None = None) -> Any:
+    """A copy of ``v`` if it is plain data (atoms, and dicts, lists and tuples of plain data, at most
+    :data:`PLAIN_ITEMS` values), else :data:`_NOT_PLAIN`."""
+    budget = [PLAIN_ITEMS] if budget is None else budget
+    budget[0] -= 1
+    if budget[0] < 0:
+        return _NOT_PLAIN
+    t = type(v)
+    if issubclass(t, _ATOMS) and not issubclass(t, (types.BuiltinFunctionType, types.MethodWrapperType)):
+        return v
+    if t in (dict, list, tuple):
+        items = list(v.items()) if t is dict else list(enumerate(v))
+        out = []
+        for k, x in items:
+            if t is dict and not issubclass(type(k), _ATOMS):
+                return _NOT_PLAIN
+            c = _plain(x, budget)
+            if c is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out.append((k, c))
+        return (t, out)
+    return _NOT_PLAIN
+
+
+def _plain_object(v: Any) -> bool:
+    """A library's object whose attributes are all plain data (a model's config): recorded and put back like
+    the user's objects (nothing in it can have acted outside the process)."""
+    d = getattr(v, "__dict__", None)
+    return isinstance(d, dict) and not _opaque(type(v)) and not _slots(type(v)) and _plain(d) is not _NOT_PLAIN
 
 
 def _slots(cls: type) -> tuple[str, ...]:

@@ -81,6 +81,22 @@ def _stack_ids() -> set[int]:
     return out
 
 
+def _callers(targets: Iterable[Any], stack: set[int]) -> list[Any]:
+    """The finished frames the targets' frames were called from (``f_back``, up to one still running):
+    the exception keeps them alive with their locals (IPython's ``run_code``, ``run_cell_async`` of the
+    failed cell, which on Python 3.12 refer to its ``ExecutionResult``), so they are part of it, not
+    another holder."""
+    out: list[Any] = []
+    seen: set[int] = set()
+    for t in targets:
+        f = t.f_back if type(t) is types.FrameType else None
+        while f is not None and id(f) not in stack and id(f) not in seen:
+            seen.add(id(f))
+            out.append(f)
+            f = f.f_back
+    return out
+
+
 def _locals_dicts(frames: Iterable[Any]) -> set[int]:
     """ids of the locals snapshot dicts of these function frames (Python < 3.13 keeps one on the
     frame once ``f_locals`` was read): part of the frame, not another holder. A module-level
@@ -104,7 +120,10 @@ def outside_referrers(targets: list[Any], slots: Slots) -> dict[int, Any]:
     garbage collector cannot see (a C extension's, another thread's running function) counts
     as not kept."""
     ids = {id(t) for t in targets}
-    skip = ids | _stack_ids() | {id(targets), id(slots._keep)} | _locals_dicts(targets)
+    stack = _stack_ids()
+    callers = _callers(targets, stack)
+    skip = (ids | stack | {id(targets), id(slots._keep)} | _locals_dicts(targets) | {id(f) for f in callers}
+            | _locals_dicts(callers))
     cands: dict[int, Any] = {}  # id(referrer) -> referrer
     reached: dict[int, list[int]] = {}  # id(referrer) -> ids of the targets it refers to
     refs = gc.get_referrers(*targets)
