@@ -141,3 +141,37 @@ def test_after_debug_the_exception_is_still_ipythons_and_goes(ip, monkeypatch):
         ip.run_line_magic("debug", "")
     freed, kept, _ = _free(ip)
     assert freed[EXC] == MIB4 and kept == {}
+
+
+def test_finished_callers_the_traceback_keeps_are_part_of_it_not_holders(ip):  # type: ignore[no-untyped-def]
+    """A traceback's frame keeps the frames it was called from (``f_back``), finished or not; on Python
+    3.12 IPython's ``run_code``/``run_cell_async`` of the failed cell are such frames and refer to its
+    ``ExecutionResult``. What only they (and the exception's own parts) reach is not held by anyone."""
+    import types
+
+    from vramnb._referrers import Slots, outside_referrers
+
+    def top():  # type: ignore[no-untyped-def]
+        box: list = []
+
+        def mid():  # type: ignore[no-untyped-def]
+            try:
+                raise ValueError("x")
+            except ValueError as e:
+                box.append(e)  # box: top's, reached only through top's finished frame and mid's closure
+                return e
+
+        return mid()
+
+    err = top()
+    tb = err.__traceback__
+    frame = tb.tb_frame
+    assert type(frame.f_back) is types.FrameType and frame.f_back.f_code.co_name == "top"
+    assert outside_referrers([err, tb, frame], Slots(ip)) == {}
+    # the same object kept by a notebook name is held
+    ip.user_ns["kept_err"] = [err]
+    try:
+        held = outside_referrers([err, tb, frame], Slots(ip))
+        assert id(err) in held
+    finally:
+        del ip.user_ns["kept_err"]
