@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from ._code_state import _code_names
+
 __all__ = ["RngStates"]
 
 
@@ -79,14 +81,6 @@ def _values(obj: Any, depth: int = 2) -> Iterable[Any]:
     if depth and isinstance(obj, (list, tuple, set, dict)) and len(obj) <= _MAX_ITEMS:
         for v in list(obj.values() if isinstance(obj, dict) else obj):
             yield from _values(v, depth - 1)
-
-
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names |= _code_names(c)
-    return names
 
 
 def _attributes(obj: Any, out: list[Any]) -> None:
