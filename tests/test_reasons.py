@@ -125,3 +125,15 @@ def test_combined_recipe_does_not_credit_its_whole_change_to_each_technique() ->
     assert "here the copies outweigh" not in both
     assert "blocks recompute their saved tensors in backward" in both and "autocast keeps the fp32 weights" in both
     assert "after forward)" not in both
+
+
+def test_fp8_reason_does_not_claim_autocast() -> None:
+    """fp8 is torchao's Float8Linear, not autocast: its why-line names what it does (the H200 run of
+    2026-12-04c printed "autocast keeps the fp32 weights" for an fp8 recipe without autocast)."""
+    from vramnb._reasons import _precision
+
+    for a1 in (100, 80):
+        line = _precision("fp8", 100, a1, alone=True)
+        assert "autocast" not in line and "Float8Linear" in line
+    assert _precision("fp8", 100, 100, alone=True).endswith("the tensors saved for backward did not change")
+    assert "autocast keeps the fp32 weights" in _precision("bf16", 100, 80, alone=True)

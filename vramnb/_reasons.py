@@ -37,7 +37,14 @@ def _checkpointing(a0: int, a1: int, alone: bool) -> str:
     return "blocks recompute their saved tensors in backward instead of keeping them"
 
 
-def _precision(a0: int, a1: int, alone: bool) -> str:
+def _precision(value: Any, a0: int, a1: int, alone: bool) -> str:
+    if value == "fp8":
+        # torchao's Float8Linear: the parameters stay as they are; each matmul casts its operands to fp8
+        keep = ("torchao's Float8Linear keeps the weights, gradients and optimizer state in their dtype and casts each "
+                "linear layer's input and weight to fp8 for its matmuls")
+        if a1 == a0:
+            return f"{keep}; the tensors saved for backward did not change"
+        return f"{keep}; what the layers save for backward changes to those casts"
     keep = "autocast keeps the fp32 weights, gradients and optimizer state"
     if alone and a1 > a0:
         return (f"{keep} and saves low-precision copies of the tensors it casts (weights, inputs) for backward: here the "
@@ -89,7 +96,7 @@ def reason(recipe: Any, base: Any, other: Any, base_recipe: Any = None, against:
         if ckpt:
             why.append(_checkpointing(a0, a1, alone))
         if "precision" in settings:
-            why.append(_precision(a0, a1, alone))
+            why.append(_precision(settings["precision"], a0, a1, alone))
         if "lora" in settings:
             why.append(_lora(settings["lora"], d, a0, a1))
         if "freeze" in settings:
