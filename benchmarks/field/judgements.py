@@ -286,3 +286,10 @@ JUDGEMENTS_AFTER: dict[str, tuple[str, str, str]] = {k: (v[0], v[1], v[0]) for k
                                                      "…, data (4.0 MiB), output (40.0 KiB), loss (4 B) … `del …` … or "
                                                      "running the loop in a function'"),
 }.items()}
+
+# -- validation-3 (held out; benchmarks/results/2026-12-04c-field-validation3). Fifteen public reports gathered and
+# committed (6889a32, calibrated in plain Python in 05be5b0) by an outside judge before any was run through vramnb;
+# judged by the same rule as validation-2's. Filled in after the run.
+JUDGED_AT_V3 = "not judged yet"
+
+JUDGEMENTS_V3: dict[str, tuple[str, str, str]] = {}
