@@ -1016,7 +1016,9 @@ CASES_V3: list[Case] = [
         "end needs, reduced), or drop training_epoch_end",
         fix=[r"epoch_outputs\.clear\(\)", r"return only", r"keep numbers", r"reduced values", r"store less"],
         cause=[r"epoch_outputs"],
-        notes="each step keeps x (4.7 MiB) in epoch_outputs; the 96 MiB headroom runs out after about ten steps",
+        notes="each step keeps x (4.7 MiB) in epoch_outputs, and its detached loss too: on torch 2.13 (CPU) mse_loss "
+              "returns a 0-dim tensor on a 4.7 MiB storage, so even returning only the loss keeps 4.7 MiB a step "
+              "unless it is kept as a number; the 96 MiB headroom runs out after about ten steps",
         oom_headroom_mib=96,
     ),
     Case(

@@ -23,7 +23,8 @@ advice fixes merge)::
         --judgements v3 --out DIR
 
 ``--checkout DIR`` puts ``DIR`` first on the children's ``PYTHONPATH`` (so ``vramnb`` is imported from there; the
-run stops if it is not) and records that checkout's commit (``-dirty`` when its ``vramnb/`` has uncommitted changes).
+run stops if it is not) and records the last commit that changed that checkout's ``vramnb/`` (``-dirty`` when it has
+uncommitted changes).
 
 writes ``DIR/results.json`` (every case: the texts, the automatic score with the keywords
 that matched, the judgement recorded in judgements.py with the commit it was made on) and
@@ -217,10 +218,11 @@ def _vramnb_where(env: dict | None = None) -> str:
 
 
 def _checkout_commit(vramnb_dir: str) -> str:
-    """The commit of the checkout that holds ``vramnb_dir`` (``-dirty`` if its vramnb/ has uncommitted changes)."""
+    """The last commit that changed ``vramnb_dir`` in its checkout (``-dirty`` if it has uncommitted changes)."""
     try:
         git = ["git", "-C", vramnb_dir]
-        head = subprocess.run([*git, "log", "-1", "--format=%h"], capture_output=True, text=True, timeout=10)
+        head = subprocess.run([*git, "log", "-1", "--format=%h", "--", "."], capture_output=True, text=True,
+                              timeout=10)
         dirty = subprocess.run([*git, "status", "--porcelain", "--", "."], capture_output=True, text=True, timeout=10)
         return (head.stdout.strip() or "?") + ("-dirty" if dirty.stdout.strip() else "")
     except Exception:  # noqa: BLE001
