@@ -292,7 +292,7 @@ def main() -> None:
               flush=True)
     meta = {"commit": _commit(), "vramnb_commit": _checkout_commit(where), "vramnb": where,
             "judged_at": JUDGED_AT, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "split_seed": _cases.SPLIT_SEED}
+            "split_seed": _cases.SPLIT_SEED, "third_field": THIRD_FIELD.get(judged_set, THIRD_FIELD["before"])}
     (out / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     (out / "results.md").write_text(_markdown(meta, results))
     print(f"wrote {out / 'results.json'} and {out / 'results.md'}")
@@ -328,6 +328,7 @@ def _rescore(folder: Path, judged_set: str) -> None:
     for res in data["results"]:
         _score(cases[res["name"]], res, tuning, JUDGEMENTS)
     data["meta"]["judged_at"] = JUDGED_AT
+    data["meta"]["third_field"] = THIRD_FIELD.get(judged_set, THIRD_FIELD["before"])
     (folder / "results.json").write_text(json.dumps(data, indent=1))
     (folder / "results.md").write_text(_markdown(data["meta"], data["results"]))
     print(f"re-scored {folder / 'results.json'} and {folder / 'results.md'}")
@@ -335,6 +336,9 @@ def _rescore(folder: Path, judged_set: str) -> None:
 
 SCORES = ("diagnosed", "partly", "missed", "wrong")
 PARTS = ("tuning", "validation", "validation-2", "validation-3")
+# what the judgements' third field scores (judgements.py)
+THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
+               "v3": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
@@ -353,7 +357,8 @@ def _markdown(meta: dict, results: list[dict]) -> str:
             reason = (r["reason"] or "").replace("|", "\\|")
             lines.append(f"| {r['name']} | {r['category']} | [link]({r['url']}) | {r['auto_score']} | "
                          f"{r['judged'] or '-'} | {reason} |")
-        titles = {"judged": "judged", "judged_without_tb": "judged, were the traceback sentence true",
+        third = meta.get("third_field", "were the traceback sentence true")
+        titles = {"judged": "judged", "judged_without_tb": f"judged, {third}",
                   "auto_score": "auto"}
         for key, title in titles.items():
             counts = {s: sum(1 for r in rows if r.get(key) == s) for s in SCORES}
