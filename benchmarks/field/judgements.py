@@ -340,9 +340,12 @@ JUDGEMENTS_V3: dict[str, tuple[str, str, str]] = {
     "freed_memory_kept_for_reuse": (
         _D, "Δ ±0 B on every run, peak 128 MiB as temporaries, %vram 'no variable holds tensors'; no leak claimed", _D),
     "gradient_penalty_backward_create_graph": (
-        _M, "regrowth '20.0 MiB more … no name of the notebook grew by it'; '58.0 MiB … held by no name listed (… those "
-            "in a reference cycle waiting for gc … %vram free releases)' and %vram free then frees 0 B; nothing on "
-            "backward(create_graph=True)'s merged -> merged.grad -> graph -> merged cycle or torch.autograd.grad", _M),
+        _W, "nothing on backward(create_graph=True)'s merged -> merged.grad -> graph -> merged cycle or "
+            "torch.autograd.grad: regrowth '20.0 MiB more … no name of the notebook grew by it', '58.0 MiB … held by no "
+            "name listed (… reference cycle waiting for gc …)' and %vram free frees 0 B; false: the loop line 'real (1.0 "
+            "MiB), fake (1.0 MiB), loss (2.0 MiB) … `del real, fake, loss` … frees them': del loss frees 4 B (its graph "
+            "is shared with the leaked merged.grad graph; checked by hand with %%vram: del real, fake, loss frees 2.0 "
+            "MiB)", _M),
     "logits_copied_before_slicing_oom": (
         _M, "only 'raise the process's limit' and 'largest holders: logits 31.2 MiB'; nothing on copying (clone, "
             "float) the whole logits before taking [:, -1, :], no 'read the shapes on the failing line'", _M),

@@ -213,7 +213,7 @@ def _commit(*path: str) -> str:
 
 def _vramnb_where(env: dict | None = None) -> str:
     out = subprocess.run([sys.executable, "-c", "import vramnb, os; print(os.path.dirname(vramnb.__file__))"],
-                         capture_output=True, text=True, timeout=120, env=env)
+                         capture_output=True, text=True, timeout=120, env=env, cwd=HERE)  # not the caller's cwd
     return out.stdout.strip()
 
 
