@@ -16,6 +16,16 @@ Usage (re-runnable; the lead re-scores after fixes merge)::
 
     PYTHONPATH=<checkout> /work/venv/bin/python benchmarks/field/run_field.py --out DIR [--only NAME ...]
 
+or, to score another checkout's vramnb with this checkout's cases (e.g. the held-out part validation-3 after
+advice fixes merge)::
+
+    /work/venv/bin/python benchmarks/field/run_field.py --part validation-3 --checkout /work/main \
+        --judgements v3 --out DIR
+
+``--checkout DIR`` puts ``DIR`` first on the children's ``PYTHONPATH`` (so ``vramnb`` is imported from there; the
+run stops if it is not) and records the last commit that changed that checkout's ``vramnb/`` (``-dirty`` when it has
+uncommitted changes).
+
 writes ``DIR/results.json`` (every case: the texts, the automatic score with the keywords
 that matched, the judgement recorded in judgements.py with the commit it was made on) and
 ``DIR/results.md`` (tables per part, totals).
@@ -201,21 +211,35 @@ def _commit(*path: str) -> str:
         return "?"
 
 
-def _vramnb_where() -> str:
+def _vramnb_where(env: dict | None = None) -> str:
     out = subprocess.run([sys.executable, "-c", "import vramnb, os; print(os.path.dirname(vramnb.__file__))"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=env, cwd=HERE)  # not the caller's cwd
     return out.stdout.strip()
+
+
+def _checkout_commit(vramnb_dir: str) -> str:
+    """The last commit that changed ``vramnb_dir`` in its checkout (``-dirty`` if it has uncommitted changes)."""
+    try:
+        git = ["git", "-C", vramnb_dir]
+        head = subprocess.run([*git, "log", "-1", "--format=%h", "--", "."], capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run([*git, "status", "--porcelain", "--", "."], capture_output=True, text=True, timeout=10)
+        return (head.stdout.strip() or "?") + ("-dirty" if dirty.stdout.strip() else "")
+    except Exception:  # noqa: BLE001
+        return "?"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="folder for results.json and results.md")
     ap.add_argument("--only", nargs="*", help="case names (default: all)")
-    ap.add_argument("--part", choices=("tuning", "validation", "validation-2"), help="run one part only")
+    ap.add_argument("--part", choices=PARTS, help="run one part only")
+    ap.add_argument("--checkout", metavar="DIR",
+                    help="import vramnb from this checkout (a git worktree root) instead of PYTHONPATH's")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
-    ap.add_argument("--judgements", choices=("before", "after"), default="before",
+    ap.add_argument("--judgements", choices=("before", "after", "v3"), default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
     a = ap.parse_args()
@@ -240,6 +264,12 @@ def main() -> None:
     JUDGED_AT, JUDGEMENTS = _judgements(judged_set)
 
     env = dict(os.environ, MALLOC_ARENA_MAX="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="default")
+    if a.checkout:
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(a.checkout).resolve()), *filter(None, [env.get("PYTHONPATH")])])
+    where = _vramnb_where(env)
+    if a.checkout and not Path(where).resolve().is_relative_to(Path(a.checkout).resolve()):
+        raise SystemExit(f"--checkout {a.checkout}: vramnb is imported from {where!r}, not from that checkout")
+    print(f"vramnb from {where} ({_checkout_commit(where)})", flush=True)
     results = []
     for case in _cases.all_cases():
         if a.only and case.name not in a.only:
@@ -260,9 +290,9 @@ def main() -> None:
         results.append(res)
         print(f"{case.name:42s} {res['part']:10s} auto={res['auto_score']:9s} judged={res['judged']} ({res['wall_s']} s)",
               flush=True)
-    meta = {"commit": _commit(), "vramnb_commit": _commit(_vramnb_where()), "vramnb": _vramnb_where(),
+    meta = {"commit": _commit(), "vramnb_commit": _checkout_commit(where), "vramnb": where,
             "judged_at": JUDGED_AT, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "split_seed": _cases.SPLIT_SEED}
+            "split_seed": _cases.SPLIT_SEED, "third_field": THIRD_FIELD.get(judged_set, THIRD_FIELD["before"])}
     (out / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     (out / "results.md").write_text(_markdown(meta, results))
     print(f"wrote {out / 'results.json'} and {out / 'results.md'}")
@@ -284,6 +314,8 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
 
     if judged_set == "after":
         return j.JUDGED_AT_AFTER, dict(j.JUDGEMENTS_AFTER)
+    if judged_set == "v3":
+        return f"validation-3: {j.JUDGED_AT_V3}", dict(j.JUDGEMENTS_V3)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -296,12 +328,17 @@ def _rescore(folder: Path, judged_set: str) -> None:
     for res in data["results"]:
         _score(cases[res["name"]], res, tuning, JUDGEMENTS)
     data["meta"]["judged_at"] = JUDGED_AT
+    data["meta"]["third_field"] = THIRD_FIELD.get(judged_set, THIRD_FIELD["before"])
     (folder / "results.json").write_text(json.dumps(data, indent=1))
     (folder / "results.md").write_text(_markdown(data["meta"], data["results"]))
     print(f"re-scored {folder / 'results.json'} and {folder / 'results.md'}")
 
 
 SCORES = ("diagnosed", "partly", "missed", "wrong")
+PARTS = ("tuning", "validation", "validation-2", "validation-3")
+# what the judgements' third field scores (judgements.py)
+THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
+               "v3": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
@@ -310,7 +347,7 @@ def _markdown(meta: dict, results: list[dict]) -> str:
              "in results.json.", "",
              f"Judgements by hand at {meta['judged_at']}; `auto` is the keyword score of this run "
              f"(split seed {meta['split_seed']}).", ""]
-    for part in ("tuning", "validation", "validation-2"):
+    for part in PARTS:
         rows = [r for r in results if r["part"] == part]
         if not rows:
             continue
@@ -320,7 +357,8 @@ def _markdown(meta: dict, results: list[dict]) -> str:
             reason = (r["reason"] or "").replace("|", "\\|")
             lines.append(f"| {r['name']} | {r['category']} | [link]({r['url']}) | {r['auto_score']} | "
                          f"{r['judged'] or '-'} | {reason} |")
-        titles = {"judged": "judged", "judged_without_tb": "judged, were the traceback sentence true",
+        third = meta.get("third_field", "were the traceback sentence true")
+        titles = {"judged": "judged", "judged_without_tb": f"judged, {third}",
                   "auto_score": "auto"}
         for key, title in titles.items():
             counts = {s: sum(1 for r in rows if r.get(key) == s) for s in SCORES}
