@@ -99,3 +99,37 @@ def test_no_leftover_line_where_the_name_is_still_needed_by_another_holder(ip):
     notes = _notes(ip, "view = keep[:10]")  # keep holds the storage: cloning view frees nothing
     assert not any("is a view" in n for n in notes), notes
     assert io is not None and torch is not None
+
+
+def _delta(ip, cell: str) -> int:
+    """What ``cell`` changes allocated memory by (CPU tracker), measured."""
+    res, _ = run(ip, "%%vram -d cpu -q\n" + cell)
+    assert res.error_in_exec is None, res.error_in_exec
+    return vramnb.history()[-1].delta_allocated
+
+
+def test_a_small_view_kept_in_a_dict_or_list_entry_gets_clone_with_the_bytes_it_frees(ip):
+    """Field case sliced_head_keeps_storage: the view is an entry of a dict (and, another shape of
+    it, of a list inside a dict the cell fills by key); the line names the entry as typed, and its
+    bytes are what the `.clone()` it gives really frees (measured)."""
+    notes = _notes(ip, "x = torch.randn(1 << 20)\nsnapshot = {'step': 1, 'head': x[:10]}\ndel x")
+    line = (f"snapshot['head'] ({format_bytes(40)} of data) is a view that keeps a whole {format_bytes(4 * MiB)} "
+            f"storage alive: `snapshot['head'] = snapshot['head'].clone()` keeps only its own bytes and frees "
+            f"{format_bytes(4 * MiB - 40)}")
+    assert line in notes, notes
+    assert _delta(ip, "snapshot['head'] = snapshot['head'].clone()") == -(4 * MiB - 40)
+    run(ip, "hist = {}")
+    notes = _notes(ip, "y = torch.randn(1 << 21)\nhist['rows'] = [y[:4], y[4:8]]\ndel y")
+    # two views of one 8 MiB storage: deleting either entry alone frees nothing, so neither is offered
+    assert not any("is a view" in n for n in notes), notes
+    notes = _notes(ip, "y = torch.randn(1 << 21)\nhist['rows'] = [y[:4]]\ndel y")
+    assert (f"hist['rows'][0] ({format_bytes(16)} of data) is a view that keeps a whole {format_bytes(8 * MiB)} "
+            f"storage alive: `hist['rows'][0] = hist['rows'][0].clone()` keeps only its own bytes and frees "
+            f"{format_bytes(8 * MiB - 16)}") in notes, notes
+    assert _delta(ip, "hist['rows'][0] = hist['rows'][0].clone()") == -(8 * MiB - 16)
+
+
+def test_a_view_in_a_tuple_or_one_another_name_shares_is_not_offered_a_clone(ip):
+    run(ip, "base2 = torch.ones(1 << 20)")
+    notes = _notes(ip, "box = {'v': base2[:10]}\npair = (torch.ones(1 << 20)[:4],)")
+    assert not any("is a view" in n for n in notes), notes

@@ -364,8 +364,14 @@ class VramMagics(Magics):
 
         def frees() -> dict[str, int]:
             dev = resolve_device(device)
-            rows = find_holders(names, dev, hidden=dict(hidden_holders(self.shell)), limit=None, entries=False)
-            return {h.name: h.unique for h in rows if not h.hidden}
+            rows = find_holders(names, dev, hidden=dict(hidden_holders(self.shell)), limit=None)
+            out: dict[str, int] = {}
+            todo = [h for h in rows if not h.hidden]
+            while todo:  # each name, and each entry beneath it (`d['k']`: what deleting that entry alone frees)
+                h = todo.pop()
+                out[h.name] = h.unique
+                todo += h.entries
+            return out
 
         try:
             notes = leftover_notes(names, cell, frees, str(resolve_device(device).type))

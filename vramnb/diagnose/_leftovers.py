@@ -1,7 +1,8 @@
 """What a measured cell leaves alive that its code no longer needs, with the ``del`` or call
 that frees it: names a loop bound (a Python loop has no scope of its own), a dict holding a
 second copy of a module's parameters (a loaded checkpoint), an optimizer whose model was
-deleted, a small view that keeps a large storage. Each line names only the notebook's own
+deleted, a small view that keeps a large storage (a name's, or an entry's of a dict or list the
+cell fills: ``snapshot['head'] = x[:10]``). Each line names only the notebook's own
 names and says the bytes that the fix frees (what deleting the name alone frees, from the
 holders' walk: :func:`vramnb._holders.find_holders`)."""
 
@@ -14,6 +15,7 @@ from typing import Any
 import torch
 
 from .._graph import MAX_DEPTH
+from .._holder_entries import MAX_LEVELS, items_of
 from .._units import format_bytes
 from ._kept_graphs import _entries, carried_states, cell_accumulators
 
@@ -88,6 +90,41 @@ def _bound(source: str) -> set[str]:
     return {n.id for n in _walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
+def _filled(source: str) -> set[str]:
+    """The names whose containers the cell fills: ``d[k] = …``, ``xs.append(…)``/``extend``/``insert``,
+    ``d.update(…)``/``setdefault``, at the cell's own scope."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for n in _walk(tree):
+        if isinstance(n, ast.Assign):
+            out |= {t.value.id for t in n.targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)}
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+              and n.func.attr in ("append", "extend", "insert", "update", "setdefault")):
+            out.add(n.func.value.id)
+    return out
+
+
+def _small_views(name: str, obj: Any, levels: int) -> list[tuple[str, torch.Tensor]]:
+    """``[(path, tensor)]`` of the tensors the dict or list ``obj`` holds (through dicts and lists
+    only, ``levels`` deep: an entry one can assign to) that view a storage at least four times
+    (and :data:`MIN_BYTES`) larger than their own data; paths as the holders name entries
+    (``snapshot['head']``)."""
+    out: list[tuple[str, torch.Tensor]] = []
+    if levels <= 0 or not issubclass(type(obj), (dict, list)):
+        return out
+    for suffix, v, _ in items_of(obj):
+        path = name + suffix
+        if issubclass(type(v), torch.Tensor):
+            if v.untyped_storage().nbytes() >= max(MIN_BYTES, 4 * v.numel() * v.element_size()):
+                out.append((path, v))
+        else:
+            out += _small_views(path, v, levels - 1)
+    return out
+
+
 def _module_copies(obj: Any, modules: Mapping[str, torch.nn.Module]) -> tuple[list[str], int]:
     """(the modules whose parameters the tensors of the dict ``obj`` copy, by shape and dtype and
     not by storage; the bytes of those tensors)."""
@@ -112,8 +149,9 @@ def _module_copies(obj: Any, modules: Mapping[str, torch.nn.Module]) -> tuple[li
 def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], dict[str, int]],
                    device_kind: str) -> list[str]:
     """The lines for what the cell ``source`` left alive that it may not need (see the module
-    docstring). ``frees()`` gives ``{name: bytes deleting that name alone frees}`` on the measured
-    device (called only when a candidate exists); ``device_kind``: ``"cuda"``, ``"cpu"``...
+    docstring). ``frees()`` gives ``{name or entry path: bytes deleting that name (entry) alone frees}``
+    on the measured device (called only when a candidate exists; entries as the holders name them,
+    ``snapshot['head']``); ``device_kind``: ``"cuda"``, ``"cpu"``...
     Each line's bytes are what the fix it names frees; nothing under :data:`MIN_BYTES`."""
     loops = [n for n in loop_names(source) if n in names and not n.startswith("_")  # a model or optimizer is kept
              and not issubclass(type(names[n]), (torch.nn.Module, torch.optim.Optimizer))]
@@ -129,7 +167,10 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
         if gone else []
     views = [n for n, o in names.items() if n in bound and issubclass(type(o), torch.Tensor) and not n.startswith("_")
              and o.untyped_storage().nbytes() >= max(MIN_BYTES, 4 * o.numel() * o.element_size())]
-    if not (loops or dicts or opts or views):
+    filled = bound | _filled(source)
+    entry_views = [pv for n, o in names.items() if n in filled and not n.startswith("_")
+                   and issubclass(type(o), (dict, list)) for pv in _small_views(n, o, MAX_LEVELS)]
+    if not (loops or dicts or opts or views or entry_views):
         return []
     free = frees()
     out: list[str] = []
@@ -157,8 +198,7 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
         if params and not any(id(p) in owned for p in params) and free.get(n, 0) >= MIN_BYTES:
             out.append(f"{n} still holds the parameters it steps ({', '.join(gone)} deleted: no module of the notebook "
                        f"holds them now), their gradients and its state: `del {n}` frees {format_bytes(free[n])}")
-    for n in views:
-        t = names[n]
+    for n, t in [(n, names[n]) for n in views] + entry_views:
         if free.get(n, 0) >= MIN_BYTES:
             own = t.numel() * t.element_size()
             out.append(f"{n} ({format_bytes(own)} of data) is a view that keeps a whole "
