@@ -133,3 +133,30 @@ def test_a_view_in_a_tuple_or_one_another_name_shares_is_not_offered_a_clone(ip)
     run(ip, "base2 = torch.ones(1 << 20)")
     notes = _notes(ip, "box = {'v': base2[:10]}\npair = (torch.ones(1 << 20)[:4],)")
     assert not any("is a view" in n for n in notes), notes
+
+
+def test_a_dict_of_models_and_optimizers_trained_in_a_loop_names_what_each_entry_keeps(ip):
+    """Field case models_trained_in_loop_kept_by_dict: each entry keeps its model's parameters and
+    gradients and its optimizer's state; the `del` bytes are measured."""
+    run(ip, "torch.manual_seed(0)\nzoo = {}\nfor k in ('a', 'b', 'c'):\n    m = torch.nn.Linear(512, 512)\n"
+            "    zoo[k] = {'model': m, 'optimizer': torch.optim.Adam(m.parameters())}\ndel m")
+    notes = _notes(ip, "for key, obj in zoo.items():\n    mdl, op = obj['model'], obj['optimizer']\n"
+                       "    mdl(torch.ones(4, 512)).sum().backward()\n    op.step()\ndel mdl, op, obj")
+    p = (512 * 512 + 512) * 4  # one model's parameters; its gradients the same, Adam's state twice that
+    line = next(n for n in notes if n.startswith("zoo keeps"))
+    assert line == (f"zoo keeps 3 trained entries (3 models, 3 optimizers), each model with its gradients and each "
+                    f"optimizer with its state, after training (parameters {format_bytes(3 * p)}, gradients "
+                    f"{format_bytes(3 * p)}, optimizer state {format_bytes(3 * 2 * p + 3 * 2 * 4)}): keep only what "
+                    "later cells use, e.g. the best model or its `state_dict()` saved to disk (torch.save); "
+                    f"`del zoo['a']` frees {format_bytes(4 * p + 2 * 4)}, `del zoo['b']` frees "
+                    f"{format_bytes(4 * p + 2 * 4)}, `del zoo['c']` frees {format_bytes(4 * p + 2 * 4)}; to keep a "
+                    "model but not its training state, set its gradients to None (`zero_grad(set_to_none=True)`) and "
+                    "drop its optimizer"), line
+    assert _delta(ip, "del zoo['b']") == -(4 * p + 2 * 4)  # Adam's step counts: a float32 scalar per parameter
+
+
+def test_a_list_of_untrained_models_or_one_model_with_its_optimizer_gets_no_trained_line(ip):
+    run(ip, "pair = {'model': torch.nn.Linear(512, 512)}\npair['opt'] = torch.optim.SGD(pair['model'].parameters())\n"
+            "fresh = [torch.nn.Linear(512, 512) for _ in range(3)]")
+    notes = _notes(ip, "pair['model'](torch.ones(2, 512)).sum().backward()\npair['opt'].step()\nn = len(fresh)")
+    assert not any(" trained entries" in n for n in notes), notes

@@ -125,6 +125,43 @@ def _small_views(name: str, obj: Any, levels: int) -> list[tuple[str, torch.Tens
     return out
 
 
+def _training_objects(obj: Any, levels: int = 2) -> tuple[list[torch.nn.Module], list[torch.optim.Optimizer]]:
+    """The modules and optimizers ``obj`` is or holds through dicts, lists and tuples, ``levels`` deep."""
+    if issubclass(type(obj), torch.nn.Module):
+        return [obj], []
+    if issubclass(type(obj), torch.optim.Optimizer):
+        return [], [obj]
+    mods: list[torch.nn.Module] = []
+    opts: list[torch.optim.Optimizer] = []
+    if levels > 0 and issubclass(type(obj), (dict, list, tuple)):
+        for _, v, _ in items_of(obj):
+            m, o = _training_objects(v, levels - 1)
+            mods += m
+            opts += o
+    return mods, opts
+
+
+def _trained_entries(obj: Any) -> list[tuple[str, list[torch.nn.Module], list[torch.optim.Optimizer]]]:
+    """``[(entry suffix, modules, optimizers)]`` of the dict or list ``obj``'s entries that hold a
+    trained model or optimizer (a parameter with a gradient, or an optimizer with state)."""
+    out = []
+    for suffix, v, _ in items_of(obj) if issubclass(type(obj), (dict, list)) else []:
+        mods, opts = _training_objects(v)
+        trained = any(p.grad is not None for m in mods for p in m.parameters()) or any(o.state for o in opts)
+        if trained:
+            out.append((suffix, mods, opts))
+    return out
+
+
+def _bytes_once(tensors: list[Any]) -> int:
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if issubclass(type(t), torch.Tensor):
+            st = t.untyped_storage()
+            seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values())
+
+
 def _module_copies(obj: Any, modules: Mapping[str, torch.nn.Module]) -> tuple[list[str], int]:
     """(the modules whose parameters the tensors of the dict ``obj`` copy, by shape and dtype and
     not by storage; the bytes of those tensors)."""
@@ -170,7 +207,16 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
     filled = bound | _filled(source)
     entry_views = [pv for n, o in names.items() if n in filled and not n.startswith("_")
                    and issubclass(type(o), (dict, list)) for pv in _small_views(n, o, MAX_LEVELS)]
-    if not (loops or dicts or opts or views or entry_views):
+    from ._kept_graphs import backward_calls
+
+    try:
+        read = {x.id for x in ast.walk(ast.parse(source)) if isinstance(x, ast.Name)}
+    except (SyntaxError, ValueError):
+        read = set()
+    trained = [(n, es) for n, o in names.items() if n in read and not n.startswith("_")
+               and issubclass(type(o), (dict, list)) for es in [_trained_entries(o)] if sum(1 for e in es if e[1]) >= 2] \
+        if backward_calls(source)[0] else []
+    if not (loops or dicts or opts or views or entry_views or trained):
         return []
     free = frees()
     out: list[str] = []
@@ -198,6 +244,28 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
         if params and not any(id(p) in owned for p in params) and free.get(n, 0) >= MIN_BYTES:
             out.append(f"{n} still holds the parameters it steps ({', '.join(gone)} deleted: no module of the notebook "
                        f"holds them now), their gradients and its state: `del {n}` frees {format_bytes(free[n])}")
+    for n, entries in trained:
+        mods = [m for _, ms, _ in entries for m in ms]
+        optims = [o for _, _, os in entries for o in os]
+        params = [p for m in mods for p in m.parameters()] + [p for o in optims for g in o.param_groups
+                                                               for p in g["params"]]
+        what = [f"{len(entries)} trained entries ({len(mods)} models, {len(optims)} optimizers)"]
+        held = [f"parameters {format_bytes(_bytes_once(params))}",
+                f"gradients {format_bytes(_bytes_once([p.grad for p in params]))}"]
+        if optims:
+            state = [v for o in optims for st in o.state.values() for v in st.values()]
+            held.append(f"optimizer state {format_bytes(_bytes_once(state))}")
+        dels = [(f"{n}{suffix}", free.get(f"{n}{suffix}", 0)) for suffix, _, _ in entries]
+        freed = [f"`del {p}` frees {format_bytes(b)}" for p, b in dels if b >= MIN_BYTES]
+        shared = [p for p, b in dels if b < MIN_BYTES]
+        keep = ("its `state_dict()` copied to the CPU" if device_kind == "cuda" else
+                "its `state_dict()` saved to disk (torch.save)")
+        out.append(f"{n} keeps {what[0]}, each model with its gradients and each optimizer with its state, after "
+                   f"training ({', '.join(held)}): keep only what later cells use, e.g. the best model or {keep}"
+                   + (f"; {', '.join(freed)}" if freed else "")
+                   + (f" ({', '.join(shared)}: also held by other names)" if shared and freed else "")
+                   + "; to keep a model but not its training state, set its gradients to None "
+                     "(`zero_grad(set_to_none=True)`) and drop its optimizer")
     for n, t in [(n, names[n]) for n in views] + entry_views:
         if free.get(n, 0) >= MIN_BYTES:
             own = t.numel() * t.element_size()
