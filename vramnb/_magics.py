@@ -749,12 +749,24 @@ class VramMagics(Magics):
         sample = probe.sample(device_info=probe.active())
         # the user's own names; IPython's (Out, _, _3) are the out-of-sight output history holder
         rows = find_holders(self._users_names(), dev, hidden=hidden_holders(self.shell))
+        notes = []
         try:
             note = grad_graph_note(self._users_names(), dev)
+            if note:
+                notes.append(note)
         except Exception:  # noqa: BLE001 - a verdict must never break %vram
-            note = None
+            pass
+        if sample.allocated is not None and sample.allocated > rows.total:  # held by no name: a leaf .grad cycle?
+            try:
+                from .diagnose._grad_cycles import leaf_cycle_note
+
+                note = leaf_cycle_note(self._users_names(), dev, hidden_holders(self.shell))
+                if note:
+                    notes.append(note)
+            except Exception:  # noqa: BLE001 - a verdict must never break %vram
+                pass
         return HoldersReport(
-            notes=[note] if note else [],
+            notes=notes,
             versions=versions(dev),
             device=str(dev),
             holders=rows,
