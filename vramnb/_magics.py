@@ -31,7 +31,7 @@ from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_traceback
 from ._free import free_hidden, hidden_holders, names_bound
 from .diagnose import Regrowth
 from .diagnose._kept_graphs import grad_graph_note, kept_graph_note, regrowth_advice
-from .diagnose._leftovers import leftover_notes
+from .diagnose._leftovers import leftover_notes, reassigned_peak_note
 from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
@@ -349,6 +349,13 @@ class VramMagics(Magics):
             return
         try:
             note = kept_graph_note(self._users_names(), cell, att.key, att.backward_runs)
+        except Exception:  # noqa: BLE001 - a verdict must never break the cell
+            note = None
+        if note:
+            m.report.notes.append(note)
+        try:
+            temps = sum(r[3] for r in m.report.sources or [] if r[0] == "temporaries")
+            note = reassigned_peak_note(getattr(att, "old_at_peak", {}), temps, cell)
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             note = None
         if note:

@@ -19,7 +19,7 @@ from .._holder_entries import MAX_LEVELS, items_of
 from .._units import format_bytes
 from ._kept_graphs import _entries, carried_states, cell_accumulators
 
-__all__ = ["leftover_notes", "loop_names"]
+__all__ = ["leftover_notes", "loop_names", "reassigned_peak_note"]
 
 #: the least bytes a leftover must free to be worth a line
 MIN_BYTES = 1 << 20
@@ -273,3 +273,20 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
                        f"{format_bytes(t.untyped_storage().nbytes())} storage alive: `{n} = {n}.clone()` keeps only "
                        f"its own bytes and frees {format_bytes(free[n] - own)}")
     return out
+
+
+def reassigned_peak_note(old_at_peak: Mapping[str, int], temporaries_at_peak: int, source: str) -> str | None:
+    """One line for a peak at which a name's value from before the cell was still alive beside
+    tensors the cell made, where the cell reassigns that name from itself (``z = layer(z)``):
+    Python frees the old value only after the new one is assigned. ``old_at_peak``: ``{name:
+    bytes of its old value alive at the peak and freed before the cell's end}`` (the cell's
+    timeline); ``temporaries_at_peak``: bytes of tensors made in the cell and freed in it, alive
+    at the peak. ``None`` where no such name."""
+    carried = carried_states(source)
+    hits = [(n, b) for n, b in old_at_peak.items() if n in carried and b > 0]
+    if not hits or temporaries_at_peak <= 0:
+        return None
+    n, b = hits[0]
+    return (f"at the peak the value {n} had before the cell ({format_bytes(b)}) was still alive beside "
+            f"{format_bytes(temporaries_at_peak)} of tensors the cell made and freed: `{carried[n]}` computes the new "
+            f"{n} while {n} still holds the old one, which Python frees only after the assignment (not a leak)")
