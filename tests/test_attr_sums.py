@@ -70,3 +70,21 @@ def test_regrowth_of_such_an_object_gets_the_methods_fix(ip):
         notes = _notes(ip, "val_loss.update(net2(torch.ones(64, 128)).pow(2).mean())")
     text = " ".join(notes)
     assert "val_loss grew by" in text and "`self.sum += val` in Metric.update (" in text, text
+
+
+def test_the_imagenet_average_meter_and_a_dict_of_running_sums(ip):
+    """Other shapes: PyTorch's ImageNet example's ``AverageMeter.update(val, n)`` (``self.sum += val * n``),
+    and a meter keeping a dict of sums (``self.totals[k] += v``)."""
+    run(ip, "class AverageMeter:\n    def __init__(self):\n        self.val = 0\n        self.sum = 0\n"
+            "        self.count = 0\n    def update(self, val, n=1):\n        self.val = val\n"
+            "        self.sum += val * n\n        self.count += n\n        self.avg = self.sum / self.count\n"
+            "class Meters:\n    def __init__(self):\n        self.totals = {}\n    def add(self, d):\n"
+            "        for k, v in d.items():\n            self.totals.setdefault(k, 0)\n            self.totals[k] += v\n"
+            "losses = AverageMeter()\nmeters = Meters()\nnet3 = torch.nn.Linear(32, 32)")
+    notes = _notes(ip, "for i in range(3):\n    loss = net3(torch.ones(4, 32)).pow(2).mean()\n    loss.backward()\n"
+                       "    losses.update(loss, 4)\n    meters.add({'l2': loss})")
+    text = " ".join(notes)
+    assert "`self.sum += val * n` in AverageMeter.update (" in text and \
+        "chains each graph onto losses.sum: add `(val * n).detach()` there (or `(val * n).item()`, a number)" in text, text
+    assert "`self.totals[k] += v` in Meters.add (" in text and \
+        "chains each graph onto meters.totals's entries: add `v.detach()` there (or `v.item()`, a number)" in text, text

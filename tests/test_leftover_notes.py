@@ -160,3 +160,27 @@ def test_a_list_of_untrained_models_or_one_model_with_its_optimizer_gets_no_trai
             "fresh = [torch.nn.Linear(512, 512) for _ in range(3)]")
     notes = _notes(ip, "pair['model'](torch.ones(2, 512)).sum().backward()\npair['opt'].step()\nn = len(fresh)")
     assert not any(" trained entries" in n for n in notes), notes
+
+
+def test_a_list_of_slices_appended_in_a_loop_gets_one_line_and_one_fix_with_what_it_frees(ip):
+    """Another shape of the view category: each pass appends a small slice of a new large tensor."""
+    run(ip, "heads = []")
+    notes = _notes(ip, "for i in range(3):\n    big = torch.randn(1 << 20)\n    heads.append(big[:4])\ndel big")
+    line = next(n for n in notes if n.startswith("heads's 3 entries"))
+    assert line == (f"heads's 3 entries ({format_bytes(48)} of data) are views that keep whole storages of "
+                    f"{format_bytes(12 * MiB)} alive: `heads = [t.clone() for t in heads]` keeps only their own bytes "
+                    f"and frees {format_bytes(12 * MiB - 48)} (or store `.clone()`s when adding to it)"), line
+    assert not any(n.startswith("heads[") for n in notes), notes
+    assert _delta(ip, "heads = [t.clone() for t in heads]") == -(12 * MiB - 48)
+
+
+def test_a_list_of_trained_models_gets_index_assignments_not_shifting_dels(ip):
+    run(ip, "runs = []")
+    notes = _notes(ip, "for lr in (0.1, 0.01):\n    m = torch.nn.Linear(512, 512)\n"
+                       "    o = torch.optim.SGD(m.parameters(), lr=lr)\n    m(torch.ones(2, 512)).sum().backward()\n"
+                       "    o.step()\n    runs.append((m, o))\ndel m, o")
+    line = next(n for n in notes if n.startswith("runs keeps 2 trained entries"))
+    p = (512 * 512 + 512) * 4  # parameters and gradients of one model (SGD without momentum keeps no state)
+    assert f"`runs[0] = None` frees {format_bytes(2 * p)}, `runs[1] = None` frees {format_bytes(2 * p)}" in line, line
+    assert "del runs[" not in line
+    assert _delta(ip, "runs[0] = None") == -2 * p

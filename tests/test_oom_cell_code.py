@@ -68,9 +68,19 @@ def test_no_per_part_backward_where_the_total_is_scaled_or_backpropagated_inside
     assert summed_before_backward("total = 0\nfor p in ps:\n    total += f(p)\nprint(total)") is None
     # other shapes of the same mistake: `+=`, a while loop, the part first
     assert summed_before_backward("t = 0\ni = 0\nwhile i < 3:\n    t += crit(m(x[i]), y[i])\n    i += 1\nt.backward()"
-                                  ) == ("t", "t += crit(m(x[i]), y[i])", "crit(m(x[i]), y[i])")
+                                  ) == ("t", "t += crit(m(x[i]), y[i])", "crit(m(x[i]), y[i])", "t += {part}.item()")
     assert summed_before_backward("l = 0\nfor b in bs:\n    l = m(b).sum() + l\nl.backward()") == (
-        "l", "l = m(b).sum() + l", "m(b).sum()")
+        "l", "l = m(b).sum() + l", "m(b).sum()", "l += {part}.item()")
+    # the parts kept in a list and summed after the loop, with sum() or torch.stack(...).sum()
+    assert summed_before_backward("ls = []\nfor p in ps:\n    ls.append(m(p).mean())\nloss = sum(ls)\nloss.backward()"
+                                  ) == ("loss", "ls.append(m(p).mean())", "m(p).mean()", "ls.append({part}.item())")
+    assert summed_before_backward("ls = []\nfor p in ps:\n    ls.append(m(p).mean())\ntorch.stack(ls).sum().backward()"
+                                  )[0] == "torch.stack(ls).sum()"
+    # a mean (or any scaling) of the parts: per-part gradients would differ by the scale, no fix offered
+    assert summed_before_backward("ls = []\nfor p in ps:\n    ls.append(m(p).mean())\n"
+                                  "loss = sum(ls) / len(ls)\nloss.backward()") is None
+    assert summed_before_backward("ls = []\nfor p in ps:\n    ls.append(m(p).mean())\nloss = sum(ls)\n"
+                                  "loss = loss / 2\nloss.backward()") is None
 
 
 def test_a_container_the_failing_loop_adds_to_gets_the_cells_own_expression(ip):
@@ -97,6 +107,27 @@ def test_stored_instead_says_nothing_for_cpu_tensors_without_a_graph():
     """On the CPU a tensor without a graph has nothing lighter to store than itself (``.cpu()`` is
     no fix there): no example, the general sentence."""
     ns = {"outs": [torch.ones(4, 4)], "acc": [torch.ones(4, 4, requires_grad=True) * 2], "n": [torch.ones(())]}
-    got = stored_instead("outs.append(f(x))\nacc.append(g(x) + 1)\nn.append(h(x))", ns)
+    ns["cache"] = {3: torch.ones(2, 2, requires_grad=True) + 1}
+    got = stored_instead("outs.append(f(x))\nacc.append(g(x) + 1)\nn.append(h(x))\nfor i in r:\n    cache[i] = f(i)", ns)
     assert got == {"acc": "`acc.append((g(x) + 1).detach())`: the tensor without its autograd graph",
-                   "n": "`n.append(h(x).item())`: a number, not a tensor"}
+                   "n": "`n.append(h(x).item())`: a number, not a tensor",
+                   "cache": "`cache[i] = f(i).detach()`: the tensor without its autograd graph"}
+
+
+def test_parts_kept_in_a_list_and_summed_after_the_loop_get_backward_per_part(ip):
+    run(ip, "torch.manual_seed(1)\nenc = torch.nn.Linear(32, 32)\nbatches = [torch.randn(4, 32) for _ in range(3)]")
+    fixes = _fixes(ip, "parts = []\nfor b in batches:\n    parts.append(enc(b).pow(2).mean())\n"
+                       f"    if b is batches[-1]:\n        {HUGE}\nloss = sum(parts)\nloss.backward()")
+    fix = next(f for f in fixes if f[0].startswith("`parts.append(enc(b).pow(2).mean())` keeps every part's"))
+    assert fix[1] == ("loss_part = enc(b).pow(2).mean()  # in the loop, instead of `parts.append(enc(b).pow(2).mean())`"
+                      "\nloss_part.backward()\nparts.append(loss_part.item())  # and no loss.backward() after the loop")
+    enc, batches = ip.user_ns["enc"], ip.user_ns["batches"]
+    enc.zero_grad(set_to_none=True)
+    sum(enc(b).pow(2).mean() for b in batches).backward()
+    want = [p.grad.clone() for p in enc.parameters()]
+    enc.zero_grad(set_to_none=True)
+    parts: list[float] = []
+    for b in batches:
+        exec(fix[1], {"enc": enc, "b": b, "parts": parts})
+    assert all(torch.allclose(p.grad, w, atol=1e-6) for p, w in zip(enc.parameters(), want))
+    assert len(parts) == 3 and all(isinstance(v, float) for v in parts)

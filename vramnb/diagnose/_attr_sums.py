@@ -25,7 +25,8 @@ _PLAIN = (torch.Tensor, torch.nn.Module, torch.optim.Optimizer, list, tuple, dic
 
 class AttrSum:
     """One attribute that a method adds graphs to: ``path`` (``train_loss.sum``), ``stmt``
-    (``self.sum += val``), ``expr`` (``val``), ``append`` (a list the method appends to),
+    (``self.sum += val``), ``expr`` (``val``), ``append`` (a list the method appends to, or a dict
+    whose entries it adds to: ``self.totals[k] += v``),
     ``where`` (``Metric.update, file:line`` or ``Metric.update``), ``tensors`` (what the
     attribute holds, for the bytes of their graphs)."""
 
@@ -35,6 +36,9 @@ class AttrSum:
     def fix(self) -> str:
         """The sentence: the statement, where it is, what it chains, what to add there."""
         e = _call(self.expr, "detach")
+        if self.append and "+=" in self.stmt:  # self.totals[k] += v
+            return (f"`{self.stmt}` in {self.where} chains each graph onto {self.path}'s entries: add `{e}` there "
+                    f"(or `{_call(self.expr, 'item')}`, a number)")
         if self.append:
             return (f"`{self.stmt}` in {self.where} keeps each graph in {self.path}: append `{e}` there "
                     f"(or `{_call(self.expr, 'item')}` for a number)")
@@ -59,7 +63,8 @@ def _self_attr(node: Any, self_name: str) -> str | None:
 def _method_adds(cls: type) -> dict[str, tuple[str, str, bool, str]]:
     """``{attribute: (statement, added expression, whether appended, where)}`` of the methods
     defined in ``cls`` and its bases (not ``object``'s, nor those of classes from compiled or
-    library code with no source): ``self.a += e``, ``self.a = self.a + e``, ``self.a.append(e)``."""
+    library code with no source): ``self.a += e``, ``self.a = self.a + e``, ``self.a.append(e)``,
+    ``self.a[k] += e``."""
     out: dict[str, tuple[str, str, bool, str]] = {}
     for klass in cls.__mro__:
         if klass is object or (getattr(klass, "__module__", "") or "").split(".")[0] in ("torch", "builtins"):
@@ -92,6 +97,9 @@ def _method_adds(cls: type) -> dict[str, tuple[str, str, bool, str]]:
                 elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
                       and len(node.args) == 1):
                     attr, expr, append = _self_attr(node.func.value, me), node.args[0], True
+                if (attr is None and isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add)
+                        and isinstance(node.target, ast.Subscript)):  # self.totals[k] += v: a dict of running sums
+                    attr, expr, append = _self_attr(node.target.value, me), node.value, True
                 if attr is None or expr is None or attr in out:
                     continue
                 line = start + getattr(node, "lineno", 1) - 1
@@ -105,8 +113,9 @@ def _graphs(v: Any, append: bool) -> list[torch.Tensor]:
     """The tensors with an autograd graph that the attribute value ``v`` is (a running sum) or holds (a list)."""
     if issubclass(type(v), torch.Tensor):
         return [v] if v.grad_fn is not None and not append else []
-    if append and issubclass(type(v), list):
-        return [t for t in container_items(v) if issubclass(type(t), torch.Tensor) and t.grad_fn is not None]
+    if append and issubclass(type(v), (list, dict)):
+        items = list(dict.values(v)) if issubclass(type(v), dict) else container_items(v)
+        return [t for t in items if issubclass(type(t), torch.Tensor) and t.grad_fn is not None]
     return []
 
 

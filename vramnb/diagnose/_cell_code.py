@@ -27,8 +27,8 @@ def _call(expr: str, *methods: str) -> str:
 
 
 def _adds(tree: ast.AST) -> dict[str, tuple[str, str, str | None]]:
-    """``{container: (statement as source, the expression it stores, the dict key as source or None)}``:
-    ``xs.append(e)`` and ``d[k] += e`` (the first of each container)."""
+    """``{container: (how: "append", "+=" or "=", the expression it stores, the key as source or None)}``:
+    ``xs.append(e)``, ``d[k] += e`` and ``d[k] = e`` (the first of each container)."""
     out: dict[str, tuple[str, str, str | None]] = {}
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
@@ -37,6 +37,10 @@ def _adds(tree: ast.AST) -> dict[str, tuple[str, str, str | None]]:
         elif (isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Subscript)
               and isinstance(node.target.value, ast.Name)):
             out.setdefault(node.target.value.id, ("+=", ast.unparse(node.value), ast.unparse(node.target.slice)))
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)
+              and isinstance(node.targets[0].value, ast.Name)):
+            t = node.targets[0]
+            out.setdefault(t.value.id, ("=", ast.unparse(node.value), ast.unparse(t.slice)))  # type: ignore[attr-defined]
     return out
 
 
@@ -64,7 +68,7 @@ def _entry(obj: Any, key: str | None) -> Any:
 
 def stored_instead(text: str, namespace: Mapping[str, Any]) -> dict[str, str]:
     """``{container: sentence}`` for each container the cell ``text`` appends to (``xs.append(e)``)
-    or adds to by key (``d[k] += e``), where what it stores is a tensor (read from what the
+    or stores or adds to by key (``d[k] = e``, ``d[k] += e``), where what it stores is a tensor (read from what the
     container in ``namespace`` holds now): the cell's own statement with ``e`` made into
     what to keep instead: ``.item()`` for a one-element tensor, ``.detach()`` for one with an
     autograd graph (``.detach().cpu()`` on a GPU), ``.cpu()`` for one on a GPU; none for a
@@ -90,16 +94,60 @@ def stored_instead(text: str, namespace: Mapping[str, Any]) -> dict[str, str]:
             new, why = _call(expr, "cpu"), "the tensor on the CPU"
         else:
             continue
-        stmt = f"{name}.append({new})" if how == "append" else f"{name}[{key}] += {new}"
+        stmt = f"{name}.append({new})" if how == "append" else f"{name}[{key}] {how} {new}"
         out[name] = f"`{stmt}`: {why}"
     return out
 
 
-def summed_before_backward(text: str) -> tuple[str, str, str] | None:
-    """``(total, statement, part)`` where the cell ``text`` sums parts of a loss in a loop
-    (``total = total + part`` / ``total += part`` in a ``for``/``while`` body) and later calls
-    ``total.backward()`` on that very total (no other assignment to it after the loop): every
-    part's autograd graph stays alive until that one backward. ``None`` otherwise."""
+def _summed_list(tree: ast.AST, loops: list[Any]) -> tuple[str, str, str, str] | None:
+    """``losses.append(part)`` in a loop, then ``total = sum(losses)`` (or ``torch.stack(losses).sum()``)
+    and ``total.backward()`` after it, or ``sum(losses).backward()`` directly: see
+    :func:`summed_before_backward`."""
+    def summed(node: Any) -> str | None:  # the list a sum of all its entries reads
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "sum"
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Name)):
+            return node.args[0].id
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sum"
+                and not node.args and isinstance(node.func.value, ast.Call)
+                and isinstance(node.func.value.func, ast.Attribute) and node.func.value.func.attr == "stack"
+                and len(node.func.value.args) == 1 and isinstance(node.func.value.args[0], ast.Name)):
+            return node.func.value.args[0].id
+        return None
+
+    totals = {n.targets[0].id: (summed(n.value), n.lineno) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+              and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and summed(n.value)}
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "backward"):
+            continue
+        target = call.func.value
+        if isinstance(target, ast.Name) and target.id in totals and sum(
+                1 for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign))
+                and any(isinstance(t, ast.Name) and t.id == target.id
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))) == 1:
+            total, (lst, line) = target.id, totals[target.id]
+        elif summed(target):
+            total, lst, line = ast.unparse(target), summed(target), call.lineno
+        else:
+            continue
+        for loop in loops:
+            if (getattr(loop, "end_lineno", None) or loop.lineno) >= line:
+                continue
+            for node in (n for stmt in loop.body for n in ast.walk(stmt)):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id == lst and len(node.args) == 1):
+                    part = ast.unparse(node.args[0])
+                    return total, ast.unparse(node), part, f"{lst}.append({{part}}.item())"
+    return None
+
+
+def summed_before_backward(text: str) -> tuple[str, str, str, str] | None:
+    """``(total, statement, part, what to keep of each part)`` where the cell ``text`` sums parts
+    of a loss in a loop (``total = total + part`` / ``total += part`` in a ``for``/``while`` body,
+    or ``parts.append(part)`` there and ``total = sum(parts)`` / ``torch.stack(parts).sum()`` after
+    it) and later calls ``total.backward()`` on that very total (no other assignment to it after
+    the loop: a scaling would change the gradients): every part's autograd graph stays alive until
+    that one backward. The last item is a statement with ``{part}`` where the part's name goes
+    (``total += {part}.item()``). ``None`` otherwise."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -131,5 +179,5 @@ def summed_before_backward(text: str) -> tuple[str, str, str] | None:
                               for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
             if others:
                 return None
-            return name, ast.unparse(node), ast.unparse(part)
-    return None
+            return name, ast.unparse(node), ast.unparse(part), f"{name} += {{part}}.item()"
+    return _summed_list(tree, loops)

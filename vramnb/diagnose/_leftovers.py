@@ -207,6 +207,11 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
     filled = bound | _filled(source)
     entry_views = [pv for n, o in names.items() if n in filled and not n.startswith("_")
                    and issubclass(type(o), (dict, list)) for pv in _small_views(n, o, MAX_LEVELS)]
+    # a list or dict whose every entry is such a view (slices appended in a loop): one line for it, with one fix
+    all_views = [n for n, o in names.items() if n in filled and not n.startswith("_") and issubclass(type(o), (dict, list))
+                 and len(items_of(o)) >= 2
+                 and len([p for p, _ in entry_views if p.startswith(n + "[") and "][" not in p[len(n):]]) == len(items_of(o))]
+    entry_views = [(p, t) for p, t in entry_views if not any(p.startswith(n + "[") for n in all_views)]
     from ._kept_graphs import backward_calls
 
     try:
@@ -216,7 +221,7 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
     trained = [(n, es) for n, o in names.items() if n in read and not n.startswith("_")
                and issubclass(type(o), (dict, list)) for es in [_trained_entries(o)] if sum(1 for e in es if e[1]) >= 2] \
         if backward_calls(source)[0] else []
-    if not (loops or dicts or opts or views or entry_views or trained):
+    if not (loops or dicts or opts or views or entry_views or trained or all_views):
         return []
     free = frees()
     out: list[str] = []
@@ -252,11 +257,13 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
         what = [f"{len(entries)} trained entries ({len(mods)} models, {len(optims)} optimizers)"]
         held = [f"parameters {format_bytes(_bytes_once(params))}",
                 f"gradients {format_bytes(_bytes_once([p.grad for p in params]))}"]
-        if optims:
-            state = [v for o in optims for st in o.state.values() for v in st.values()]
+        state = [v for o in optims for st in o.state.values() for v in st.values()]
+        if _bytes_once(state):
             held.append(f"optimizer state {format_bytes(_bytes_once(state))}")
         dels = [(f"{n}{suffix}", free.get(f"{n}{suffix}", 0)) for suffix, _, _ in entries]
-        freed = [f"`del {p}` frees {format_bytes(b)}" for p, b in dels if b >= MIN_BYTES]
+        # a list's entry is dropped by index without shifting the others (`del xs[0]` would renumber them)
+        drop = "`{} = None`" if issubclass(type(names[n]), list) else "`del {}`"
+        freed = [f"{drop.format(p)} frees {format_bytes(b)}" for p, b in dels if b >= MIN_BYTES]
         shared = [p for p, b in dels if b < MIN_BYTES]
         keep = ("its `state_dict()` copied to the CPU" if device_kind == "cuda" else
                 "its `state_dict()` saved to disk (torch.save)")
@@ -266,6 +273,16 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
                    + (f" ({', '.join(shared)}: also held by other names)" if shared and freed else "")
                    + "; to keep a model but not its training state, set its gradients to None "
                      "(`zero_grad(set_to_none=True)`) and drop its optimizer")
+    for n in all_views:
+        ts = [v for _, v, _ in items_of(names[n])]
+        own = sum(t.numel() * t.element_size() for t in ts)
+        if free.get(n, 0) - own >= MIN_BYTES:
+            stores = sum(st for st in {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in ts}.values())
+            again = (f"{n} = [t.clone() for t in {n}]" if issubclass(type(names[n]), list)
+                     else f"{n} = {{k: v.clone() for k, v in {n}.items()}}")
+            out.append(f"{n}'s {len(ts)} entries ({format_bytes(own)} of data) are views that keep whole storages of "
+                       f"{format_bytes(stores)} alive: `{again}` keeps only their own bytes and frees "
+                       f"{format_bytes(free[n] - own)} (or store `.clone()`s when adding to it)")
     for n, t in [(n, names[n]) for n in views] + entry_views:
         if free.get(n, 0) >= MIN_BYTES:
             own = t.numel() * t.element_size()

@@ -122,7 +122,7 @@ class FailingCode:
             read (iterated, indexed) is not in it, and emptying it is no fix.
         stores: ``{container: sentence}``: what to store instead in each container the failing
             cells add to, as the cell's own statement (:func:`._cell_code.stored_instead`).
-        summed: ``(total, statement, part)`` where a failing cell sums a loss's parts in a loop
+        summed: ``(total, statement, part, what to keep)`` where a failing cell sums a loss's parts in a loop
             before one ``total.backward()`` (:func:`._cell_code.summed_before_backward`).
     """
 
@@ -138,7 +138,7 @@ class FailingCode:
     backward: bool | None = None
     mutated: set[str] = field(default_factory=set)
     stores: dict[str, str] = field(default_factory=dict)
-    summed: tuple[str, str, str] | None = None
+    summed: tuple[str, str, str, str] | None = None
     optim: OptimizerFacts | None = None
 
 

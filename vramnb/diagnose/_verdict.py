@@ -320,14 +320,14 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
     yours = "  # batch and loss_fn: yours"
     out = []
     if ctx is not None and ctx.summed is not None:
-        total, stmt, part = ctx.summed
-        each = f"{total}_part"
+        total, stmt, part, keep = ctx.summed
+        each = "loss_part" if not total.isidentifier() else f"{total}_part"
         out.append(Fix(f"`{stmt}` keeps every part's autograd graph (its activations) alive until the one "
                        f"`{total}.backward()`: call backward on each part as it is computed instead; the gradients "
                        "accumulate in .grad to the same sum, and each part's graph is freed at once (pass "
                        "retain_graph=True where the parts share a graph made before the loop)",
                        f"{each} = {part}  # in the loop, instead of `{stmt}`\n{each}.backward()\n"
-                       f"{total} += {each}.item()  # and no {total}.backward() after the loop"))
+                       f"{keep.format(part=each)}  # and no {total}.backward() after the loop"))
     if kind == "cuda":  # the search models a CUDA card
         out.append(Fix("find a batch that fits", f"vramnb.max_batch_size({args}){yours}"))
     if ctx is None or not ctx.autocast:
