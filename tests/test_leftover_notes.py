@@ -184,3 +184,11 @@ def test_a_list_of_trained_models_gets_index_assignments_not_shifting_dels(ip):
     assert f"`runs[0] = None` frees {format_bytes(2 * p)}, `runs[1] = None` frees {format_bytes(2 * p)}" in line, line
     assert "del runs[" not in line
     assert _delta(ip, "runs[0] = None") == -2 * p
+
+
+def test_two_models_a_training_cell_uses_together_outside_any_loop_get_no_trained_line(ip):
+    """Adversarial: a GAN's generator and discriminator in one dict, trained together by a cell that
+    does not loop over the dict: both are in use, "keep only the best" would be wrong."""
+    run(ip, "gan = {'g': torch.nn.Linear(512, 512), 'd': torch.nn.Linear(512, 512)}")
+    notes = _notes(ip, "out = gan['d'](gan['g'](torch.ones(2, 512))).sum()\nout.backward()")
+    assert not any(" trained entries" in n for n in notes), notes

@@ -153,6 +153,23 @@ def _trained_entries(obj: Any) -> list[tuple[str, list[torch.nn.Module], list[to
     return out
 
 
+def _looped(source: str) -> set[str]:
+    """The names a ``for`` loop of the cell iterates over (``for k, v in d.items()``, ``for m in
+    enumerate(ms)``: any name in the loop's iterable) or fills inside its body (``xs.append``,
+    ``d[k] = …``)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for loop in _walk(tree):
+        if isinstance(loop, (ast.For, ast.AsyncFor)):
+            out |= {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
+        if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+            out |= _filled("\n".join(ast.unparse(st) for st in loop.body))
+    return out
+
+
 def _bytes_once(tensors: list[Any]) -> int:
     seen: dict[int, int] = {}
     for t in tensors:
@@ -218,7 +235,8 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
         read = {x.id for x in ast.walk(ast.parse(source)) if isinstance(x, ast.Name)}
     except (SyntaxError, ValueError):
         read = set()
-    trained = [(n, es) for n, o in names.items() if n in read and not n.startswith("_")
+    looped = _looped(source)
+    trained = [(n, es) for n, o in names.items() if n in looped and not n.startswith("_")
                and issubclass(type(o), (dict, list)) for es in [_trained_entries(o)] if sum(1 for e in es if e[1]) >= 2] \
         if backward_calls(source)[0] else []
     if not (loops or dicts or opts or views or entry_views or trained or all_views):
