@@ -231,10 +231,6 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
     entry_views = [(p, t) for p, t in entry_views if not any(p.startswith(n + "[") for n in all_views)]
     from ._kept_graphs import backward_calls
 
-    try:
-        read = {x.id for x in ast.walk(ast.parse(source)) if isinstance(x, ast.Name)}
-    except (SyntaxError, ValueError):
-        read = set()
     looped = _looped(source)
     trained = [(n, es) for n, o in names.items() if n in looped and not n.startswith("_")
                and issubclass(type(o), (dict, list)) for es in [_trained_entries(o)] if sum(1 for e in es if e[1]) >= 2] \
