@@ -32,7 +32,7 @@ def test_a_leaf_whose_grad_graph_reaches_back_to_it_is_named_and_vram_free_frees
     text = cap.stdout + "".join(str(o.data.get("text/plain", "")) for o in cap.outputs)
     # per pass: x, x.grad, and what x.grad's graph saves (tanh's result y, the ones given to backward): 4 tensors
     kept = 3 * 4 * N * 4
-    line = (f"{format_bytes(kept)} of it is kept by leaf tensors no name holds whose .grad carries an autograd graph "
+    line = (f"{format_bytes(kept)} of the memory no name holds is kept by leaf tensors whose .grad carries an autograd graph "
             "(backward(create_graph=True)) that reaches back to the leaf: x -> x.grad -> graph -> x, a cycle through "
             "autograd's C++ objects that gc.collect() cannot free (`%vram free` releases none of it); set `x.grad = "
             "None` before dropping such a tensor, or use `torch.autograd.grad(..., create_graph=True)`, which returns "
@@ -60,7 +60,7 @@ def test_a_named_leaf_or_autograd_grad_gets_no_cycle_line(ip):
             "    g, = torch.autograd.grad(z.tanh().sum(), z, create_graph=True)\n    del z, g" % (N, N))
     res, cap = run(ip, "%vram -d cpu")
     text = cap.stdout + "".join(str(o.data.get("text/plain", "")) for o in cap.outputs)
-    assert "leaf tensors no name holds" not in text, text
+    assert "kept by leaf tensors whose .grad" not in text, text
     assert "w.grad keeps an autograd graph" in text, text
     run(ip, "w.grad = None")
     assert vramnb is not None

@@ -52,7 +52,7 @@ def leaf_cycle_note(names: Mapping[str, Any], device: torch.device, hidden: Mapp
     leaves.clear()
     if not only:
         return None
-    return (f"{format_bytes(only)} of it is kept by leaf tensors no name holds whose .grad carries an autograd graph "
+    return (f"{format_bytes(only)} of the memory no name holds is kept by leaf tensors whose .grad carries an autograd graph "
             "(backward(create_graph=True)) that reaches back to the leaf: x -> x.grad -> graph -> x, a cycle through "
             "autograd's C++ objects that gc.collect() cannot free (`%vram free` releases none of it); set `x.grad = "
             "None` before dropping such a tensor, or use `torch.autograd.grad(..., create_graph=True)`, which returns "
