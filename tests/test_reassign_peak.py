@@ -44,3 +44,11 @@ def test_no_line_where_the_old_value_stays_or_nothing_is_reassigned(ip):
     run(ip, "keep_old = q")
     rep = _report(ip, "with torch.no_grad():\n    q = lay2(q)")  # another name keeps the old value: not freed
     assert not any(n.startswith("at the peak the value") for n in rep.notes), rep.notes
+
+
+def test_no_line_where_the_peak_is_another_statements_and_the_reassignment_comes_later(ip):
+    """Adversarial: the peak is a large temporary of its own (made and freed before the reassignment):
+    the old value is alive at that peak, but the reassignment is not why."""
+    run(ip, "lay3 = torch.nn.Linear(256, 256)\nzz = torch.randn(1024, 256)")
+    rep = _report(ip, "with torch.no_grad():\n    big = torch.ones(1 << 22)\n    del big\n    zz = lay3(zz)")
+    assert not any(n.startswith("at the peak the value") for n in rep.notes), rep.notes

@@ -70,7 +70,7 @@ class CellAttribution:
         self.recorder: Any = None
         self.backward_runs = 0  # autograd engine runs while the cell ran (backward, autograd.grad)
         # {name: bytes} of each named tensor's value from before the cell still alive at the peak and freed
-        # before the cell's end (``z = layer(z)``: the old z lives until the new one is assigned)
+        # right after it, before the next allocation (``z = layer(z)``: the old z lives until the new one is assigned)
         self.old_at_peak: dict[str, int] = {}
 
     def _claims_now(self, graphs: bool = False) -> list[tuple[str, set[int]]]:
@@ -188,10 +188,13 @@ class CellAttribution:
         order = list(dict.fromkeys([n for n, _ in claims] + ["workspace", "temporaries", NO_NAME, "other"]))
         at = {p: sum_by_label(tl, labels, p) for p in (start, end, peak)}
         live = tl.live_at(peak)
+        # the first allocation after the peak: an old value freed before it was freed by the step that made the peak
+        # (`z = layer(z)`: the new z, then the old one freed at the assignment), not by a later one
+        after = min((iv.start for iv in tl.intervals if iv.start >= peak), default=end)
         for name, ks in start_claims:
             if name.startswith("tensor "):
                 ivs = [tl.intervals[i] for i in live]
-                old = {iv.key: iv.size for iv in ivs if iv.key in ks and iv.end is not None and iv.end < end}
+                old = {iv.key: iv.size for iv in ivs if iv.key in ks and iv.end is not None and iv.end < min(end, after)}
                 if old:
                     self.old_at_peak[name[len("tensor "):]] = sum(old.values())
         self.rows = [(n, at[start].get(n, 0), at[end].get(n, 0), at[peak].get(n, 0)) for n in order]
