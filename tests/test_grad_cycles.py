@@ -64,3 +64,23 @@ def test_a_named_leaf_or_autograd_grad_gets_no_cycle_line(ip):
     assert "w.grad keeps an autograd graph" in text, text
     run(ip, "w.grad = None")
     assert vramnb is not None
+
+
+def test_a_deleted_modules_parameters_left_in_the_cycle_are_counted(ip):
+    """Another shape (pytorch#4661's, with the model deleted afterwards): the leaves are a module's
+    parameters; deleting the module leaves them in the cycle, which the line counts."""
+    run(ip, "gone = torch.nn.Linear(256, 256)\nout = gone(torch.ones(8, 256)).pow(2).sum()\n"
+            "out.backward(create_graph=True)\ndel gone, out")
+    res, cap = run(ip, "%vram -d cpu")
+    text = cap.stdout + "".join(str(o.data.get("text/plain", "")) for o in cap.outputs)
+    assert "kept by leaf tensors whose .grad carries an autograd graph" in text, text
+    said = text.split(" of the memory no name holds is kept by leaf tensors")[0].rsplit("⚠ ", 1)[-1].strip()
+    before = _allocated()
+    leaves = [o for o in gc.get_objects() if type(o) is torch.nn.Parameter and o.grad is not None
+              and o.grad.grad_fn is not None]
+    assert len(leaves) == 2  # weight and bias
+    for t in leaves:
+        t.grad = None
+    del leaves, t
+    gc.collect()
+    assert said == format_bytes(before - _allocated()), (said, before - _allocated())
