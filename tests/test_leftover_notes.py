@@ -99,3 +99,96 @@ def test_no_leftover_line_where_the_name_is_still_needed_by_another_holder(ip):
     notes = _notes(ip, "view = keep[:10]")  # keep holds the storage: cloning view frees nothing
     assert not any("is a view" in n for n in notes), notes
     assert io is not None and torch is not None
+
+
+def _delta(ip, cell: str) -> int:
+    """What ``cell`` changes allocated memory by (CPU tracker), measured."""
+    res, _ = run(ip, "%%vram -d cpu -q\n" + cell)
+    assert res.error_in_exec is None, res.error_in_exec
+    return vramnb.history()[-1].delta_allocated
+
+
+def test_a_small_view_kept_in_a_dict_or_list_entry_gets_clone_with_the_bytes_it_frees(ip):
+    """Field case sliced_head_keeps_storage: the view is an entry of a dict (and, another shape of
+    it, of a list inside a dict the cell fills by key); the line names the entry as typed, and its
+    bytes are what the `.clone()` it gives really frees (measured)."""
+    notes = _notes(ip, "x = torch.randn(1 << 20)\nsnapshot = {'step': 1, 'head': x[:10]}\ndel x")
+    line = (f"snapshot['head'] ({format_bytes(40)} of data) is a view that keeps a whole {format_bytes(4 * MiB)} "
+            f"storage alive: `snapshot['head'] = snapshot['head'].clone()` keeps only its own bytes and frees "
+            f"{format_bytes(4 * MiB - 40)}")
+    assert line in notes, notes
+    assert _delta(ip, "snapshot['head'] = snapshot['head'].clone()") == -(4 * MiB - 40)
+    run(ip, "hist = {}")
+    notes = _notes(ip, "y = torch.randn(1 << 21)\nhist['rows'] = [y[:4], y[4:8]]\ndel y")
+    # two views of one 8 MiB storage: deleting either entry alone frees nothing, so neither is offered
+    assert not any("is a view" in n for n in notes), notes
+    notes = _notes(ip, "y = torch.randn(1 << 21)\nhist['rows'] = [y[:4]]\ndel y")
+    assert (f"hist['rows'][0] ({format_bytes(16)} of data) is a view that keeps a whole {format_bytes(8 * MiB)} "
+            f"storage alive: `hist['rows'][0] = hist['rows'][0].clone()` keeps only its own bytes and frees "
+            f"{format_bytes(8 * MiB - 16)}") in notes, notes
+    assert _delta(ip, "hist['rows'][0] = hist['rows'][0].clone()") == -(8 * MiB - 16)
+
+
+def test_a_view_in_a_tuple_or_one_another_name_shares_is_not_offered_a_clone(ip):
+    run(ip, "base2 = torch.ones(1 << 20)")
+    notes = _notes(ip, "box = {'v': base2[:10]}\npair = (torch.ones(1 << 20)[:4],)")
+    assert not any("is a view" in n for n in notes), notes
+
+
+def test_a_dict_of_models_and_optimizers_trained_in_a_loop_names_what_each_entry_keeps(ip):
+    """Field case models_trained_in_loop_kept_by_dict: each entry keeps its model's parameters and
+    gradients and its optimizer's state; the `del` bytes are measured."""
+    run(ip, "torch.manual_seed(0)\nzoo = {}\nfor k in ('a', 'b', 'c'):\n    m = torch.nn.Linear(512, 512)\n"
+            "    zoo[k] = {'model': m, 'optimizer': torch.optim.Adam(m.parameters())}\ndel m")
+    notes = _notes(ip, "for key, obj in zoo.items():\n    mdl, op = obj['model'], obj['optimizer']\n"
+                       "    mdl(torch.ones(4, 512)).sum().backward()\n    op.step()\ndel mdl, op, obj")
+    p = (512 * 512 + 512) * 4  # one model's parameters; its gradients the same, Adam's state twice that
+    line = next(n for n in notes if n.startswith("zoo keeps"))
+    assert line == (f"zoo keeps 3 trained entries (3 models, 3 optimizers), each model with its gradients and each "
+                    f"optimizer with its state, after training (parameters {format_bytes(3 * p)}, gradients "
+                    f"{format_bytes(3 * p)}, optimizer state {format_bytes(3 * 2 * p + 3 * 2 * 4)}): keep only what "
+                    "later cells use, e.g. the best model or its `state_dict()` saved to disk (torch.save); "
+                    f"`del zoo['a']` frees {format_bytes(4 * p + 2 * 4)}, `del zoo['b']` frees "
+                    f"{format_bytes(4 * p + 2 * 4)}, `del zoo['c']` frees {format_bytes(4 * p + 2 * 4)}; to keep a "
+                    "model but not its training state, set its gradients to None (`zero_grad(set_to_none=True)`) and "
+                    "drop its optimizer"), line
+    assert _delta(ip, "del zoo['b']") == -(4 * p + 2 * 4)  # Adam's step counts: a float32 scalar per parameter
+
+
+def test_a_list_of_untrained_models_or_one_model_with_its_optimizer_gets_no_trained_line(ip):
+    run(ip, "pair = {'model': torch.nn.Linear(512, 512)}\npair['opt'] = torch.optim.SGD(pair['model'].parameters())\n"
+            "fresh = [torch.nn.Linear(512, 512) for _ in range(3)]")
+    notes = _notes(ip, "pair['model'](torch.ones(2, 512)).sum().backward()\npair['opt'].step()\nn = len(fresh)")
+    assert not any(" trained entries" in n for n in notes), notes
+
+
+def test_a_list_of_slices_appended_in_a_loop_gets_one_line_and_one_fix_with_what_it_frees(ip):
+    """Another shape of the view category: each pass appends a small slice of a new large tensor."""
+    run(ip, "heads = []")
+    notes = _notes(ip, "for i in range(3):\n    big = torch.randn(1 << 20)\n    heads.append(big[:4])\ndel big")
+    line = next(n for n in notes if n.startswith("heads's 3 entries"))
+    assert line == (f"heads's 3 entries ({format_bytes(48)} of data) are views that keep whole storages of "
+                    f"{format_bytes(12 * MiB)} alive: `heads = [t.clone() for t in heads]` keeps only their own bytes "
+                    f"and frees {format_bytes(12 * MiB - 48)} (or store `.clone()`s when adding to it)"), line
+    assert not any(n.startswith("heads[") for n in notes), notes
+    assert _delta(ip, "heads = [t.clone() for t in heads]") == -(12 * MiB - 48)
+
+
+def test_a_list_of_trained_models_gets_index_assignments_not_shifting_dels(ip):
+    run(ip, "runs = []")
+    notes = _notes(ip, "for lr in (0.1, 0.01):\n    m = torch.nn.Linear(512, 512)\n"
+                       "    o = torch.optim.SGD(m.parameters(), lr=lr)\n    m(torch.ones(2, 512)).sum().backward()\n"
+                       "    o.step()\n    runs.append((m, o))\ndel m, o")
+    line = next(n for n in notes if n.startswith("runs keeps 2 trained entries"))
+    p = (512 * 512 + 512) * 4  # parameters and gradients of one model (SGD without momentum keeps no state)
+    assert f"`runs[0] = None` frees {format_bytes(2 * p)}, `runs[1] = None` frees {format_bytes(2 * p)}" in line, line
+    assert "del runs[" not in line
+    assert _delta(ip, "runs[0] = None") == -2 * p
+
+
+def test_two_models_a_training_cell_uses_together_outside_any_loop_get_no_trained_line(ip):
+    """Adversarial: a GAN's generator and discriminator in one dict, trained together by a cell that
+    does not loop over the dict: both are in use, "keep only the best" would be wrong."""
+    run(ip, "gan = {'g': torch.nn.Linear(512, 512), 'd': torch.nn.Linear(512, 512)}")
+    notes = _notes(ip, "out = gan['d'](gan['g'](torch.ones(2, 512))).sum()\nout.backward()")
+    assert not any(" trained entries" in n for n in notes), notes

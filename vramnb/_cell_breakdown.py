@@ -69,6 +69,9 @@ class CellAttribution:
         self.rows: list[tuple[str, int, int, int]] = []
         self.recorder: Any = None
         self.backward_runs = 0  # autograd engine runs while the cell ran (backward, autograd.grad)
+        # {name: bytes} of each named tensor's value from before the cell still alive at the peak and freed
+        # right after it, before the next allocation (``z = layer(z)``: the old z lives until the new one is assigned)
+        self.old_at_peak: dict[str, int] = {}
 
     def _claims_now(self, graphs: bool = False) -> list[tuple[str, set[int]]]:
         mods, opts, tens, rest = _objects(self.ns)
@@ -184,6 +187,16 @@ class CellAttribution:
         peak = max(range(start, end + 1), key=lambda i: totals[i]) if end >= start else start
         order = list(dict.fromkeys([n for n, _ in claims] + ["workspace", "temporaries", NO_NAME, "other"]))
         at = {p: sum_by_label(tl, labels, p) for p in (start, end, peak)}
+        live = tl.live_at(peak)
+        # the first allocation after the peak: an old value freed before it was freed by the step that made the peak
+        # (`z = layer(z)`: the new z, then the old one freed at the assignment), not by a later one
+        after = min((iv.start for iv in tl.intervals if iv.start >= peak), default=end)
+        for name, ks in start_claims:
+            if name.startswith("tensor "):
+                ivs = [tl.intervals[i] for i in live]
+                old = {iv.key: iv.size for iv in ivs if iv.key in ks and iv.end is not None and iv.end < min(end, after)}
+                if old:
+                    self.old_at_peak[name[len("tensor "):]] = sum(old.values())
         self.rows = [(n, at[start].get(n, 0), at[end].get(n, 0), at[peak].get(n, 0)) for n in order]
         self.rows = [r for r in self.rows if any(r[1:])]
 

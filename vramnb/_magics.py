@@ -31,7 +31,7 @@ from ._cell_run import Outcome, await_vram_cells, body_is_async, clean_traceback
 from ._free import free_hidden, hidden_holders, names_bound
 from .diagnose import Regrowth
 from .diagnose._kept_graphs import grad_graph_note, kept_graph_note, regrowth_advice
-from .diagnose._leftovers import leftover_notes
+from .diagnose._leftovers import leftover_notes, reassigned_peak_note
 from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
@@ -353,6 +353,13 @@ class VramMagics(Magics):
             note = None
         if note:
             m.report.notes.append(note)
+        try:
+            temps = sum(r[3] for r in m.report.sources or [] if r[0] == "temporaries")
+            note = reassigned_peak_note(getattr(att, "old_at_peak", {}), temps, cell)
+        except Exception:  # noqa: BLE001 - a verdict must never break the cell
+            note = None
+        if note:
+            m.report.notes.append(note)
 
     def _note_leftovers(self, m: Any, cell: str, device: Any) -> None:
         """With --breakdown, after a cell that raised nothing: what it left alive that its code may not
@@ -364,8 +371,14 @@ class VramMagics(Magics):
 
         def frees() -> dict[str, int]:
             dev = resolve_device(device)
-            rows = find_holders(names, dev, hidden=dict(hidden_holders(self.shell)), limit=None, entries=False)
-            return {h.name: h.unique for h in rows if not h.hidden}
+            rows = find_holders(names, dev, hidden=dict(hidden_holders(self.shell)), limit=None)
+            out: dict[str, int] = {}
+            todo = [h for h in rows if not h.hidden]
+            while todo:  # each name, and each entry beneath it (`d['k']`: what deleting that entry alone frees)
+                h = todo.pop()
+                out[h.name] = h.unique
+                todo += h.entries
+            return out
 
         try:
             notes = leftover_notes(names, cell, frees, str(resolve_device(device).type))
@@ -743,12 +756,24 @@ class VramMagics(Magics):
         sample = probe.sample(device_info=probe.active())
         # the user's own names; IPython's (Out, _, _3) are the out-of-sight output history holder
         rows = find_holders(self._users_names(), dev, hidden=hidden_holders(self.shell))
+        notes = []
         try:
             note = grad_graph_note(self._users_names(), dev)
+            if note:
+                notes.append(note)
         except Exception:  # noqa: BLE001 - a verdict must never break %vram
-            note = None
+            pass
+        if sample.allocated is not None and sample.allocated > rows.total:  # held by no name: a leaf .grad cycle?
+            try:
+                from .diagnose._grad_cycles import leaf_cycle_note
+
+                note = leaf_cycle_note(self._users_names(), dev, hidden_holders(self.shell))
+                if note:
+                    notes.append(note)
+            except Exception:  # noqa: BLE001 - a verdict must never break %vram
+                pass
         return HoldersReport(
-            notes=[note] if note else [],
+            notes=notes,
             versions=versions(dev),
             device=str(dev),
             holders=rows,

@@ -359,3 +359,70 @@ JUDGEMENTS_V3: dict[str, tuple[str, str, str]] = {
             "MiB of gradients kept from training show only as rows (model 'gradients 32.1 MiB'), no "
             "zero_grad(set_to_none=True) advice; fix 3 (smaller batch) would help", _M),
 }
+
+# -- 2026-12-04 (c), the advice work (fix-advice): every part read again by hand, before (main at 396113c, run from a
+# `git archive` of it) and after (fix-advice at 6139013). Before: as JUDGEMENTS_AFTER (b493c78) but where the text
+# changed since; every case's text was compared with b493c78's (numbers aside) and the changed ones re-read.
+JUDGED_AT_C_BEFORE = "396113c (main, before the advice work of 2026-12-04 (c))"
+
+JUDGEMENTS_C_BEFORE: dict[str, tuple[str, str, str]] = {**JUDGEMENTS_AFTER, **{k: (v[0], v[1], v[0]) for k, v in {
+    "hook_self_reference_cycle": (_M, "an automatic gc collected the five cycles before %vram ran (allocated 8.0 MiB "
+                                      "there; the same on a re-run): the cell report's 40.0 MiB 'alive after the "
+                                      "cell, held by no name above' is not explained; %vram free 0 B; no loop line "
+                                      "for a module any more (08a7661)"),
+    "eval_preds_list_oom": (_D, "fix 1 all_preds 'keep numbers, not tensors (loss.item()), or empty it … "
+                                "all_preds.clear()' (flaw: the generic '(loss.item())': the cell has no loss)"),
+    "training_tensors_alive_during_validation": (_D, "'bound in a loop and still alive after it …: val_output, data, "
+                                                     "output, loss … `del …` … or running the loop in a function' "
+                                                     "(val_data, read after its loop, no longer listed)"),
+}.items()}}
+
+JUDGED_AT_C_AFTER = "6139013 (fix-advice, after)"
+
+JUDGEMENTS_C_AFTER: dict[str, tuple[str, str, str]] = {**JUDGEMENTS_C_BEFORE, **{k: (v[0], v[1], v[0]) for k, v in {
+    # -- tuning
+    "eval_preds_list_oom": (_D, "fix 1 all_preds 'keep numbers or reduced values, not whole tensors, or empty it … "
+                                "all_preds.clear()' (no generic loss.item(); CPU tensors without a graph: no example, "
+                                "nothing lighter to store)"),
+    "validation_outputs_with_graph_oom": (_D, "fix 1 'keep less in it (`y_preds.append(model(xb).detach())`: the "
+                                              "tensor without its autograd graph), or empty it' (the cell's own "
+                                              "expression), fix 3 no_grad"),
+    "loss_parts_summed_oom": (_D, "fix 2 '`loss = loss + model(part).pow(2).mean()` keeps every part's autograd graph "
+                                  "… alive until the one `loss.backward()`: call backward on each part as it is "
+                                  "computed …' with the cell's own expression (loss_part.backward(); loss += "
+                                  "loss_part.item()); compare(model, batch, loss_fn, toggles=…) names no optimizer "
+                                  "(the notebook has none)"),
+    "no_grad_reassign_peak": (_D, "'at the peak the value z had before the cell (16.0 MiB) was still alive beside "
+                                  "16.0 MiB of tensors the cell made and freed: `z = layer(z)` computes the new z "
+                                  "while z still holds the old one, which Python frees only after the assignment (not "
+                                  "a leak)'; peak +16.0 MiB, Δ ±0: true"),
+    "hook_self_reference_cycle": (_P, "%vram: '40.0 MiB allocated is held by no name listed (… those in a reference "
+                                      "cycle waiting for gc … `%vram free` releases)', then %vram free 'unreachable "
+                                      "cycles 0 B': an automatic gc collected them between the two (when CPython's gc "
+                                      "runs depends on how many objects vramnb's own walks allocate: at 396113c it ran "
+                                      "before %vram, at b493c78 after %vram free); the hook's cycle not named"),
+    "training_activations_oom": (_D, "unchanged but for the autocast code's '# batch and loss_fn: yours'"),
+    # -- validation
+    "create_graph_leaf_cycle": (_D, "%vram: '80.0 MiB of it is kept by leaf tensors no name holds whose .grad carries "
+                                    "an autograd graph (backward(create_graph=True)) that reaches back to the leaf: x "
+                                    "-> x.grad -> graph -> x, a cycle … gc.collect() cannot free (`%vram free` releases "
+                                    "none of it); set `x.grad = None` … or use torch.autograd.grad'; %vram free 0 B "
+                                    "(true); ef9a201 words it '80.0 MiB of the memory no name holds is kept by …'"),
+    # -- validation-2 (seen: three of this work's categories came from it)
+    "metric_object_keeps_graph": (_D, "'autograd graphs kept after the cell by train_loss.sum (nodes only, no saved "
+                                      "tensor): `self.sum += val` in Metric.update (<ipython-input-…>:16) chains each "
+                                      "graph onto train_loss.sum: add `val.detach()` there (or `val.item()`, a "
+                                      "number)'"),
+    "validation_metrics_without_no_grad_oom": (_D, "fix 1 '`valing_results['mse'] += (batch_mse * 4).item()`: a "
+                                                   "number, not a tensor with its autograd graph' (the cell's own "
+                                                   "statement), no_grad fix (the reporter's)"),
+    "sliced_head_keeps_storage": (_D, "'snapshot['head'] (40 B of data) is a view that keeps a whole 15.3 MiB storage "
+                                      "alive: `snapshot['head'] = snapshot['head'].clone()` keeps only its own bytes "
+                                      "and frees 15.3 MiB'"),
+    "models_trained_in_loop_kept_by_dict": (_D, "'all_models keeps 3 trained entries (3 models, 3 optimizers) … "
+                                                "(parameters 12.1 MiB, gradients 12.1 MiB, optimizer state 24.2 MiB): "
+                                                "keep only what later cells use, e.g. the best model or its "
+                                                "`state_dict()` saved to disk …; `del all_models['a']` frees 16.1 MiB, "
+                                                "`del all_models['b']` frees 16.1 MiB (all_models['c']: also held by "
+                                                "other names); … set its gradients to None … and drop its optimizer'"),
+}.items()}}

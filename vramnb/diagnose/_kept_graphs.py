@@ -256,6 +256,16 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
             kept.append((name, nbytes))
         if len(kept) > n_kept:
             union.update(sizes)
+    from ._attr_sums import attribute_sums
+
+    for found in attribute_sums(names, source):  # `self.sum += val` in a method the cell calls
+        try:
+            sizes, _ = _graph_bytes(found.tensors, key, named)
+        except Exception:  # noqa: BLE001 - a note must never break the report
+            continue
+        kept.append((found.path, sum(sizes.values())))
+        union.update(sizes)
+        fixes.append(found.fix())
     if not kept:
         return None
     what = ", ".join(f"{n} ({format_bytes(b)})" if b else f"{n} (nodes only, no saved tensor)"
@@ -367,7 +377,10 @@ def regrowth_advice(name: str, obj: Any, source: str) -> str | None:
                     "if no backward needs it")
         return None
     if not issubclass(type(obj), (list, dict)):
-        return None
+        from ._attr_sums import attribute_sums
+
+        found = [f for f in attribute_sums({name: obj}, source) if f.path.startswith(name)]
+        return "; ".join(f.fix() for f in found) or None
     try:
         tree = ast.parse(source)
         named = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(tree))

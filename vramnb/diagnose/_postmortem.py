@@ -120,6 +120,10 @@ class FailingCode:
             (``x.append(…)``/``extend``/``insert``/``add``/``update``/``setdefault``,
             ``x[k] = …``, ``x += …``), read from the source's syntax tree: a container only
             read (iterated, indexed) is not in it, and emptying it is no fix.
+        stores: ``{container: sentence}``: what to store instead in each container the failing
+            cells add to, as the cell's own statement (:func:`._cell_code.stored_instead`).
+        summed: ``(total, statement, part, what to keep)`` where a failing cell sums a loss's parts in a loop
+            before one ``total.backward()`` (:func:`._cell_code.summed_before_backward`).
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -133,6 +137,8 @@ class FailingCode:
     phase: str = ""
     backward: bool | None = None
     mutated: set[str] = field(default_factory=set)
+    stores: dict[str, str] = field(default_factory=dict)
+    summed: tuple[str, str, str, str] | None = None
     optim: OptimizerFacts | None = None
 
 
@@ -522,6 +528,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
         if trains is not None:
             ctx.backward = bool(ctx.backward) or trains
         g = frame.f_globals
+        _read_cell(ctx, code.co_filename, g)
         for name in names | cell_names:
             obj = dict.get(g, name) if type(g) is dict else None
             if obj is None:
@@ -548,6 +555,21 @@ def failing_code(frames: list[Any]) -> FailingCode:
     if ctx.phase == "backward":  # the autograd engine runs backward with gradients off: the code trains
         ctx.grad = True
     return ctx
+
+
+def _read_cell(ctx: FailingCode, filename: str, namespace: Any) -> None:
+    """Fill ``ctx.stores`` and ``ctx.summed`` from the notebook cell ``filename`` (nothing where it is no cell)."""
+    from ._cell_code import stored_instead, summed_before_backward
+
+    cell = _cell_source(filename)
+    if cell is None or type(namespace) is not dict:
+        return
+    try:
+        for k, v in stored_instead(cell[0], namespace).items():
+            ctx.stores.setdefault(k, v)
+        ctx.summed = ctx.summed or summed_before_backward(cell[0])
+    except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
+        pass
 
 
 def _model_of(opt: Any, namespace: dict[str, Any]) -> str | None:

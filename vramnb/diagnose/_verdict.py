@@ -270,9 +270,10 @@ def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
         if used and (kind not in _CONTAINER_KINDS or ctx is None or root not in ctx.mutated):
             continue  # the training itself, or data the failing code only reads: emptying it is no fix
         if used:
-            f = Fix(f"{name} ({kind}), which the failing code adds to, keeps {format_bytes(holds)}: keep numbers, "
-                    f"not tensors (loss.item()), or empty it; that frees {format_bytes(frees)}", f"{name}.clear()",
-                    frees)
+            instead = ctx.stores.get(root) if ctx is not None else None
+            keep = f"keep less in it ({instead})" if instead else "keep numbers or reduced values, not whole tensors"
+            f = Fix(f"{name} ({kind}), which the failing code adds to, keeps {format_bytes(holds)}: {keep}, or empty "
+                    f"it; that frees {format_bytes(frees)}", f"{name}.clear()", frees)
         else:
             f = Fix(f"{name} keeps {format_bytes(holds)}; deleting it frees {format_bytes(frees)}", f"del {name}", frees)
         if short is not None and frees >= short:
@@ -313,15 +314,26 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
         return []
     kind = device.split(":")[0]
     model = (ctx.model if ctx is not None else None) or "model"
-    opt = (ctx.optimizer if ctx is not None else None) or "optimizer"
-    args = f"{model}, batch, loss_fn, {opt}"
+    # no optimizer in use: none is named (the step is then profiled without one), never a name the notebook lacks
+    opt = ctx.optimizer if ctx is not None else "optimizer"
+    args = f"{model}, batch, loss_fn" + (f", {opt}" if opt else "")
     yours = "  # batch and loss_fn: yours"
     out = []
+    if ctx is not None and ctx.summed is not None:
+        total, stmt, part, keep = ctx.summed
+        each = "loss_part" if not total.isidentifier() else f"{total}_part"
+        out.append(Fix(f"`{stmt}` keeps every part's autograd graph (its activations) alive until the one "
+                       f"`{total}.backward()`: call backward on each part as it is computed instead; the gradients "
+                       "accumulate in .grad to the same sum, and each part's graph is freed at once (pass "
+                       "retain_graph=True where the parts share a graph made before the loop)",
+                       f"{each} = {part}  # in the loop, instead of `{stmt}`\n{each}.backward()\n"
+                       f"{keep.format(part=each)}  # and no {total}.backward() after the loop"))
     if kind == "cuda":  # the search models a CUDA card
         out.append(Fix("find a batch that fits", f"vramnb.max_batch_size({args}){yours}"))
     if ctx is None or not ctx.autocast:
         out.append(Fix("bf16 autocast around the forward and the loss",
-                       f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    loss = loss_fn({model}, batch)"))
+                       f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    loss = loss_fn({model}, batch)"
+                       f"{yours}"))
     if (ctx is None or not ctx.checkpointing) and (ctx is None or ctx.grad):
         method = ctx.checkpoint_method if ctx is not None else None
         out.append(Fix("recompute activations in backward",
