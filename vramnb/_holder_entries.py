@@ -308,11 +308,12 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Call
     for c in children:
         node.counted.update(c.counted)
     if children:  # a container reports what its entries share with entries elsewhere
-        inside = {node.path} | {c.path for c in _walk(node)}
-        for c in children:  # a storage several entries share with one owner counts once
-            for o, keys in c.shared_keys.items():
-                if o not in inside:
-                    node.shared_keys.setdefault(o, set()).update(keys)
+        if any(c.shared_keys for c in children):
+            inside = {node.path} | {c.path for c in _walk(node)}
+            for c in children:  # a storage several entries share with one owner counts once
+                for o, keys in c.shared_keys.items():
+                    if o not in inside:
+                        node.shared_keys.setdefault(o, set()).update(keys)
         for o, keys in node.shared_keys.items():
             node.shared[o] = sum(node.held.get(k, 0) for k in keys)
     node.children.sort(key=lambda c: -sum(c.counted.values()))
@@ -332,19 +333,30 @@ def _plain_entries(path: str, items: list[tuple[str, Any, int]], owner: dict[int
     helds = walk_plain(values)
     if helds is None:
         return False
+    get = owner.get
     for (suffix, value, _), held in zip(items, helds):
         if not held:
             continue
-        child = Entry(path + suffix, value, held, plain=True)
+        p = path + suffix
+        if len(held) == 1:  # (always, but where canon renamed two storages to one)
+            [(k, n)] = held.items()
+            o = get(k)
+            if o is None:
+                owner[k] = p
+                children.append(Entry(p, value, held, counted={k: n}, plain=True))
+            else:
+                children.append(Entry(p, value, held, shared={o: n}, shared_keys={o: {k}}, plain=True))
+            continue
+        child = Entry(p, value, held, plain=True)
         fresh: Held = {}
         for k, n in held.items():
-            o = owner.get(k)
+            o = get(k)
             if o is None:
                 fresh[k] = n
             elif k not in child.shared_keys.setdefault(o, set()):
                 child.shared_keys[o].add(k)
                 child.shared[o] = child.shared.get(o, 0) + n
-        owner.update(dict.fromkeys(fresh, child.path))
+        owner.update(dict.fromkeys(fresh, p))
         child.counted = fresh
         children.append(child)
     return True
@@ -425,7 +437,8 @@ def _set_unique(node: Entry, unique_keys: Container[int]) -> None:
     for c in node.children:
         mine = {k for k in c.held if k in unique_keys and reach[k] == 1}
         c.unique = sum(c.held[k] for k in mine)
-        _set_unique(c, mine)
+        if c.children or c.lumped:  # (a leaf's is set: it has nothing beneath it)
+            _set_unique(c, mine)
 
 
 def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_device: Callable[..., bool],
@@ -438,7 +451,7 @@ def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_d
     left = dict(held)
     for c in children:
         if c.plain:  # parts_of's split of a plain leaf: its storage is the tensor's own
-            own = "parameters" if isinstance(c.obj, torch.nn.Parameter) else "tensors"
+            own = "parameters" if type(c.obj) is torch.nn.Parameter else "tensors"  # (plain: one of the two)
             part = {k: left.pop(k) for k in c.counted if k in left}
             if part:
                 merged.setdefault(own, {}).update(part)
