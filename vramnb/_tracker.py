@@ -611,31 +611,38 @@ class StorageTracker(SameMemory):
         # .layout, .requires_grad, .grad must not run it
         with torch._C.DisableTorchFunctionSubclass():
             self._scan_tensors(refs, threading.get_ident(), seen, young=young)
-        self._verify(pending)
+        if young:  # (a collection's survivors: verified by the next full scan, not at every collection)
+            pending.clear()
+        else:
+            self._verify(pending)
 
     def _verify(self, sts: list[Any]) -> None:
         """Note in ``_verified`` those of ``sts`` (storages a scan looked at) that are now
         registered alive, counted (not an alias) at their size and data address: the next
-        scan skips them while they stay so (see :meth:`_unknown`)."""
+        scan skips them while they stay so (see :meth:`_unknown`). Under the lock, a few
+        thousand at a time: an entry another thread changes meanwhile is either changed
+        before (then it is read as changed) or after (then its change takes the key out)."""
         entries, spans, alias_of, verified = self._entries, self._ranges._span, self._alias_of, self._verified
-        for st in sts:
-            try:
-                key = st._cdata
-                entry = entries.get(key)
-                held: Any = entry.ref() if entry is not None else None
-                if entry is None or held is not st or key in alias_of:
-                    continue
-                nbytes = st.nbytes()
-                ptr = st.data_ptr()
-            except Exception:  # noqa: S112 - a storage without data: looked at one by one each time
-                continue
-            if entry.nbytes != nbytes:
-                continue
-            if nbytes:
-                span = spans.get(key)
-                if span is None or span[0] != ptr:
-                    continue
-            verified[key] = (ptr, nbytes)
+        for i in range(0, len(sts), 4096):
+            with self._lock:
+                for st in sts[i:i + 4096]:
+                    try:
+                        key = st._cdata
+                        entry = entries.get(key)
+                        held: Any = entry.ref() if entry is not None else None
+                        if entry is None or held is not st or key in alias_of:
+                            continue
+                        nbytes = st.nbytes()
+                        ptr = st.data_ptr()
+                    except Exception:  # noqa: S112 - a storage without data: looked at one by one each time
+                        continue
+                    if entry.nbytes != nbytes:
+                        continue
+                    if nbytes:
+                        span = spans.get(key)
+                        if span is None or span[0] != ptr:
+                            continue
+                    verified[key] = (ptr, nbytes)
         sts.clear()
 
     def _unknown(self, objs: list[Any], ok: set[Any] | None, pending: list[Any]) -> list[Any]:
