@@ -29,7 +29,7 @@ import torch
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-_RAISE = {
+_RAISE = {  # the failed cell of each --exception case
     "plain": "def fails():\n    n = 3\n    raise ValueError(n)\nfails()",
     "tensor": "def fails():\n    big = torch.ones(2**20)\n    raise ValueError('x')\nfails()",
 }
@@ -50,22 +50,23 @@ def shell_with_vramnb() -> Any:
 
 def build(shell: Any, n: int, layout: str, exception: str = "none") -> None:
     """The notebook state timed: ``ts``, ``n`` tensors of 4 bytes in one list (``layout="one"``)
-    or in lists of 1000 (``"1000"``); with ``exception`` other than ``"none"``, IPython's last
-    exception from a failed cell (see the module docstring); else none (``sys.last_*`` cleared)."""
+    or in lists of 1000 (``"1000"``), and IPython's last exception (:func:`set_exception`)."""
     shell.user_ns.pop("ts", None)
+    ts = [torch.zeros(1) for _ in range(n)]
+    shell.user_ns["ts"] = ts if layout == "one" else [ts[i:i + 1000] for i in range(0, n, 1000)]
+    del ts
+    set_exception(shell, exception)
+
+
+def set_exception(shell: Any, exception: str) -> None:
+    """With ``exception`` other than ``"none"``, IPython's last exception from a failed cell (see
+    the module docstring); else none (``sys.last_*`` and the shell's traceback cleared)."""
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, name):
             delattr(sys, name)
     shell.InteractiveTB.tb = None
-    ts = [torch.zeros(1) for _ in range(n)]
-    shell.user_ns["ts"] = ts if layout == "one" else [ts[i:i + 1000] for i in range(0, n, 1000)]
-    del ts
-    if exception != "none":
-        with capture_output():
-            shell.run_cell(_RAISE[exception], store_history=True)
-    else:
-        with capture_output():
-            shell.run_cell("pass", store_history=True)  # the last result has no error
+    with capture_output():
+        shell.run_cell(_RAISE.get(exception, "pass"), store_history=True)  # "pass": the last result has no error
     gc.collect()  # an earlier case's exception, in the cycles IPython's traceback formatter leaves
 
 
@@ -99,8 +100,9 @@ def main() -> None:
         return
     for n in sizes:
         for layout in layouts:
+            build(shell, n, layout)
             for exception in exceptions:
-                build(shell, n, layout, exception)
+                set_exception(shell, exception)
                 with capture_output():
                     shell.run_line_magic("vram", "-d cpu")  # the first one's full scan registers them
                 before = load()
@@ -114,8 +116,8 @@ def main() -> None:
                 print(f"{n:>9} tensors ({layout:>4}, exception {exception:>6}): median {statistics.median(times):.3f} s, "
                       f"min {min(times):.3f} s (runs {', '.join(f'{x:.3f}' for x in times)}); total {rep.total} B; "
                       f"allocated {rep.allocated} B; first rows {rows}; load {before:.2f} -> {load():.2f}", flush=True)
-                shell.user_ns.pop("ts", None)
                 del rep
+            shell.user_ns.pop("ts", None)
 
 
 if __name__ == "__main__":
