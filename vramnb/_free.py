@@ -34,6 +34,8 @@ import torch
 
 from ._versions import versions
 
+from ._graph import MAX_DEPTH
+from ._holders import storages_held
 from ._referrers import Slots, describe_holder, outside_referrers
 from ._process import malloc_trim, process_memory
 from ._probe import CpuProbe, probe_for
@@ -161,10 +163,32 @@ def _release_plan(shell: Any, bound: Mapping[str, int] | None = None) -> _Releas
     return plan
 
 
-def _frame_objects(shell: Any) -> list[Any]:
-    ns = shell.user_ns
+def _frame_objects(shell: Any, device: torch.device | None = None) -> list[Any]:
+    """The local variables of the frames of the last exception that ``%vram free`` may clear.
+
+    ``device``: the caller counts only storages on it. The referrer walk that decides which
+    frames are IPython's alone (:func:`_release_plan`: several passes over every live object)
+    then runs only where some frame's variables hold a storage on ``device``: where none of
+    all the exception's frames do, none of those it may clear do, and the answer is ``[]``
+    whatever the walk would decide."""
+    if device is not None:
+        parts = _last_exception(shell)
+        if not parts:
+            return []
+        every = _locals_of([p for p in parts if type(p) is types.FrameType], shell.user_ns)
+        # each value on its own (a walk shared between values may stop one at the depth limit
+        # that alone it would follow further): what any subset of them holds is in these
+        depth = MAX_DEPTH - 1  # the values are one level below the row's list (find_holders)
+        if not any(storages_held(v, device, depth) for v in every):
+            return []
+    return _locals_of(_release_plan(shell).frames, shell.user_ns)
+
+
+def _locals_of(frames: list[Any], ns: Any) -> list[Any]:
+    """The values of the local variables of ``frames`` that are the user's (a function of the
+    user's, a class body or ``exec`` namespace, not IPython's, vramnb's or the notebook's own)."""
     objs: list[Any] = []
-    for f in _release_plan(shell).frames:
+    for f in frames:
         module = str(f.f_globals.get("__name__", ""))
         if _is_function_frame(f) and not module.startswith(("IPython", "vramnb", "ipykernel")):
             objs.extend(f.f_locals.values())
@@ -188,8 +212,10 @@ def _ipython_outputs(shell: Any) -> dict[str, Any]:
     }
 
 
-def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
-    """Out-of-sight holders in an IPython shell: shown name → (kind, objects)."""
+def hidden_holders(shell: Any, device: torch.device | None = None) -> dict[str, tuple[str, Any]]:
+    """Out-of-sight holders in an IPython shell: shown name → (kind, objects). ``device``: the
+    caller counts only storages on it (the last exception's frames are then decided only where
+    they hold one: :func:`_frame_objects`)."""
     out: dict[str, tuple[str, Any]] = {}
     oh = _output_cache(shell)
     unders = list(_ipython_outputs(shell).values()) + [getattr(shell.displayhook, u, None) for u in _UNDERS]
@@ -197,7 +223,7 @@ def hidden_holders(shell: Any) -> dict[str, tuple[str, Any]]:
     unders.append(getattr(res, "result", None))
     # one holder: Out[n] and _, __, ___, _n are the same outputs (each alone would free nothing)
     out["Out, _ __ ___" if oh else "_ __ ___"] = ("output history", [list(oh.values()) if oh else [], unders])
-    frames = _frame_objects(shell)
+    frames = _frame_objects(shell, device)
     if frames:
         out["last exception"] = ("traceback frames", frames)
     return out

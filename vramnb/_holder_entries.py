@@ -41,6 +41,7 @@ from ._graph import (
     graph_tensors,
     is_tooling,
     object_attributes,
+    plain_leaves,
 )
 from ._storages import storages_of_tensor
 from ._units import format_bytes
@@ -248,10 +249,15 @@ class Entry:
     lumped: int = 0  # items past MAX_ITEMS, not walked one by one
     lumped_bytes: int = 0  # what they hold that no walked entry counts
     lumped_unique: int = 0
+    plain: bool = False  # a plain leaf tensor read in bulk (vramnb._graph.plain_leaves): its one storage is all it holds
+
+
+WalkPlain = Callable[[list[Any]], "list[Held] | None"]
 
 
 def entries_of(path: str, obj: Any, held: Held, unique_keys: Container[int], depth: int,
-               walk: Callable[[Any, int], Held], own: Callable[[Any], set[int]] = lambda obj: set()) -> Entry:
+               walk: Callable[[Any, int], Held], own: Callable[[Any], set[int]] = lambda obj: set(),
+               walk_plain: WalkPlain | None = None) -> Entry:
     """The tree of entries beneath the name ``path`` holding ``obj`` (whose
     storages are ``held``, walked ``depth`` levels deep; ``unique_keys``: those
     no other name keeps): an :class:`Entry` for the name, its ``children`` the
@@ -260,16 +266,18 @@ def entries_of(path: str, obj: Any, held: Held, unique_keys: Container[int], dep
     a value counts for itself before its entries (a module's parameters,
     gradients and buffers, which its attributes may alias). A container's first
     ``MAX_ITEMS`` items are walked one by one; what the rest hold is summed in
-    its ``lumped_bytes``."""
+    its ``lumped_bytes``. ``walk_plain(values)``, if given: what ``walk`` gives each of
+    ``values``, plain leaf tensors (:func:`vramnb._graph.plain_leaves`), read in bulk, or
+    ``None`` where they need ``walk`` one by one."""
     root = Entry(path, obj, held)
     owner: dict[int, str] = {}
-    _expand(root, depth, walk, own, owner, {id(obj)}, last=True)
+    _expand(root, depth, walk, own, owner, {id(obj)}, last=True, walk_plain=walk_plain)
     _set_unique(root, unique_keys)
     return root
 
 
 def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Callable[[Any], set[int]],
-            owner: dict[int, str], ancestors: set[int], last: bool = False) -> None:
+            owner: dict[int, str], ancestors: set[int], last: bool = False, walk_plain: WalkPlain | None = None) -> None:
     """Fill ``node``'s children, ``counted``, ``shared`` and ``lumped`` (``owner``:
     storage key -> the path of the entry it counts for; ``last``: no entry
     after this one reads ``owner``)."""
@@ -277,10 +285,12 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Call
         if k in node.held and k not in owner:
             owner[k] = node.path
             node.counted[k] = node.held[k]
-    children = []
+    children: list[Entry] = []
     if depth > 0:
         items, n_items = first_items(node.obj, MAX_ITEMS)
         node.lumped = max(0, n_items - MAX_ITEMS)
+        if _plain_entries(node.path, items, owner, children, walk_plain):
+            items = []  # all of them read in bulk
         for suffix, value, cost in items:
             if id(value) in ancestors or depth - cost < 0:
                 continue
@@ -288,7 +298,7 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Call
             if not held:
                 continue
             child = Entry(node.path + suffix, value, held)
-            _expand(child, depth - cost, walk, own, owner, ancestors | {id(value)})
+            _expand(child, depth - cost, walk, own, owner, ancestors | {id(value)}, walk_plain=walk_plain)
             if (len(child.children) == 1 and child.children[0].held.keys() == child.held.keys()
                     and not isinstance(value, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor))):
                 child = child.children[0]  # a container whose memory is all in one entry: that entry names it
@@ -298,14 +308,58 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Call
     for c in children:
         node.counted.update(c.counted)
     if children:  # a container reports what its entries share with entries elsewhere
-        inside = {node.path} | {c.path for c in _walk(node)}
-        for c in children:  # a storage several entries share with one owner counts once
-            for o, keys in c.shared_keys.items():
-                if o not in inside:
-                    node.shared_keys.setdefault(o, set()).update(keys)
+        if any(c.shared_keys for c in children):
+            inside = {node.path} | {c.path for c in _walk(node)}
+            for c in children:  # a storage several entries share with one owner counts once
+                for o, keys in c.shared_keys.items():
+                    if o not in inside:
+                        node.shared_keys.setdefault(o, set()).update(keys)
         for o, keys in node.shared_keys.items():
             node.shared[o] = sum(node.held.get(k, 0) for k in keys)
     node.children.sort(key=lambda c: -sum(c.counted.values()))
+
+
+def _plain_entries(path: str, items: list[tuple[str, Any, int]], owner: dict[int, str], children: list[Entry],
+                   walk_plain: WalkPlain | None) -> bool:
+    """Entries for ``items`` when every one is a plain leaf tensor (one level down), read in
+    bulk: what :func:`_expand` makes of each (a tensor has no entries and claims nothing of its
+    own first: its storage counts for it, or it shares it with the entry that counts it), in
+    order, appended to ``children``. False (nothing done) otherwise."""
+    if walk_plain is None or len(items) < 2 or any(cost != 1 for _, _, cost in items):
+        return False
+    values = [v for _, v, _ in items]
+    if not plain_leaves(values, {}):
+        return False
+    helds = walk_plain(values)
+    if helds is None:
+        return False
+    get = owner.get
+    for (suffix, value, _), held in zip(items, helds):
+        if not held:
+            continue
+        p = path + suffix
+        if len(held) == 1:  # (always, but where canon renamed two storages to one)
+            [(k, n)] = held.items()
+            o = get(k)
+            if o is None:
+                owner[k] = p
+                children.append(Entry(p, value, held, counted={k: n}, plain=True))
+            else:
+                children.append(Entry(p, value, held, shared={o: n}, shared_keys={o: {k}}, plain=True))
+            continue
+        child = Entry(p, value, held, plain=True)
+        fresh: Held = {}
+        for k, n in held.items():
+            o = get(k)
+            if o is None:
+                fresh[k] = n
+            elif k not in child.shared_keys.setdefault(o, set()):
+                child.shared_keys[o].add(k)
+                child.shared[o] = child.shared.get(o, 0) + n
+        owner.update(dict.fromkeys(fresh, p))
+        child.counted = fresh
+        children.append(child)
+    return True
 
 
 def _count_rest(node: Entry, owner: dict[int, str], via_children: set[int], last: bool) -> None:
@@ -383,7 +437,8 @@ def _set_unique(node: Entry, unique_keys: Container[int]) -> None:
     for c in node.children:
         mine = {k for k in c.held if k in unique_keys and reach[k] == 1}
         c.unique = sum(c.held[k] for k in mine)
-        _set_unique(c, mine)
+        if c.children or c.lumped:  # (a leaf's is set: it has nothing beneath it)
+            _set_unique(c, mine)
 
 
 def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_device: Callable[..., bool],
@@ -395,6 +450,12 @@ def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_d
     merged: dict[str, Held] = {}
     left = dict(held)
     for c in children:
+        if c.plain:  # parts_of's split of a plain leaf: its storage is the tensor's own
+            own = "parameters" if type(c.obj) is torch.nn.Parameter else "tensors"  # (plain: one of the two)
+            part = {k: left.pop(k) for k in c.counted if k in left}
+            if part:
+                merged.setdefault(own, {}).update(part)
+            continue
         for name, part in _merged_parts(c.obj, c.counted, device, canon, on_device, c.children):
             part = {k: left.pop(k) for k in part if k in left}
             if part:

@@ -103,30 +103,42 @@ _DEVICE = attrgetter("device")
 _IS_CPU = attrgetter("is_cpu")
 
 
-def _plain_into(out: dict[int, int], ts: list[Any], device: torch.device, ranges: RangeLog | None) -> bool:
-    """Record the storages of plain leaves ``ts`` (:func:`vramnb._graph.plain_leaves`)
-    as :func:`_storages_into` records each one's, in order, each step in C
-    over the whole list; False (nothing recorded) where they need the general
-    path: sparse, nested or quantized tensors, storages on another device, or
-    anything that raises."""
+def _plain_storages_on(ts: list[Any], device: torch.device, ranges: bool = False) -> tuple[Any, ...] | None:
+    """``(keys, sizes, starts)`` of the storages of plain leaves ``ts``
+    (:func:`vramnb._graph.plain_leaves`), one each, in order, each step in C over the whole
+    list (``starts``, their data addresses, only with ``ranges``, else ``None``); ``None``
+    where they need the general path: sparse, nested or quantized tensors, storages on
+    another device, or anything that raises."""
     if device.type == "meta":
-        return False
+        return None
     try:
         if device.type == "cpu":  # a plain strided tensor is on its storage's device
             if not all(map(_IS_CPU, ts)):
-                return False
+                return None
             sts = storages_of_plain(ts)
         else:
             sts = storages_of_plain(ts)
             if sts is not None and not all(_same_device(d, device) for d in set(map(_DEVICE, sts))):
-                return False
+                return None
         if sts is None:
-            return False
+            return None
         keys = list(map(_CDATA, sts))
         sizes = array("q", map(torch.UntypedStorage.nbytes, sts))
-        starts = array("q", map(torch.UntypedStorage.data_ptr, sts)) if ranges is not None else None
+        starts = array("q", map(torch.UntypedStorage.data_ptr, sts)) if ranges else None
     except Exception:  # noqa: BLE001 - the general path skips what raises, one tensor at a time (and big addresses)
+        return None
+    return keys, sizes, starts
+
+
+def _plain_into(out: dict[int, int], ts: list[Any], device: torch.device, ranges: RangeLog | None) -> bool:
+    """Record the storages of plain leaves ``ts`` (:func:`vramnb._graph.plain_leaves`)
+    as :func:`_storages_into` records each one's, in order, each step in C
+    over the whole list; False (nothing recorded) where they need the general
+    path (see :func:`_plain_storages_on`)."""
+    found = _plain_storages_on(ts, device, ranges is not None)
+    if found is None:
         return False
+    keys, sizes, starts = found
     out.update(zip(keys, sizes))
     if ranges is not None and starts is not None:
         if 0 in sizes or 0 in starts:  # no data to compare (data_range): left out
@@ -481,6 +493,13 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
     def walk(value: Any, depth: int) -> dict[int, int]:
         return canon(storages_held(value, device, depth))
 
+    def walk_plain(values: list[Any]) -> list[dict[int, int]] | None:
+        """``walk`` of each of ``values`` (plain leaf tensors), in bulk."""
+        found = _plain_storages_on(values, device)
+        if found is None:
+            return None
+        return [canon({k: n}) for k, n in zip(found[0], found[1])]
+
     listed = [(row.name, kept[id(row)][1]) for row in rows]
 
     def kept_by(keys: Iterable[int], own: str) -> list[str]:
@@ -508,7 +527,7 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
         if entries:
             try:
                 tree = entries_of(row.name, obj, held, KeysBut(held, twice), _MAX_DEPTH, walk,
-                                  lambda o: own_storages(o, device, canon, _on_device))
+                                  lambda o: own_storages(o, device, canon, _on_device), walk_plain)
             except Exception:  # noqa: BLE001 - a container that fails while expanded: its row alone
                 tree = Entry(row.name, obj, held)
         build = _Rows(device, canon, max_entries, kept_by, row.name)

@@ -314,7 +314,7 @@ class VramMagics(Magics):
             dev = resolve_device(device)
             # what deleting a name frees: not what the output history, a kept exception's frames
             # or the failing frames (an error being handled) also keep
-            hidden = dict(hidden_holders(self.shell))
+            hidden = dict(hidden_holders(self.shell, dev))
             frames = _handled_frames()
             if frames:
                 hidden["(the failing frames)"] = ("traceback frames", frames)
@@ -371,7 +371,7 @@ class VramMagics(Magics):
 
         def frees() -> dict[str, int]:
             dev = resolve_device(device)
-            rows = find_holders(names, dev, hidden=dict(hidden_holders(self.shell)), limit=None)
+            rows = find_holders(names, dev, hidden=dict(hidden_holders(self.shell, dev)), limit=None)
             out: dict[str, int] = {}
             todo = [h for h in rows if not h.hidden]
             while todo:  # each name, and each entry beneath it (`d['k']`: what deleting that entry alone frees)
@@ -400,7 +400,7 @@ class VramMagics(Magics):
             together (a tensor two kinds hold counts once)."""
             dev = resolve_device(device)
             kinds: dict[str, list[Any]] = {}
-            for name, (kind, obj) in hidden_holders(self.shell).items():
+            for name, (kind, obj) in hidden_holders(self.shell, dev).items():
                 kinds.setdefault("last exception" if name == "last exception" else kind, []).append(obj)
             if not kinds:
                 return []
@@ -755,7 +755,8 @@ class VramMagics(Magics):
             probe.tracker.scan()
         sample = probe.sample(device_info=probe.active())
         # the user's own names; IPython's (Out, _, _3) are the out-of-sight output history holder
-        rows = find_holders(self._users_names(), dev, hidden=hidden_holders(self.shell))
+        hidden = hidden_holders(self.shell, dev)
+        rows = find_holders(self._users_names(), dev, hidden=hidden)
         notes = []
         try:
             note = grad_graph_note(self._users_names(), dev)
@@ -767,7 +768,7 @@ class VramMagics(Magics):
             try:
                 from .diagnose._grad_cycles import leaf_cycle_note
 
-                note = leaf_cycle_note(self._users_names(), dev, hidden_holders(self.shell))
+                note = leaf_cycle_note(self._users_names(), dev, hidden)
                 if note:
                     notes.append(note)
             except Exception:  # noqa: BLE001 - a verdict must never break %vram

@@ -11,6 +11,7 @@ array keeps the bytes), the alias is counted instead.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ._storages import DataRanges, data_range
@@ -18,19 +19,31 @@ from ._storages import DataRanges, data_range
 __all__ = ["Entry", "SameMemory"]
 
 
-class Entry:
-    """One registered storage: a weak reference to it, the bytes it counts, and the thread
-    that made it while tracking (``None``: no thread owns it). Mutable, so that a resize or
-    the end of a thread's block changes it in place: a new object per entry there would
-    put every storage of a big block back in the collector's youngest generation, which
-    the next young scan then walks (see :mod:`vramnb._young`)."""
+class Entry(weakref.ref):  # type: ignore[type-arg]
+    """One registered storage: a weak reference to it (the entry itself: ``entry.ref`` is the
+    entry), its key, the bytes it counts, and the thread that made it while tracking (``None``:
+    no thread owns it). One object per storage, which the garbage collector tracks (a full scan
+    lists every such object: a reference, a closure with its cells and a record per storage made
+    that list several times as long as the storages). Mutable, so that a resize or the end of a
+    thread's block changes it in place: a new object per entry there would put every storage of
+    a big block back in the collector's youngest generation, which the next young scan then walks
+    (see :mod:`vramnb._young`)."""
 
-    __slots__ = ("ref", "nbytes", "owner")
+    __slots__ = ("key", "nbytes", "owner")
 
-    def __init__(self, ref: Any, nbytes: int, owner: int | None) -> None:
-        self.ref = ref
+    def __new__(cls, st: Any, callback: Any, key: int, nbytes: int, owner: int | None) -> Entry:
+        return super().__new__(cls, st, callback)  # type: ignore[call-arg]
+
+    def __init__(self, st: Any, callback: Any, key: int, nbytes: int, owner: int | None) -> None:
+        # (weakref.ref.__init__ only checks the arguments __new__ took)
+        self.key = key
         self.nbytes = nbytes
         self.owner = owner
+
+    @property
+    def ref(self) -> Entry:
+        """The weak reference (the entry itself): ``entry.ref()`` is the storage or ``None``."""
+        return self
 
 
 class SameMemory:
@@ -49,6 +62,9 @@ class SameMemory:
         raise NotImplementedError
 
     def add_storage(self, st: Any, owner: Any = "auto") -> None:  # pragma: no cover - the tracker's
+        raise NotImplementedError
+
+    def _unverify(self, key: int) -> None:  # pragma: no cover - the tracker's
         raise NotImplementedError
 
     def same_as(self, key: int) -> int:
@@ -81,6 +97,7 @@ class SameMemory:
             entry = self._entries.get(inner)
             if entry is None or entry.ref() is None:
                 continue
+            self._unverify(inner)
             self._ranges.remove(inner)
             self._change(inner, entry.nbytes, 0, entry.owner)
             self._alias_bytes[inner] = entry.nbytes
@@ -94,6 +111,7 @@ class SameMemory:
     def _drop(self, key: int) -> None:
         """Forget a freed storage; what it counted moves to a live storage over
         the same bytes, if one is left."""
+        self._unverify(key)
         entry = self._entries.pop(key, None)
         if entry is None:
             return

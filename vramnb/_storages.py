@@ -136,15 +136,14 @@ _TENSOR_TYPES: set[type] = set()
 _STORAGE_TYPES: set[type] = set()
 
 
-def _kinds(objs: list[Any]) -> tuple[set[type], set[type]]:
-    """The tensor types and the storage types seen so far, ``objs``' included. Kept as sets
-    (a type is classified once): a scan of generation 0 runs at every collection, which may
-    come every few allocations, and must not cost the number of types ever seen."""
+def _kinds(objs: list[Any], types: list[type] | None = None) -> tuple[set[type], set[type]]:
+    """The tensor types and the storage types seen so far, ``objs``' included (``types``: their
+    types, if known). Kept as sets (a type is classified once): a scan of generation 0 runs at
+    every collection, which may come every few allocations, and must not cost the number of
+    types ever seen. Raises ``TypeError`` if a type is unhashable (its metaclass defines
+    ``__eq__`` without ``__hash__``)."""
     cache = _IS_TENSOR_TYPE
-    try:
-        kinds: Any = set(map(type, objs))
-    except TypeError:  # a class whose metaclass is unhashable (defines __eq__ without __hash__): not a tensor type
-        kinds = [tp for tp in {id(tp): tp for tp in map(type, objs)}.values() if _hashable(tp)]
+    kinds = set(map(type, objs) if types is None else types)
     for tp in kinds:
         if tp not in cache:
             kind = (1 if issubclass(tp, torch.Tensor)
@@ -172,12 +171,19 @@ def _live_tensors_and_storages(generation: int | None = None) -> tuple[list[torc
     ``generation``, only those in that generation (``0``: made since the last
     collection, which no collection has seen yet)."""
     objs = gc.get_objects() if generation is None else gc.get_objects(generation=generation)
-    tensor_types, storage_types = _kinds(objs)
-    # by the types' ids (alive while objs holds their instances): a set lookup would hash each type
-    type_ids = list(map(id, map(type, objs)))
-    tensor_ids, storage_ids = {id(tp) for tp in tensor_types}, {id(tp) for tp in storage_types}
-    tensors = list(itertools.compress(objs, map(tensor_ids.__contains__, type_ids)))
-    storages = list(itertools.compress(objs, map(storage_ids.__contains__, type_ids))) if storage_ids else []
+    types = list(map(type, objs))
+    try:
+        tensor_types, storage_types = _kinds(objs, types)
+    except TypeError:  # a class whose metaclass is unhashable (defines __eq__ without __hash__): by the types' ids
+        hashable = [tp for tp in {id(tp): tp for tp in types}.values() if _hashable(tp)]
+        tensor_types, storage_types = _kinds(objs, hashable)
+        type_ids = list(map(id, types))
+        tensor_ids, storage_ids = {id(tp) for tp in tensor_types}, {id(tp) for tp in storage_types}
+        return (list(itertools.compress(objs, map(tensor_ids.__contains__, type_ids))),
+                list(itertools.compress(objs, map(storage_ids.__contains__, type_ids))))
+    # a set lookup per object's type, in C (a type hashes by its address)
+    tensors = list(itertools.compress(objs, map(tensor_types.__contains__, types)))
+    storages = list(itertools.compress(objs, map(storage_types.__contains__, types))) if storage_types else []
     return tensors, storages
 
 

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import Any
 
 import torch
@@ -45,6 +47,36 @@ from ._storages import (
 )
 
 _TO_COPY = torch.ops.aten._to_copy.default  # the cast autocast's weight-cast cache keeps (diagnose._autocast_cache)
+
+_RUN = 1 << 14  # objects a scan checks at once, in C (StorageTracker._unknown)
+_CDATA = attrgetter("_cdata")
+_DATA_PTR = torch.UntypedStorage.data_ptr
+_NBYTES = torch.UntypedStorage.nbytes
+_REQUIRES_GRAD = attrgetter("requires_grad")
+_IS_NESTED = attrgetter("is_nested")
+_IS_QUANTIZED = attrgetter("is_quantized")
+_LAYOUT = attrgetter("layout")
+_PLAIN_SET = frozenset(_PLAIN)
+
+
+def _plain_storages(run: list[Any]) -> list[Any] | None:
+    """The storage of each of ``run`` (tensors or bare storages a scan found), each step in C
+    over the run, when every one is a bare ``UntypedStorage`` (itself) or every one a plain
+    strided tensor (``torch.Tensor``, ``nn.Parameter``) that does not require grad and is
+    neither nested nor quantized (its one storage is all it holds); else ``None``."""
+    types = set(map(type, run))
+    if types == {torch.UntypedStorage}:
+        return run
+    if not types <= _PLAIN_SET:
+        return None
+    try:
+        if (any(map(_REQUIRES_GRAD, run)) or any(map(_IS_NESTED, run)) or any(map(_IS_QUANTIZED, run))
+                or list(map(_LAYOUT, run)).count(torch.strided) != len(run)):
+            return None
+        return list(map(torch.Tensor.untyped_storage, run))
+    except Exception:  # noqa: BLE001 - a tensor without a storage to read: one at a time
+        return None
+
 
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
@@ -154,6 +186,11 @@ class StorageTracker(SameMemory):
         self._aliases: dict[int, set[int]] = {}
         self._alias_bytes: dict[int, int] = {}
         self._owned: dict[int, set[int]] = {}  # thread -> keys of the entries it owns
+        # key -> (data address, bytes) of storages a scan found registered, alive, counted at that
+        # size and address; any change of their entry takes them out (_unverify): what a scan
+        # finds in it unchanged needs no registration (_unknown)
+        self._verified: dict[int, tuple[int, int]] = {}
+        self._freed_callback = self._freed  # made once: every entry shares it
         # -- discovery between scans (vramnb._young) --
         # True while code may have run that no tracker saw (the next scan is a full one); the
         # end of every thread's outermost tracking() sets it, vouch() clears it
@@ -186,6 +223,7 @@ class StorageTracker(SameMemory):
         self._owned.clear()
         self.watches.clear()
         self._watch.uninstall()
+        self._verified.clear()
         self.stale = True
 
     # -- registration -------------------------------------------------------
@@ -222,6 +260,7 @@ class StorageTracker(SameMemory):
                     if key in self._alias_of:
                         self._alias_bytes[key] = nbytes
                     elif entry.nbytes != nbytes:
+                        self._unverify(key)
                         if entry.nbytes and nbytes and self.current + nbytes > self.peak:
                             # a storage's resize allocates the new buffer and copies before it frees the old
                             # one (c10's resize_bytes_cpu): both were alive for a moment
@@ -238,6 +277,7 @@ class StorageTracker(SameMemory):
                         if span is not None and st.data_ptr() != span[0]:
                             # the same bytes moved (share_memory_ copies them to shared memory
                             # and frees the old ones, which a later allocation may reuse)
+                            self._unverify(key)
                             self._ranges.remove(key)
                             self._ranges.add(key, (st.data_ptr(), nbytes))
                     return
@@ -249,7 +289,6 @@ class StorageTracker(SameMemory):
                 me = threading.get_ident()
                 mine = self._tracking.get(me) or any(ident == me for _, _, ident, _ in self._listeners)
                 owner = me if mine else None
-            ref = weakref.ref(st, self._make_callback(key))
             try:
                 ptr = st.data_ptr() if nbytes and self.device_type != "meta" else 0
             except Exception:  # a storage without data (fake, lazy)
@@ -259,35 +298,34 @@ class StorageTracker(SameMemory):
             if owner is not None:
                 self._owned.setdefault(owner, set()).add(key)
             if container is not None:  # the same bytes as a live storage: counted there
-                self._entries[key] = Entry(ref, 0, owner)
+                self._entries[key] = Entry(st, self._freed_callback, key, 0, owner)
                 self._alias_of[key] = container
                 self._alias_bytes[key] = nbytes
                 self._aliases.setdefault(container, set()).add(key)
                 return
-            self._entries[key] = Entry(ref, nbytes, owner)
+            self._entries[key] = Entry(st, self._freed_callback, key, nbytes, owner)
             if rng is not None:
                 self._contain(key, rng)
                 self._ranges.add(key, rng)
             self._change(key, 0, nbytes, owner)
 
-    def _make_callback(self, key: int) -> Callable[[weakref.ref[Any]], None]:
-        def drop(ref: weakref.ref[Any]) -> None:
-            with self._lock:
-                entry = self._entries.get(key)
-                if entry is not None and entry.ref is ref:
-                    self._drop(key)
+    def _drop_freed(self, ref: Entry) -> None:
+        with self._lock:
+            entry = self._entries.get(ref.key)
+            if entry is ref:
+                self._drop(ref.key)
 
-        def freed(ref: weakref.ref[Any]) -> None:
-            try:
-                drop(ref)
-            except KeyboardInterrupt:
-                # Python only prints what a weakref callback raises: the Ctrl-C would be lost and the
-                # freed storage stay counted. The drop is done (an interrupt at its start, the usual
-                # place, cut nothing yet) and the interrupt delivered again where it can be raised.
-                deliver_later()
-                drop(ref)
-
-        return freed
+    def _freed(self, ref: Entry) -> None:
+        """The weak reference's callback (one bound method for every entry: no object per storage)."""
+        self._verified.pop(ref.key, None)  # first: the storage is gone whatever happens next
+        try:
+            self._drop_freed(ref)
+        except KeyboardInterrupt:
+            # Python only prints what a weakref callback raises: the Ctrl-C would be lost and the
+            # freed storage stay counted. The drop is done (an interrupt at its start, the usual
+            # place, cut nothing yet) and the interrupt delivered again where it can be raised.
+            deliver_later()
+            self._drop_freed(ref)
 
     def _change(self, key: int, old: int, new: int, owner: int | None, resized: bool = False) -> None:
         """Count a change of ``key`` from ``old`` to ``new`` bytes and tell the listeners concerned.
@@ -555,9 +593,15 @@ class StorageTracker(SameMemory):
     def _register(self, tensors: list[Any], storages: list[Any], young: bool) -> None:
         """Register the storages and tensors a scan found (the lists are emptied), the
         tensors with their ``.grad`` and what their graphs keep (see :meth:`_scan_tensors`)."""
-        for st in self._unknown(storages):
+        ok: set[Any] = set()  # storages found unchanged through a tensor (a bare one needs no second look)
+        pending: list[Any] = []  # storages looked at and registered below: verified once they are
+        tensors = self._unknown(tensors, ok, pending)
+        if ok and storages:
+            if set(map(type, storages)) == {torch.UntypedStorage}:  # (a TypedStorage may hash by value)
+                storages = list(itertools.filterfalse(ok.__contains__, storages))
+        ok.clear()
+        for st in self._unknown(storages, None, pending):
             self.add_tensor(st, None)
-        tensors = self._unknown(tensors)
         # weakly: holding every tensor for the whole scan would keep those another
         # thread frees meanwhile (its backward releasing saved tensors) alive
         refs = [weakref.ref(t) for t in tensors]
@@ -567,47 +611,111 @@ class StorageTracker(SameMemory):
         # .layout, .requires_grad, .grad must not run it
         with torch._C.DisableTorchFunctionSubclass():
             self._scan_tensors(refs, threading.get_ident(), seen, young=young)
+        if young:  # (a collection's survivors: verified by the next full scan, not at every collection)
+            pending.clear()
+        else:
+            self._verify(pending)
 
-    def _unknown(self, objs: list[Any]) -> list[Any]:
+    def _verify(self, sts: list[Any]) -> None:
+        """Note in ``_verified`` those of ``sts`` (storages a scan looked at) that are now
+        registered alive, counted (not an alias) at their size and data address: the next
+        scan skips them while they stay so (see :meth:`_unknown`). Under the lock, a few
+        thousand at a time: an entry another thread changes meanwhile is either changed
+        before (then it is read as changed) or after (then its change takes the key out)."""
+        entries, spans, alias_of, verified = self._entries, self._ranges._span, self._alias_of, self._verified
+        for i in range(0, len(sts), 4096):
+            with self._lock:
+                for st in sts[i:i + 4096]:
+                    try:
+                        key = st._cdata
+                        entry = entries.get(key)
+                        held: Any = entry.ref() if entry is not None else None
+                        if entry is None or held is not st or key in alias_of:
+                            continue
+                        nbytes = st.nbytes()
+                        ptr = st.data_ptr()
+                    except Exception:  # noqa: S112 - a storage without data: looked at one by one each time
+                        continue
+                    if entry.nbytes != nbytes:
+                        continue
+                    if nbytes:
+                        span = spans.get(key)
+                        if span is None or span[0] != ptr:
+                            continue
+                    verified[key] = (ptr, nbytes)
+        sts.clear()
+
+    def _unknown(self, objs: list[Any], ok: set[Any] | None, pending: list[Any]) -> list[Any]:
         """``objs`` (tensors or bare storages a scan found) less those whose registration
         would change nothing: a plain strided tensor that does not require grad (nothing of
         it but its storage is read) or a bare ``UntypedStorage``, whose storage is the very
-        object registered, alive, at the same size and data address. One pass with no
-        method call per object (a full scan of 1e6 tensors made 2e6 ``add_tensor`` calls)."""
-        entries, spans, alias_of = self._entries, self._ranges._span, self._alias_of
-        strided, plain, untyped = torch.strided, _PLAIN, torch.UntypedStorage
+        object registered, alive, at the same size and data address. Pure: registers nothing.
+
+        Checked in runs of ``_RUN``, each in C (``map``): the run's storages' (key, data
+        address, size) against ``_verified``, the storages found so at the last scan and
+        unchanged in the registry since (a free, a resize, a move or an alias takes a key out
+        of it: :meth:`_unverify`). A run where any object is not such a tensor or storage, or
+        any storage is not in ``_verified`` as it is now, is checked one object at a time as
+        before; its storages are added to ``pending``, for :meth:`_verify` after registration.
+        ``ok``, if given, gets the storages of the tensors skipped."""
         rest: list[Any] = []
-        keep = rest.append
+        verified_items = self._verified.items()
         with torch._C.DisableTorchFunctionSubclass():
-            for t in objs:
-                tp = type(t)
-                if tp is untyped:
-                    st = t
-                elif (tp in plain and t.layout is strided and not t.requires_grad
-                      and not t.is_nested and not t.is_quantized):
+            for i in range(0, len(objs), _RUN):
+                run = objs[i:i + _RUN]
+                sts = _plain_storages(run)
+                if sts is not None:
                     try:
-                        st = t.untyped_storage()
-                    except Exception:
-                        keep(t)
+                        now = dict(zip(map(_CDATA, sts), zip(map(_DATA_PTR, sts), map(_NBYTES, sts))))
+                    except Exception:  # noqa: BLE001 - a storage without data (meta): one at a time
+                        now = None
+                    if now is not None and now.items() <= verified_items:
+                        if ok is not None:
+                            ok.update(sts)
                         continue
-                else:
-                    keep(t)
-                    continue
-                key = st._cdata
-                entry = entries.get(key)
-                if entry is None or entry.ref() is not st or key in alias_of:
-                    keep(t)
-                    continue
-                nbytes = st.nbytes()
-                if entry.nbytes != nbytes:
-                    keep(t)
-                    continue
-                if nbytes:
-                    span = spans.get(key)
-                    if span is not None and span[0] != st.data_ptr():
-                        keep(t)
+                self._unknown_one_by_one(run, rest, pending)
         objs.clear()
         return rest
+
+    def _unknown_one_by_one(self, objs: list[Any], rest: list[Any], pending: list[Any]) -> None:
+        """:meth:`_unknown` for a run, one object at a time."""
+        entries, spans, alias_of = self._entries, self._ranges._span, self._alias_of
+        strided, plain, untyped = torch.strided, _PLAIN, torch.UntypedStorage
+        keep = rest.append
+        for t in objs:
+            tp = type(t)
+            if tp is untyped:
+                st = t
+            elif (tp in plain and t.layout is strided and not t.requires_grad
+                  and not t.is_nested and not t.is_quantized):
+                try:
+                    st = t.untyped_storage()
+                except Exception:
+                    keep(t)
+                    continue
+            else:
+                keep(t)
+                continue
+            pending.append(st)
+            key = st._cdata
+            entry = entries.get(key)
+            held: Any = entry.ref() if entry is not None else None
+            if entry is None or held is not st or key in alias_of:
+                keep(t)
+                continue
+            nbytes = st.nbytes()
+            if entry.nbytes != nbytes:
+                keep(t)
+                continue
+            if nbytes:
+                span = spans.get(key)
+                if span is not None and span[0] != st.data_ptr():
+                    keep(t)
+
+    def _unverify(self, key: int) -> None:
+        """The registry's entry for ``key`` changed (freed, resized, moved, made an alias): the
+        next scan looks at its storage again."""
+        self._verified.pop(key, None)
 
     def _scan_young(self, leaves: bool, young: bool = True) -> None:
         """What no collection has seen (generation 0), what collections met
