@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 import torch
 
 import vramnb
@@ -23,6 +24,20 @@ def _allocated() -> int:
     probe = probe_for(torch.device("cpu"))
     probe.tracker.scan()
     return probe.sample().allocated
+
+
+@pytest.fixture(autouse=True)
+def _no_cycles_around(ip):
+    """Each test starts with nothing unreachable left by earlier tests in this process (they share
+    the shell: garbage an earlier file left would be freed by this test's ``%vram free``), and
+    breaks the cycles it made, which gc cannot free, when it ends."""
+    run(ip, "%vram free")
+    gc.collect()
+    yield
+    for t in [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_leaf and o.grad is not None
+              and o.grad.grad_fn is not None]:
+        t.grad = None
+    gc.collect()
 
 
 def test_a_leaf_whose_grad_graph_reaches_back_to_it_is_named_and_vram_free_frees_none_of_it(ip):
