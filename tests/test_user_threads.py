@@ -1,0 +1,127 @@
+"""The user's other threads, running beside a vramnb entry point (adversary round 2026-12-04c).
+
+vramnb's guards change process-wide state for the length of a call (the ``force_eager`` compiler
+stance, hooks on every module); a notebook may train in a thread while it estimates in another,
+or call two entry points from two threads. What another thread does meanwhile is its own, and
+what two overlapping calls leave behind must be the state found before either started.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+
+import vramnb
+from vramnb._compiled import compiled_eagerly
+
+
+def test_profile_step_keeps_what_another_thread_trains_meanwhile() -> None:
+    """_reach's process-wide hooks recorded a module another thread ran, and the restore undid
+    that thread's training (its weights and its Adam state)."""
+    torch.manual_seed(0)
+    m1, x = torch.nn.Linear(8, 8), torch.randn(4, 8)
+    opt1 = torch.optim.SGD(m1.parameters(), lr=0.1)
+    m2 = torch.nn.Linear(8, 8)
+    opt2 = torch.optim.Adam(m2.parameters(), lr=0.1)
+    in_step, trained = threading.Event(), threading.Event()
+
+    def loss_fn(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        in_step.set()
+        assert trained.wait(30)
+        return model(batch).sum()
+
+    def train_other() -> None:
+        assert in_step.wait(30)
+        for _ in range(3):
+            opt2.zero_grad()
+            m2(x).pow(2).sum().backward()
+            opt2.step()
+        trained.set()
+
+    t = threading.Thread(target=train_other)
+    t.start()
+    w1, w2 = m1.weight.detach().clone(), m2.weight.detach().clone()
+    vramnb.profile_step(m1, x, loss_fn, opt1)
+    t.join()
+    assert opt2.state[m2.weight]["step"].item() == 3
+    assert not torch.equal(m2.weight.detach(), w2)
+    assert m2.weight.grad is not None and m2.weight.grad.shape == (8, 8)
+    assert torch.equal(m1.weight.detach(), w1)  # the profiled model itself is put back
+
+
+def test_stance_blocks_closing_out_of_order_in_two_threads() -> None:
+    """Each block put back the stance it found: B opened inside A found ``force_eager`` and set it
+    back after A closed, so every compiled function ran eagerly for the rest of the process."""
+    import torch._dynamo  # noqa: F401 - the stance exists only once dynamo is imported
+    from torch._dynamo import eval_frame
+
+    before = eval_frame._stance.stance
+    a_open, b_open, a_closed = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def a() -> None:
+        with compiled_eagerly():
+            a_open.set()
+            assert b_open.wait(30)
+        a_closed.set()
+
+    def b() -> None:
+        assert a_open.wait(30)
+        with compiled_eagerly():
+            b_open.set()
+            assert a_closed.wait(30)
+            seen["inside b after a closed"] = eval_frame._stance.stance
+
+    ts = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert seen["inside b after a closed"] == "force_eager"  # B still runs compiled code eagerly
+    assert eval_frame._stance.stance == before == "default"
+
+
+def test_overlapping_entry_points_in_two_threads_leave_the_state_found() -> None:
+    """profile_step in thread A, an estimate in thread B started during A's step and ending after it:
+    B's guard found A's state mid-step (the RNG after A's dropout, ``force_eager``) and put it back."""
+    import torch._dynamo  # noqa: F401
+    from torch._dynamo import eval_frame
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x = torch.randn(4, 8)
+    other, other_x = torch.nn.Linear(8, 8), torch.randn(4, 8)
+    rng0, dtype0 = torch.get_rng_state(), torch.get_default_dtype()
+    a_mid, b_in, a_done = threading.Event(), threading.Event(), threading.Event()
+
+    def loss_a(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        y = model(batch).sum()  # dropout draws from torch's generator
+        torch.set_default_dtype(torch.float64)  # and the step flips a default, which A's guard puts back
+        a_mid.set()
+        assert b_in.wait(30)
+        return y
+
+    def loss_b(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        b_in.set()
+        assert a_done.wait(30)
+        return model(batch).sum()
+
+    def a() -> None:
+        vramnb.profile_step(m, x, loss_a, opt)
+        a_done.set()
+
+    def b() -> None:
+        assert a_mid.wait(30)
+        vramnb.estimate(other, other_x, loss_b, target="24GiB")
+
+    ts = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert eval_frame._stance.stance == "default"
+    assert torch.equal(torch.get_rng_state(), rng0)
+    assert torch.get_default_dtype() == dtype0 == torch.float32
