@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 import torch
 
 import vramnb
@@ -125,3 +126,57 @@ def test_overlapping_entry_points_in_two_threads_leave_the_state_found() -> None
     assert eval_frame._stance.stance == "default"
     assert torch.equal(torch.get_rng_state(), rng0)
     assert torch.get_default_dtype() == dtype0 == torch.float32
+
+
+def test_estimate_keeps_what_another_thread_trains_on_the_same_model() -> None:
+    """UserState put back every difference it found: the other thread's Adam state (made during the
+    estimate) was deleted, its gradients set back to None, and the estimate raised blaming loss_fn."""
+    torch.manual_seed(0)
+    m, x = torch.nn.Linear(8, 8), torch.randn(4, 8)
+    opt = torch.optim.Adam(m.parameters(), lr=0.1)
+    in_step, trained = threading.Event(), threading.Event()
+
+    def loss_fn(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        in_step.set()
+        assert trained.wait(30)
+        return model(batch).sum()
+
+    def train() -> None:
+        assert in_step.wait(30)
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            m(x).pow(2).sum().backward()
+            opt.step()
+        trained.set()
+
+    ref = vramnb.estimate(m, x, lambda mm, b: mm(b).sum(), opt, device="cpu")
+    t = threading.Thread(target=train)
+    t.start()
+    est = vramnb.estimate(m, x, loss_fn, opt, device="cpu")
+    t.join()
+    assert est.steady.peak.sources["parameters"] == (8 * 8 + 8) * 4  # float32 weight and bias
+    assert est.steady.peak.allocated == ref.steady.peak.allocated
+    assert opt.state[m.weight]["step"].item() == 3
+    assert opt.state[m.weight]["exp_avg"].shape == (8, 8)
+    assert m.weight.grad is not None and m.weight.grad.shape == (8, 8)
+
+
+def test_a_fake_gradient_the_step_sets_is_put_back_while_another_thread_runs() -> None:
+    """Where another thread runs, what the step can only have made itself (a fake tensor) is still put back."""
+    m, x = torch.nn.Linear(8, 8), torch.randn(4, 8)
+    g = torch.ones(8, 8)
+    m.weight.grad = g
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, args=(30,))
+    t.start()
+    try:
+        def loss_fn(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+            m.weight.grad = torch.zeros(8, 8)  # made under the fake mode: a fake tensor
+            return model(batch).sum()
+
+        with pytest.raises(ValueError, match="replaced a parameter's .grad of yours"):
+            vramnb.estimate(m, x, loss_fn, target="24GiB")
+    finally:
+        stop.set()
+        t.join()
+    assert m.weight.grad is g
