@@ -180,3 +180,43 @@ def test_a_fake_gradient_the_step_sets_is_put_back_while_another_thread_runs() -
         stop.set()
         t.join()
     assert m.weight.grad is g
+
+
+def _autocast_dtypes() -> dict[str, torch.dtype]:
+    import torch.nn.functional as F
+
+    x, w, q = torch.randn(2, 4), torch.randn(3, 4), torch.randn(1, 2, 4, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return {"linear": F.linear(x, w).dtype,
+                "conv1d": F.conv1d(torch.randn(1, 4, 5), torch.randn(2, 4, 3)).dtype,
+                "bmm": torch.bmm(torch.randn(1, 2, 4), torch.randn(1, 4, 3)).dtype,
+                "layer_norm": F.layer_norm(x, (4,)).dtype,
+                "cumsum": torch.cumsum(x, 0).dtype,  # autocast's fallthrough: no kernel of its own on CPU
+                "sdpa": F.scaled_dot_product_attention(q, q, q).dtype}
+
+
+def test_another_threads_cpu_autocast_runs_as_without_an_estimate() -> None:
+    """CudaPolicy's kernels are the process's; in other threads they ran ops with autocast off and no cast:
+    the user's bf16 autocast got float32 linear/conv/bmm/attention while the estimate ran."""
+    plain = _autocast_dtypes()
+    assert plain["linear"] == plain["conv1d"] == plain["bmm"] == plain["sdpa"] == torch.bfloat16
+    in_est, done = threading.Event(), threading.Event()
+    got: dict[str, Any] = {}
+
+    def loss_fn(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
+        in_est.set()
+        assert done.wait(30)
+        return m(b).sum()
+
+    def user_thread() -> None:
+        assert in_est.wait(30)
+        got.update(_autocast_dtypes())
+        done.set()
+
+    t = threading.Thread(target=user_thread)
+    t.start()
+    est = vramnb.estimate(torch.nn.Linear(4, 4), torch.ones(2, 4), loss_fn, target="24GiB")
+    t.join()
+    assert got == plain
+    assert est.steady.peak.sources["parameters"] == 1024  # weight 64 B and bias 16 B, each a 512 B block
+
