@@ -220,3 +220,44 @@ def test_another_threads_cpu_autocast_runs_as_without_an_estimate() -> None:
     assert got == plain
     assert est.steady.peak.sources["parameters"] == 1024  # weight 64 B and bias 16 B, each a 512 B block
 
+
+
+def test_the_users_global_hooks_keep_running_in_other_threads_and_stay_removed() -> None:
+    """The estimate emptied PyTorch's global hook dicts for the process: the user's other thread ran its
+    modules without them meanwhile, and a hook removed meanwhile came back after the estimate."""
+    from torch.nn.modules.module import _global_forward_hooks, register_module_forward_hook
+
+    log: list[str] = []
+    before = dict(_global_forward_hooks)
+    handle = register_module_forward_hook(lambda mod, args, out: log.append(type(mod).__name__))
+    other = register_module_forward_hook(lambda mod, args, out: log.append("kept"))
+    mine = torch.nn.Linear(4, 4)
+    in_est, done = threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def loss_fn(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
+        in_est.set()
+        assert done.wait(30)
+        return m(b).sum()
+
+    def user_thread() -> None:
+        assert in_est.wait(30)
+        mine(torch.ones(1, 4))
+        seen["log"] = list(log)
+        handle.remove()
+        done.set()
+
+    t = threading.Thread(target=user_thread)
+    t.start()
+    try:
+        e = vramnb.estimate(torch.nn.Linear(4, 4), torch.ones(2, 4), loss_fn, device="cpu")
+        t.join()
+        assert seen["log"] == ["Linear", "kept"]  # the user's thread ran both, once; the fake step ran neither
+        assert list(_global_forward_hooks) == [*before, other.id]  # the removed one stays removed
+        assert sum("global forward hooks" in n for n in e.notes) == 1
+        log.clear()
+        mine(torch.ones(1, 4))
+        assert log == ["kept"]
+    finally:
+        other.remove()
+    assert dict(_global_forward_hooks) == before
