@@ -52,18 +52,23 @@ def compiled_eagerly() -> Iterator[None]:
         return
     from ._interrupt import held_back
 
-    with held_back(), _LOCK:  # set_stance sets the stance when it is made: made and entered as one
-        if not _ON[0]:
-            _STANCE[0] = dynamo.set_stance("force_eager")
-        _ON[0] += 1
+    opened = False
     try:
+        # set_stance sets the stance when it is made: made and entered as one. An interrupt held back here is
+        # raised when the block below ends, once the stance is set and counted: inside the try, which undoes it
+        with held_back(), _LOCK:
+            if not _ON[0]:
+                _STANCE[0] = dynamo.set_stance("force_eager")
+            _ON[0] += 1
+            opened = True
         yield
     finally:
-        with held_back(), _LOCK:
-            _ON[0] -= 1
-            if not _ON[0]:
-                stance, _STANCE[0] = _STANCE[0], None
-                stance.__exit__(None, None, None)
+        if opened:
+            with held_back(), _LOCK:
+                _ON[0] -= 1
+                if not _ON[0]:
+                    stance, _STANCE[0] = _STANCE[0], None
+                    stance.__exit__(None, None, None)
 
 
 def compiled_parts(model: Any) -> list[str]:

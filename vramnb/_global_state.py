@@ -145,27 +145,30 @@ def _guard() -> Iterator[None]:
     in its own thread's (``compare`` running ``profile_step``) records and puts back its own, as a
     ``with`` block does."""
     me = threading.get_ident()
-    with _LOCK:
-        nested = _OPEN.get(me, 0) > 0
-        found = _Found() if nested or not _OPEN else None
-        if not _OPEN:
-            _FIRST[0] = found
-        _OPEN[me] = _OPEN.get(me, 0) + 1
+    opened, nested, found = False, False, None
     try:
+        with held_back(), _LOCK:  # an interrupt held back here is raised inside the try, once this guard is counted
+            nested = _OPEN.get(me, 0) > 0
+            found = _Found() if nested or not _OPEN else None
+            if not _OPEN:
+                _FIRST[0] = found
+            _OPEN[me] = _OPEN.get(me, 0) + 1
+            opened = True
         with compiled_eagerly():
             yield
     finally:
-        with held_back(), _LOCK:  # put back whole: an interrupt here is raised once all is as found
-            _OPEN[me] -= 1
-            if not _OPEN[me]:
-                del _OPEN[me]
-            if nested:
-                assert found is not None
-                found.restore()
-            elif not _OPEN:
-                first, _FIRST[0] = _FIRST[0], None
-                if first is not None:
-                    first.restore()
+        if opened:
+            with held_back(), _LOCK:  # put back whole: an interrupt here is raised once all is as found
+                _OPEN[me] -= 1
+                if not _OPEN[me]:
+                    del _OPEN[me]
+                if nested:
+                    assert found is not None
+                    found.restore()
+                elif not _OPEN:
+                    first, _FIRST[0] = _FIRST[0], None
+                    if first is not None:
+                        first.restore()
 
 
 def kept_as_found(fn: F) -> F:
