@@ -324,3 +324,35 @@ def test_a_ctrl_c_as_a_measured_block_starts_or_ends_leaves_nothing_open(at: tup
     with vramnb.vram("cpu", warn=False) as m:  # and the next block measures as usual
         x = torch.ones(1024)
     assert m.report.delta_allocated == 4096 and x.numel() == 1024
+
+
+def test_vram_on_cell_interrupted_just_after_its_block_opened_closes_it(ip: object) -> None:
+    """Adversary 2026-12-04c 09: ``%vram on`` kept the cell's open block only after the next call: a Ctrl-C
+    landing there stopped the cell, but the block was never closed (its dispatch mode stayed on the stack,
+    the measurement stayed open, every later cell nested inside it)."""
+    run(ip, "%vram on -d cpu")
+    try:
+        run(ip, "x = torch.ones(10)")
+        before = _vram_block_state()
+        sent: list[str] = []
+
+        def tracer(frame, event, arg):
+            if (event == "call" and not sent and frame.f_code.co_name == "__init__" and frame.f_back is not None
+                    and frame.f_back.f_code.co_name == "_start_auto"):
+                sent.append("after the block opened")
+                signal.raise_signal(signal.SIGINT)  # a real Ctrl-C
+            return None
+
+        n = len(vramnb.history())
+        sys.settrace(tracer)
+        try:
+            result, _ = run(ip, "ran = 'the interrupted cell ran'")
+        finally:
+            sys.settrace(None)
+        assert sent == ["after the block opened"]
+        assert "ran" not in ip.user_ns and not result.success  # type: ignore[attr-defined]
+        assert _vram_block_state() == before and len(vramnb.history()) == n
+        result, _ = run(ip, "ran2 = torch.ones(25)")
+        assert result.success and vramnb.history()[-1].delta_allocated == 100
+    finally:
+        run(ip, "%vram off")
