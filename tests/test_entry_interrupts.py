@@ -279,3 +279,80 @@ def test_interrupt_in_the_trackers_free_callback_is_not_lost(monkeypatch: pytest
         del t
         time.sleep(0.5)  # the interrupt, delivered again, lands here
     assert not armed[0] and tracker.current == 0
+
+
+def _vram_block_state() -> tuple[object, ...]:
+    """What a ``vramnb.vram("cpu")`` block changes while it is open: the dispatch mode stack, the patched
+    ``UntypedStorage.resize_``, the tracker's per-thread count, its watches, the open measurements."""
+    from vramnb import _measure
+    from vramnb._tracker import cpu_tracker
+
+    t = cpu_tracker()
+    return (torch._C._len_torch_dispatch_stack(), torch.UntypedStorage.resize_, dict(t._tracking),
+            len(t.watches), len(t._listeners), len(_measure._ACTIVE), signal.getsignal(signal.SIGINT))
+
+
+@pytest.mark.parametrize("at", [("_patch_acquire", "tracking"), ("_reset_watch", None), ("__init__", "vram"),
+                                ("__enter__", "vram"), ("_unwatch", None), ("scan", None)])
+def test_a_ctrl_c_as_a_measured_block_starts_or_ends_leaves_nothing_open(at: tuple[str, str | None]) -> None:
+    """Adversary 2026-12-04c 08: a real SIGINT landing while ``vram()`` (every ``%%vram`` cell, ``%vram on``)
+    set up or took down its block left the tracker counting the thread as tracking (each time one more),
+    its dispatch mode and ``resize_`` patch installed, a watch per cell in the tracker, or raised an
+    ``UnboundLocalError`` ('resets') in place of the interrupt."""
+    name, caller = at
+    with vramnb.vram("cpu", warn=False):
+        torch.ones(10)
+    before = _vram_block_state()
+    sent: list[str] = []
+
+    def tracer(frame, event, arg):
+        if (event == "call" and not sent and frame.f_code.co_name == name and "/vramnb/" in frame.f_code.co_filename
+                and (caller is None or (frame.f_back is not None and frame.f_back.f_code.co_name == caller))):
+            sent.append(name)
+            signal.raise_signal(signal.SIGINT)  # a real Ctrl-C
+        return None
+
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with vramnb.vram("cpu", warn=False):
+                torch.ones(1000)
+    finally:
+        sys.settrace(None)
+    assert sent == [name]
+    assert _vram_block_state() == before
+    with vramnb.vram("cpu", warn=False) as m:  # and the next block measures as usual
+        x = torch.ones(1024)
+    assert m.report.delta_allocated == 4096 and x.numel() == 1024
+
+
+def test_vram_on_cell_interrupted_just_after_its_block_opened_closes_it(ip: object) -> None:
+    """Adversary 2026-12-04c 09: ``%vram on`` kept the cell's open block only after the next call: a Ctrl-C
+    landing there stopped the cell, but the block was never closed (its dispatch mode stayed on the stack,
+    the measurement stayed open, every later cell nested inside it)."""
+    run(ip, "%vram on -d cpu")
+    try:
+        run(ip, "x = torch.ones(10)")
+        before = _vram_block_state()
+        sent: list[str] = []
+
+        def tracer(frame, event, arg):
+            if (event == "call" and not sent and frame.f_code.co_name == "__init__" and frame.f_back is not None
+                    and frame.f_back.f_code.co_name == "_start_auto"):
+                sent.append("after the block opened")
+                signal.raise_signal(signal.SIGINT)  # a real Ctrl-C
+            return None
+
+        n = len(vramnb.history())
+        sys.settrace(tracer)
+        try:
+            result, _ = run(ip, "ran = 'the interrupted cell ran'")
+        finally:
+            sys.settrace(None)
+        assert sent == ["after the block opened"]
+        assert "ran" not in ip.user_ns and not result.success  # type: ignore[attr-defined]
+        assert _vram_block_state() == before and len(vramnb.history()) == n
+        result, _ = run(ip, "ran2 = torch.ones(25)")
+        assert result.success and vramnb.history()[-1].delta_allocated == 100
+    finally:
+        run(ip, "%vram off")

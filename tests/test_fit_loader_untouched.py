@@ -519,3 +519,30 @@ def test_dataset_waiting_on_threads_refused_not_hung(monkeypatch) -> None:
         _fit(DataLoader(ds, batch_size=4))
     assert ds[0][0].shape == (8,)  # the user's pool still works here
     ds.pool.shutdown()
+
+
+@pytest.mark.parametrize("at", ["_shutdown_workers", "_put_offsets_back"])
+def test_ctrl_c_while_the_read_is_put_back_keeps_sigchld(at: str) -> None:
+    """Adversary 2026-12-04c 06: a Ctrl-C (SIGINT) landing in read_batches' clean-up (joining the copy,
+    putting offsets back) cut it short: PyTorch's SIGCHLD handler stayed installed for good."""
+    import os
+    import sys
+
+    handler = signal.getsignal(signal.SIGCHLD)
+    sent = []
+
+    def tracer(frame, event, arg):
+        if (event == "call" and not sent and frame.f_code.co_name == at and frame.f_back is not None
+                and frame.f_back.f_code.co_name == "read_batches"):
+            sent.append(at)
+            os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered at the next bytecode
+        return None
+
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _fit(DataLoader(_numbered(), batch_size=8))
+    finally:
+        sys.settrace(None)
+    assert sent == [at]
+    assert signal.getsignal(signal.SIGCHLD) == handler

@@ -168,3 +168,38 @@ def test_interrupt_while_the_guard_puts_state_back(monkeypatch: pytest.MonkeyPat
     monkeypatch.undo()
     after = _state()
     assert [k for k in before if before[k] != after[k]] == []
+
+
+@pytest.mark.parametrize("opener", ["compiled_eagerly", "_guard"])
+def test_interrupt_held_back_while_a_guard_opens_is_raised_inside_it(opener: str) -> None:
+    """Adversary 2026-12-04c 07: a Ctrl-C held back while compiled_eagerly set the stance (or while the
+    guard counted itself) was raised when held_back ended, before the try that undoes it: the stance
+    stayed ``force_eager`` for the rest of the process (every torch.compile'd function ran eagerly)."""
+    import signal
+
+    import torch._dynamo  # noqa: F401 - the stance exists once dynamo is imported
+    from torch._dynamo import eval_frame
+
+    from vramnb import _global_state
+
+    sent = []
+
+    def tracer(frame, event, arg):  # a real SIGINT when held_back ends inside the opener
+        if (event == "call" and not sent and frame.f_code.co_name == "__exit__" and frame.f_back is not None
+                and frame.f_back.f_code.co_name == opener):
+            sent.append(opener)
+            signal.raise_signal(signal.SIGINT)
+        return None
+
+    model, batch = _model(), _batch()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            vramnb.estimate(model, batch, drawing_loss, target="24GiB")
+    finally:
+        sys.settrace(None)
+    assert sent == [opener]
+    assert eval_frame._stance.stance == "default"
+    assert _global_state._OPEN == {} and _global_state._FIRST == [None]
+    vramnb.estimate(model, batch, lambda m, b: m(b).sum(), target="24GiB")  # and the next call runs as usual
+    assert eval_frame._stance.stance == "default"

@@ -25,34 +25,50 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["compiled_eagerly", "compiled_note", "compiled_parts"]
 
-_ON = [0]  # how many compiled_eagerly blocks are open (the notes say "ran eagerly" only inside one)
+_ON = [0]  # how many compiled_eagerly blocks are open, in all threads (the notes say "ran eagerly" only inside one)
+_LOCK = threading.Lock()
+_STANCE: list[Any] = [None]  # the set_stance made by the first block open; its exit puts back the stance it found
 
 
 @contextlib.contextmanager
 def compiled_eagerly() -> Iterator[None]:
     """Run ``torch.compile``'d code eagerly inside the block (``torch.compiler.set_stance("force_eager")``),
     the stance found put back after. Nothing happens where ``torch._dynamo`` was never imported (nothing
-    compiled exists then, and importing it would take seconds)."""
+    compiled exists then, and importing it would take seconds).
+
+    The stance is process-wide, and blocks of two threads need not close in the order they opened:
+    the first block open sets it and the last one to close puts back the stance the first found
+    (each block putting back what it found would leave ``force_eager`` set for good where one thread's
+    block closes inside the other's)."""
     dynamo = sys.modules.get("torch._dynamo")
     if dynamo is None or not hasattr(dynamo, "set_stance"):
         yield
         return
     from ._interrupt import held_back
 
-    with held_back():  # set_stance sets the stance when it is made: made and entered as one
-        stance = dynamo.set_stance("force_eager")
-        _ON[0] += 1
+    opened = False
     try:
+        # set_stance sets the stance when it is made: made and entered as one. An interrupt held back here is
+        # raised when the block below ends, once the stance is set and counted: inside the try, which undoes it
+        with held_back(), _LOCK:
+            if not _ON[0]:
+                _STANCE[0] = dynamo.set_stance("force_eager")
+            _ON[0] += 1
+            opened = True
         yield
     finally:
-        with held_back():
-            _ON[0] -= 1
-            stance.__exit__(None, None, None)
+        if opened:
+            with held_back(), _LOCK:
+                _ON[0] -= 1
+                if not _ON[0]:
+                    stance, _STANCE[0] = _STANCE[0], None
+                    stance.__exit__(None, None, None)
 
 
 def compiled_parts(model: Any) -> list[str]:

@@ -22,7 +22,10 @@ code), on return or on error the process is left as it was found:
 * compiled code: inside, ``torch.compile``'d code runs eagerly and dynamo's caches and
   recompile budgets stay as found (:mod:`vramnb._compiled`).
 
-A value is written back only where it differs from the one found.
+A value is written back only where it differs from the one found. The state is the process's:
+where entry points overlap in several threads, the state found before the first started is put
+back when the last one ends (another thread of the user's that changes it meanwhile, e.g. draws
+from torch's generator, sees that change undone then).
 """
 
 from __future__ import annotations
@@ -111,20 +114,61 @@ def _same(a: Any, b: Any) -> bool:
     return a is b or bool(a == b)
 
 
+class _Found:
+    """The global state as found (RNGs, flags, hooks), and :meth:`restore` to put it back where it differs."""
+
+    def __init__(self) -> None:
+        self.rng = RngStates()
+        self.flags = {**_flags(), **_hooks()}
+        self.values = {name: get() for name, (get, _) in self.flags.items()}
+
+    def restore(self) -> None:
+        for name, (get, set_) in self.flags.items():
+            if not _same(get(), self.values[name]):
+                set_(self.values[name])
+        self.rng.restore()
+
+
+_LOCK = threading.RLock()
+_OPEN: dict[int, int] = {}  # thread id -> how many guards it has open
+_FIRST: list[_Found | None] = [None]  # what the first guard open in the process found
+
+
 @contextlib.contextmanager
 def _guard() -> Iterator[None]:
-    rng = RngStates()
-    flags = {**_flags(), **_hooks()}
-    found = {name: get() for name, (get, _) in flags.items()}
+    """Keep the global state as found around the block.
+
+    The state is process-wide, and two threads' entry points need not end in the order they started:
+    one that started inside another thread's would find that thread's state mid-step (its RNG after a
+    dropout, the ``force_eager`` stance) and put it back after the other thread restored. So the first
+    guard open in the process records the state, and the last one to close puts it back; a guard nested
+    in its own thread's (``compare`` running ``profile_step``) records and puts back its own, as a
+    ``with`` block does."""
+    me = threading.get_ident()
+    opened, nested, found = False, False, None
     try:
+        with held_back(), _LOCK:  # an interrupt held back here is raised inside the try, once this guard is counted
+            nested = _OPEN.get(me, 0) > 0
+            found = _Found() if nested or not _OPEN else None
+            if not _OPEN:
+                _FIRST[0] = found
+            _OPEN[me] = _OPEN.get(me, 0) + 1
+            opened = True
         with compiled_eagerly():
             yield
     finally:
-        with held_back():  # put back whole: an interrupt here is raised once all is as found
-            for name, (get, set_) in flags.items():
-                if not _same(get(), found[name]):
-                    set_(found[name])
-            rng.restore()
+        if opened:
+            with held_back(), _LOCK:  # put back whole: an interrupt here is raised once all is as found
+                _OPEN[me] -= 1
+                if not _OPEN[me]:
+                    del _OPEN[me]
+                if nested:
+                    assert found is not None
+                    found.restore()
+                elif not _OPEN:
+                    first, _FIRST[0] = _FIRST[0], None
+                    if first is not None:
+                        first.restore()
 
 
 def kept_as_found(fn: F) -> F:

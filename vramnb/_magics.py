@@ -176,9 +176,12 @@ class VramMagics(Magics):
         cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"]), names=self._users_names,
                   hidden=self._hidden_fn(a["device"]),
                   budget=a["budget"], reset_peak=a["reset_peak"], warn=False, timed=times_itself(raw))
-        m = cm.__enter__()  # an interrupt in its scan: the next scan walks everything again (StorageTracker.scan)
+        # an interrupt in its scan: the next scan walks everything again (StorageTracker.scan). The block is
+        # kept before it opens and its measurement as it returns (no interrupt can land in between), so that
+        # an interrupt right after it opened finds it to close (_abandon_auto)
+        self._auto_cm, self._auto_m = cm, None
+        self._auto_m = cm.__enter__()
         with held_back():
-            self._auto_cm, self._auto_m = cm, m
             self._auto_cell = self._count()
             self._cpu_cell = torch.device(a["device"]).type == "cpu"
             self._auto_tb = clean_tracebacks(self.shell)
@@ -196,7 +199,7 @@ class VramMagics(Magics):
                 tb.__exit__(None, None, None)
             cm, self._auto_cm = self._auto_cm, None
             m, self._auto_m = self._auto_m, None
-            if cm is not None:
+            if cm is not None and m is not None:  # (a block whose start was interrupted took itself down)
                 cm.__exit__(None, None, None)
                 if m is not None and _HISTORY and _HISTORY[-1] is m.report:
                     _HISTORY.pop()

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from ._cell_breakdown import CellAttribution
+from ._interrupt import held_back
 from ._oom import is_oom, message, requested_bytes
 from ._versions import versions
 from .diagnose import OOMState, install_cuda_observer, reserved_growth, verdict
@@ -193,85 +194,120 @@ def vram(
     start = probe.sample(device_info=isinstance(probe, CudaProbe) and was_active)
     m.rss_start = process_rss() if isinstance(probe, CpuProbe) else None
     _fold_peak(name, start.peak)
-    with _ACTIVE_LOCK:
-        if reset_peak:
-            probe.reset_peak()
-            for outer in _ACTIVE:  # peaks nest: the outer blocks keep what the counter held
-                if outer.device == dev:
-                    outer.nested_peak = max(outer.nested_peak, start.peak)
-                    outer.nested_resets += 1
-        _ACTIVE.append(m)
     track = contextlib.ExitStack()
-    try:  # vramnb's own start: if it fails (memory pressure), nothing of it stays behind
-        resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
-        ops_before = probe.tracker.ops if isinstance(probe, CpuProbe) else 0
-        exc: BaseException | None = None
-        if isinstance(probe, CpuProbe):
-            track.enter_context(probe.tracker.tracking())
-        casts = CastCache()  # autocast's weight-cast cache: seen by the CPU tracker's mode, or on CUDA by
-        # a mode of its own under --breakdown (a plain CUDA cell runs no dispatch mode)
-        if isinstance(probe, CpuProbe):
-            probe.tracker.watches.append(casts)
-            track.callback(_unwatch, probe.tracker, casts)
-        attribution = None
-        if breakdown is not None:
-            attribution = CellAttribution(breakdown, dev, casts)
-            track.enter_context(attribution.recording(probe.tracker if isinstance(probe, CpuProbe) else None))
-            if not isinstance(probe, CpuProbe):
-                track.enter_context(_cast_mode(casts))
-        if isinstance(probe, CpuProbe):
-            # storages no dispatch mode saw (other threads, torch.frombuffer, storage
-            # constructors): found by a scan before the block's end is read
-            track.callback(_scan_quietly, probe.tracker)
-        if dev.type == "cuda" and torch.cuda.is_initialized():  # attaching earlier would create the context
-            install_cuda_observer()
-        stop_listening = listening(name, lambda st: _first_oom(m, st))
+    resets: list[int] = [0]
+    stop_listening: Callable[[], None] | None = None
+    exc: BaseException | None = None
+    try:  # vramnb's own start, set up whole (an interrupt held back until it is, then raised here, where
+        # the except takes it all down again); if it fails (memory pressure), nothing of it stays behind
+        with held_back():
+            with _ACTIVE_LOCK:
+                if reset_peak:
+                    probe.reset_peak()
+                    for outer in _ACTIVE:  # peaks nest: the outer blocks keep what the counter held
+                        if outer.device == dev:
+                            outer.nested_peak = max(outer.nested_peak, start.peak)
+                            outer.nested_resets += 1
+                _ACTIVE.append(m)
+            resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
+            ops_before = probe.tracker.ops if isinstance(probe, CpuProbe) else 0
+            if isinstance(probe, CpuProbe):
+                track.enter_context(probe.tracker.tracking())
+            casts = CastCache()  # autocast's weight-cast cache: seen by the CPU tracker's mode, or on CUDA by
+            # a mode of its own under --breakdown (a plain CUDA cell runs no dispatch mode)
+            if isinstance(probe, CpuProbe):
+                probe.tracker.watches.append(casts)
+                track.callback(_unwatch, probe.tracker, casts)
+            attribution = None
+            if breakdown is not None:
+                attribution = CellAttribution(breakdown, dev, casts)
+                track.enter_context(attribution.recording(probe.tracker if isinstance(probe, CpuProbe) else None))
+                if not isinstance(probe, CpuProbe):
+                    track.enter_context(_cast_mode(casts))
+            if isinstance(probe, CpuProbe):
+                # storages no dispatch mode saw (other threads, torch.frombuffer, storage
+                # constructors): found by a scan before the block's end is read
+                track.callback(_scan_quietly, probe.tracker)
+            if dev.type == "cuda" and torch.cuda.is_initialized():  # attaching earlier would create the context
+                install_cuda_observer()
+            stop_listening = listening(name, lambda st: _first_oom(m, st))
+            resets = track.enter_context(_reset_watch())
     except BaseException:
-        track.close()
-        with _ACTIVE_LOCK:
-            if m in _ACTIVE:
-                _ACTIVE.remove(m)
+        try:
+            track.close()
+        finally:
+            if stop_listening is not None:
+                stop_listening()
+            with _ACTIVE_LOCK:
+                if m in _ACTIVE:
+                    _ACTIVE.remove(m)
         raise
     t0 = time.perf_counter()
     try:
-        with _reset_watch() as resets, track:
-            yield m
+        yield m
     except BaseException as e:
         exc = e
         raise
     finally:
-        wall = time.perf_counter() - t0
-        stop_listening()
-        with _ACTIVE_LOCK:
-            _ACTIVE.remove(m)
-        m.report = _finish(m, probe, start, was_active, resets[0], resets_before, wall, exc)
-        if attribution is not None:
-            m.report.sources = attribution.rows
-            m.attribution = attribution
-        _cache_verdict(m.report, casts, attribution)
-        casts.release()
-        if timed and isinstance(probe, CpuProbe):
-            note = _tracking_cost_note(probe.tracker, probe.tracker.ops - ops_before, wall)
-            if note:
-                m.report.notes.append(note)
-        if isinstance(probe, CpuProbe) and _dynamo_frames() != compiles:
-            m.report.peak_is_lower_bound = True
-            m.report.notes.append(
-                "torch.compile compiled code here: what compiling allocates the CPU tracker does not see "
-                "(PyTorch turns its dispatch mode off meanwhile), so the peak is a lower bound; the "
-                "compiled code's own buffers count"
-            )
-        elif isinstance(probe, CpuProbe) and _dynamo_frames() and _cpp_wrapper():
-            m.report.peak_is_lower_bound = True
-            m.report.notes.append(
-                "inductor's cpp_wrapper is on: code it compiled allocates its buffers in C++, where "
-                "the CPU tracker sees only what returns to Python, so the peak is a lower bound"
-            )
-        if record:
-            _HISTORY.append(m.report)
-        if warn:
-            for w in m.report.warnings:
-                warnings.warn(f"vramnb: {w}", ResourceWarning, stacklevel=3)
+        # the end, whole: an interrupt here is raised once all is taken down and recorded. One that lands
+        # before the hold is in place (making it is the first call here) waits for the end all the same
+        late: BaseException | None = None
+        try:
+            hold = held_back()
+            hold.__enter__()
+        except KeyboardInterrupt as err:
+            late, hold = err, held_back()
+            hold.__enter__()
+        try:
+            try:
+                track.__exit__(type(exc) if exc is not None else None, exc,
+                               exc.__traceback__ if exc is not None else None)
+            finally:
+                assert stop_listening is not None  # (set when the start succeeded)
+                _end(m, probe, start, was_active, resets[0], resets_before, time.perf_counter() - t0, exc,
+                     stop_listening, attribution, casts, timed, ops_before,
+                     compiles if isinstance(probe, CpuProbe) else 0, record, warn)
+        finally:
+            hold.__exit__(None, None, None)
+        if late is not None:
+            raise late
+
+
+def _end(m: Measurement, probe: Any, start: Any, was_active: bool, cuda_resets: int, resets_before: int, wall: float,
+         exc: BaseException | None, stop_listening: Callable[[], None], attribution: CellAttribution | None,
+         casts: CastCache, timed: bool, ops_before: int, compiles: int, record: bool, warn: bool) -> None:
+    """The end of a :func:`vram` block: stop listening, make the report (:func:`_finish`), record it."""
+    stop_listening()
+    with _ACTIVE_LOCK:
+        _ACTIVE.remove(m)
+    m.report = _finish(m, probe, start, was_active, cuda_resets, resets_before, wall, exc)
+    if attribution is not None:
+        m.report.sources = attribution.rows
+        m.attribution = attribution
+    _cache_verdict(m.report, casts, attribution)
+    casts.release()
+    if timed and isinstance(probe, CpuProbe):
+        note = _tracking_cost_note(probe.tracker, probe.tracker.ops - ops_before, wall)
+        if note:
+            m.report.notes.append(note)
+    if isinstance(probe, CpuProbe) and _dynamo_frames() != compiles:
+        m.report.peak_is_lower_bound = True
+        m.report.notes.append(
+            "torch.compile compiled code here: what compiling allocates the CPU tracker does not see "
+            "(PyTorch turns its dispatch mode off meanwhile), so the peak is a lower bound; the "
+            "compiled code's own buffers count"
+        )
+    elif isinstance(probe, CpuProbe) and _dynamo_frames() and _cpp_wrapper():
+        m.report.peak_is_lower_bound = True
+        m.report.notes.append(
+            "inductor's cpp_wrapper is on: code it compiled allocates its buffers in C++, where "
+            "the CPU tracker sees only what returns to Python, so the peak is a lower bound"
+        )
+    if record:
+        _HISTORY.append(m.report)
+    if warn:
+        for w in m.report.warnings:
+            warnings.warn(f"vramnb: {w}", ResourceWarning, stacklevel=4)  # the block's with line
 
 
 def _unwatch(tracker: Any, casts: CastCache) -> None:

@@ -13,6 +13,10 @@ about to change, so the restore puts them back exactly:
 * every optimizer that steps: a process-wide step pre-hook
   (``torch.optim.optimizer.register_optimizer_step_pre_hook``) records it, its
   parameters and state before ``step`` runs;
+* both hooks record only what runs in the step's own thread (and in threads
+  PyTorch starts outside Python, autograd's device threads): the hooks are
+  process-wide, and a module another thread of the user's trains meanwhile is
+  that thread's work, which the restore must not undo;
 * before each backward, the loss's graph is walked (``next_functions`` only,
   nothing unpacked) and every leaf it accumulates into (``AccumulateGrad``'s
   variable) is recorded with its ``.grad``, also through nodes made before the
@@ -31,6 +35,7 @@ changed in place under ``no_grad``).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,14 +89,26 @@ class Reach:
         self.own_tensors = own_tensors or set()  # the recipe's parameters (LoRA adapters)
         self.start = 0
         self.foreign = 0  # modules outside the model recorded as they ran
+        self.thread: int | None = None  # the step's thread (set by watching)
+
+    def _ours(self) -> bool:
+        """Whether the code running now is the step's: its thread, or one PyTorch started outside
+        Python (autograd's device threads run the backward, and checkpoint's recompute, on CUDA);
+        another Python thread is the user's own work, running beside the step."""
+        return threading.get_ident() == self.thread or isinstance(
+            threading.current_thread(), threading._DummyThread)  # type: ignore[attr-defined]  # (no public name)
 
     def _module(self, module: torch.nn.Module, args: Any) -> None:
+        if not self._ours():
+            return
         if id(module) not in self.snap.module_ids and id(module) not in self.own_modules:
             n = len(self.snap.module_ids)
             self.snap.add_module(module, running=True)
             self.foreign += 1 if len(self.snap.module_ids) > n else 0
 
     def _optimizer(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if not self._ours():
+            return
         if not any(opt is o for o in self.own):
             self.snap.add_optimizer(opt)
 
@@ -102,6 +119,7 @@ class Reach:
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         self.start = sequence_now()
+        self.thread = threading.get_ident()
         handles = [register_module_forward_pre_hook(self._module), register_optimizer_step_pre_hook(self._optimizer)]
         try:
             yield

@@ -429,14 +429,19 @@ class StorageTracker(SameMemory):
         (owned by no thread)."""
         me = threading.get_ident()
         mode = _Mode(self)
-        with self._lock:
-            self._tracking[me] = self._tracking.get(me, 0) + 1
-        _patch_acquire(self)
-        try:
+        counted = acquired = False
+        try:  # each step is undone if an interrupt (or an error) lands before the block is open
+            with self._lock:
+                self._tracking[me] = self._tracking.get(me, 0) + 1
+                counted = True
+            _patch_acquire(self)
+            acquired = True
             mode.__enter__()
         except BaseException:
-            _patch_release(self)
-            self._untrack(me)
+            if acquired:
+                _patch_release(self)
+            if counted:
+                self._untrack(me)
             raise
         try:
             yield self

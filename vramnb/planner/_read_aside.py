@@ -44,6 +44,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from .._checks import InputError, _batch_tensors
+from .._interrupt import held_back
 
 __all__ = ["read_batches", "Read", "TIMEOUT"]
 
@@ -313,13 +314,17 @@ def read_batches(source: Any, limit: int, keep: int) -> Read:
             if n > out.size:
                 out.largest, out.size = b, n
     finally:
-        if it is not None:
-            it._shutdown_workers()  # joins (or kills) the worker before the offsets are put back
-        _put_offsets_back(found)
-        if not chld_set and signal_handling._SIGCHLD_handler_set and chld is not None:
+        with held_back():  # put back whole: an interrupt (Ctrl-C) here is raised once the worker is gone,
+            # the offsets and the SIGCHLD handler as found (cut short, PyTorch's handler would stay installed)
             try:
-                signal.signal(signal.SIGCHLD, chld)
-                signal_handling._SIGCHLD_handler_set = False
-            except ValueError:  # not the main thread: PyTorch set none either
-                pass
+                if it is not None:
+                    it._shutdown_workers()  # joins (or kills) the worker before the offsets are put back
+            finally:
+                _put_offsets_back(found)
+                if not chld_set and signal_handling._SIGCHLD_handler_set and chld is not None:
+                    try:
+                        signal.signal(signal.SIGCHLD, chld)
+                        signal_handling._SIGCHLD_handler_set = False
+                    except ValueError:  # not the main thread: PyTorch set none either
+                        pass
     return out

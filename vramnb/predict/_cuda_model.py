@@ -156,8 +156,9 @@ class CudaPolicy:
       operator, whose fake kernel allocates what the CUDA kernel returns.
 
     The kernels act for the thread that entered the policy; in other threads
-    of the process they run the operator plainly (no autocast casts, the math
-    attention path, CPU's dropout) for the second or so an estimate takes.
+    of the process (the user's own, training while an estimate runs) they call
+    the kernel PyTorch had there, so that those threads' ``torch.autocast`` and
+    attention run exactly as without vramnb.
 
     Args:
         capability: the target's compute capability, e.g. ``(9, 0)``.
@@ -197,8 +198,8 @@ class CudaPolicy:
     def _register(self) -> None:
         import warnings
 
-        self._lib = lib = torch.library.Library("aten", "IMPL")  # owned at once: __exit__ takes out what is in
         self._owner = threading.get_ident()
+        self._lib = torch.library.Library("aten", "IMPL")  # owned at once: __exit__ takes out what is in
         policies = {n: self._lower for n in _LOWER}
         policies.update({n: self._fp32 for n in _FP32})
         policies.update({n: self._fp32_opt for n in _FP32_SET_OPT_DTYPE})
@@ -208,19 +209,34 @@ class CudaPolicy:
             for name in _cpu_autocast_ops():
                 base, _, overload = name.partition(".")
                 if base not in policies:  # on CPU's list, not on CUDA's: runs as is
-                    lib.impl(name, _passthrough(_op(base, overload)), "AutocastCPU")
+                    self._impl(name, _passthrough(_op(base, overload)), "AutocastCPU")
             for base, policy in policies.items():
                 packet = getattr(torch.ops.aten, base, None)
                 if packet is None:
                     continue
                 for overload in packet.overloads():
                     op = getattr(packet, overload)
-                    lib.impl(f"{base}.{overload}" if overload != "default" else base, policy(op), "AutocastCPU")
-            lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
-
-            lib.impl("dropout", self._dropout, "CompositeImplicitAutograd")
+                    self._impl(f"{base}.{overload}" if overload != "default" else base, policy(op), "AutocastCPU")
+            self._impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
+            self._impl("dropout", self._dropout, "CompositeImplicitAutograd")
         self._autocast_patch = _patch_user_autocast(self)
         self._rnn_patch = self._patch_rnns()
+
+    def _impl(self, name: str, kernel: Callable[..., Any], key: str) -> None:
+        """Register ``kernel`` for ``aten::name`` at ``key`` for the policy's own thread. The registration is
+        process-wide: every other thread (the user's own, training while the estimate runs) gets the kernel
+        PyTorch had there (``torch.library.get_kernel``; where that is autocast's fallthrough, the call goes
+        on below autocast), so that its ``torch.autocast`` and attention run as they would without vramnb."""
+        mine = self._mine
+        other = _original(name, key)
+        if other is None:  # an overload Python lists that the dispatcher does not have: no call reaches it
+            self._lib.impl(name, kernel, key)
+            return
+
+        def dispatched(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+            return kernel(*args, **kwargs) if mine() else other(keyset, *args, **kwargs)
+
+        self._lib.impl(name, dispatched, key, with_keyset=True)
 
     def __exit__(self, *exc: Any) -> None:
         with held_back():  # taken out whole: an interrupt here is raised once all is put back
@@ -423,6 +439,35 @@ def _up(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return type(x)(_up(v) for v in x)
     return x.float() if isinstance(x, torch.Tensor) and x.dtype in _LOW_DTYPES else x
+
+
+_MISSING: set[str] = set()  # overloads Python lists that the dispatcher does not have (asking raises, slowly)
+
+
+def _original(name: str, key: str) -> Callable[..., Any] | None:
+    """What PyTorch runs now for ``aten::name`` at ``key``, as ``f(keyset, *args, **kwargs)`` (the kernel
+    registered there, ``torch.library.get_kernel``; for autocast's fallthrough, the call going on below
+    autocast); None for an overload the dispatcher does not have. Read before the policy registers its own
+    (estimates run one at a time: ``_estimate._ONE_AT_A_TIME``)."""
+    if name in _MISSING:
+        return None
+    try:
+        has = torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", key)
+    except RuntimeError:
+        _MISSING.add(name)
+        return None
+    if key == "CompositeImplicitAutograd" or has:  # an alias key's kernel is the one computed for any backend
+        kernel = torch.library.get_kernel(f"aten::{name}", "CPU" if key == "CompositeImplicitAutograd" else key)
+
+        def call(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+            return kernel.call_boxed(keyset, *args, **kwargs)
+    else:  # autocast's fallthrough: straight on to the kernels below it
+        base, _, overload = name.partition(".")
+        op, here = _op(base, overload or "default"), getattr(torch._C.DispatchKey, key)
+
+        def call(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+            return op.redispatch(keyset.remove(here), *args, **kwargs)
+    return call
 
 
 def _op(base: str, overload: str) -> Any:

@@ -21,18 +21,19 @@ Real tensors that are only read (a class-weight constant, a frozen teacher in
 ``eval`` mode) stay allowed: the fake mode reads their shapes.
 
 :class:`UserState` is the last line behind it: it records the user's
-parameters' gradients, the tensors in each module's slots and their version
-counters before the estimate, and afterwards puts back what was swapped (a
-``.grad`` assigned in Python, which no operator sees) and raises if a value
-was written in place.
+parameters' gradients and the tensors in each module's and the optimizer's
+slots before the estimate, and afterwards puts back the fake tensors swapped in
+(a ``.grad`` assigned in Python, which no operator sees). A change that is not a
+fake tensor, where another thread of the user's runs, is that thread's, and stays.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, is_fake
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -159,26 +160,31 @@ _OTHER_HINT = ("Estimate a module that holds both models (e.g. an nn.ModuleDict 
 
 
 class UserState:
-    """The user's model and optimizer tensors as they were: gradients, slot contents and
-    version counters (no copies of values). :meth:`check_and_restore` puts back
-    gradients and slot contents that were swapped, and raises if a value changed in place."""
+    """The user's model and optimizer tensors as they were: gradients and slot contents (no
+    copies of values). :meth:`check_and_restore` puts back what the fake step swapped in.
+
+    What the fake step swapped in is put back: a fake tensor where the user's gradient,
+    parameter, buffer or optimizer state was is always the step's (the step makes only fake
+    tensors). Any other change (a ``.grad`` set to ``None``, a real tensor) is the step's only
+    where no other thread of the user's runs: one that trains the same model while the estimate
+    runs (``zero_grad(set_to_none=True)``, its backward, Adam's first step) changes exactly these,
+    and putting them back would undo its work (a stale gradient its next backward adds to), so
+    they are left then. In-place writes need no check here: every operator of the estimate's
+    thread goes through :class:`RealTensorGuard`, which refuses the user's tensors before anything
+    is written (dispatch modes are per thread, so another thread's writes are neither refused nor undone).
+    """
 
     def __init__(self, model: torch.nn.Module | None, optimizer: Any) -> None:
+        self.threads = _user_threads()  # (with those alive at the end: a thread may finish meanwhile)
         self.slots: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.grads: list[tuple[torch.Tensor, Any]] = []
-        self.versions: list[tuple[str, torch.Tensor, int]] = []
         if model is not None:
             for m in model.modules():
                 for d in (m._parameters, m._buffers):
                     if isinstance(d, dict):  # (a TorchScript module's are wrappers; it is refused anyway)
                         self.slots.append((d, dict(d)))
-            for n, p in model.named_parameters():
+            for p in model.parameters():
                 self.grads.append((p, p.grad))
-                self.versions.append((n, p, p._version))
-                if p.grad is not None:
-                    self.versions.append((f"{n}.grad", p.grad, p.grad._version))
-            for n, b in model.named_buffers():
-                self.versions.append((n, b, b._version))
         self.opt_state: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.optimizer: torch.optim.Optimizer | None
         if isinstance(optimizer, torch.optim.Optimizer):
@@ -186,42 +192,58 @@ class UserState:
             self.optimizer = optimizer
             for st in optimizer.state.values():
                 self.opt_state.append((st, dict(st)))
-                for k, v in st.items():
-                    if isinstance(v, torch.Tensor):
-                        self.versions.append((f"optimizer state {k!r}", v, v._version))
         else:
             self.optimizer = None
 
     def check_and_restore(self) -> None:
-        """Put back what was swapped; raise :class:`ValueError` for values changed in place.
+        """Put back what the step swapped in for the user's values; raise if it did.
 
         Raises:
-            ValueError: a tensor of the user's was written in place during the estimate
-                (the message names it; its old value cannot be put back).
+            ValueError: the estimate's step replaced the user's gradients, parameters, buffers or
+                optimizer state (put back before raising; the message names what).
         """
+        alone = not (self.threads or _user_threads())
         changed = []
         for d, was in self.slots:
-            if d != was or any(d[k] is not v for k, v in was.items()):
+            if _put_back(d, was, alone):
                 changed.append("a module's parameters or buffers")
-                d.clear()
-                d.update(was)
         for p, g in self.grads:
-            if p.grad is not g:
+            if p.grad is not g and (alone or is_fake(p.grad)):
                 changed.append("a parameter's .grad")
                 p.grad = g
         for st, was in self.opt_state:
-            if any(st.get(k) is not v for k, v in was.items()) or set(st) != set(was):
+            if _put_back(st, was, alone):
                 changed.append("optimizer state")
-                st.clear()
-                st.update(was)
-        if self.optimizer is not None and set(self.optimizer.state) != self.opt_keys:
-            changed.append("optimizer state")
+        if self.optimizer is not None:
             for p in set(self.optimizer.state) - self.opt_keys:
-                del self.optimizer.state[p]
-        written = [n for n, t, v in self.versions if t._version != v]
-        if written:
-            raise ValueError(f"the estimate's step wrote into your tensors in place ({', '.join(written[:6])}): "
-                             f"{_MODEL_HINT}")
+                if alone or any(is_fake(v) for v in self.optimizer.state[p].values()):
+                    changed.append("optimizer state")
+                    del self.optimizer.state[p]
         if changed:
             raise ValueError(f"the estimate's step replaced {', '.join(sorted(set(changed)))} of yours (put back as "
                              f"they were): {_MODEL_HINT}")
+
+
+def _put_back(d: dict[str, Any], was: dict[str, Any], alone: bool) -> bool:
+    """Put back the entries of ``d`` the step changed (``was``: the entries as found; ``alone``: no other
+    thread of the user's runs, so every change is the step's, else only fake tensors are); whether any was."""
+    changed = [k for k in {*d, *was} if (k not in d or k not in was or d[k] is not was[k])
+               and (alone or (k in d and is_fake(d[k])))]
+    for k in changed:
+        if k in was:
+            d[k] = was[k]
+        else:
+            del d[k]
+    return bool(changed)
+
+
+def _user_threads() -> list[threading.Thread]:
+    """Threads alive now that may run the user's code: not this one, not vramnb's own, not the host's
+    (the notebook kernel's, alive when the extension was loaded: :meth:`StorageTracker.host_threads`)."""
+    from .. import _tracker
+
+    tracker = _tracker._CPU_TRACKER
+    host: Any = tracker._host_threads if tracker is not None else ()
+    me = threading.current_thread()
+    return [th for th in threading.enumerate()
+            if th is not me and th not in host and not getattr(th, "_vramnb_own", False)]

@@ -83,25 +83,43 @@ _GLOBAL_HOOKS = (("torch.nn.modules.module", "_global_forward_pre_hooks"), ("tor
 def without_user_global_hooks(dropped: list[str]) -> Iterator[None]:
     """Set aside, for the estimate's step, the user's global hooks (``register_module_forward_hook``,
     ``register_optimizer_step_post_hook``: they run on every module and optimizer, the fake ones
-    too), by the rule of :func:`user_hook_filter`; they are put back, in their order, after. The
-    dicts are PyTorch's own, changed in place, so the user's handles keep working."""
-    import importlib
+    too), by the rule of :func:`user_hook_filter`.
 
-    saved: list[tuple[dict[Any, Any], list[tuple[Any, Any]]]] = []
+    PyTorch's dicts are the process's, and the user's other threads keep running their modules
+    while the estimate runs: so each such hook stays where it is (its key, its place in the order),
+    wrapped to do nothing in the estimate's thread and to run as ever in any other; after, each
+    wrapper still there is replaced by its hook. A hook the user removes meanwhile (its handle's
+    ``remove()``) stays removed; one registered meanwhile stays."""
+    import importlib
+    import threading
+
+    me = threading.get_ident()
+    wrapped: list[tuple[dict[Any, Any], Any, Any, Any]] = []  # (dict, key, hook, wrapper)
     for modname, name in _GLOBAL_HOOKS:
         d = getattr(importlib.import_module(modname), name, None)
         if not isinstance(d, dict) or not d:
             continue
         kept = user_hook_filter(d, f"global {name[8:].replace('_', ' ')}", dropped)
-        if len(kept) != len(d):
-            saved.append((d, list(d.items())))
-            d.clear()
-            d.update(kept)
+        for k, fn in list(d.items()):
+            if k not in kept:
+                w = _elsewhere(fn, me)
+                d[k] = w
+                wrapped.append((d, k, fn, w))
     try:
         yield
     finally:
-        for d, items in saved:
-            added = [(k, v) for k, v in d.items() if k not in dict(items)]  # registered meanwhile, still there
-            d.clear()
-            d.update(items)
-            d.update(added)
+        for d, k, fn, w in wrapped:
+            if d.get(k) is w:
+                d[k] = fn
+
+
+def _elsewhere(fn: Any, thread: int) -> Any:
+    """``fn``, but doing nothing (returning None: no change) when called in ``thread``."""
+    import threading
+
+    @functools.wraps(fn)
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() == thread:
+            return None
+        return fn(*args, **kwargs)
+    return hook
