@@ -1565,7 +1565,7 @@ CASES_V4: list[Case] = [
         wrong=[r"(?<!no )\bleak", r"grows? (on|with) every"],
     ),
     Case(
-        "segmentation_validation_without_no_grad_oom",
+        "segmentation_validation_without_no_grad",
         "https://github.com/hszhao/semseg/issues/60",
         "inference without no_grad",
         _c("""
@@ -1620,7 +1620,7 @@ CASES_V4: list[Case] = [
         runs=3,
     ),
     Case(
-        "two_losses_one_backward_peak_oom",
+        "two_losses_one_backward_peak",
         "https://github.com/lhoyer/DAFormer/issues/48",
         "peak: two graphs alive (several losses, one backward)",
         _MLP + _c("""
