@@ -359,3 +359,13 @@ JUDGEMENTS_V3: dict[str, tuple[str, str, str]] = {
             "MiB of gradients kept from training show only as rows (model 'gradients 32.1 MiB'), no "
             "zero_grad(set_to_none=True) advice; fix 3 (smaller batch) would help", _M),
 }
+
+
+# -- validation-4 (held out; benchmarks/results/2026-12-04c-field-validation4). Fifteen public reports gathered and
+# committed (9a92dec, 532f4c6) by an outside judge (helper field4) before any was run through vramnb; judged by the
+# same rule as validation-3's (a false sentence or inapplicable advice: wrong). Filled in after the run.
+# The third field: the score were the false sentence or the inapplicable advice named in the reason absent.
+JUDGED_AT_V4 = "396113c (vramnb/ as at main 396113c, run from fix-field4; judged by field4)"
+
+JUDGEMENTS_V4: dict[str, tuple[str, str, str]] = {
+}

@@ -239,7 +239,7 @@ def main() -> None:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
-    ap.add_argument("--judgements", choices=("before", "after", "v3"), default="before",
+    ap.add_argument("--judgements", choices=("before", "after", "v3", "v4"), default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
     a = ap.parse_args()
@@ -316,6 +316,8 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
         return j.JUDGED_AT_AFTER, dict(j.JUDGEMENTS_AFTER)
     if judged_set == "v3":
         return f"validation-3: {j.JUDGED_AT_V3}", dict(j.JUDGEMENTS_V3)
+    if judged_set == "v4":
+        return f"validation-4: {j.JUDGED_AT_V4}", dict(j.JUDGEMENTS_V4)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -338,7 +340,8 @@ SCORES = ("diagnosed", "partly", "missed", "wrong")
 PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4")
 # what the judgements' third field scores (judgements.py)
 THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
-               "v3": "were the false sentence or the inapplicable advice named in the reason absent"}
+               "v3": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v4": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
