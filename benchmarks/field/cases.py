@@ -1436,7 +1436,7 @@ CASES_V4: list[Case] = [
             model_2 = mlp(width=2048, depth=8)
             opt_2 = torch.optim.SGD(model_2.parameters(), lr=1e-3)
             for i in range(3):
-                xb = torch.randn(512, 1024)
+                xb = torch.randn(512, 2048)
                 loss = model_2(xb).pow(2).mean()
                 opt_2.zero_grad()
                 loss.backward()
@@ -1447,7 +1447,8 @@ CASES_V4: list[Case] = [
         fix=[r"\.to\(['\"]cpu", r"\.cpu\(\)", r"to disk", r"torch\.save", r"del model_1_save"],
         cause=[r"model_1_save"],
         notes="model_1_save keeps 128 MiB; training model_2 needs ~200 MiB above the start (its 128 MiB, its gradients "
-              "128 MiB, the activations, less model_1's 128 MiB freed by del) without the copy, ~330 MiB with it; "
+              "128 MiB, the batch-512 activations ~20 MiB, less model_1's 128 MiB freed by del) without the copy, "
+              "~330 MiB with it; "
               "headroom 256 MiB. History: written at width 1024 with 176 MiB (calibrated in plain Python); in the first "
               "vramnb run (results-run1.json) no error struck, in the second (results-run2.json, 24 MiB) it struck inside "
               "the deepcopy: freed heap inside the address space widens the headroom by an unknown 0-50 MiB; width x2 "
