@@ -16,11 +16,13 @@ Usage (re-runnable; the lead re-scores after fixes merge)::
 
     PYTHONPATH=<checkout> /work/venv/bin/python benchmarks/field/run_field.py --out DIR [--only NAME ...]
 
-or, to score another checkout's vramnb with this checkout's cases (e.g. the held-out part validation-3 after
-advice fixes merge)::
+or, to score another checkout's vramnb with this checkout's cases (e.g. the held-out parts validation-3 and
+validation-4 after advice fixes merge)::
 
     /work/venv/bin/python benchmarks/field/run_field.py --part validation-3 --checkout /work/main \
         --judgements v3 --out DIR
+    MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-4 --checkout /work/main \
+        --judgements v4 --out DIR
 
 ``--checkout DIR`` puts ``DIR`` first on the children's ``PYTHONPATH`` (so ``vramnb`` is imported from there; the
 run stops if it is not) and records the last commit that changed that checkout's ``vramnb/`` (``-dirty`` when it has
