@@ -426,3 +426,79 @@ JUDGEMENTS_C_AFTER: dict[str, tuple[str, str, str]] = {**JUDGEMENTS_C_BEFORE, **
                                                 "`del all_models['b']` frees 16.1 MiB (all_models['c']: also held by "
                                                 "other names); … set its gradients to None … and drop its optimizer'"),
 }.items()}}
+
+
+# -- validation-4 (held out; benchmarks/results/2026-12-04c-field-validation4). Fifteen public reports gathered and
+# committed (9a92dec, 532f4c6) by an outside judge (helper field4) before any was run through vramnb; judged by the
+# same rule as validation-3's (a false sentence or inapplicable advice: wrong). Filled in after the run.
+# The third field: the score were the false sentence or the inapplicable advice named in the reason absent.
+JUDGED_AT_V4 = "396113c (vramnb/ as at main 396113c, run from fix-field4; judged by field4)"
+
+JUDGEMENTS_V4: dict[str, tuple[str, str, str]] = {
+    "displayed_tensor_kept_after_del": (
+        _D, "%vram: '(Out, _ __ ___) output history 64.0 MiB … rows in parentheses keep 64.0 MiB alive out of sight: "
+            "`%vram free` releases it', and %vram free released 64.0 MiB; flaw: the cell report says only ±0 B, its "
+            "source row still labelled 'tensor X' after `del X`, with no sentence that the display keeps it", _D),
+    "retry_inside_except_keeps_failed_frame_oom": (
+        _M, "260.0 MiB allocated at the failure, 128 MiB of it the first attempt's h1, kept by the exception still "
+            "being handled (the retry runs inside the except block); the report names only the retry's own frame "
+            "('held by the failing frames: h1 64.0 MiB (forward:6)') and 'raise the process's limit'; nothing on "
+            "retrying after the except block", _M),
+    "broadcast_matmul_expands_operand_oom": (
+        _P, "fix 2: 'one request of 64.0 MiB is more than the 2.5 MiB all tensors hold and the 47.0 MiB still free "
+            "together: read the shapes on the failing line (an unintended broadcast, …)' points at the line; not that "
+            "matmul materialises b expanded to (32, 8, 512, 128), nor einsum/bmm (the issue's fix)", _P),
+    "elementwise_product_out_of_place_oom": (
+        _M, "only 'raise the process's limit' and 'largest holders: g 40.0 MiB (deleting it frees 0 B)' (true: "
+            "einsum's frame in the traceback keeps g); nothing on res needing a second 40 MiB or the in-place "
+            "g *= w; 'read the shapes' did not fire (40.0 MiB asked with 40.2 MiB allocated)", _M),
+    "eval_logits_concatenated_oom": (
+        _W, "fix 2 right: 'with gradients off … what grows is what the loop keeps; keep each step's outputs on the CPU "
+            "(.cpu()) or reduced (predictions, metrics), not whole logits', preds 35.2 MiB the largest holder; but fix 3 "
+            "'a smaller batch per evaluation step' cannot help (preds grows with the samples seen, whatever the batch: "
+            "the thread's point, eval_accumulation_steps rather than a smaller eval batch); the 39.1 MiB request is "
+            "torch.cat's new preds (old and new alive), not said", _D),
+    "best_state_dict_deepcopy_kept": (
+        _W, "'best_state holds a second copy of the parameters of model (32.1 MiB …): `del best_state` frees 32.1 MiB' "
+            "names the cause; but the loop line advises '`del loss, xb, best_state` at the end of the loop body': that "
+            "deletes the best state the loop exists to keep (epochs that do not improve leave it unset); the known fix "
+            "(keep it off the device: .cpu(), or save it to disk) is absent", _P),
+    "deepcopy_of_model_kept_after_del": (
+        _W, "fixes 2-4 (bf16 autocast, checkpointing, vramnb.compare) are written for model_1_save, the idle copy "
+            "('loss = loss_fn(model_1_save, batch)', 'vramnb.compare(model_1_save, …)'), not for model_2, whose "
+            "backward failed; the copy shows only as a holder (%vram: model_1_save 128.1 MiB not shared; 'parameters "
+            "of model_1_save +128.1 MiB'); nothing on moving model_1 to the CPU instead of copying it", _M),
+    "autocast_inference_caches_weight_copies_oom": (
+        _W, "false: fix 2 'no backward runs in the failing code, yet gradients are on' (the cell runs under "
+            "torch.no_grad()); fix 3 ('what grows is what the loop keeps') and fix 4 (a smaller batch) do not apply "
+            "(no loop; the memory is the weights' cast copies); right: '9.0 MiB of this peak is autocast's weight-cast "
+            "cache: bfloat16 copies of 5 parameter(s) … Under no_grad, torch.autocast(..., cache_enabled=False) frees "
+            "each copy after its use' (the cause and one of the PR's fixes)", _D),
+    "gradcam_hooks_append_activations": (
+        _P, "re-run line 'cam grew by 20.0 MiB: it keeps what each run makes' and %vram's cam.gradients / "
+            "cam.activations (30 entries of (256, 1024) each after three runs): the cause; no fix (store "
+            ".cpu().detach(), clear the lists per step, or remove the hooks)", _P),
+    "adam_state_on_embedding_model_oom": (
+        _W, "fix 2 names the cause ('Adam keeps two state tensors (exp_avg, exp_avg_sq) … 62.6 MiB of state; … SGD one "
+            "momentum tensor per parameter or none'), but its code `optimizer = torch.optim.Adafactor(head.parameters(), "
+            "…)` drops emb's 4.1 M parameters (half of what the optimizer trains); fix 4 'del logits' frees 7.8 MiB, "
+            "true but no help (the step fits only from ~160 MiB of headroom; here 96)", _D),
+    "del_tensor_then_empty_cache_no_leak": (
+        _D, "'allocated 0 B ±0 B', peak 61.0 MiB as temporaries on both runs, %vram: no variable holds tensors; no "
+            "leak claimed (what nvidia-smi still shows in the thread, the CUDA context, cannot be seen on the CPU)", _D),
+    "segmentation_validation_without_no_grad": (
+        _D, "'autograd graphs kept after the cell by output (32.0 MiB), loss (37.3 MiB): no backward ran in this cell: "
+            "… wrap the cell in `with torch.no_grad():`' (the issue's fix)", _D),
+    "inference_predictions_appended_with_graph": (
+        _D, "'`predictions.append(p)` keeps each graph: append `p.detach()`' and no_grad, the re-run line "
+            "'predictions grew by 30.0 MiB' (the thread's fix: p.detach().cpu())", _D),
+    "two_losses_one_backward_peak": (
+        _M, "only the peak's split (activations 96.1 MiB at peak); nothing says that both forwards' graphs stay alive "
+            "until the summed loss's backward, nor a backward per loss (the maintainer's point); loss_src and loss_mix "
+            "appear only as 4 B rows", _M),
+    "retain_graph_in_loop_keeps_last_graph": (
+        _W, "the loop line names the cause (y keeps the last pass's graph, 4.0 MiB; each pass's graph alive while the "
+            "next builds its own) and `del y` (one of the thread's answers), runs 2-3 ±0 B, no leak claimed; false: the "
+            "source row 'alive after the cell, held by no name above 1.0 MiB' is a.grad, which `a` holds (%vram: a … "
+            "gradient 1.0 MiB); retain_graph=True not mentioned", _D),
+}

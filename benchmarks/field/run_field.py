@@ -16,11 +16,13 @@ Usage (re-runnable; the lead re-scores after fixes merge)::
 
     PYTHONPATH=<checkout> /work/venv/bin/python benchmarks/field/run_field.py --out DIR [--only NAME ...]
 
-or, to score another checkout's vramnb with this checkout's cases (e.g. the held-out part validation-3 after
-advice fixes merge)::
+or, to score another checkout's vramnb with this checkout's cases (e.g. the held-out parts validation-3 and
+validation-4 after advice fixes merge)::
 
     /work/venv/bin/python benchmarks/field/run_field.py --part validation-3 --checkout /work/main \
         --judgements v3 --out DIR
+    MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-4 --checkout /work/main \
+        --judgements v4 --out DIR
 
 ``--checkout DIR`` puts ``DIR`` first on the children's ``PYTHONPATH`` (so ``vramnb`` is imported from there; the
 run stops if it is not) and records the last commit that changed that checkout's ``vramnb/`` (``-dirty`` when it has
@@ -239,7 +241,7 @@ def main() -> None:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
-    ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3"), default="before",
+    ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4"), default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
     a = ap.parse_args()
@@ -320,6 +322,8 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
         return j.JUDGED_AT_C_BEFORE, dict(j.JUDGEMENTS_C_BEFORE)
     if judged_set == "c-after":
         return j.JUDGED_AT_C_AFTER, dict(j.JUDGEMENTS_C_AFTER)
+    if judged_set == "v4":
+        return f"validation-4: {j.JUDGED_AT_V4}", dict(j.JUDGEMENTS_V4)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -339,10 +343,11 @@ def _rescore(folder: Path, judged_set: str) -> None:
 
 
 SCORES = ("diagnosed", "partly", "missed", "wrong")
-PARTS = ("tuning", "validation", "validation-2", "validation-3")
+PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4")
 # what the judgements' third field scores (judgements.py)
 THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
-               "v3": "were the false sentence or the inapplicable advice named in the reason absent"}
+               "v3": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v4": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
