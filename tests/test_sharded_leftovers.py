@@ -49,3 +49,30 @@ def test_repeated_sharded_estimates_leave_no_mesh_and_no_bytes(parallel):
         assert _meshes() == meshes
     assert prop.propagate_op_sharding is users_cache  # the user's cache object, put back
 
+
+def _shard(shape, ranks):
+    """Elements of rank 0's FSDP2 shard: dim 0 split in ceil(dim0 / ranks) rows."""
+    rows = -(-shape[0] // ranks)
+    rest = 1
+    for d in shape[1:]:
+        rest *= d
+    return rows * rest
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 3])
+def test_lora_adapters_are_sharded_like_every_parameter_under_fsdp(ranks):
+    """fully_shard shards every parameter, LoRA's adapters too: rank 0 holds 1/N of each adapter and
+    the optimizer state of that shard only (the adapters were whole on every rank)."""
+    pytest.importorskip("peft")
+    width, r, blocks = 256, 8, 4
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(blocks)])
+    opt = torch.optim.AdamW(model.parameters())
+    e = vramnb.estimate(model, torch.randn(8, width), lambda m, b: m(b).sum(), opt, device="cpu",
+                        recipe={"lora": f"r={r}"}, world_size=ranks, parallel="fsdp")
+    base = blocks * (_shard((width, width), ranks) + _shard((width,), ranks))
+    adapters = blocks * (_shard((r, width), ranks) + _shard((width, r), ranks))  # lora_A (r, in), lora_B (out, r)
+    for step in e.steps:
+        assert step.peak.sources["parameters"] == 4 * (base + adapters), step.peak.sources
+    steps = 2 * blocks * 4  # AdamW's step count: a float32 scalar per adapter parameter
+    assert e.steady.peak.sources["optimizer state"] == 4 * 2 * adapters + steps, e.steady.peak.sources

@@ -188,6 +188,31 @@ def _start_tensors(fmodel: torch.nn.Module, fbatch: Any, fopt: Any) -> list[torc
     return out
 
 
+def _shard_plan(plan: StepPlan, parallel: str, world_size: int, optimizer: Any) -> None:
+    """Shard the plan's fake model for rank 0 of ``world_size`` (after a recipe changed it: LoRA's adapters
+    are parameters, which ``fully_shard`` shards as it shards every parameter), and rebuild the
+    optimizers over the sharded trainable parameters."""
+    from ..techniques.checkpointing import find_blocks
+    from ._parallel import rebuild_optimizer, shard
+
+    model = plan.model
+    try:
+        blocks = find_blocks(model)
+    except ValueError:
+        blocks = []
+    _, blocks, tied = shard(model, parallel, world_size, blocks)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    user = optimizer(trainable) if callable(optimizer) and not isinstance(optimizer, torch.optim.Optimizer) \
+        else rebuild_optimizer(plan.user_optimizer, model)
+    plan.optimizer = user if plan.optimizer is plan.user_optimizer else rebuild_optimizer(plan.optimizer, model)
+    plan.user_optimizer = user
+    plan.notes.append(f"rank 0 of {world_size} GPUs, {parallel} (PyTorch's FSDP2 against a fake process group; "
+                      f"{len(blocks)} blocks sharded one by one)")
+    if tied:
+        plan.notes.append(f"tied weights ({'; '.join(tied[:3])}): the blocks holding them are sharded "
+                          "with the root, which holds both ends of the tie")
+
+
 # -- the estimate ----------------------------------------------------------------------
 #: what GPU run 21 measured for checkpointed steps, which the zoo benchmark's kinds do not cover
 CHECKPOINTED_ON_CUDA = ("activation checkpointing on CUDA: GPU run 21 (H200, torch 2.11, 10 models) measured peak "
@@ -376,7 +401,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
              tgt: Target | None, device: str, batch_size: int | None, expandable_segments: bool, margin: float,
              steps: int, warm_optimizer: bool, set_to_none: bool, module_depth: int | None, label: str,
              world_size: int, parallel: str | None, step_time: bool = False, more: Sequence[Any] = ()) -> Estimate:
-    from ._parallel import fake_world, rebuild_optimizer, shard
+    from ._parallel import fake_world, shard
 
     calibrated = None
     if step_time and tgt is not None:  # measured on the GPU present: real CUDA work, before any fake mode
@@ -420,38 +445,34 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
-        if parallel is not None:
-            from ..techniques.checkpointing import find_blocks
-
-            try:
-                blocks = find_blocks(fmodel)
-            except ValueError:
-                blocks = []
-            extra, blocks, tied = shard(fmodel, parallel, world_size, blocks)
+        if parallel == "ddp":
+            extra, _, _ = shard(fmodel, parallel, world_size, [])
             keep.extend(extra)
-            if sharded:
-                fopt = optimizer([p for p in fmodel.parameters() if p.requires_grad]) if (
-                    callable(optimizer) and not isinstance(optimizer, torch.optim.Optimizer)) else rebuild_optimizer(fopt, fmodel)
-                plan.optimizer = plan.user_optimizer = fopt
-                plan.notes.append(f"rank 0 of {world_size} GPUs, {parallel} (PyTorch's FSDP2 against a fake process group; "
-                                  f"{len(blocks)} blocks sharded one by one)")
-                if tied:
-                    plan.notes.append(f"tied weights ({'; '.join(tied[:3])}): the blocks holding them are sharded "
-                                      "with the root, which holds both ends of the tie")
-            else:
-                plan.notes.append(f"one of {world_size} GPUs under DDP: the whole model plus its gradient buckets "
-                                  "(counted as workspace); NCCL's own buffers are not modelled")
-        for t in _start_tensors(fmodel, fbatch, fopt) + list(keep):
+            plan.notes.append(f"one of {world_size} GPUs under DDP: the whole model plus its gradient buckets "
+                              "(counted as workspace); NCCL's own buffers are not modelled")
+        # the model and optimizer of a sharded step are its rank's shards, there once it is sharded (below)
+        for t in (_start_tensors(fmodel, fbatch, fopt) + list(keep) if not sharded
+                  else [t for _, t in _batch_tensors(fbatch)]):
             tracker.add_tensor(t)
         del fbatch, t  # the plan holds the batch: a later one replaces it, and the allocator sees it freed
         checkpointed = False
         try:
-            if recipe is not None:
+            if recipe is not None and sharded:
+                # before sharding, as FSDP users apply peft and checkpointing before fully_shard: what the
+                # recipe makes (LoRA's adapters) is a parameter of the model that fully_shard then shards
+                recipe.apply(plan)
+            elif recipe is not None:
                 # what a technique makes (LoRA's adapters, a copy of the weights in another dtype) is there at
                 # the step's start: its allocations are events the allocator replays, and its tensors are the
                 # parameters, buffers and state they are, not tensors first seen inside the forward
                 with tracker.tracking():
                     recipe.apply(plan)
+            if sharded:
+                assert parallel is not None  # sharded says so
+                _shard_plan(plan, parallel, world_size, optimizer)
+                for t in _start_tensors(plan.model, (), plan.optimizer):
+                    tracker.add_tensor(t)
+            elif recipe is not None:
                 for t in _start_tensors(plan.model, (), plan.optimizer):
                     tracker.add_tensor(t)
             if kernels is not None:
