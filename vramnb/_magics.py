@@ -747,7 +747,17 @@ class VramMagics(Magics):
             note = grad_graph_note(self._users_names(), dev)
         except Exception:  # noqa: BLE001 - a verdict must never break %vram
             note = None
+        workspaces = 0
+        if dev.type == "cuda" and probe.active():
+            from .diagnose._one_time import cublas_workspaces
+
+            try:
+                workspaces = sum(cublas_workspaces(dev.index or 0))
+            except Exception:  # noqa: BLE001 - a reading of the allocator must never break %vram
+                workspaces = 0
         return HoldersReport(
+            workspaces=workspaces,
+            rounding=max(0, rows.blocks - rows.total),
             notes=[note] if note else [],
             versions=versions(dev),
             device=str(dev),
