@@ -132,3 +132,15 @@ def test_a_numpy_attribute_is_copied_once_and_compared_without_temporaries():
         tracemalloc.stop()
     nbytes = model.cache["table"].nbytes
     assert nbytes <= peak <= nbytes + _CHUNK + 4 * 2**20, (peak, nbytes)
+
+
+@pytest.mark.parametrize("where", ["dict", "deque"])
+def test_a_bare_storage_in_a_module_attribute_is_faked_not_copied(where):
+    st = torch.randn(TABLE).untyped_storage()
+    model = Holder({"st": st} if where == "dict" else collections.deque([st]))
+    copied = fake_model(model, FakeTensorMode()).module
+    fake = copied.cache["st"] if where == "dict" else copied.cache[0]
+    assert fake is not st and isinstance(fake, torch.UntypedStorage) and fake.nbytes() == st.nbytes()
+    empty = torch.randn(0).untyped_storage()
+    without = _allocated_by_estimate(Holder({"st": empty} if where == "dict" else collections.deque([empty])))
+    assert _allocated_by_estimate(model) == without < st.nbytes()

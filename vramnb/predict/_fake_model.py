@@ -127,6 +127,8 @@ class _Copier:
             return v
         if isinstance(v, torch.Tensor):
             return self._tensor(v)
+        if isinstance(v, torch.UntypedStorage):  # a bare storage: a fake one of its size, no data
+            return self._storage(v)
         if isinstance(v, _SERVICES):
             return self._share(v, path)
         try:
@@ -197,12 +199,22 @@ class _Copier:
                 if isinstance(x, torch.Tensor):
                     self._tensor(x)
                     continue
+                if isinstance(x, torch.UntypedStorage):
+                    self._storage(x)
+                    continue
                 try:
                     view = memoryview(x)
                 except TypeError:
                     todo.append(x)
                 else:
                     self._share(x, path, f", {format_bytes(view.nbytes)}")
+
+    def _storage(self, st: torch.UntypedStorage) -> torch.UntypedStorage:
+        from ._fake import fake_like
+
+        out = fake_like(torch.empty(0, dtype=torch.uint8), self.mode, (st.nbytes(),)).untyped_storage()
+        self.memo[id(st)] = out
+        return out
 
     def _tensor(self, t: torch.Tensor) -> torch.Tensor:
         from ._fake import fake_like
