@@ -76,3 +76,20 @@ def test_lora_adapters_are_sharded_like_every_parameter_under_fsdp(ranks):
         assert step.peak.sources["parameters"] == 4 * (base + adapters), step.peak.sources
     steps = 2 * blocks * 4  # AdamW's step count: a float32 scalar per adapter parameter
     assert e.steady.peak.sources["optimizer state"] == 4 * 2 * adapters + steps, e.steady.peak.sources
+
+
+@pytest.mark.parametrize("recipe", ["lora", "freeze"])
+def test_ddp_buckets_hold_the_gradients_of_what_trains_after_the_recipe(recipe):
+    """DDP's reducer buckets the parameters that require grad: with LoRA its adapters, with the first
+    half of the blocks frozen the other half (the buckets were the whole model's, made before the recipe)."""
+    if recipe == "lora":
+        pytest.importorskip("peft")
+    width, r, blocks = 256, 8, 4
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(blocks)])
+    opt = torch.optim.AdamW(model.parameters())
+    setting = {"lora": f"r={r}"} if recipe == "lora" else {"freeze": "first half of blocks"}
+    e = vramnb.estimate(model, torch.randn(8, width), lambda m, b: m(b).sum(), opt, device="cpu",
+                        recipe=setting, world_size=2, parallel="ddp")
+    trains = blocks * (r * width + width * r) if recipe == "lora" else blocks // 2 * (width * width + width)
+    assert e.steady.peak.sources["workspace"] == 4 * trains, e.steady.peak.sources

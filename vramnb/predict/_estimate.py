@@ -447,8 +447,6 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
         if parallel == "ddp":
-            extra, _, _ = shard(fmodel, parallel, world_size, [])
-            keep.extend(extra)
             plan.notes.append(f"one of {world_size} GPUs under DDP: the whole model plus its gradient buckets "
                               "(counted as workspace); NCCL's own buffers are not modelled")
         # the model and optimizer of a sharded step are its rank's shards, there once it is sharded (below)
@@ -468,6 +466,12 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                 # parameters, buffers and state they are, not tensors first seen inside the forward
                 with tracker.tracking():
                     recipe.apply(plan)
+            if parallel == "ddp":  # DDP's buckets hold the gradients of the parameters that train once the
+                # recipe is applied (LoRA's adapters, the blocks left unfrozen), in their dtypes
+                extra, _, _ = shard(plan.model, parallel, world_size, [])
+                keep.extend(extra)
+                for t in extra:
+                    tracker.add_tensor(t)
             if sharded:
                 assert parallel is not None  # sharded says so
                 _shard_plan(plan, parallel, world_size, optimizer)
