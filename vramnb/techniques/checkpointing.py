@@ -131,7 +131,8 @@ class Blocks(Technique):
     name = "blocks"
     label = "checkpointed blocks"
     choices = ("auto",)
-    description = "the submodule whose children are checkpointed ('auto': the longest nn.ModuleList)"
+    description = ("the submodule whose children are checkpointed ('auto': the repeated blocks of each stack, "
+                   "an encoder's and a decoder's layers)")
 
     @classmethod
     def validate(cls, value: Any) -> Any:
