@@ -52,7 +52,9 @@ def test_value_namespace_and_out_are_unchanged(ip):
     # the value is displayed once, before the report
     kinds = [("report" if o.data.get("text/plain", "").startswith("vram [") else "value") for o in cap.outputs]
     assert kinds == ["report"]  # base shell: Out goes through displayhook (stdout), report via display
-    assert "Out[" in cap.stdout and cap.stdout.count("16") == 1
+    # once: the prompt's own number (Out[16] when the shared shell's counter is there) is not the value
+    assert f"Out[{res.execution_count}]: 16" in cap.stdout
+    assert cap.stdout.replace(f"Out[{res.execution_count}]", "").count("16") == 1
 
 
 def test_trailing_semicolon_silences(ip):

@@ -596,12 +596,23 @@ def _class_back(cls: type, attrs: dict[str, Any]) -> None:
             setattr(cls, k, v)
 
 
+_CHUNK = 16 * 2**20  # bytes compared at a time (see _array_changed)
+
+
 def _array_changed(arr: Any, copy: Any) -> bool:
+    """Whether ``arr``'s bytes differ from ``copy``'s. A contiguous array is compared as bytes, a chunk at a
+    time: ``np.array_equal(..., equal_nan=True)`` made temporaries of 2.7 times the array (NaN masks and
+    the non-NaN values of both), 520 MiB beside a 191 MiB array the estimate had only copied once."""
     if isinstance(arr, (bytearray, array.array)):
         return arr != copy
     import numpy as np
 
-    return arr.shape != copy.shape or arr.dtype != copy.dtype or not np.array_equal(arr, copy, equal_nan=True)
+    if arr.shape != copy.shape or arr.dtype != copy.dtype:
+        return True
+    if arr.flags.c_contiguous and copy.flags.c_contiguous and not arr.dtype.hasobject:
+        a, b = arr.reshape(-1).view(np.uint8), copy.reshape(-1).view(np.uint8)
+        return any(not np.array_equal(a[i:i + _CHUNK], b[i:i + _CHUNK]) for i in range(0, a.size, _CHUNK))
+    return not np.array_equal(arr, copy, equal_nan=True)
 
 
 def _array_back(arr: Any, copy: Any) -> None:

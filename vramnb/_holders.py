@@ -279,6 +279,10 @@ class HoldersReport(Rendered):
             held by no name).
         reserved, total_memory, free, non_pytorch: device state where known
             (on CPU, ``total_memory`` and ``free`` are the host's RAM).
+        workspaces: CUDA: bytes of cuBLAS's and cuBLASLt's workspaces, which PyTorch
+            takes at the first matrix multiply of each thread and stream and keeps.
+        rounding: CUDA: bytes the caching allocator's rounding of each named storage
+            up to a 512-byte block adds to ``total``.
     """
 
     device: str
@@ -293,6 +297,8 @@ class HoldersReport(Rendered):
     versions: dict[str, str] = field(default_factory=dict)  # what it was measured with
     out_of_sight: int = 0
     notes: list[str] = field(default_factory=list)  # verdicts on what the rows hold (a gradient's graph)
+    workspaces: int = 0
+    rounding: int = 0
 
     def _table(self) -> Table:
         t = Table(f"vram · {self.device} · what holds the memory", ("name", "type", "holds", "not shared", "detail"),
@@ -317,9 +323,16 @@ class HoldersReport(Rendered):
             t.note("indented rows are a name's entries: each storage counts for the first entry that reaches it")
         if state:
             t.note("device: " + " · ".join(state))
-        if self.allocated is not None and self.allocated > self.total:
+        if self.rounding:
+            t.note(f"the allocator holds the named storages in 512-byte blocks: {format_bytes(self.rounding)} more")
+        if self.workspaces:
+            t.note(f"cuBLAS's workspaces: {format_bytes(self.workspaces)}, which PyTorch takes at the first matrix "
+                   "multiply of each thread and stream and keeps for the process (not a leak; "
+                   "torch._C._cuda_clearCublasWorkspaces() frees them)")
+        unnamed = (self.allocated or 0) - self.total - self.rounding - self.workspaces
+        if self.allocated is not None and unnamed > 0:
             t.note(
-                f"{format_bytes(self.allocated - self.total)} allocated is held by no name listed "
+                f"{format_bytes(unnamed)} allocated is held by no name listed "
                 "(objects no variable of the notebook reaches; those in a reference cycle waiting for gc, "
                 "such as an earlier error's traceback, `%vram free` releases)"
             )
@@ -406,6 +419,7 @@ class HolderRows(list):  # type: ignore[type-arg]
 
     total: int = 0
     out_of_sight: int = 0
+    blocks: int = 0  # CUDA: ``total`` as the caching allocator's blocks hold it (each storage rounded up to 512 B)
 
 
 def find_holders(
@@ -478,6 +492,11 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
         kept[id(row)] = (obj, held)
         rows.append(row)
     rows.total = _union_bytes([r[3] for r in found])
+    if device.type == "cuda":  # the allocator's blocks: every request rounded up to 512 bytes
+        union: dict[int, int] = {}
+        for r in found:
+            union.update(r[3])
+        rows.blocks = sum(-(-n // 512) * 512 for n in union.values())
     visible = [r[3] for r in found if not r[4]]
     top = visible[_largest(visible)] if visible else {}
     lost: dict[int, int] = {}  # what only out-of-sight rows keep

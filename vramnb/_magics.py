@@ -776,7 +776,17 @@ class VramMagics(Magics):
                     notes.append(note)
             except Exception:  # noqa: BLE001 - a verdict must never break %vram
                 pass
+        workspaces = 0
+        if dev.type == "cuda" and probe.active():
+            from .diagnose._one_time import cublas_workspaces
+
+            try:
+                workspaces = sum(cublas_workspaces(dev.index or 0))
+            except Exception:  # noqa: BLE001 - a reading of the allocator must never break %vram
+                workspaces = 0
         return HoldersReport(
+            workspaces=workspaces,
+            rounding=max(0, rows.blocks - rows.total),
             notes=notes,
             versions=versions(dev),
             device=str(dev),

@@ -29,7 +29,7 @@ import torch
 from .._storages import live_tensors, storages_of_tensor
 from .._units import format_bytes
 
-__all__ = ["cublas_workspace_sizes", "new_workspaces", "workspace_note", "outside_growth", "OUTSIDE_MIN"]
+__all__ = ["cublas_workspace_sizes", "cublas_workspaces", "new_workspaces", "workspace_note", "outside_growth", "OUTSIDE_MIN"]
 
 #: the least growth of memory outside the allocator worth a line (bytes)
 OUTSIDE_MIN = 2 << 20
@@ -46,8 +46,8 @@ def cublas_workspace_sizes(capability: tuple[int, int]) -> set[int]:
     return {s for s in (main, lt) if s > 0}
 
 
-def new_workspaces(device: int) -> list[int]:
-    """Sizes of cuBLAS workspaces that appeared on ``device`` since the last call."""
+def _workspace_blocks(device: int) -> dict[int, int]:
+    """Active blocks on ``device`` of a cuBLAS workspace's requested size: address -> bytes."""
     sizes = cublas_workspace_sizes(torch.cuda.get_device_capability(device))
     found = {}
     for seg in torch.cuda.memory._snapshot(device)["segments"]:
@@ -56,17 +56,38 @@ def new_workspaces(device: int) -> list[int]:
         for b in seg.get("blocks", ()):
             if b.get("state") == "active_allocated" and b.get("requested_size") in sizes:
                 found[int(b["address"])] = int(b["requested_size"])
-    seen = _SEEN.setdefault(device, set())
-    fresh = {a: s for a, s in found.items() if a not in seen}
-    if not fresh:
+    return found
+
+
+def cublas_workspaces(device: int) -> list[int]:
+    """Sizes (bytes) of the cuBLAS and cuBLASLt workspaces alive on ``device`` now: active blocks of
+    their sizes that back no live tensor (what ``%vram`` would otherwise call held by no name)."""
+    found = _workspace_blocks(device)
+    if not found:
         return []
-    tensors = set()  # only when a block of a workspace's size appeared: the data of every live tensor
+    tensors = _tensor_addresses()
+    return [s for a, s in found.items() if a not in tensors]
+
+
+def _tensor_addresses() -> set[int]:
+    tensors = set()  # the data of every live tensor
     for t in live_tensors():
         for _, st in storages_of_tensor(t):
             try:
                 tensors.add(st.data_ptr())
             except Exception:  # noqa: BLE001 - meta and fake storages
                 continue
+    return tensors
+
+
+def new_workspaces(device: int) -> list[int]:
+    """Sizes of cuBLAS workspaces that appeared on ``device`` since the last call."""
+    found = _workspace_blocks(device)
+    seen = _SEEN.setdefault(device, set())
+    fresh = {a: s for a, s in found.items() if a not in seen}
+    if not fresh:
+        return []
+    tensors = _tensor_addresses()  # only when a block of a workspace's size appeared
     out = [s for a, s in fresh.items() if a not in tensors]
     seen.update(a for a in fresh if a not in tensors)
     return out

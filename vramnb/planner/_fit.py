@@ -168,6 +168,10 @@ class FitResult(Rendered):
             t.rows.append([p.recipe.describe(), format_bytes(p.peak), format_bytes(p.device_memory),
                            "fits" if p.fits else f"short {format_bytes(p.device_memory - self.budget)}",
                            ratio, p.why(self.current)])
+        if any(p.fits and p.device_memory > self.budget for p in shown):
+            t.note(f"a plan that fits with more device memory than {format_bytes(self.budget)} holds that much on the "
+                   "whole card (cached segments); held to the budget, the allocator gives the cached ones back and "
+                   "the steps still run")
         best = self.best
         if best is not None:
             t.note(f"fastest that fits: {best.recipe.describe()} (predicted step time {best.ratio:.2f}× the current "

@@ -72,7 +72,8 @@ class Estimate(StepReport):
         device_memory: peak reserved + CUDA context: the most ``nvidia-smi``
             would show for the process (bytes). On a card near full, the
             allocator releases cached segments before it gives up; the
-            figures are then those under that pressure.
+            figures are then those under that pressure, on the whole card:
+            they do not depend on ``margin``.
         fits: the steps run on the target without running out of memory, with
             ``margin`` of the card to spare (``None`` without a capacity).
         margin: the fraction of the card asked to stay free.
@@ -186,6 +187,31 @@ def _start_tensors(fmodel: torch.nn.Module, fbatch: Any, fopt: Any) -> list[torc
     if fopt is not None:
         out += [v for st in fopt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
     return out
+
+
+def _shard_plan(plan: StepPlan, parallel: str, world_size: int, optimizer: Any) -> None:
+    """Shard the plan's fake model for rank 0 of ``world_size`` (after a recipe changed it: LoRA's adapters
+    are parameters, which ``fully_shard`` shards as it shards every parameter), and rebuild the
+    optimizers over the sharded trainable parameters."""
+    from ..techniques.checkpointing import find_blocks
+    from ._parallel import rebuild_optimizer, shard
+
+    model = plan.model
+    try:
+        blocks = find_blocks(model)
+    except ValueError:
+        blocks = []
+    _, blocks, tied = shard(model, parallel, world_size, blocks)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    user = optimizer(trainable) if callable(optimizer) and not isinstance(optimizer, torch.optim.Optimizer) \
+        else rebuild_optimizer(plan.user_optimizer, model)
+    plan.optimizer = user if plan.optimizer is plan.user_optimizer else rebuild_optimizer(plan.optimizer, model)
+    plan.user_optimizer = user
+    plan.notes.append(f"rank 0 of {world_size} GPUs, {parallel} (PyTorch's FSDP2 against a fake process group; "
+                      f"{len(blocks)} blocks sharded one by one)")
+    if tied:
+        plan.notes.append(f"tied weights ({'; '.join(tied[:3])}): the blocks holding them are sharded "
+                          "with the root, which holds both ends of the tie")
 
 
 # -- the estimate ----------------------------------------------------------------------
@@ -376,7 +402,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
              tgt: Target | None, device: str, batch_size: int | None, expandable_segments: bool, margin: float,
              steps: int, warm_optimizer: bool, set_to_none: bool, module_depth: int | None, label: str,
              world_size: int, parallel: str | None, step_time: bool = False, more: Sequence[Any] = ()) -> Estimate:
-    from ._parallel import fake_world, rebuild_optimizer, shard
+    from ._parallel import fake_world, shard
 
     calibrated = None
     if step_time and tgt is not None:  # measured on the GPU present: real CUDA work, before any fake mode
@@ -420,38 +446,38 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
             (workspaces if workspaces is not None else contextlib.nullcontext()), \
             (kernels if kernels is not None else contextlib.nullcontext()), \
             tracker.listening(lambda k, o, n: events.append((k, o, n))):
-        if parallel is not None:
-            from ..techniques.checkpointing import find_blocks
-
-            try:
-                blocks = find_blocks(fmodel)
-            except ValueError:
-                blocks = []
-            extra, blocks, tied = shard(fmodel, parallel, world_size, blocks)
-            keep.extend(extra)
-            if sharded:
-                fopt = optimizer([p for p in fmodel.parameters() if p.requires_grad]) if (
-                    callable(optimizer) and not isinstance(optimizer, torch.optim.Optimizer)) else rebuild_optimizer(fopt, fmodel)
-                plan.optimizer = plan.user_optimizer = fopt
-                plan.notes.append(f"rank 0 of {world_size} GPUs, {parallel} (PyTorch's FSDP2 against a fake process group; "
-                                  f"{len(blocks)} blocks sharded one by one)")
-                if tied:
-                    plan.notes.append(f"tied weights ({'; '.join(tied[:3])}): the blocks holding them are sharded "
-                                      "with the root, which holds both ends of the tie")
-            else:
-                plan.notes.append(f"one of {world_size} GPUs under DDP: the whole model plus its gradient buckets "
-                                  "(counted as workspace); NCCL's own buffers are not modelled")
-        for t in _start_tensors(fmodel, fbatch, fopt) + list(keep):
+        if parallel == "ddp":
+            plan.notes.append(f"one of {world_size} GPUs under DDP: the whole model plus its gradient buckets "
+                              "(counted as workspace); NCCL's own buffers are not modelled")
+        # the model and optimizer of a sharded step are its rank's shards, there once it is sharded (below)
+        for t in (_start_tensors(fmodel, fbatch, fopt) + list(keep) if not sharded
+                  else [t for _, t in _batch_tensors(fbatch)]):
             tracker.add_tensor(t)
         del fbatch, t  # the plan holds the batch: a later one replaces it, and the allocator sees it freed
         checkpointed = False
         try:
-            if recipe is not None:
+            if recipe is not None and sharded:
+                # before sharding, as FSDP users apply peft and checkpointing before fully_shard: what the
+                # recipe makes (LoRA's adapters) is a parameter of the model that fully_shard then shards
+                recipe.apply(plan)
+            elif recipe is not None:
                 # what a technique makes (LoRA's adapters, a copy of the weights in another dtype) is there at
                 # the step's start: its allocations are events the allocator replays, and its tensors are the
                 # parameters, buffers and state they are, not tensors first seen inside the forward
                 with tracker.tracking():
                     recipe.apply(plan)
+            if parallel == "ddp":  # DDP's buckets hold the gradients of the parameters that train once the
+                # recipe is applied (LoRA's adapters, the blocks left unfrozen), in their dtypes
+                extra, _, _ = shard(plan.model, parallel, world_size, [])
+                keep.extend(extra)
+                for t in extra:
+                    tracker.add_tensor(t)
+            if sharded:
+                assert parallel is not None  # sharded says so
+                _shard_plan(plan, parallel, world_size, optimizer)
+                for t in _start_tensors(plan.model, (), plan.optimizer):
+                    tracker.add_tensor(t)
+            elif recipe is not None:
                 for t in _start_tensors(plan.model, (), plan.optimizer):
                     tracker.add_tensor(t)
             if kernels is not None:
@@ -607,11 +633,16 @@ def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets:
     est.outside_pytorch = outside
     est.device_memory = est.demand = est.peak_reserved + outside
     if tgt.memory is not None:
-        capacity = int(tgt.memory * (1 - margin)) - outside
-        fitted = replay(blocks, capacity=max(capacity, 0), expandable=expandable)
+        # fits: within the card less the margin; what the card holds: on the whole card, whatever the margin
+        # (the allocator gives back cached segments when the card is full, not at the margin), so that the
+        # same step gives the same reserved bytes for every margin (fit's 5 % and estimate's 0 differed)
+        budget = int(tgt.memory * (1 - margin)) - outside
+        fitted = replay(blocks, capacity=max(budget, 0), expandable=expandable)
         est.fits = fitted.oom_at is None
-        if est.fits:  # what the card holds: the allocator gives back cached segments under pressure
-            est.peak_reserved = max(fitted.reserved) if fitted.reserved else 0
+        card = tgt.memory - outside
+        on_card = fitted if card == budget else replay(blocks, capacity=max(card, 0), expandable=expandable)
+        if on_card.oom_at is None:
+            est.peak_reserved = max(on_card.reserved) if on_card.reserved else 0
             est.device_memory = est.peak_reserved + outside
         if expandable:
             est.notes.append("allocator modelled with expandable_segments:True")

@@ -16,8 +16,10 @@ differences:
   step that writes into one writes into the user's, and :func:`vramnb.estimate`
   records the bytes of the arrays the model's attributes hold and puts them back
   after the step (:mod:`vramnb._code_state`). Objects with
-  a copy protocol of their own (``__deepcopy__``, ``__reduce__``) are
-  deep-copied through it, with the same memo, and shared where that fails.
+  a copy protocol of their own (``__deepcopy__``, ``__reduce__``, or none that
+  this walk reads: a ``deque``, a slots class) are deep-copied through it, with
+  the same memo, and shared where that fails; the tensors and arrays they reach
+  are faked and shared first (``_Copier._ahead``), so that no data is copied.
 
 Hooks on the copy: see :mod:`vramnb.predict._user_hooks`.
 
@@ -53,6 +55,9 @@ __all__ = ["FakeModel", "fake_model"]
 _ATOMIC = (type(None), bool, int, float, complex, str, bytes, type, range, slice, types.FunctionType,
            types.BuiltinFunctionType, types.ModuleType, weakref.ref, enum.Enum, torch.dtype, torch.device,
            torch.layout, torch.memory_format, torch.Size, property, type(Ellipsis), type(NotImplemented))
+_NOT_COPIED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType,
+               types.FrameType, type(None), bool, int, float, complex, str, bytes)  # copy.deepcopy keeps these
+_AHEAD = 100_000  # objects walked ahead of a deep copy (see _Copier._ahead)
 _SERVICES = (io.IOBase, logging.Logger, threading.Thread, type(threading.Lock()), type(threading.RLock()),
              threading.Condition, threading.Event, threading.Semaphore, types.GeneratorType, types.CoroutineType)
 
@@ -122,6 +127,8 @@ class _Copier:
             return v
         if isinstance(v, torch.Tensor):
             return self._tensor(v)
+        if isinstance(v, torch.UntypedStorage):  # a bare storage: a fake one of its size, no data
+            return self._storage(v)
         if isinstance(v, _SERVICES):
             return self._share(v, path)
         try:
@@ -165,6 +172,7 @@ class _Copier:
                                 del self.memo[key]
             finally:
                 self.busy.discard(id(v))
+        self._ahead(v, path)
         try:  # a copy protocol of its own (torch.compile's module): through it, with this memo
             with warnings.catch_warnings():  # torch's deprecation of its pytree LeafSpec, met copying an
                 # exported module's input spec: about torch's code, not the user's
@@ -172,6 +180,41 @@ class _Copier:
                 return copy.deepcopy(v, self.memo)
         except Exception as e:  # cannot be copied: shared, and said
             return self._share(v, path, f" (cannot be copied: {str(e).splitlines()[0][:80]})")
+
+    def _ahead(self, v: Any, path: str) -> None:
+        """Before ``copy.deepcopy`` copies ``v`` through its own protocol: a fake in the memo for every
+        tensor it reaches, and every array outside PyTorch shared, so that the deep copy copies no data
+        (a ``deque``, a ``@dataclass(slots=True)`` or a dict subclass with ``__deepcopy__`` holding a
+        200 MB table copied it whole). The walk follows the interpreter's own references
+        (``gc.get_referents``: no code of the object runs), through what a deep copy copies (not into
+        classes, functions, modules or code), up to ``_AHEAD`` objects."""
+        import gc
+
+        todo, seen = [v], {id(v)}
+        while todo and len(seen) < _AHEAD:
+            for x in gc.get_referents(todo.pop()):
+                if id(x) in seen or id(x) in self.memo or isinstance(x, _NOT_COPIED):
+                    continue
+                seen.add(id(x))
+                if isinstance(x, torch.Tensor):
+                    self._tensor(x)
+                    continue
+                if isinstance(x, torch.UntypedStorage):
+                    self._storage(x)
+                    continue
+                try:
+                    view = memoryview(x)
+                except TypeError:
+                    todo.append(x)
+                else:
+                    self._share(x, path, f", {format_bytes(view.nbytes)}")
+
+    def _storage(self, st: torch.UntypedStorage) -> torch.UntypedStorage:
+        from ._fake import fake_like
+
+        out = fake_like(torch.empty(0, dtype=torch.uint8), self.mode, (st.nbytes(),)).untyped_storage()
+        self.memo[id(st)] = out
+        return out
 
     def _tensor(self, t: torch.Tensor) -> torch.Tensor:
         from ._fake import fake_like

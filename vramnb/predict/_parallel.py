@@ -52,9 +52,75 @@ def fake_world(world_size: int) -> Iterator[None]:
 
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
     try:
-        yield
+        with _own_sharding_caches():
+            yield
     finally:
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _own_sharding_caches() -> Iterator[None]:
+    """DTensor caches what it computes for each operator's input specs (sharding propagation, tensor
+    metadata, redistribution plans, a mesh's topology), and each spec holds its ``DeviceMesh``, which
+    holds a real tensor of rank numbers (8 bytes for 2 ranks): the estimate's entries kept its fake
+    world's mesh alive after it (a leak across calls, one mesh per model), and a later DTensor of the
+    user's on an equal CPU mesh could be answered from them. During the estimate each Python cache is a
+    fresh one and the user's is put back after (:func:`_fresh_caches`); the C++ fast path's cache,
+    which cannot be swapped, is cleared after (the user's DTensor operators then compute their
+    sharding again once: the same result)."""
+    try:
+        from torch.distributed.tensor import DTensor, _collective_utils, _redistribute
+        from torch.distributed.tensor._sharding_prop import LocalLRUCache, ShardingPropagator
+    except ImportError:  # a torch without these caches
+        yield
+        return
+    prop = DTensor._op_dispatcher.sharding_propagator
+    swaps = [(prop, "propagate_op_sharding", lambda: LocalLRUCache(prop.propagate_op_sharding_non_cached)),
+             (ShardingPropagator, "_propagate_tensor_meta_cached", None),
+             (_collective_utils.MeshTopoInfo, "build_from_mesh", None),
+             (_redistribute, "_gen_transform_infos", None)]
+    try:
+        with _fresh_caches(swaps):
+            yield
+    finally:
+        clear = getattr(torch._C, "_clear_DTensor_sharding_propagator_cache", None)
+        if clear is not None:
+            clear()
+
+
+@contextlib.contextmanager
+def _fresh_caches(swaps: list[tuple[Any, str, Any]]) -> Iterator[None]:
+    """Each ``(owner, name, make)``: ``owner.name`` (a ``functools.lru_cache``, or what ``make()``
+    makes) is a fresh cache of the same function while inside, and the owner's own attribute is put
+    back after (as found, a static method as a static method)."""
+    import functools
+
+    saved = []
+    try:
+        for owner, name, make in swaps:
+            raw = vars(owner).get(name, _ABSENT)
+            cached = raw.__func__ if isinstance(raw, staticmethod) else raw
+            if make is not None:
+                fresh = make()
+            elif hasattr(cached, "cache_info") and hasattr(cached, "__wrapped__"):
+                size = cached.cache_info().maxsize
+                fresh = functools.lru_cache(maxsize=size)(cached.__wrapped__)
+                if isinstance(raw, staticmethod):
+                    fresh = staticmethod(fresh)
+            else:  # another torch: left as it is
+                continue
+            setattr(owner, name, fresh)
+            saved.append((owner, name, raw))
+        yield
+    finally:
+        for owner, name, raw in reversed(saved):
+            if raw is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, raw)
+
+
+_ABSENT = object()
 
 
 def tied_blocks(model: torch.nn.Module, blocks: list[torch.nn.Module]) -> tuple[list[torch.nn.Module], list[str]]:

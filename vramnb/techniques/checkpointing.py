@@ -7,10 +7,11 @@ Selective checkpointing (save matmul outputs, recompute the cheap rest) follows
 Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
 (2022), with ``torch.utils.checkpoint.create_selective_checkpoint_contexts``.
 
-The blocks are found automatically: the longest ``nn.ModuleList`` or
+The blocks are found automatically: the entries of each ``nn.ModuleList`` or
 ``nn.Sequential`` whose children are mostly of one type (transformer layers,
-an encoder's layers), else the model's children; or named with
-``Recipe(..., blocks="transformer.h")``.
+an encoder's and a decoder's layers, residual stages) that is not inside a block
+of another and at least half as long as the longest, else the model's children;
+or named with ``Recipe(..., blocks="transformer.h")``.
 """
 
 from __future__ import annotations
@@ -45,18 +46,31 @@ def find_blocks(model: torch.nn.Module, path: str = "auto") -> list[torch.nn.Mod
             raise InputError(f"blocks={path!r} names no submodule of {type(model).__name__}; "
                              f"module lists here: {', '.join(names) or 'none'}") from None
         return list(target.children())
-    # the longest nn.ModuleList / nn.Sequential whose children are mostly of one type:
-    # transformer layers, residual stages, the layers of an nn.Sequential encoder
-    best: list[torch.nn.Module] = []
+    # stacks: the nn.ModuleList / nn.Sequential whose children are mostly of one type (transformer layers,
+    # residual stages, the layers of an nn.Sequential encoder). A stack inside a block of another is a part of
+    # that block (a MoE layer's experts, attention heads): left out; of a stack of stacks and its stacks, the
+    # level with more entries. Every stack left at least half as long as the longest: an encoder's and a
+    # decoder's layers, a ResNet's four stages (not two heads beside 12 layers)
+    stacks: dict[int, list[torch.nn.Module]] = {}
     for m in model.modules():
         if not isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) or len(m) < 2:
             continue
         calls = list(m)  # one entry per position: a block shared by several (ModuleList([blk] * 8)) counts each time
         kinds = [type(k) for k in calls]
         common = max(kinds.count(k) for k in set(kinds))
-        if common >= 2 and common >= 0.75 * len(calls) and len(calls) > len(best):
-            best = calls
-    if best:
+        if common >= 2 and common >= 0.75 * len(calls):
+            stacks[id(m)] = calls
+    drop = {id(x) for calls in stacks.values() for b in calls for x in b.modules() if x is not b}
+    for key, calls in stacks.items():
+        inner = [id(b) for b in calls if id(b) in stacks]
+        if inner and len(calls) >= max(len(stacks[i]) for i in inner):
+            drop.update(inner)  # 8 blocks that are each Sequential(Linear, Linear): the 8 blocks
+        elif inner:
+            drop.add(key)  # 2 stages of 6 blocks each: the 12 blocks
+    kept = [calls for key, calls in stacks.items() if key not in drop]
+    if kept:
+        longest = max(len(calls) for calls in kept)
+        best = [b for calls in kept if 2 * len(calls) >= longest for b in calls]
         # each module once (children() order): a shared block is wrapped once, and so is checkpointed at every call
         return list({id(b): b for b in best}.values())
     return list(model.children())
@@ -117,7 +131,8 @@ class Blocks(Technique):
     name = "blocks"
     label = "checkpointed blocks"
     choices = ("auto",)
-    description = "the submodule whose children are checkpointed ('auto': the longest nn.ModuleList)"
+    description = ("the submodule whose children are checkpointed ('auto': the repeated blocks of each stack, "
+                   "an encoder's and a decoder's layers)")
 
     @classmethod
     def validate(cls, value: Any) -> Any:
