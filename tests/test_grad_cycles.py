@@ -34,7 +34,7 @@ def _no_cycles_around(ip):
     run(ip, "%vram free")
     gc.collect()
     yield
-    for t in [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_leaf and o.grad is not None
+    for t in [o for o in gc.get_objects() if issubclass(type(o), torch.Tensor) and o.is_leaf and o.grad is not None
               and o.grad.grad_fn is not None]:
         t.grad = None
     gc.collect()

@@ -665,15 +665,21 @@ class StorageTracker(SameMemory):
         ``ok``, if given, gets the storages of the tensors skipped."""
         rest: list[Any] = []
         verified_items = self._verified.items()
+        verified_contains = self._verified.__contains__
         with torch._C.DisableTorchFunctionSubclass():
             for i in range(0, len(objs), _RUN):
                 run = objs[i:i + _RUN]
                 sts = _plain_storages(run)
                 if sts is not None:
-                    try:
-                        now = dict(zip(map(_CDATA, sts), zip(map(_DATA_PTR, sts), map(_NBYTES, sts))))
-                    except Exception:  # noqa: BLE001 - a storage without data (meta): one at a time
-                        now = None
+                    keys = list(map(_CDATA, sts))
+                    now = None
+                    # the data addresses are read only of storages verified before: a storage of the
+                    # user's fake tensors (never registered) is not asked for one (deprecated there)
+                    if all(map(verified_contains, keys)):
+                        try:
+                            now = dict(zip(keys, zip(map(_DATA_PTR, sts), map(_NBYTES, sts))))
+                        except Exception:  # noqa: BLE001 - a storage without data (meta): one at a time
+                            now = None
                     if now is not None and now.items() <= verified_items:
                         if ok is not None:
                             ok.update(sts)
