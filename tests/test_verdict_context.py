@@ -323,7 +323,7 @@ def _fixes(rep) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
 
     ctx = rep.oom.state.context
     s = OOMState("cuda:0", True, 600 * 2**20, 500 * 2**20, reserved=500 * 2**20, total=2**30,
-                 free_device=0, non_pytorch=0, context=ctx)
+                 free_device=0, non_pytorch=0, context=ctx, holders=rep.oom.state.holders)  # what the cell keeps
     return [(f.what, f.code) for f in verdict(s).fixes]
 
 
