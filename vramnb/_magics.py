@@ -772,6 +772,14 @@ class VramMagics(Magics):
                     notes.append(note)
             except Exception:  # noqa: BLE001 - a verdict must never break %vram
                 pass
+            try:
+                from .diagnose._caches import cache_note
+
+                note = cache_note(self._users_names(), dev)
+                if note:
+                    notes.append(note)
+            except Exception:  # noqa: BLE001 - a verdict must never break %vram
+                pass
         return HoldersReport(
             notes=notes,
             versions=versions(dev),
