@@ -763,6 +763,12 @@ class VramMagics(Magics):
                 notes.append(note)
         except Exception:  # noqa: BLE001 - a verdict must never break %vram
             pass
+        try:
+            from .diagnose._state_graphs import state_graph_notes
+
+            notes += state_graph_notes(self._users_names())
+        except Exception:  # noqa: BLE001 - a verdict must never break %vram
+            pass
         if sample.allocated is not None and sample.allocated > rows.total:  # held by no name: a leaf .grad cycle?
             try:
                 from .diagnose._grad_cycles import leaf_cycle_note
