@@ -51,6 +51,21 @@ def test_a_method_cache_and_a_function_cache_are_named_and_cache_clear_frees_the
     assert before - _allocated() == method + fn
 
 
+def test_a_method_cache_keeps_the_old_object_and_its_module_after_del(ip):
+    # ParlAI#2487: lru_cache on a method keeps self; self holds a model (parameters two levels down)
+    run(ip, "import functools, gc\nclass World:\n    def __init__(self):\n"
+            "        self.agent = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 64))\n"
+            "    @functools.lru_cache(maxsize=1)\n    def size(self):\n        return 10\n"
+            "w = World()\nw.size()\ndel w\ngc.collect()\nnew = World()")
+    text = _text(ip, "%vram -d cpu")
+    kept = 2 * (64 * 64 + 64) * 4
+    assert (f"functools caches keep tensors: World.size (1 entry) keeps {format_bytes(kept)}") in text, text
+    before = _allocated()
+    run(ip, "World.size.cache_clear()")
+    gc.collect()
+    assert before - _allocated() == kept
+
+
 def test_no_cache_line_where_the_cache_keeps_no_tensor(ip):
     run(ip, "import functools\n@functools.lru_cache(maxsize=None)\ndef sq(i):\n    return i * i\nsq(3)\n"
             "kept = torch.ones(%d)" % N)

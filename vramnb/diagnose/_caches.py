@@ -11,6 +11,7 @@ values walked through containers and objects' ``__dict__`` a few levels deep.
 from __future__ import annotations
 
 import gc
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ from .._units import format_bytes
 
 __all__ = ["cached_tensors", "cache_note"]
 
-_DEPTH = 6
+_DEPTH = 12  # cache dict, key, self, its __dict__, a module, _modules, a child, _parameters, ...
 _BUDGET = 200_000  # objects visited at most per cache
 
 
@@ -77,7 +78,8 @@ def _tensors(root: Any, device: torch.device) -> list[torch.Tensor]:
             todo += [(x, depth + 1) for kv in dict.items(o) for x in kv]
         elif isinstance(o, (list, tuple, set, frozenset)):
             todo += [(x, depth + 1) for x in o]
-        elif not isinstance(o, (type, str, bytes, int, float)) and not callable(o):
+        elif not isinstance(o, (type, str, bytes, int, float, types.FunctionType, types.BuiltinFunctionType,
+                                types.MethodType, types.ModuleType)):  # objects, modules (nn.Module) included
             try:
                 d = object.__getattribute__(o, "__dict__")
             except AttributeError:
@@ -116,7 +118,7 @@ def cache_note(names: Mapping[str, Any], device: torch.device) -> str | None:
     found = cached_tensors(names, device)
     if not found:
         return None
-    parts = ", ".join(f"{e} ({n} entries) keeps {format_bytes(b)}" for e, n, b in found)
+    parts = ", ".join(f"{e} ({n} entr{'y' if n == 1 else 'ies'}) keeps {format_bytes(b)}" for e, n, b in found)
     clear = "; ".join(f"{e}.cache_clear()" for e, _, _ in found)
     return (f"functools caches keep tensors: {parts} (its arguments, `self` included, and its results; "
             f"what only the cache keeps is held by no name listed): {clear}")
