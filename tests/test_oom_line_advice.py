@@ -70,6 +70,11 @@ def test_a_kept_container_that_closes_the_gap_gets_no_capacity_techniques():
     fixes = verdict(s).fixes
     assert fixes[0].code == "outs.clear()" and fixes[0].saving == 56 * MiB
     assert not any("autocast" in f.code or "checkpoint" in f.code or "compare" in f.code for f in fixes)
+    # gradients off: what the loop keeps stays, the techniques (smaller batch, autocast) go
+    off = verdict(_state(**{**s.__dict__, "context": FailingCode(**{**ctx.__dict__, "grad": False})})).fixes
+    assert [f.code for f in off][:1] == ["outs.clear()"]
+    assert any("what the loop keeps" in f.what for f in off)
+    assert not any("autocast" in f.code or "smaller batch" in f.what for f in off)
     # the same container only read by the failing code, or too small to close the gap: techniques stay
     for kw in (dict(context=FailingCode(**{**ctx.__dict__, "mutated": set()})),
                dict(holders=[("outs", 3 * MiB, 3 * MiB, "list")], requested=40 * MiB)):

@@ -247,12 +247,17 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
             "(an unintended broadcast, a batch or sequence far too large)", "")]
     first = line + (first or [])  # the failing line's own copy: a shape of code to change, first
     kept = _kept_containers(s)
+    general = _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None, keeps=bool(kept))
     if kept & {f.code for f in enough}:
         # what runs out is what the failing code keeps adding to: techniques that shrink a step's activations or
-        # precision cannot help (the kept tensors stay), so none is offered
-        return fixes + enough + (first or []) + partial
-    general = _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None, keeps=bool(kept))
+        # precision cannot help (the kept tensors stay), so none is offered; what the loop keeps and the graphs
+        # kept where no backward runs stay
+        general = [f for f in general if f.what.startswith(_ABOUT_KEPT)]
     return fixes + enough + (first or []) + general + partial
+
+
+#: the general fixes about what a loop keeps (not capacity techniques)
+_ABOUT_KEPT = ("no backward runs in the failing code", "with gradients off nothing is kept for backward")
 
 
 def _kept_containers(s: OOMState) -> set[str]:
