@@ -38,3 +38,13 @@ def test_a_global_reassigned_by_a_function_with_a_graph_is_named_and_a_plain_one
     text = _text(ip, "%vram -d cpu")
     assert "alpha carries an autograd graph (grad_fn MulBackward0) and is reassigned by update (" in text, text
     assert "loss carries" not in text  # a graph no function updates: the kept-graph lines cover it
+
+
+def test_a_buffer_set_once_from_a_graph_is_not_said_to_chain(ip):
+    run(ip, "w = torch.ones(4, requires_grad=True)\nclass Keep(torch.nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.register_buffer('scale', w * 2)\n"
+            "    def forward(self, x):\n        return x * self.scale\nk = Keep()")
+    text = _text(ip, "%vram -d cpu")
+    assert ("k.scale is a buffer that carries an autograd graph (grad_fn MulBackward0): it keeps that graph alive; "
+            "compute it under `with torch.no_grad():` (or store `.detach()`)") in text, text
+    assert "chains" not in text

@@ -89,11 +89,14 @@ def state_graph_notes(names: Mapping[str, Any]) -> list[str]:
         if issubclass(type(obj), torch.nn.Module):
             for expr, b, owner, t in _buffers(name, obj):
                 where = _assigned_in(type(owner), b)
-                at = f", updated in {where}" if where else ""
-                out.append(f"{expr} is a buffer that carries an autograd graph (grad_fn "
-                           f"{type(t.grad_fn).__name__}){at}: an update computed with gradients on from the "
-                           f"buffer's last value chains each step's graph onto the last; update it under "
-                           f"`with torch.no_grad():` (or from detached values: `.detach()`)")
+                head = f"{expr} is a buffer that carries an autograd graph (grad_fn {type(t.grad_fn).__name__})"
+                if where:  # `self.b = f(self.b, …)`: each call chains onto the last graph
+                    out.append(f"{head}, updated in {where}: an update computed with gradients on from the "
+                               "buffer's last value chains each step's graph onto the last; update it under "
+                               "`with torch.no_grad():` (or from detached values: `.detach()`)")
+                else:  # no update that reads its last value was found: only that it keeps a graph
+                    out.append(f"{head}: it keeps that graph alive; compute it under `with torch.no_grad():` "
+                               "(or store `.detach()`)")
         elif type(obj) is torch.Tensor and obj.grad_fn is not None:
             where = _global_store(names, name)
             if where:
