@@ -52,6 +52,11 @@ def test_torch_cat_growing_a_tensor_is_named_with_old_and_new_bytes(ip):
                              f"copies the old k_cache ({format_bytes(2 * 2**56 * 4)}) into it: old and new are "
                              "alive together")
     assert "k_cache_buf.narrow(1, t, n).copy_(new)" in f.code
+    assert "and each step copies the whole k_cache again" in f.what
+    # not in a loop: no claim about steps
+    oom = _oom(ip, "k_cache = torch.cat([k_cache, K], dim=1)")
+    assert oom.verdict.fixes[0].what.startswith("torch.cat on the failing line")
+    assert "each step copies" not in oom.verdict.fixes[0].what
     # a cat into another name grows nothing
     oom = _oom(ip, "out = torch.cat([k_cache, K], dim=1)")
     assert oom.state.context.transient is None

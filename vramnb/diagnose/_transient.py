@@ -78,6 +78,26 @@ def transient_copy(frame: Any, requested: int | None) -> tuple[str, str] | None:
     return None
 
 
+def _in_loop(frame: Any, depth: int = 4) -> bool:
+    """Whether the current line of ``frame`` or of one of its ``depth`` callers lies inside a
+    ``for``/``while`` loop of its source (parsed whole from :mod:`linecache`); the walk stops
+    at the first frame of IPython, torch or an installed package."""
+    while frame is not None and depth > 0:
+        name = frame.f_code.co_filename
+        if "/site-packages/" in name or "/IPython/" in name or name.startswith("<frozen") or "/torch/" in name:
+            return False  # past the notebook's own code (its caller is IPython's)
+        try:
+            tree = ast.parse("".join(linecache.getlines(frame.f_code.co_filename)))
+        except (SyntaxError, ValueError):
+            tree = None
+        line = frame.f_lineno
+        if tree is not None and any(isinstance(n, (ast.For, ast.While, ast.AsyncFor))
+                                    and n.lineno <= line <= (n.end_lineno or n.lineno) for n in ast.walk(tree)):
+            return True
+        frame, depth = frame.f_back, depth - 1
+    return False
+
+
 def _cat(node: ast.Assign, frame: Any, requested: int) -> tuple[str, str] | None:
     """``x = torch.cat([x, new], dim)`` whose request is the new ``x``."""
     call = node.value
@@ -99,9 +119,10 @@ def _cat(node: ast.Assign, frame: Any, requested: int) -> tuple[str, str] | None
     old = _tensor_bytes(_lookup(frame, x))
     dim = ast.unparse(call.args[1]) if len(call.args) > 1 else next(
         (ast.unparse(k.value) for k in call.keywords if k.arg == "dim"), "0")
+    again = f", and each step copies the whole {x} again" if _in_loop(frame) else ""
     return (f"torch.cat on the failing line allocates a new {x} of {format_bytes(requested)} and copies the old "
-            f"{x} ({format_bytes(old)}) into it: old and new are alive together, and each step copies the whole "
-            f"{x} again; allocate {x} once at its final length and write each step into it in place",
+            f"{x} ({format_bytes(old)}) into it: old and new are alive together{again}; allocate {x} once at its "
+            "final length and write each step into it in place",
             f"# once, before the loop: a shape with the final length along dim {dim}\n"
             f"{x}_buf = torch.empty(final_shape, dtype={x}.dtype, device={x}.device)\n"
             f"# each step: write the new entries at positions [t, t + n) along dim {dim}\n"
