@@ -4,7 +4,22 @@ names the buffer or the global with its graph and the place of the update, and t
 
 from __future__ import annotations
 
+import gc
+
+import pytest
+
 from tests.conftest import run
+
+
+@pytest.fixture(autouse=True)
+def _collect_after():
+    # the cells' functions and classes keep the namespace in reference cycles: collect them after the
+    # notebook is torn down, so that no later test sees gc free this test's tensors
+    yield
+    import vramnb
+
+    vramnb.clear_history()
+    gc.collect()
 
 
 def _text(ip, cell: str) -> str:
