@@ -306,9 +306,10 @@ def test_after_a_second_out_of_memory_the_note_on_unnamed_memory_blames_no_autog
         rep = ip.run_line_magic("vram", "-d cpu")
         text = rep._table().to_text()
         assert "autograd graphs" not in text
-        assert (f"{format_bytes(rep.allocated - rep.total)} allocated is held by no name listed (objects no variable "
-                "of the notebook reaches; those in a reference cycle waiting for gc, such as an earlier error's "
-                "traceback, `%vram free` releases)") in text
+        assert (f"{format_bytes(rep.allocated - rep.total)} allocated is held by no name listed (no row above "
+                "reaches it: objects this listing does not walk into, such as a function's cache, a class attribute, "
+                "another module's globals or an autograd graph, or objects no variable reaches; those in a reference "
+                "cycle waiting for gc, such as an earlier error's traceback, `%vram free` releases)") in text
         assert rep.allocated - rep.total >= 2**20 * 4
         freed = ip.run_line_magic("vram", "free -d cpu")
         assert dict(freed.freed)["unreachable cycles (gc.collect)"] >= 2**20 * 4
@@ -323,7 +324,7 @@ def _fixes(rep) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
 
     ctx = rep.oom.state.context
     s = OOMState("cuda:0", True, 600 * 2**20, 500 * 2**20, reserved=500 * 2**20, total=2**30,
-                 free_device=0, non_pytorch=0, context=ctx)
+                 free_device=0, non_pytorch=0, context=ctx, holders=rep.oom.state.holders)  # what the cell keeps
     return [(f.what, f.code) for f in verdict(s).fixes]
 
 

@@ -333,8 +333,10 @@ class HoldersReport(Rendered):
         if self.allocated is not None and unnamed > 0:
             t.note(
                 f"{format_bytes(unnamed)} allocated is held by no name listed "
-                "(objects no variable of the notebook reaches; those in a reference cycle waiting for gc, "
-                "such as an earlier error's traceback, `%vram free` releases)"
+                "(no row above reaches it: objects this listing does not walk into, such as a function's cache, "
+                "a class attribute, another module's globals or an autograd graph, or objects no variable "
+                "reaches; those in a reference cycle waiting for gc, such as an earlier error's traceback, "
+                "`%vram free` releases)"
             )
         if self.out_of_sight:
             t.note(f"rows in parentheses keep {format_bytes(self.out_of_sight)} alive out of sight "

@@ -767,11 +767,25 @@ class VramMagics(Magics):
                 notes.append(note)
         except Exception:  # noqa: BLE001 - a verdict must never break %vram
             pass
+        try:
+            from .diagnose._state_graphs import state_graph_notes
+
+            notes += state_graph_notes(self._users_names())
+        except Exception:  # noqa: BLE001 - a verdict must never break %vram
+            pass
         if sample.allocated is not None and sample.allocated > rows.total:  # held by no name: a leaf .grad cycle?
             try:
                 from .diagnose._grad_cycles import leaf_cycle_note
 
                 note = leaf_cycle_note(self._users_names(), dev, hidden)
+                if note:
+                    notes.append(note)
+            except Exception:  # noqa: BLE001 - a verdict must never break %vram
+                pass
+            try:
+                from .diagnose._caches import cache_note
+
+                note = cache_note(self._users_names(), dev)
                 if note:
                     notes.append(note)
             except Exception:  # noqa: BLE001 - a verdict must never break %vram

@@ -124,6 +124,10 @@ class FailingCode:
             cells add to, as the cell's own statement (:func:`._cell_code.stored_instead`).
         summed: ``(total, statement, part, what to keep)`` where a failing cell sums a loss's parts in a loop
             before one ``total.backward()`` (:func:`._cell_code.summed_before_backward`).
+        transient: ``(sentence, code)`` where the failing line's request is a transient copy that
+            code of another shape would not make (:func:`._transient.transient_copy`).
+        grads: ``(model, bytes)``: the ``.grad`` tensors of the model in use's parameters, alive
+            while gradients are off (left from training), counted once per storage.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -140,6 +144,8 @@ class FailingCode:
     stores: dict[str, str] = field(default_factory=dict)
     summed: tuple[str, str, str, str] | None = None
     optim: OptimizerFacts | None = None
+    transient: tuple[str, str] | None = None
+    grads: tuple[str, int] | None = None
 
 
 @dataclass
@@ -394,7 +400,7 @@ def cuda_state(device: int, requested: int, limit: int, free: int) -> OOMState:
     return OOMState(f"cuda:{device}", True, int(requested), allocated, reserved, total,
                     int(limit) if limit < total else None, int(free), largest_free_block(device), non_pytorch,
                     others, frames=(fr := frame_sharing(torch.device("cuda", device)))[0], frames_share=fr[1],
-                    context=failing_code(_stack(sys._getframe(1))))
+                    context=failing_code(_stack(sys._getframe(1)), int(requested)))
 
 
 def largest_free_block(device: int) -> int | None:
@@ -438,7 +444,7 @@ def capture_cpu_oom(requested: int | None, allocated: int) -> None:
         cap, room, which = process_limit()
         state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
                          frames=(fr := frame_sharing(torch.device("cpu")))[0], frames_share=fr[1], cap_room=room, cap_name=which,
-                         context=failing_code(_stack(sys._getframe(1))))
+                         context=failing_code(_stack(sys._getframe(1)), requested))
     except Exception:  # noqa: BLE001
         return
     _deliver(state)
@@ -493,10 +499,12 @@ def _user_frame(frame: Any) -> bool:
             and not f.startswith("<frozen"))
 
 
-def failing_code(frames: list[Any]) -> FailingCode:
+def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode:
     """:class:`FailingCode` from the frames of a failure, innermost first. Reads code
-    objects' names and the frames' globals by name (``dict.get``: no user code runs)."""
+    objects' names and the frames' globals by name (``dict.get``: no user code runs);
+    ``requested``: the bytes the failing allocation asked for (read against the failing line)."""
     from ._autocast_cache import _nesting
+    from ._transient import transient_copy
 
     ctx = FailingCode()
     try:
@@ -509,6 +517,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
     backward_files = (os.path.join("torch", "autograd", "__init__.py"), os.path.join("torch", "_tensor.py"))
     best = -1
     g: Any = None
+    model_obj: Any = None
     for frame in frames:
         code = frame.f_code
         if code.co_filename.endswith(ckpt_file):
@@ -521,6 +530,11 @@ def failing_code(frames: list[Any]) -> FailingCode:
             continue
         if "/IPython/" in code.co_filename:
             continue
+        if ctx.transient is None and not ctx.in_use:  # the innermost frame of the notebook's code
+            try:
+                ctx.transient = transient_copy(frame, requested)
+            except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
+                pass
         names = set(code.co_names)
         ctx.in_use |= names
         ctx.mutated |= _mutated_names(code) & names
@@ -541,6 +555,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
                     from ..techniques.checkpointing import hf_method
 
                     best, ctx.model, ctx.checkpoint_method = n, name, hf_method(obj)
+                    model_obj = obj
                 if ckpt:  # Hugging Face's flag on a layer, read from its __dict__
                     ctx.checkpointing = True
             elif issubclass(tp, torch.optim.Optimizer) and ctx.optimizer is None:
@@ -554,6 +569,11 @@ def failing_code(frames: list[Any]) -> FailingCode:
             ctx.model = _model_of(dict.get(g, ctx.optimizer), g)
     if ctx.phase == "backward":  # the autograd engine runs backward with gradients off: the code trains
         ctx.grad = True
+    if not ctx.grad and model_obj is not None and ctx.model is not None:
+        from ._grads_left import grad_bytes
+
+        held = grad_bytes(model_obj)
+        ctx.grads = (ctx.model, held) if held else None
     return ctx
 
 

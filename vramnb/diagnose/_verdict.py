@@ -232,9 +232,10 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
         whole = s.cap
     else:
         whole = None if s.available is None else s.available + s.allocated
+    line = [Fix(*ctx.transient)] if ctx is not None and ctx.transient else []  # the failing line's own copy
     if s.requested and whole is not None and s.requested > whole:
-        return [Fix("one request is larger than the whole device: read the shapes on the failing line "
-                    "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
+        return line + [Fix("one request is larger than the whole device: read the shapes on the failing line "
+                           "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
     enough, partial = _holder_fixes(s)
     room = _cpu_room(s) if s.reserved is None else None
     if s.requested and room is not None and s.requested > s.allocated + room and s.requested > 4 * s.allocated:
@@ -244,8 +245,32 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
             f"one request of {format_bytes(s.requested)} is more than the {format_bytes(s.allocated)} all tensors "
             f"hold and the {format_bytes(room)} still free together: read the shapes on the failing line "
             "(an unintended broadcast, a batch or sequence far too large)", "")]
-    return fixes + enough + (first or []) + _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None) \
-        + partial
+    first = line + (first or [])  # the failing line's own copy: a shape of code to change, first
+    kept = _kept_containers(s)
+    general = _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None, keeps=bool(kept))
+    if kept & {f.code for f in enough}:
+        # what runs out is what the failing code keeps adding to: techniques that shrink a step's activations or
+        # precision cannot help (the kept tensors stay), so none is offered; what the loop keeps and the graphs
+        # kept where no backward runs stay
+        general = [f for f in general if f.what.startswith(_ABOUT_KEPT)]
+    return fixes + enough + (first or []) + general + partial
+
+
+#: the general fixes about what a loop keeps (not capacity techniques)
+_ABOUT_KEPT = ("no backward runs in the failing code", "with gradients off nothing is kept for backward")
+
+
+def _kept_containers(s: OOMState) -> set[str]:
+    """The codes (``name.clear()``) of the containers that hold bytes and that the failing
+    code adds to (``ctx.mutated``)."""
+    ctx = s.context
+    if ctx is None:
+        return set()
+    out = set()
+    for h in s.holders:
+        if len(h) > 3 and h[3] in _CONTAINER_KINDS and h[1] > 0 and h[0].split("[")[0].split(".")[0] in ctx.mutated:
+            out.add(f"{h[0]}.clear()")
+    return out
 
 
 #: holder kinds that are the training itself where the failing code uses them: never deleted
@@ -296,20 +321,22 @@ def _short(s: OOMState) -> int | None:
     return max(0, s.allocated + req + outside - limit)
 
 
-def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | None = None) -> list[Fix]:
+def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | None = None,
+                   keeps: bool = False) -> list[Fix]:
     """The training techniques, without savings (the step is not known): none where no model
     ran in the failing code; not those it already uses (autocast, checkpointing), no
     checkpointing where gradients were off; with the notebook's own names. On CUDA the last is
     :func:`vramnb.fit` for this card (``limit``: the cap or the card, bytes), which estimates
-    every combination and gives the code."""
+    every combination and gives the code. ``keeps``: the failing code adds tensors to a
+    container that holds bytes (what a loop keeps grows)."""
     if ctx is not None and ctx.phase == "optimizer step":
         return _optimizer_fixes(ctx)
     if ctx is not None and not ctx.trains:
         return []
     if ctx is not None and not ctx.grad:
-        return _no_grad_fixes(device, ctx)
+        return _no_grad_fixes(device, ctx, keeps)
     if ctx is not None and ctx.backward is False and not ctx.phase:
-        return _forward_only_fixes(device, ctx)
+        return _forward_only_fixes(device, ctx, keeps)
     if ctx is not None and ctx.model is None:  # no notebook name for the model: no code with invented names
         return []
     kind = device.split(":")[0]
@@ -385,7 +412,7 @@ def _optimizer_fixes(ctx: FailingCode) -> list[Fix]:
     return out
 
 
-def _forward_only_fixes(device: str, ctx: FailingCode) -> list[Fix]:
+def _forward_only_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> list[Fix]:
     """The fixes for a failure with gradients on in notebook code that calls no backward and
     no optimizer step (an evaluation or a generation loop written without ``no_grad``): each
     forward keeps its activations for a backward that the code never runs. Training
@@ -393,17 +420,27 @@ def _forward_only_fixes(device: str, ctx: FailingCode) -> list[Fix]:
     first = Fix("no backward runs in the failing code, yet gradients are on: each forward keeps its activations "
                 "for a backward; if none will run on these outputs, turn gradients off around the loop",
                 "with torch.no_grad():  # or torch.inference_mode()\n    ...  # the failing loop")
-    return [first] + _no_grad_fixes(device, ctx)
+    return [first] + _no_grad_fixes(device, ctx, keeps)
 
 
-def _no_grad_fixes(device: str, ctx: FailingCode) -> list[Fix]:
+def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> list[Fix]:
     """The fixes for a failure with gradients off (evaluation, inference): nothing is saved
-    for backward, so recomputing in backward is no fix; what grows is the outputs the loop
-    keeps and each step's own activations."""
-    out = [Fix("with gradients off nothing is kept for backward: what grows is what the loop keeps; keep each "
-               "step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits on the "
-               "device", ""),
-           Fix("a smaller batch per evaluation step", "")]
+    for backward, so recomputing in backward is no fix. Gradients left from training
+    (``ctx.grads``) first; the outputs a loop keeps only where the failing code adds to a
+    container that holds bytes (``keeps``); then each step's own activations."""
+    out = []
+    if ctx.grads:
+        model, held = ctx.grads
+        opt = ctx.optimizer
+        out.append(Fix(f"the gradients left from training on {model}'s parameters hold {format_bytes(held)} while "
+                       "gradients are off; evaluation needs none: drop them before evaluating",
+                       f"{opt}.zero_grad(set_to_none=True)" if opt else f"{model}.zero_grad(set_to_none=True)",
+                       held))
+    if keeps:
+        out.append(Fix("with gradients off nothing is kept for backward: what grows is what the loop keeps; keep "
+                       "each step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits "
+                       "on the device", ""))
+    out.append(Fix("a smaller batch per evaluation step", ""))
     if not ctx.autocast and ctx.model:
         kind = device.split(":")[0]
         out.append(Fix("bf16 autocast around the forward: activations and outputs in half the bytes",
