@@ -552,6 +552,12 @@ def failing_code(frames: list[Any]) -> FailingCode:
         val = None
         if ctx.optimizer is not None and ctx.model is None and type(g) is dict:
             ctx.model = _model_of(dict.get(g, ctx.optimizer), g)
+    if ctx.grad:  # read now, after unwinding, a `with torch.no_grad():` around the failing line has exited
+        from ._grad_mode import grad_mode_of_frames
+
+        mine = [f for f in frames if not f.f_code.co_filename.startswith(_SKIP) and "/IPython/" not in f.f_code.co_filename]
+        if grad_mode_of_frames(mine) is False:
+            ctx.grad = False
     if ctx.phase == "backward":  # the autograd engine runs backward with gradients off: the code trains
         ctx.grad = True
     return ctx
