@@ -47,3 +47,27 @@ def test_a_failure_under_no_grad_read_after_unwinding_is_not_said_to_have_gradie
     ctx = _caught(ip, "with torch.no_grad():\n    pass\nout = net(torch.ones(2, 8))\nraise RuntimeError('x')")
     assert ctx.grad is True
     assert "no backward runs in the failing code, yet gradients are on" in " ".join(w for w, _ in _fixes(ctx))
+
+
+def test_the_loop_line_never_advises_deleting_what_the_loop_keeps_on_purpose(ip):
+    """A best state bound only under a condition in the loop (a pass that does not improve keeps
+    the earlier one) is the loop's result: the `del` at the end of the loop body leaves it out,
+    and the bytes the line names are the bytes deleting the listed names frees."""
+    import vramnb
+    from vramnb._units import format_bytes
+
+    run(ip, "best, best_state = None, None\nsrc = [torch.ones(1 << 18) for _ in range(3)]")
+    res, _ = run(ip, "%%vram -d cpu --breakdown\nfor i, s in enumerate(src):\n    big = s.repeat(4)\n"
+                     "    score = float(big.sum()) - i\n    if best is None or score < best:\n        best = score\n"
+                     "        best_state = s.repeat(2)\n")
+    assert res.error_in_exec is None
+    notes = vramnb.history()[-1].notes
+    line = [n for n in notes if n.startswith("bound in a loop")]
+    assert line == [f"bound in a loop and still alive after it (a Python loop has no scope of its own): big "
+                    f"({format_bytes(4 * MiB)}); each pass's values also stay alive while the next pass builds its "
+                    "own: `del big` at the end of the loop body (where the next pass does not read them) or after "
+                    "the loop frees them (an object in a reference cycle at the next gc.collect()), as does running "
+                    "the loop in a function"], notes
+    run(ip, "%%vram -d cpu\ndel big")  # what the line says `del big` frees, measured
+    assert vramnb.history()[-1].delta_allocated == -4 * MiB
+    assert ip.user_ns["best_state"].numel() == 1 << 19  # the kept result is still there
