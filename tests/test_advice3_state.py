@@ -71,3 +71,39 @@ def test_the_loop_line_never_advises_deleting_what_the_loop_keeps_on_purpose(ip)
     run(ip, "%%vram -d cpu\ndel big")  # what the line says `del big` frees, measured
     assert vramnb.history()[-1].delta_allocated == -4 * MiB
     assert ip.user_ns["best_state"].numel() == 1 << 19  # the kept result is still there
+
+
+def test_the_optimizer_swap_takes_exactly_what_the_optimizer_steps(ip):
+    """An optimizer over two modules (an embedding and a head): the Adafactor code takes the
+    optimizer's own groups, not the largest module's parameters; run, it steps the same
+    parameters with each group's learning rate. One optimizer over one whole model keeps
+    ``model.parameters()``."""
+    run(ip, "emb = torch.nn.Embedding(1000, 64)\nhead = torch.nn.Linear(64, 1000)\n"
+            "adam = torch.optim.Adam([{'params': emb.parameters(), 'lr': 1e-3}, {'params': head.parameters(), "
+            "'lr': 1e-4}])\n(head(emb(torch.tensor([1, 2]))).sum()).backward()\n"
+            "_zl = torch.zeros_like\ndef _fail(*a, **k):\n    return torch.empty(1 << 60, dtype=torch.uint8)")
+    run(ip, "torch.zeros_like = _fail")
+    try:
+        res, _ = run(ip, "%%vram -d cpu\nadam.step()")
+    finally:
+        run(ip, "torch.zeros_like = _zl")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    import vramnb
+
+    ctx = vramnb.history()[-1].oom.state.context
+    assert ctx.phase == "optimizer step" and not ctx.optim_is_model
+    code = [c for w, c in _fixes(ctx) if "Adafactor" in c]
+    assert code == ['adam = torch.optim.Adafactor([{"params": g["params"], "lr": g["lr"]} for g in adam.param_groups])']
+    old = [(sorted(id(p) for p in g["params"]), g["lr"]) for g in ip.user_ns["adam"].param_groups]
+    run(ip, code[0])
+    new = ip.user_ns["adam"]
+    assert type(new) is torch.optim.Adafactor
+    assert [(sorted(id(p) for p in g["params"]), g["lr"]) for g in new.param_groups] == old
+    n = 1000 * 64 + 64 * 1000 + 1000
+    assert sum(p.numel() for g in new.param_groups for p in g["params"]) == n
+    # one optimizer over the whole of one model: its own expression
+    run(ip, "net = torch.nn.Linear(8, 8)\nsgd = torch.optim.Adam(net.parameters())")
+    from vramnb.diagnose._optim_target import steps_exactly
+
+    assert steps_exactly(ip.user_ns["sgd"], ip.user_ns["net"])
+    assert not steps_exactly(ip.user_ns["sgd"], torch.nn.Sequential(ip.user_ns["net"], torch.nn.Linear(8, 2)))

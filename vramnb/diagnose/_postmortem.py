@@ -124,6 +124,9 @@ class FailingCode:
             cells add to, as the cell's own statement (:func:`._cell_code.stored_instead`).
         summed: ``(total, statement, part, what to keep)`` where a failing cell sums a loss's parts in a loop
             before one ``total.backward()`` (:func:`._cell_code.summed_before_backward`).
+        optim_is_model: the optimizer steps every parameter of :attr:`model` and no other, in one
+            group (:func:`._optim_target.steps_exactly`): an optimizer swap may then take
+            ``model.parameters()``; otherwise it takes the optimizer's own ``param_groups``.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -140,6 +143,7 @@ class FailingCode:
     stores: dict[str, str] = field(default_factory=dict)
     summed: tuple[str, str, str, str] | None = None
     optim: OptimizerFacts | None = None
+    optim_is_model: bool = False
 
 
 @dataclass
@@ -509,6 +513,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
     backward_files = (os.path.join("torch", "autograd", "__init__.py"), os.path.join("torch", "_tensor.py"))
     best = -1
     g: Any = None
+    opt_ns: Any = None
     for frame in frames:
         code = frame.f_code
         if code.co_filename.endswith(ckpt_file):
@@ -546,12 +551,17 @@ def failing_code(frames: list[Any]) -> FailingCode:
             elif issubclass(tp, torch.optim.Optimizer) and ctx.optimizer is None:
                 ctx.optimizer = name
                 ctx.optim = optimizer_facts(obj)
+                opt_ns = g  # the namespace that names it (outer frames: the kernel's, the test runner's)
         for _, val in frame_locals(frame) if _user_frame(frame) else ():
             if issubclass(type(val), torch.nn.Module):
                 ctx.trains = True
         val = None
         if ctx.optimizer is not None and ctx.model is None and type(g) is dict:
             ctx.model = _model_of(dict.get(g, ctx.optimizer), g)
+    if ctx.optimizer is not None and ctx.model is not None and type(opt_ns) is dict:
+        from ._optim_target import steps_exactly
+
+        ctx.optim_is_model = steps_exactly(dict.get(opt_ns, ctx.optimizer), dict.get(opt_ns, ctx.model))
     if ctx.grad:  # read now, after unwinding, a `with torch.no_grad():` around the failing line has exited
         from ._grad_mode import grad_mode_of_frames
 

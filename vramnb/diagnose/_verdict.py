@@ -369,14 +369,16 @@ def _optimizer_fixes(ctx: FailingCode) -> list[Fix]:
         out.append(Fix("the step's temporaries: this step runs the multi-tensor (foreach) kernels, which work on all "
                        "of a group's tensors at once; one tensor at a time needs less",
                        f'for g in {opt}.param_groups:\n    g["foreach"] = False'))
-    if model and opt:
+    if opt:  # the swap takes exactly what the optimizer steps: model.parameters() only where that is all of it
+        from ._optim_target import swap_arguments
+
+        args = swap_arguments(opt, model, ctx.optim_is_model)
         if importlib.util.find_spec("bitsandbytes") is not None:
             out.append(Fix("8-bit Adam: its two state tensors in 1 byte per value instead of 4 (bitsandbytes)",
-                           f"import bitsandbytes as bnb\n{opt} = bnb.optim.AdamW8bit({model}.parameters(), "
-                           f"lr={opt}.param_groups[0]['lr'])"))
+                           f"import bitsandbytes as bnb\n{opt} = bnb.optim.AdamW8bit({args})"))
         out.insert(0, Fix(f"an optimizer with less state: {state}Adafactor keeps factored second moments (rows + "
                           "columns), SGD one momentum tensor per parameter or none",
-                          f"{opt} = torch.optim.Adafactor({model}.parameters(), lr={opt}.param_groups[0]['lr'])"))
+                          f"{opt} = torch.optim.Adafactor({args})"))
     elif state:
         out.insert(0, Fix(f"an optimizer with less state: {state}Adafactor keeps factored second moments (rows + "
                           "columns), SGD one momentum tensor per parameter or none", ""))
