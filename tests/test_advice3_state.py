@@ -107,3 +107,22 @@ def test_the_optimizer_swap_takes_exactly_what_the_optimizer_steps(ip):
 
     assert steps_exactly(ip.user_ns["sgd"], ip.user_ns["net"])
     assert not steps_exactly(ip.user_ns["sgd"], torch.nn.Sequential(ip.user_ns["net"], torch.nn.Linear(8, 2)))
+
+
+def test_a_named_leafs_gradient_is_its_names_not_held_by_no_name(ip):
+    """``a.grad`` made in a cell (backward with retain_graph in a loop): the by-source table puts
+    it under ``a``, and ``a.grad = None`` frees exactly those bytes."""
+    import gc
+
+    import vramnb
+
+    gc.collect()
+    n = 1 << 16
+    run(ip, f"a = torch.randn({n}, requires_grad=True)")
+    run(ip, "%%vram -d cpu --breakdown\ny = a * 2\nfor i in range(3):\n    y.sum().backward(retain_graph=True)")
+    r = {name: (s, e) for name, s, e, _ in vramnb.history()[-1].sources}
+    assert r["gradient of a"] == (0, n * 4), r
+    assert r.get("alive after the cell, held by no name above", (0, 0))[1] == 0, r
+    run(ip, "%%vram -d cpu\na.grad = None")
+    assert vramnb.history()[-1].delta_allocated == -n * 4
+    run(ip, "del a, y")
