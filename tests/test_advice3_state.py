@@ -126,3 +126,35 @@ def test_a_named_leafs_gradient_is_its_names_not_held_by_no_name(ip):
     run(ip, "%%vram -d cpu\na.grad = None")
     assert vramnb.history()[-1].delta_allocated == -n * 4
     run(ip, "del a, y")
+
+
+def test_capacity_fixes_name_the_module_that_failed_not_an_idle_larger_copy(ip):
+    """A deep copy kept beside the model being trained (larger, idle): autocast/checkpointing/
+    compare code names the model whose forward or backward failed, read from the failing stack
+    (a module's forward frame) or the failing loss's graph (backward)."""
+    run(ip, "import copy\nbig = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 64))\n"
+            "small = torch.nn.Sequential(torch.nn.Linear(16, 16))\n"
+            "class _Fail(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return torch.empty(1 << 60, dtype=torch.uint8)\n")
+    # forward: small's forward is on the stack (the failing layer inside it); the cell also names big
+    run(ip, "small.add_module('boom', _Fail())")
+    res, _ = run(ip, "%%vram -d cpu\nsaved = copy.deepcopy(big)\nfor i in range(2):\n"
+                     "    loss = small(torch.ones(2, 16)).sum()\n    loss.backward()")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    import vramnb
+
+    ctx = vramnb.history()[-1].oom.state.context
+    assert ctx.model == "small", ctx
+    text = " ".join(w + " " + c for w, c in _fixes(ctx))
+    assert "vramnb.max_batch_size(small," in text and "big" not in text and "saved" not in text
+    # backward: the hook on small's weight fails inside the engine; the failing loss's graph reaches small's leaves
+    run(ip, "del small.boom\n_h = small[0].weight.register_hook(lambda g: torch.empty(1 << 60, dtype=torch.uint8))")
+    try:
+        res, _ = run(ip, "%%vram -d cpu\nsaved2 = copy.deepcopy(big)\nloss = small(torch.ones(2, 16)).sum()\n"
+                         "out_big = big(torch.ones(2, 64)).sum()\nloss.backward()")
+    finally:
+        run(ip, "_h.remove()")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    ctx = vramnb.history()[-1].oom.state.context
+    assert ctx.phase == "backward" and ctx.model == "small", ctx
+    run(ip, "del saved, saved2, out_big, loss")

@@ -514,6 +514,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
     best = -1
     g: Any = None
     opt_ns: Any = None
+    model_ns: Any = None
     for frame in frames:
         code = frame.f_code
         if code.co_filename.endswith(ckpt_file):
@@ -546,6 +547,7 @@ def failing_code(frames: list[Any]) -> FailingCode:
                     from ..techniques.checkpointing import hf_method
 
                     best, ctx.model, ctx.checkpoint_method = n, name, hf_method(obj)
+                    model_ns = g
                 if ckpt:  # Hugging Face's flag on a layer, read from its __dict__
                     ctx.checkpointing = True
             elif issubclass(tp, torch.optim.Optimizer) and ctx.optimizer is None:
@@ -558,6 +560,14 @@ def failing_code(frames: list[Any]) -> FailingCode:
         val = None
         if ctx.optimizer is not None and ctx.model is None and type(g) is dict:
             ctx.model = _model_of(dict.get(g, ctx.optimizer), g)
+    if ctx.model is not None and ctx.phase != "optimizer step" and type(model_ns) is dict:
+        # the module whose forward/backward failed, not the largest the cell names (an idle copy beside it)
+        from ..techniques.checkpointing import hf_method
+        from ._failing_module import failing_module
+
+        pick = failing_module(frames, model_ns, ctx.in_use, ctx.phase == "backward")
+        if pick is not None and pick != ctx.model:
+            ctx.model, ctx.checkpoint_method = pick, hf_method(dict.get(model_ns, pick))
     if ctx.optimizer is not None and ctx.model is not None and type(opt_ns) is dict:
         from ._optim_target import steps_exactly
 
