@@ -158,3 +158,35 @@ def test_capacity_fixes_name_the_module_that_failed_not_an_idle_larger_copy(ip):
     ctx = vramnb.history()[-1].oom.state.context
     assert ctx.phase == "backward" and ctx.model == "small", ctx
     run(ip, "del saved, saved2, out_big, loss")
+
+
+def test_an_object_whose_methods_are_hooks_gets_remove_the_hooks_when_it_grows(ip):
+    """A Grad-CAM-like helper whose bound methods are forward/backward hooks on a layer grows on
+    every training run that never calls it: the re-run line names the hooks and says to remove
+    them and empty its lists; doing so frees exactly what it grew by, and the next run keeps
+    nothing."""
+    import vramnb
+
+    run(ip, "hnet = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))\n"
+            "class _Cam:\n    def __init__(self, layer):\n        self.acts, self.grads = [], []\n"
+            "        self.h1 = layer.register_forward_hook(self.save_act)\n"
+            "        self.h2 = layer.register_full_backward_hook(self.save_grad)\n"
+            "    def save_act(self, m, i, o):\n        self.acts.append(o)\n"
+            "    def save_grad(self, m, gi, go):\n        self.grads.append(go[0])\n"
+            "hcam = _Cam(hnet[0])\nhx = torch.ones(128, 64)")
+    cell = "%%vram -d cpu\nhnet.zero_grad(set_to_none=False)\nhnet(hx).sum().backward()"
+    for _ in range(4):
+        run(ip, cell)
+    notes = vramnb.history()[-1].notes
+    line = [n for n in notes if "hooks" in n]
+    assert line and ("hcam's methods are registered as hooks (forward hook save_act on hnet[0]; backward hook "
+                     "save_grad on hnet[0]): every forward/backward of that module calls them, whoever runs it; "
+                     "remove the hooks when done (`hcam.h1.remove()`, `hcam.h2.remove()`); "
+                     "empty what they fill (hcam.acts.clear(), hcam.grads.clear())") in line[0], notes
+    # each run keeps hnet[0]'s output (128, 64) and its output gradient (128, 64), float32
+    assert "grew by " + __import__("vramnb._units", fromlist=["x"]).format_bytes(2 * 128 * 64 * 4) in line[0]
+    run(ip, "%%vram -d cpu\nhcam.h1.remove(); hcam.h2.remove()\nhcam.acts.clear(); hcam.grads.clear()")
+    # the four runs' outputs and output gradients: what the line's fix frees
+    assert vramnb.history()[-1].delta_allocated == -4 * 2 * 128 * 64 * 4
+    run(ip, cell)
+    assert vramnb.history()[-1].delta_allocated == 0
