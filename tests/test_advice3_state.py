@@ -190,3 +190,20 @@ def test_an_object_whose_methods_are_hooks_gets_remove_the_hooks_when_it_grows(i
     assert vramnb.history()[-1].delta_allocated == -4 * 2 * 128 * 64 * 4
     run(ip, cell)
     assert vramnb.history()[-1].delta_allocated == 0
+
+
+def test_an_evaluation_loop_growing_a_container_gets_no_smaller_batch_line(ip):
+    """Under no_grad, concatenating every step's logits onto one tensor (or appending them to a
+    list) grows with the samples seen, whatever the batch: "a smaller batch per evaluation step"
+    is no fix there; a loop that keeps nothing still gets it. A running float total is no container."""
+    run(ip, "enet = torch.nn.Linear(8, 8)\nepreds = torch.zeros(0, 8)\nelist = []\netotal = 0.0")
+    smaller = ("a smaller batch per evaluation step", "")
+    ctx = _caught(ip, "with torch.no_grad():\n    for i in range(3):\n        logits = enet(torch.ones(4, 8))\n"
+                      "        epreds = torch.cat([epreds, logits])\n    raise RuntimeError('x')")
+    assert ctx.grad is False and ctx.grows == {"epreds"} and smaller not in _fixes(ctx)
+    ctx = _caught(ip, "with torch.no_grad():\n    for i in range(3):\n        elist.append(enet(torch.ones(4, 8)))\n"
+                      "    raise RuntimeError('x')")
+    assert ctx.grows == {"elist"} and smaller not in _fixes(ctx)
+    ctx = _caught(ip, "with torch.no_grad():\n    for i in range(3):\n        out = enet(torch.ones(4, 8))\n"
+                      "        etotal += float(out.sum())\n    raise RuntimeError('x')")
+    assert ctx.grad is False and not ctx.grows and smaller in _fixes(ctx)

@@ -127,6 +127,8 @@ class FailingCode:
         optim_is_model: the optimizer steps every parameter of :attr:`model` and no other, in one
             group (:func:`._optim_target.steps_exactly`): an optimizer swap may then take
             ``model.parameters()``; otherwise it takes the optimizer's own ``param_groups``.
+        grows: containers the failing code grows with every step's results
+            (:func:`._growing.growing`): their size follows the samples seen, not the batch.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -144,6 +146,7 @@ class FailingCode:
     summed: tuple[str, str, str, str] | None = None
     optim: OptimizerFacts | None = None
     optim_is_model: bool = False
+    grows: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -529,7 +532,12 @@ def failing_code(frames: list[Any]) -> FailingCode:
             continue
         names = set(code.co_names)
         ctx.in_use |= names
-        ctx.mutated |= _mutated_names(code) & names
+        added = _mutated_names(code) & names
+        ctx.mutated |= added
+        if added:
+            from ._growing import growing
+
+            ctx.grows |= growing(added, None, frame.f_globals)
         trains, cell_names = _cell_trains(code.co_filename)
         if trains is not None:
             ctx.backward = bool(ctx.backward) or trains
@@ -594,6 +602,9 @@ def _read_cell(ctx: FailingCode, filename: str, namespace: Any) -> None:
         for k, v in stored_instead(cell[0], namespace).items():
             ctx.stores.setdefault(k, v)
         ctx.summed = ctx.summed or summed_before_backward(cell[0])
+        from ._growing import growing
+
+        ctx.grows |= growing(set(), cell[0], namespace)
     except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
         pass
 

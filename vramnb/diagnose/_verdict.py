@@ -404,8 +404,9 @@ def _no_grad_fixes(device: str, ctx: FailingCode) -> list[Fix]:
     keeps and each step's own activations."""
     out = [Fix("with gradients off nothing is kept for backward: what grows is what the loop keeps; keep each "
                "step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits on the "
-               "device", ""),
-           Fix("a smaller batch per evaluation step", "")]
+               "device", "")]
+    if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
+        out.append(Fix("a smaller batch per evaluation step", ""))
     if not ctx.autocast and ctx.model:
         kind = device.split(":")[0]
         out.append(Fix("bf16 autocast around the forward: activations and outputs in half the bytes",
