@@ -207,3 +207,36 @@ def test_an_evaluation_loop_growing_a_container_gets_no_smaller_batch_line(ip):
     ctx = _caught(ip, "with torch.no_grad():\n    for i in range(3):\n        out = enet(torch.ones(4, 8))\n"
                       "        etotal += float(out.sum())\n    raise RuntimeError('x')")
     assert ctx.grad is False and not ctx.grows and smaller in _fixes(ctx)
+
+
+def test_a_retry_inside_except_says_what_the_handled_exception_keeps(ip):
+    """An out-of-memory error in a retry run inside the ``except`` block of the first failure:
+    the first attempt's frame (its h1) is kept by the exception being handled; the post-mortem
+    says so with its bytes. Retried after the block, nothing is kept: the line's fix frees it."""
+    import vramnb
+    from vramnb._report import oom_lines
+    from vramnb._units import format_bytes
+
+    n = 1 << 20
+    run(ip, f"def _attempt(k):\n    h1 = torch.ones({n} // k)\n    return torch.empty(1 << 60, dtype=torch.uint8)\n"
+            "def _inside():\n    try:\n        return _attempt(1)\n    except RuntimeError:\n        return _attempt(2)\n"
+            "def _outside():\n    failed = False\n    try:\n        return _attempt(1)\n    except RuntimeError:\n"
+            "        failed = True\n    if failed:\n        return _attempt(2)\n")
+    res, _ = run(ip, "%%vram -d cpu\n_inside()")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    oom = vramnb.history()[-1].oom
+    assert oom.state.handled == [("_attempt:3", "h1", n * 4, 0)]
+    assert ("held by the exception being handled: the failing code ran inside an except block, and that exception's "
+            "traceback keeps the frames of the attempt that failed alive until the block ends "
+            f"({format_bytes(n * 4)}): h1 {format_bytes(n * 4)} (_attempt:3); retry after the except block ends "
+            "(note the failure in it, call again outside it)") in oom_lines(oom)
+    # the failing frames: the retry's own h1 (half the size)
+    assert ("_attempt:3", "h1", n * 2, 0) in [tuple(f) for f in oom.state.frames]
+    res, _ = run(ip, "%%vram -d cpu\n_outside()")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    oom = vramnb.history()[-1].oom
+    assert oom.state.handled == [] and not any("exception being handled" in ln for ln in oom_lines(oom))
+    inside, outside = vramnb.history()[-2], vramnb.history()[-1]
+    # at the retry's failure, each from its cell's start (the first cell's error is still kept as the last exception)
+    assert ((inside.oom.state.allocated - inside.start_allocated) - (outside.oom.state.allocated - outside.start_allocated)
+            == n * 4)

@@ -83,6 +83,8 @@ class OOMState:
     available: int | None = None
     frames: list[tuple[str, str, int, int]] = field(default_factory=list)
     frames_share: bool = False  # two of the frames' variables keep one storage (counted for the first)
+    # what the exception being handled keeps in its finished frames (a retry inside `except`), as frames
+    handled: list[tuple[str, str, int, int]] = field(default_factory=list)
     holders: list[tuple[Any, ...]] = field(default_factory=list)
     hidden: int | None = None
     hidden_by: list[tuple[str, int]] = field(default_factory=list)
@@ -401,7 +403,17 @@ def cuda_state(device: int, requested: int, limit: int, free: int) -> OOMState:
     return OOMState(f"cuda:{device}", True, int(requested), allocated, reserved, total,
                     int(limit) if limit < total else None, int(free), largest_free_block(device), non_pytorch,
                     others, frames=(fr := frame_sharing(torch.device("cuda", device)))[0], frames_share=fr[1],
+                    handled=_handled(torch.device("cuda", device)),
                     context=failing_code(_stack(sys._getframe(1))))
+
+
+def _handled(device: torch.device) -> list[tuple[str, str, int, int]]:
+    from ._handled import handled_sharing
+
+    try:
+        return handled_sharing(device)
+    except Exception:  # noqa: BLE001 - reading the state must never change the user's error
+        return []
 
 
 def largest_free_block(device: int) -> int | None:
@@ -445,6 +457,7 @@ def capture_cpu_oom(requested: int | None, allocated: int) -> None:
         cap, room, which = process_limit()
         state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
                          frames=(fr := frame_sharing(torch.device("cpu")))[0], frames_share=fr[1], cap_room=room, cap_name=which,
+                         handled=_handled(torch.device("cpu")),
                          context=failing_code(_stack(sys._getframe(1))))
     except Exception:  # noqa: BLE001
         return
