@@ -158,6 +158,12 @@ def test_capacity_fixes_name_the_module_that_failed_not_an_idle_larger_copy(ip):
     ctx = vramnb.history()[-1].oom.state.context
     assert ctx.phase == "backward" and ctx.model == "small", ctx
     run(ip, "del saved, saved2, out_big, loss")
+    # a loss module without parameters failing in its forward is not the model: the model the cell trains is named
+    run(ip, "class _BadLoss(torch.nn.Module):\n    def forward(self, y):\n"
+            "        return torch.empty(1 << 60, dtype=torch.uint8)\ncrit = _BadLoss()")
+    res, _ = run(ip, "%%vram -d cpu\nloss = crit(small(torch.ones(2, 16)))")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    assert vramnb.history()[-1].oom.state.context.model == "small"
 
 
 def test_an_object_whose_methods_are_hooks_gets_remove_the_hooks_when_it_grows(ip):
@@ -227,9 +233,9 @@ def test_a_retry_inside_except_says_what_the_handled_exception_keeps(ip):
     oom = vramnb.history()[-1].oom
     assert oom.state.handled == [("_attempt:3", "h1", n * 4, 0)]
     assert ("held by the exception being handled: the failing code ran inside an except block, and that exception's "
-            "traceback keeps the frames of the attempt that failed alive until the block ends "
-            f"({format_bytes(n * 4)}): h1 {format_bytes(n * 4)} (_attempt:3); retry after the except block ends "
-            "(note the failure in it, call again outside it)") in oom_lines(oom)
+            "traceback keeps the finished frames it was raised through alive until the block ends "
+            f"({format_bytes(n * 4)}): h1 {format_bytes(n * 4)} (_attempt:3); run the retry (or whatever the block "
+            "runs) after the except block ends: note the failure in it, act on it outside") in oom_lines(oom)
     # the failing frames: the retry's own h1 (half the size)
     assert ("_attempt:3", "h1", n * 2, 0) in [tuple(f) for f in oom.state.frames]
     res, _ = run(ip, "%%vram -d cpu\n_outside()")

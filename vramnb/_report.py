@@ -279,9 +279,9 @@ def oom_lines(oom: OOMInfo) -> list[str]:
         kept = ", ".join(_frame_text(f) for f in st.handled[:4])
         total = sum(f[2] for f in st.handled)
         lines.append(f"held by the exception being handled: the failing code ran inside an except block, and that "
-                     f"exception's traceback keeps the frames of the attempt that failed alive until the block ends "
-                     f"({format_bytes(total)}): {kept}; retry after the except block ends (note the failure in it, "
-                     "call again outside it)")
+                     f"exception's traceback keeps the finished frames it was raised through alive until the block "
+                     f"ends ({format_bytes(total)}): {kept}; run the retry (or whatever the block runs) after the "
+                     "except block ends: note the failure in it, act on it outside")
     if oom.holders:
         lines.append("largest holders: " + ", ".join(_holder_text(h) for h in oom.holders))
     return lines

@@ -2,8 +2,8 @@
 (autocast, checkpointing, ``vramnb.compare``): not the largest module the cell names (an idle
 deep copy kept beside the one being trained), but
 
-1. the outermost module whose ``forward`` is on the failing stack (a frame whose ``self`` is a
-   module the notebook names);
+1. the outermost module with parameters whose ``forward`` is on the failing stack (a frame
+   whose ``self`` is a module the notebook names; a loss module without parameters is not it);
 2. in a failing backward, the module owning most of the leaves that the graph of the tensor
    backward was called on reaches (``AccumulateGrad.variable``);
 3. else the largest module named by the failing frames' own code (the failing statement), not
@@ -85,7 +85,7 @@ def failing_module(frames: list[Any], namespace: Any, named: set[str], backward:
             me = dict(frame_locals(frame)).get("self")
         except Exception:  # noqa: BLE001
             continue
-        if me is not None and id(me) in by_id:
+        if me is not None and id(me) in by_id and _params(me):  # a loss module (no parameters) is not the model
             outer = by_id[id(me)]
     if outer is not None:
         return outer
