@@ -39,6 +39,9 @@ def test_a_failure_under_no_grad_read_after_unwinding_is_not_said_to_have_gradie
     # a decorated function, inference_mode, and set_grad_enabled(False)
     run(ip, "@torch.inference_mode()\ndef infer(x):\n    y = net(x)\n    raise RuntimeError('x')")
     assert _caught(ip, "infer(torch.ones(2, 8))").grad is False
+    # the failing function has no construct of its own: the caller's `with` around its call decides
+    run(ip, "def _evaluate(x):\n    y = net(x)\n    raise RuntimeError('x')")
+    assert _caught(ip, "with torch.no_grad():\n    _evaluate(torch.ones(2, 8))").grad is False
     assert _caught(ip, "with torch.set_grad_enabled(False):\n    net(torch.ones(2, 8)); raise RuntimeError('x')").grad is False
     # gradients on: enable_grad inside no_grad, or no construct at all
     ctx = _caught(ip, "with torch.no_grad():\n    with torch.enable_grad():\n        net(torch.ones(2, 8))\n"

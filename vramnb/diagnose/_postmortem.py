@@ -596,7 +596,12 @@ def failing_code(frames: list[Any]) -> FailingCode:
     if ctx.grad:  # read now, after unwinding, a `with torch.no_grad():` around the failing line has exited
         from ._grad_mode import grad_mode_of_frames
 
-        mine = [f for f in frames if not f.f_code.co_filename.startswith(_SKIP) and "/IPython/" not in f.f_code.co_filename]
+        mine = []
+        for f in frames:  # up to IPython's (outer ones are the kernel's machinery, not the user's)
+            if "/IPython/" in f.f_code.co_filename:
+                break
+            if not f.f_code.co_filename.startswith(_SKIP):
+                mine.append(f)
         if grad_mode_of_frames(mine) is False:
             ctx.grad = False
     if ctx.phase == "backward":  # the autograd engine runs backward with gradients off: the code trains
