@@ -34,6 +34,7 @@ __all__ = ["CellAttribution"]
 
 GRAD_GRAPH_OF = "autograd graph of gradients of "  # backward(create_graph=True): the gradient's own graph
 NO_NAME = "alive after the cell, held by no name above"
+GRAD_OF = "gradient of "  # a named leaf tensor's .grad (without a graph of its own)
 
 
 def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[str, torch.optim.Optimizer],
@@ -105,6 +106,8 @@ class CellAttribution:
                 g = t.grad if t.is_leaf else None
                 if g is not None and g.grad_fn is not None:  # backward(create_graph=True) on a leaf
                     out.append((f"{GRAD_GRAPH_OF}{name}", keys_of([g, *_grad_graphs([t])], key)))
+                elif g is not None:  # a leaf's gradient: the name holds it (`del name` or `name.grad = None`)
+                    out.append((f"{GRAD_OF}{name}", keys_of([g], key)))
             except Exception:
                 continue
         last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)

@@ -336,7 +336,11 @@ class VramMagics(Magics):
             names = self._users_names()
 
             def advise(name: str, kind: str) -> str | None:
-                return regrowth_advice(name, names[name], source) if name in names else None
+                from .diagnose._hook_owners import hook_advice
+
+                if name not in names:
+                    return None
+                return hook_advice(name, names[name], names) or regrowth_advice(name, names[name], source)
 
             note = self._regrowth.observe(source, report.delta_allocated,
                                           self._holders_fn(device, limit=50, hidden_too=True), advise)

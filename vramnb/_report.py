@@ -275,6 +275,13 @@ def oom_lines(oom: OOMInfo) -> list[str]:
         top = ", ".join(_frame_text(f) for f in st.frames[:4])
         shared = " (a storage two of them share counts for the first)" if st.frames_share else ""
         lines.append(f"held by the failing frames: {top}{shared}")
+    if st is not None and getattr(st, "handled", None):
+        kept = ", ".join(_frame_text(f) for f in st.handled[:4])
+        total = sum(f[2] for f in st.handled)
+        lines.append(f"held by the exception being handled: the failing code ran inside an except block, and that "
+                     f"exception's traceback keeps the finished frames it was raised through alive until the block "
+                     f"ends ({format_bytes(total)}): {kept}; run the retry (or whatever the block runs) after the "
+                     "except block ends: note the failure in it, act on it outside")
     if oom.holders:
         lines.append("largest holders: " + ", ".join(_holder_text(h) for h in oom.holders))
     return lines

@@ -60,6 +60,9 @@ def loop_names(source: str) -> list[str]:
                 read_after |= {n.id for later in body[i + 1:] for n in _walk(later)
                                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     skip |= read_after
+    from ._kept_results import conditionally_bound
+
+    skip |= conditionally_bound(tree)  # a loop's kept result (the best state so far), not a pass's leftover
     for loop in _walk(tree):
         if not isinstance(loop, (ast.For, ast.While, ast.AsyncFor)):
             continue

@@ -83,6 +83,8 @@ class OOMState:
     available: int | None = None
     frames: list[tuple[str, str, int, int]] = field(default_factory=list)
     frames_share: bool = False  # two of the frames' variables keep one storage (counted for the first)
+    # what the exception being handled keeps in its finished frames (a retry inside `except`), as frames
+    handled: list[tuple[str, str, int, int]] = field(default_factory=list)
     holders: list[tuple[Any, ...]] = field(default_factory=list)
     hidden: int | None = None
     hidden_by: list[tuple[str, int]] = field(default_factory=list)
@@ -128,6 +130,11 @@ class FailingCode:
             code of another shape would not make (:func:`._transient.transient_copy`).
         grads: ``(model, bytes)``: the ``.grad`` tensors of the model in use's parameters, alive
             while gradients are off (left from training), counted once per storage.
+        optim_is_model: the optimizer steps every parameter of :attr:`model` and no other, in one
+            group (:func:`._optim_target.steps_exactly`): an optimizer swap may then take
+            ``model.parameters()``; otherwise it takes the optimizer's own ``param_groups``.
+        grows: containers the failing code grows with every step's results
+            (:func:`._growing.growing`): their size follows the samples seen, not the batch.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -146,6 +153,8 @@ class FailingCode:
     optim: OptimizerFacts | None = None
     transient: tuple[str, str] | None = None
     grads: tuple[str, int] | None = None
+    optim_is_model: bool = False
+    grows: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -400,7 +409,17 @@ def cuda_state(device: int, requested: int, limit: int, free: int) -> OOMState:
     return OOMState(f"cuda:{device}", True, int(requested), allocated, reserved, total,
                     int(limit) if limit < total else None, int(free), largest_free_block(device), non_pytorch,
                     others, frames=(fr := frame_sharing(torch.device("cuda", device)))[0], frames_share=fr[1],
+                    handled=_handled(torch.device("cuda", device)),
                     context=failing_code(_stack(sys._getframe(1)), int(requested)))
+
+
+def _handled(device: torch.device) -> list[tuple[str, str, int, int]]:
+    from ._handled import handled_sharing
+
+    try:
+        return handled_sharing(device)
+    except Exception:  # noqa: BLE001 - reading the state must never change the user's error
+        return []
 
 
 def largest_free_block(device: int) -> int | None:
@@ -444,6 +463,7 @@ def capture_cpu_oom(requested: int | None, allocated: int) -> None:
         cap, room, which = process_limit()
         state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
                          frames=(fr := frame_sharing(torch.device("cpu")))[0], frames_share=fr[1], cap_room=room, cap_name=which,
+                         handled=_handled(torch.device("cpu")),
                          context=failing_code(_stack(sys._getframe(1)), requested))
     except Exception:  # noqa: BLE001
         return
@@ -518,6 +538,8 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
     best = -1
     g: Any = None
     model_obj: Any = None
+    opt_ns: Any = None
+    model_ns: Any = None
     for frame in frames:
         code = frame.f_code
         if code.co_filename.endswith(ckpt_file):
@@ -537,7 +559,12 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
                 pass
         names = set(code.co_names)
         ctx.in_use |= names
-        ctx.mutated |= _mutated_names(code) & names
+        added = _mutated_names(code) & names
+        ctx.mutated |= added
+        if added:
+            from ._growing import growing
+
+            ctx.grows |= growing(added, None, frame.f_globals)
         trains, cell_names = _cell_trains(code.co_filename)
         if trains is not None:
             ctx.backward = bool(ctx.backward) or trains
@@ -556,17 +583,42 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
 
                     best, ctx.model, ctx.checkpoint_method = n, name, hf_method(obj)
                     model_obj = obj
+                    model_ns = g
                 if ckpt:  # Hugging Face's flag on a layer, read from its __dict__
                     ctx.checkpointing = True
             elif issubclass(tp, torch.optim.Optimizer) and ctx.optimizer is None:
                 ctx.optimizer = name
                 ctx.optim = optimizer_facts(obj)
+                opt_ns = g  # the namespace that names it (outer frames: the kernel's, the test runner's)
         for _, val in frame_locals(frame) if _user_frame(frame) else ():
             if issubclass(type(val), torch.nn.Module):
                 ctx.trains = True
         val = None
         if ctx.optimizer is not None and ctx.model is None and type(g) is dict:
             ctx.model = _model_of(dict.get(g, ctx.optimizer), g)
+    if ctx.model is not None and ctx.phase != "optimizer step" and type(model_ns) is dict:
+        # the module whose forward/backward failed, not the largest the cell names (an idle copy beside it)
+        from ..techniques.checkpointing import hf_method
+        from ._failing_module import failing_module
+
+        pick = failing_module(frames, model_ns, ctx.in_use, ctx.phase == "backward")
+        if pick is not None and pick != ctx.model:
+            ctx.model, ctx.checkpoint_method = pick, hf_method(dict.get(model_ns, pick))
+    if ctx.optimizer is not None and ctx.model is not None and type(opt_ns) is dict:
+        from ._optim_target import steps_exactly
+
+        ctx.optim_is_model = steps_exactly(dict.get(opt_ns, ctx.optimizer), dict.get(opt_ns, ctx.model))
+    if ctx.grad:  # read now, after unwinding, a `with torch.no_grad():` around the failing line has exited
+        from ._grad_mode import grad_mode_of_frames
+
+        mine = []
+        for f in frames:  # up to IPython's (outer ones are the kernel's machinery, not the user's)
+            if "/IPython/" in f.f_code.co_filename:
+                break
+            if not f.f_code.co_filename.startswith(_SKIP):
+                mine.append(f)
+        if grad_mode_of_frames(mine) is False:
+            ctx.grad = False
     if ctx.phase == "backward":  # the autograd engine runs backward with gradients off: the code trains
         ctx.grad = True
     if not ctx.grad and model_obj is not None and ctx.model is not None:
@@ -588,6 +640,9 @@ def _read_cell(ctx: FailingCode, filename: str, namespace: Any) -> None:
         for k, v in stored_instead(cell[0], namespace).items():
             ctx.stores.setdefault(k, v)
         ctx.summed = ctx.summed or summed_before_backward(cell[0])
+        from ._growing import growing
+
+        ctx.grows |= growing(set(), cell[0], namespace)
     except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
         pass
 

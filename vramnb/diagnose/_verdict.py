@@ -396,14 +396,16 @@ def _optimizer_fixes(ctx: FailingCode) -> list[Fix]:
         out.append(Fix("the step's temporaries: this step runs the multi-tensor (foreach) kernels, which work on all "
                        "of a group's tensors at once; one tensor at a time needs less",
                        f'for g in {opt}.param_groups:\n    g["foreach"] = False'))
-    if model and opt:
+    if opt:  # the swap takes exactly what the optimizer steps: model.parameters() only where that is all of it
+        from ._optim_target import swap_arguments
+
+        args = swap_arguments(opt, model, ctx.optim_is_model)
         if importlib.util.find_spec("bitsandbytes") is not None:
             out.append(Fix("8-bit Adam: its two state tensors in 1 byte per value instead of 4 (bitsandbytes)",
-                           f"import bitsandbytes as bnb\n{opt} = bnb.optim.AdamW8bit({model}.parameters(), "
-                           f"lr={opt}.param_groups[0]['lr'])"))
+                           f"import bitsandbytes as bnb\n{opt} = bnb.optim.AdamW8bit({args})"))
         out.insert(0, Fix(f"an optimizer with less state: {state}Adafactor keeps factored second moments (rows + "
                           "columns), SGD one momentum tensor per parameter or none",
-                          f"{opt} = torch.optim.Adafactor({model}.parameters(), lr={opt}.param_groups[0]['lr'])"))
+                          f"{opt} = torch.optim.Adafactor({args})"))
     elif state:
         out.insert(0, Fix(f"an optimizer with less state: {state}Adafactor keeps factored second moments (rows + "
                           "columns), SGD one momentum tensor per parameter or none", ""))
@@ -427,7 +429,9 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> list[F
     """The fixes for a failure with gradients off (evaluation, inference): nothing is saved
     for backward, so recomputing in backward is no fix. Gradients left from training
     (``ctx.grads``) first; the outputs a loop keeps only where the failing code adds to a
-    container that holds bytes (``keeps``); then each step's own activations."""
+    container that holds bytes (``keeps``) or grows one with every step's results
+    (``ctx.grows``); then each step's own activations (a smaller batch only where nothing grows
+    with the samples seen)."""
     out = []
     if ctx.grads:
         model, held = ctx.grads
@@ -436,11 +440,12 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> list[F
                        "gradients are off; evaluation needs none: drop them before evaluating",
                        f"{opt}.zero_grad(set_to_none=True)" if opt else f"{model}.zero_grad(set_to_none=True)",
                        held))
-    if keeps:
+    if keeps or ctx.grows:
         out.append(Fix("with gradients off nothing is kept for backward: what grows is what the loop keeps; keep "
                        "each step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits "
                        "on the device", ""))
-    out.append(Fix("a smaller batch per evaluation step", ""))
+    if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
+        out.append(Fix("a smaller batch per evaluation step", ""))
     if not ctx.autocast and ctx.model:
         kind = device.split(":")[0]
         out.append(Fix("bf16 autocast around the forward: activations and outputs in half the bytes",
