@@ -603,7 +603,8 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
 
         pick = failing_module(frames, model_ns, ctx.in_use, ctx.phase == "backward")
         if pick is not None and pick != ctx.model:
-            ctx.model, ctx.checkpoint_method = pick, hf_method(dict.get(model_ns, pick))
+            model_obj = dict.get(model_ns, pick)  # the gradients left are this module's too
+            ctx.model, ctx.checkpoint_method = pick, hf_method(model_obj)
     if ctx.optimizer is not None and ctx.model is not None and type(opt_ns) is dict:
         from ._optim_target import steps_exactly
 
