@@ -99,7 +99,12 @@ def _bn_model_with_state():
 
 
 @pytest.mark.parametrize("where", [{"target": "A100"}, {"device": "cpu"}])
-def test_a_loss_fn_using_the_notebooks_model_is_refused_and_changes_nothing(where):
+def test_a_loss_fn_using_the_notebooks_model_is_refused_and_changes_nothing(where, monkeypatch):
+    # the step runs alone here: a thread an earlier test file left alive in this process must not
+    # count as the user's (with another user thread running, only fakes are put back: test_user_threads)
+    from vramnb.predict import _fake_guard
+
+    monkeypatch.setattr(_fake_guard, "_user_threads", lambda: [])
     model, opt = _bn_model_with_state()
     x = torch.randn(4, 8)
     before = _user_state(model, opt=opt)

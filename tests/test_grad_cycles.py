@@ -31,9 +31,16 @@ def _no_cycles_around(ip):
     """Each test starts with nothing unreachable left by earlier tests in this process (they share
     the shell: garbage an earlier file left would be freed by this test's ``%vram free``), and
     breaks the cycles it made, which gc cannot free, when it ends."""
+    _break_cycles()
     run(ip, "%vram free")
     gc.collect()
     yield
+    _break_cycles()
+
+
+def _break_cycles() -> None:
+    """Set to None every leaf's ``.grad`` that carries a graph (earlier files' tests leave such
+    cycles too, uncollectable: their bytes would be counted in this file's lines)."""
     for t in [o for o in gc.get_objects() if issubclass(type(o), torch.Tensor) and o.is_leaf and o.grad is not None
               and o.grad.grad_fn is not None]:
         t.grad = None

@@ -185,5 +185,12 @@ def test_vram_runs_no_code_of_the_users_objects(ip):
             "        LOADS.append('built')\n        return type(object.__getattribute__(self, '_f')())\n"
             "lazy_model = Lazy(lambda: torch.nn.Linear(4, 4))\n"
             "m = mock.MagicMock(spec=torch.nn.Module)\nx = torch.ones(10)")
-    run(ip, "%vram")
+    # memory no name holds (a leaf .grad cycle gc cannot free), so that every note about it runs too
+    # (the cache and buffer-graph notes asked isinstance of every value: failed only after other files)
+    run(ip, "_c = torch.ones(1024, requires_grad=True)\n(_c * _c).sum().backward(create_graph=True)\n"
+            "import weakref\n_cycle = weakref.ref(_c)\ndel _c")
+    try:
+        run(ip, "%vram")
+    finally:
+        run(ip, "_cycle().grad = None\ndel _cycle")
     assert ip.user_ns["LOADS"] == [] and ip.user_ns["m"].mock_calls == []

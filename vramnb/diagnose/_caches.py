@@ -38,8 +38,8 @@ def _caches(names: Mapping[str, Any]) -> list[tuple[str, Any]]:
         found: list[tuple[str, Any]] = []
         if _is_cache(obj):
             found.append((name, obj))
-        cls: type | None = obj if isinstance(obj, type) else type(obj)
-        prefix = name if isinstance(obj, type) else f"type({name})"
+        cls: type | None = obj if issubclass(type(obj), type) else type(obj)
+        prefix = name if issubclass(type(obj), type) else f"type({name})"
         assert cls is not None
         if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith(("torch.", "numpy")):
             cls = None
@@ -62,23 +62,23 @@ def _tensors(root: Any, device: torch.device) -> list[torch.Tensor]:
     lists, tuples, dicts and objects' ``__dict__``."""
     out: list[torch.Tensor] = []
     seen: set[int] = set()
-    todo: list[tuple[Any, int]] = [(r, 0) for r in gc.get_referents(root) if isinstance(r, dict)]
+    todo: list[tuple[Any, int]] = [(r, 0) for r in gc.get_referents(root) if issubclass(type(r), dict)]
     while todo and len(seen) < _BUDGET:
         o, depth = todo.pop()
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if isinstance(o, torch.Tensor):
+        if issubclass(type(o), torch.Tensor):
             if o.device == device or (device.type == "cpu" and o.device.type == "cpu"):
                 out.append(o)
             continue
         if depth >= _DEPTH:
             continue
-        if isinstance(o, dict):
+        if issubclass(type(o), dict):
             todo += [(x, depth + 1) for kv in dict.items(o) for x in kv]
-        elif isinstance(o, (list, tuple, set, frozenset)):
+        elif issubclass(type(o), (list, tuple, set, frozenset)):
             todo += [(x, depth + 1) for x in o]
-        elif not isinstance(o, (type, str, bytes, int, float, types.FunctionType, types.BuiltinFunctionType,
+        elif not issubclass(type(o), (type, str, bytes, int, float, types.FunctionType, types.BuiltinFunctionType,
                                 types.MethodType, types.ModuleType)):  # objects, modules (nn.Module) included
             try:
                 d = object.__getattribute__(o, "__dict__")

@@ -36,7 +36,7 @@ def _buffers(name: str, module: torch.nn.Module) -> list[tuple[str, str, torch.n
         bs, ms = dict.get(d, "_buffers"), dict.get(d, "_modules")
         if type(bs) is dict:
             for b, t in dict.items(bs):
-                if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                if issubclass(type(t), torch.Tensor) and t.grad_fn is not None:
                     out.append((f"{path}.{b}", b, m, t))
         if type(ms) is dict:
             for k, c in dict.items(ms):
@@ -53,7 +53,7 @@ def _assigned_in(cls: type, attr: str) -> str | None:
         if c.__module__.startswith("torch"):
             break
         for meth, fn in vars(c).items():
-            if not isinstance(fn, types.FunctionType):
+            if not issubclass(type(fn), types.FunctionType):
                 continue
             try:
                 lines, start = inspect.getsourcelines(fn)
@@ -70,7 +70,7 @@ def _assigned_in(cls: type, attr: str) -> str | None:
 def _global_store(names: Mapping[str, Any], var: str) -> str | None:
     """``function (file:line)`` of a notebook function that rebinds the global ``var``."""
     for fname, fn in list(names.items()):
-        if not isinstance(fn, types.FunctionType):
+        if not issubclass(type(fn), types.FunctionType):
             continue
         for ins in dis.get_instructions(fn.__code__):
             if ins.opname == "STORE_GLOBAL" and ins.argval == var:
