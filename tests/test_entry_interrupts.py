@@ -221,7 +221,11 @@ def test_interrupt_in_a_dispatch_of_prim_device_does_not_abort_the_process() -> 
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, (out.returncode, out.stderr[-1500:])
-    assert out.stdout.split() == ["alive", "4", "0"]  # each interrupt raised once, no mode left on the stack
+    alive, got, stack = out.stdout.split()
+    # no mode left on the stack; each interrupt raised at most once (Python itself may still lose one that
+    # lands in a weakref callback it runs: "Exception ignored", printed on stderr)
+    assert alive == "alive" and stack == "0" and 1 <= int(got) <= 4, out.stdout
+    assert int(got) == 4 or "Exception ignored" in out.stderr, out.stderr[-1500:]
 
 
 def test_interrupt_while_a_step_sets_up_its_recording(monkeypatch: pytest.MonkeyPatch) -> None:

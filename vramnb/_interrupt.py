@@ -11,6 +11,7 @@ that decides, by walking the interrupted frames.
 from __future__ import annotations
 
 import _thread
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -139,6 +140,14 @@ class outside_dispatch(InterruptGuard):  # noqa: N801 - used as a context manage
     receives SIGINT; elsewhere it changes nothing."""
 
     def _handler(self, signum: int, frame: Any) -> None:
+        if frame is not None and (frame.f_code.co_filename.endswith(_CALLED_FROM_DISPATCH)
+                                  or frame.f_code.co_filename.endswith(_SWALLOWED)
+                                  or frame.f_code.co_name in _SWALLOWED_NAMES):
+            # PyTorch's C++ dispatcher calls this lookup directly (no Python caller to unwind to): an
+            # interrupt redelivered while it runs aborted the process too; in a weakref callback or a
+            # finalizer Python would print "Exception ignored" and lose it
+            deliver_later()
+            return
         f = frame
         while f is not None:
             if f.f_code.co_name == "__torch_dispatch__" and str(f.f_locals.get("func", "")).startswith("prim."):
@@ -146,3 +155,11 @@ class outside_dispatch(InterruptGuard):  # noqa: N801 - used as a context manage
                 return
             f = f.f_back
         self._forward(signum, frame)
+
+
+# Python files whose functions PyTorch's C++ dispatcher calls while it dispatches an operator
+_CALLED_FROM_DISPATCH = (os.path.join("torch", "_library", "simple_registry.py"),)
+# where Python swallows an exception ("Exception ignored in ..."): weakref callbacks, finalizers; an
+# interrupt landing there would be lost, so it is delivered again where the program goes next
+_SWALLOWED = ("weakref.py",)
+_SWALLOWED_NAMES = frozenset({"__del__", "_freed"})  # finalizers; the CPU tracker's weakref callback
