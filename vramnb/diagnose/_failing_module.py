@@ -27,10 +27,14 @@ _BUDGET = 100_000
 _BACKWARD_FILES = (os.path.join("torch", "autograd", "__init__.py"), os.path.join("torch", "_tensor.py"))
 
 
-def _params(module: Any) -> set[int]:
-    out: set[int] = set()
+def raw_parameters(module: Any, budget: int = _BUDGET) -> list[Any]:
+    """The values of ``module``'s and its submodules' ``_parameters`` dicts (``None`` included; a
+    parameter two submodules share, once per submodule), read through ``object.__getattribute__``
+    and plain ``dict`` methods, so no code of the user's module runs; each module once, at most
+    ``budget`` modules."""
+    out: list[Any] = []
     todo, seen = [module], set[int]()
-    while todo and len(seen) < _BUDGET:
+    while todo and len(seen) < budget:
         m = todo.pop()
         if id(m) in seen:
             continue
@@ -38,10 +42,14 @@ def _params(module: Any) -> set[int]:
         d = object.__getattribute__(m, "__dict__")
         ps, ms = dict.get(d, "_parameters"), dict.get(d, "_modules")
         if type(ps) is dict:
-            out |= {id(p) for p in dict.values(ps) if p is not None}
+            out += dict.values(ps)
         if type(ms) is dict:
             todo += [c for c in dict.values(ms) if issubclass(type(c), torch.nn.Module)]
     return out
+
+
+def _params(module: Any) -> set[int]:
+    return {id(p) for p in raw_parameters(module) if p is not None}
 
 
 def _leaves(tensors: list[Any]) -> set[int]:

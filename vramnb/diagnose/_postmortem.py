@@ -654,22 +654,13 @@ def _model_of(opt: Any, namespace: dict[str, Any]) -> str | None:
         ids = {id(p) for g in groups if type(g) is dict for p in (g.get("params") or [])}
     except Exception:  # noqa: BLE001
         return None
+    from ._failing_module import raw_parameters
+
     best, name = 0, None
     for n, obj in list(namespace.items())[:_ITEMS]:
         if not issubclass(type(obj), torch.nn.Module) or n.startswith("_"):
             continue
-        hits, todo, seen = 0, [obj], set[int]()
-        while todo and len(seen) < _BUDGET:
-            m = todo.pop()
-            if id(m) in seen:
-                continue
-            seen.add(id(m))
-            d = object.__getattribute__(m, "__dict__")
-            ps, ms = dict.get(d, "_parameters"), dict.get(d, "_modules")
-            if type(ps) is dict:
-                hits += sum(1 for p in dict.values(ps) if id(p) in ids)
-            if type(ms) is dict:
-                todo += [c for c in dict.values(ms) if issubclass(type(c), torch.nn.Module)]
+        hits = sum(1 for p in raw_parameters(obj, _BUDGET) if id(p) in ids)
         if hits > best:
             best, name = hits, n
     return name
