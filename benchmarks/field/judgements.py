@@ -502,3 +502,12 @@ JUDGEMENTS_V4: dict[str, tuple[str, str, str]] = {
             "source row 'alive after the cell, held by no name above 1.0 MiB' is a.grad, which `a` holds (%vram: a … "
             "gradient 1.0 MiB); retain_graph=True not mentioned", _D),
 }
+
+
+# -- validation-5 (held out; benchmarks/results/2026-12-04d-field-validation5-before). Twenty public reports gathered
+# and committed by an outside judge (helper judge5) before any was run through vramnb; judged by the same rule as
+# validation-3's and validation-4's (a false sentence or inapplicable advice: wrong). Filled in after the run.
+# The third field: the score were the false sentence or the inapplicable advice named in the reason absent.
+JUDGED_AT_V5 = "279bbcd (vramnb/ as at main 279bbcd, run from fix-judge5; judged by judge5)"
+
+JUDGEMENTS_V5: dict[str, tuple[str, str, str]] = {}
