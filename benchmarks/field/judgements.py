@@ -502,3 +502,107 @@ JUDGEMENTS_V4: dict[str, tuple[str, str, str]] = {
             "source row 'alive after the cell, held by no name above 1.0 MiB' is a.grad, which `a` holds (%vram: a … "
             "gradient 1.0 MiB); retain_graph=True not mentioned", _D),
 }
+
+
+# -- validation-5 (held out; benchmarks/results/2026-12-04d-field-validation5-before). Twenty public reports gathered
+# and committed by an outside judge (helper judge5) before any was run through vramnb; judged by the same rule as
+# validation-3's and validation-4's (a false sentence or inapplicable advice: wrong). Filled in after the run.
+# The third field: the score were the false sentence or the inapplicable advice named in the reason absent.
+JUDGED_AT_V5 = "279bbcd (vramnb/ as at main 279bbcd, run from fix-judge5; judged by judge5)"
+
+JUDGEMENTS_V5: dict[str, tuple[str, str, str]] = {
+    "metric_keeps_every_batch_oom": (
+        _W, "'largest holders: ssim 114.0 MiB (deleting it frees 111.0 MiB)' and %vram's ssim.preds / ssim.target name "
+            "the holder, not why (update() stores every batch); fix 2 'a smaller batch per evaluation step' cannot "
+            "help (what is stored grows with the samples seen, whatever the batch), fix 3 bf16 autocast is not the fix; "
+            "false: by-source row 'last exception … 114.0 MiB' while the same report says 'the error's traceback keeps "
+            "3.0 MiB alive' and %vram free released 3.0 MiB (ssim holds the rest); no per-batch (functional) value", _P),
+    "metric_state_not_reset_between_epochs": (
+        _W, "'iou_metric grew by 20.0 MiB: it keeps what each run makes' and %vram iou_metric.preds / .target (the "
+            "cause); no reset() (the issue's fix); false: by-source row 'tensor y … 2.0 MiB' at the end of runs 2 and 3 "
+            "(y holds one 1.0 MiB target, %vram: y 1.0 MiB; the other MiB is an earlier target that iou_metric.target "
+            "keeps; run 3's row starts at 1.0 MiB where run 2's ended at 2.0 MiB)", _P),
+    "logger_history_keeps_loss_tensors": (
+        _W, "'run grew by 25.1 MiB: it keeps what each run makes' and %vram run.history[i]['val_loss'] 'autograd graph "
+            "2.5 MiB' (the cause); no_grad is offered only for 'autograd graphs kept after the cell by loss (2.0 MiB) "
+            "… (these keep 2.0 MiB)', not for the 75 MiB of graphs in run.history, and no .item() for what is logged "
+            "(the issue's fix); false: by-source rows 'tensor xb … 1.0 MiB' and 'tensor loss … 8 B' in runs 2-3 (xb "
+            "holds 512 KiB, loss 4 B: the earlier ones are run.history's)", _P),
+    "model_recreated_in_loop_before_old_freed_oom": (
+        _W, "the second model's construction failed with the first (model and optimizer, 768.5 MiB of parameters and "
+            "gradients) alive; fixes 2-4 (bf16 autocast, 'recompute activations in backward', vramnb.compare) do not "
+            "apply (~1 MiB of activations); 'largest holders: model 768.5 MiB (deleting it frees 0 B), optimizer "
+            "768.5 MiB (deleting it frees 0 B)' is true but never says these are the previous setting's model, nor "
+            "`del model, optimizer` together", _M),
+    "attention_scores_long_sequence_oom": (
+        _P, "fix 2: 'one request of 256.0 MiB is more than the 12.0 MiB all tensors hold and the 128.0 MiB still free "
+            "together: read the shapes on the failing line (…, a batch or sequence far too large)' points at the "
+            "line; not that q @ k^T materialises the (1, 4, 4096, 4096) score matrix, nor a fused attention "
+            "(scaled_dot_product_attention / flex_attention) or chunking", _P),
+    "pairwise_distance_expand_broadcast_oom": (
+        _P, "fix 2: 'one request of 512.0 MiB … read the shapes on the failing line (an unintended broadcast, …)' "
+            "points at x - y; not that the expanded views are materialised as (32, 256, 256, 64), nor the PR's "
+            "|x|^2 + |y|^2 - 2 bmm (or cdist)", _P),
+    "causal_mask_repeat_instead_of_expand_oom": (
+        _M, "only 'raise the process's limit' and 'largest holders: causal_mask 4.0 MiB'; nothing on .repeat() copying "
+            "the mask batch_size times (128 MiB, then 512 MiB for .to(dtype)) or .expand(); 'read the shapes' did not "
+            "fire (512 MiB asked with 132 MiB allocated and 122.9 MiB free)", _M),
+    "causal_mask_buffer_in_every_layer_oom": (
+        _W, "the failure is in Transformer.__init__ (13 layers' 16 MiB causal_mask buffers built); inapplicable: fix 2 "
+            "'no backward runs in the failing code, yet gradients are on: each forward keeps its activations … turn "
+            "gradients off around the loop' (no forward ran, nothing is saved) and fix 3 'a smaller batch per "
+            "evaluation step'; 'the error's traceback keeps 208.7 MiB alive' is true (%vram free released it), but "
+            "nothing names the per-layer (n_ctx, n_ctx) buffer", _M),
+    "embeddings_list_concatenated_at_end_oom": (
+        _W, "fix 1 names embeddings (360.0 MiB) but advises 'keep numbers or reduced values, not whole tensors, or "
+            "empty it … embeddings.clear()' (the embeddings are the result); fix 3 'gradients are on: each forward "
+            "keeps its activations … turn gradients off around the loop' is false (the loop runs under "
+            "torch.no_grad()) and fix 4 contradicts it; nothing says torch.cat asks a second 360 MiB copy; false: "
+            "by-source row 'last exception … 360.0 MiB' (%vram has no last-exception row, %vram free released 0 B: "
+            "embeddings holds it)", _P),
+    "class_level_dict_shared_by_instances": (
+        _W, "regrowth '10.0 MiB more … it keeps what each run makes (no name of the notebook grew by it …)' and %vram "
+            "'30.0 MiB allocated is held by no name listed (… such as a function's cache, a class attribute, …)': a "
+            "list of possibilities, not Tracker._track_features; false: 'no name of the notebook grew by it' "
+            "(Tracker, a name defined in the notebook, keeps the growing dict as a class attribute); no fix", _M),
+    "stored_exceptions_keep_tracebacks": (
+        _P, "'failures grew by 28.0 MiB' and %vram failures[i] RuntimeError 4/8/16 MiB ('other'): the stored "
+            "exceptions hold it, but not that their tracebacks keep process()'s frame (h); fix only 'empty it when "
+            "done (`failures.clear()`) or store less (reduced values, not whole tensors)', not e.__traceback__ = None "
+            "or str(e) (the PR)", _P),
+    "embeddingbag_dense_gradient_oom": (
+        _W, "the backward's 390.6 MiB request is the table's dense gradient; fixes 2-4 (bf16 autocast, 'recompute "
+            "activations in backward', vramnb.compare) do not apply (1.6 KiB of activations); nothing on the dense "
+            "gradient of the whole table or sparse=True", _M),
+    "histogram_filtering_copies_oom": (
+        _M, "only 'raise the process's limit' and 'held by the failing frames: tensor 256.0 MiB (log_histogram:6)'; "
+            "nothing on boolean indexing copying the 256 MiB tensor (and its 512 MiB of int64 indices), or on skipping "
+            "the filters when there is nothing to filter", _M),
+    "generator_frame_keeps_previous_batch_oom": (
+        _P, "'held by the failing frames: batch 384.0 MiB (batches:5)' at the line that builds the next batch: the "
+            "cause's holder (the generator's frame keeps the previous batch); not explained, no `del batch` before "
+            "the yield (the PR); 'the error's traceback keeps 384.0 MiB alive' true", _P),
+    "weights_of_every_epoch_kept": (
+        _P, "'weights_per_epoch grew by 16.1 MiB: it keeps what each run makes' (the cause); fix only 'empty it when "
+            "done (`weights_per_epoch.clear()`) or store less (reduced values, not whole tensors)', not keeping the "
+            "last and the best (the issue) or saving to disk", _P),
+    "out_of_place_activations_in_inference_oom": (
+        _M, "the 384 MiB request is the out-of-place ReLU's output beside its 384 MiB input (kept by the frames); "
+            "fixes 'a smaller batch per evaluation step' and bf16 autocast are generic levers that would fit but "
+            "name no cause; nothing on the activation's second copy or inplace=True", _M),
+    "float_copy_of_concatenated_sample_oom": (
+        _M, "only 'raise the process's limit' and 'largest holders: sample 192.0 MiB'; nothing on .float() making a "
+            "384 MiB copy beside the list and its half-precision cat, or on staying in float16", _M),
+    "del_frees_nothing_graph_holds_tensor": (
+        _D, "'autograd graphs kept after the cell by z (64.0 MiB): no backward ran in this cell: … wrap the cell in "
+            "`with torch.no_grad():`' (y's 64 MiB, by-source 'activations +64.0 MiB'; %vram z 'autograd graph "
+            "128.0 MiB' with x): the forum's answer", _D),
+    "trainer_object_keeps_training_data": (
+        _W, "%vram nets[i].batch_iterator_train.X 32.0 MiB (the cause, visible) and 'nets grew by 32.0 MiB'; fix "
+            "'empty it when done (`nets.clear()`)' discards the fitted nets, not their data; false: by-source row "
+            "'activations … +32.0 MiB' each run (it is X, no graph) beside 'list nets … +40.0 KiB' while the regrowth "
+            "line says nets grew by 32.0 MiB", _P),
+    "batch_loader_keeps_last_samples": (
+        _P, "by-source 'BatchLoader loader +48.0 MiB' and %vram loader.samples (16 x (3, 512, 512)): the cause's "
+            "holder; no fix (`del samples` in the loader, the PR)", _P),
+}

@@ -23,6 +23,8 @@ validation-4 after advice fixes merge)::
         --judgements v3 --out DIR
     MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-4 --checkout /work/main \
         --judgements v4 --out DIR
+    MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-5 --checkout /work/main \
+        --judgements v5 --out DIR
 
 ``--checkout DIR`` puts ``DIR`` first on the children's ``PYTHONPATH`` (so ``vramnb`` is imported from there; the
 run stops if it is not) and records the last commit that changed that checkout's ``vramnb/`` (``-dirty`` when it has
@@ -241,7 +243,7 @@ def main() -> None:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
-    ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4"), default="before",
+    ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4", "v5"), default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
     a = ap.parse_args()
@@ -324,6 +326,8 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
         return j.JUDGED_AT_C_AFTER, dict(j.JUDGEMENTS_C_AFTER)
     if judged_set == "v4":
         return f"validation-4: {j.JUDGED_AT_V4}", dict(j.JUDGEMENTS_V4)
+    if judged_set == "v5":
+        return f"validation-5: {j.JUDGED_AT_V5}", dict(j.JUDGEMENTS_V5)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -343,11 +347,12 @@ def _rescore(folder: Path, judged_set: str) -> None:
 
 
 SCORES = ("diagnosed", "partly", "missed", "wrong")
-PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4")
+PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4", "validation-5")
 # what the judgements' third field scores (judgements.py)
 THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
                "v3": "were the false sentence or the inapplicable advice named in the reason absent",
-               "v4": "were the false sentence or the inapplicable advice named in the reason absent"}
+               "v4": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v5": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
