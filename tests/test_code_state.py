@@ -479,3 +479,63 @@ def test_a_library_object_of_plain_data_is_put_back():
     last = next(n for n in e.notes if n.startswith("predicted for 24GiB"))
     assert "put back as found: enc" in last and "not checked" not in last, last
     assert enc.indent == 2
+
+
+def test_a_module_imported_inside_forward_and_state_reached_through_weak_references(tmp_path, monkeypatch):
+    """Adversary round d: ``import m`` / ``from m import X`` inside a forward (a user module's list, dict and
+    object), a submodule reached through a package, a ``weakref.ref`` called and a ``WeakValueDictionary``
+    indexed were not recorded (a weak reference is hashable, so it was taken as unchanging): every entry point
+    left the forward's writes there."""
+    import weakref
+
+    pkg = tmp_path / "adv_pkg_d"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub.py").write_text("LOG = []\n")
+    (tmp_path / "adv_reg_d.py").write_text(
+        "CALLS = []\nCACHE = {}\nclass T:\n    def __init__(self):\n        self.n = 0\nTRACK = T()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("adv_reg_d")
+    importlib.import_module("adv_pkg_d.sub")
+    import adv_reg_d
+    from adv_pkg_d import sub
+
+    class Box:
+        def __init__(self) -> None:
+            self.n = 0
+
+    box, box2 = Box(), Box()
+    ref, weak = weakref.ref(box), weakref.WeakValueDictionary({"b": box2})
+    ns: dict[str, object] = {"ref": ref, "weak": weak}
+    exec("def fwd(self, x):\n"
+         "    import adv_reg_d\n"
+         "    import adv_pkg_d.sub\n"
+         "    from adv_reg_d import CACHE, TRACK\n"
+         "    adv_reg_d.CALLS.append(1)\n"
+         "    adv_pkg_d.sub.LOG.append(1)\n"
+         "    CACHE['y'] = x\n"
+         "    TRACK.n += 1\n"
+         "    ref().n += 1\n"
+         "    weak['b'].n += 1\n"
+         "    return self.l(x)\n", ns)
+
+    class M(nn.Module):
+        forward = ns["fwd"]
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(8, 8)
+
+    m = M()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    loss = lambda mm, b: mm(b).sum()  # noqa: E731
+    runs = {"estimate": lambda: vramnb.estimate(m, torch.randn(4, 8), loss, opt, target="24GiB"),
+            "profile_step": lambda: vramnb.profile_step(m, torch.randn(4, 8), loss, opt)}
+    try:
+        for name, run in runs.items():
+            run()
+            state = (adv_reg_d.CALLS, adv_reg_d.CACHE, adv_reg_d.TRACK.n, sub.LOG, box.n, box2.n)
+            assert state == ([], {}, 0, [], 0, 0), (name, state)
+    finally:
+        for name in ("adv_reg_d", "adv_pkg_d.sub", "adv_pkg_d"):
+            sys.modules.pop(name, None)

@@ -19,14 +19,16 @@ by name, then :meth:`CodeState.restore` puts it back (whatever the step raised):
   attributes), :data:`DEPTH` levels deep; a ``functools.partial``'s function and
   arguments, a bound method's object, a callable object's ``__call__``; code of
   the Python standard library, of installed packages and of vramnb is not the
-  user's and is not walked;
+  user's and is not walked; a module the function imports as it runs (``import m``,
+  ``from m import x`` inside it) is reached as a global module name is;
 * for each global name and closure cell they name: the binding itself (a value
   rebound, a name added or deleted is put back);
 * the values so reached, at any depth (up to :data:`BUDGET` objects): the entries of dicts,
   lists, sets and deques (``OrderedDict``, ``defaultdict`` and other subclasses
   too: :mod:`vramnb._deep_state`), the attributes of objects of the user's
   classes (``__dict__`` and ``__slots__``) and of the classes themselves (a
-  class-level counter), the bytes of NumPy arrays,
+  class-level counter), what a weak reference (``weakref.ref``, ``WeakValueDictionary``,
+  ``WeakKeyDictionary``, ``WeakSet``) refers to, the bytes of NumPy arrays,
   ``bytearray`` s and ``array.array`` s, and tensors named or one container
   or attribute down (handed to the caller: the real step's snapshot records
   their bytes, ``.grad`` and hooks; a fake step cannot write into a real
@@ -65,6 +67,7 @@ import os
 import sys
 import sysconfig
 import types
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -153,6 +156,33 @@ def _stored_globals(code: types.CodeType) -> set[str]:
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             out |= _stored_globals(c)
+    return out
+
+
+def _imported(code: types.CodeType, package: str | None) -> set[str]:
+    """The modules ``code`` (and the code nested in it) imports as it runs (``import m``, ``from m import x``
+    inside a function), by full name: each dotted prefix (``import a.b`` binds ``a``), relative imports resolved
+    against ``package``."""
+    import dis
+    import importlib.util
+
+    out: set[str] = set()
+    consts: list[Any] = []
+    for i in dis.get_instructions(code):
+        if i.opname == "IMPORT_NAME":
+            level = consts[-2] if len(consts) >= 2 and isinstance(consts[-2], int) else 0
+            name = str(i.argval)
+            if level:
+                try:
+                    name = importlib.util.resolve_name("." * level + name, package).rstrip(".")
+                except (ImportError, ValueError):
+                    continue
+            parts = name.split(".")
+            out |= {".".join(parts[:n]) for n in range(1, len(parts) + 1) if parts[0]}
+        consts = [*consts[-1:], i.argval] if i.opname == "LOAD_CONST" else []
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _imported(c, package)
     return out
 
 
@@ -289,6 +319,10 @@ class CodeState:
             self._binding(glb, name, name)  # also a global the code creates (absent now: deleted after)
             if name in glb:
                 self._reached(glb[name], name, depth, attrs=names)
+        for name in sorted(_imported(code, glb.get("__package__"))):  # `import m` inside the function
+            mod = sys.modules.get(name)
+            if isinstance(mod, types.ModuleType):
+                self._reached(mod, name, depth, attrs=names)
         for i, v in enumerate(fn.__defaults__ or ()):
             self._value(v, f"{where}'s default {i}")
         for k, v in (fn.__kwdefaults__ or {}).items():
@@ -309,7 +343,7 @@ class CodeState:
                 for a in sorted(attrs or ()):
                     if a in v.__dict__:
                         self._binding(v.__dict__, a, f"{v.__name__}.{a}")
-                        self._reached(v.__dict__[a], f"{v.__name__}.{a}", depth - 1)
+                        self._reached(v.__dict__[a], f"{v.__name__}.{a}", depth - 1, attrs=attrs)  # a submodule
             return
         if isinstance(v, (types.FunctionType, types.MethodType, functools.partial)):
             self.add_function(v, depth - 1)
@@ -355,6 +389,14 @@ class CodeState:
                     self.add_tensor(v)
                 continue
             if issubclass(t, _ATOMS) or id(v) in self._seen_val or v is builtins.__dict__:
+                continue
+            if issubclass(t, weakref.ref):  # what it refers to is reached (REF().n += 1); the ref cannot change
+                target = v()
+                if target is not None:
+                    stack.append((target, (path, "()", ""), d))
+                continue
+            if issubclass(t, (weakref.WeakValueDictionary, weakref.WeakKeyDictionary, weakref.WeakSet)):
+                stack.append((v.data, path, d))  # its entries: weak references to what the code reaches
                 continue
             if issubclass(t, (types.FunctionType, types.MethodType, functools.partial, types.ModuleType, type)):
                 continue  # functions are walked as code (add_function), not as values
@@ -476,7 +518,7 @@ def _path(p: Any) -> str:
     parts = []
     while isinstance(p, tuple):
         p, kind, k = p
-        parts.append(f"[{_key(k)}]" if kind == "[]" else f".{k}")
+        parts.append(f"[{_key(k)}]" if kind == "[]" else "()" if kind == "()" else f".{k}")
     return str(p) + "".join(reversed(parts))
 
 
