@@ -539,3 +539,88 @@ def test_a_module_imported_inside_forward_and_state_reached_through_weak_referen
     finally:
         for name in ("adv_reg_d", "adv_pkg_d.sub", "adv_pkg_d"):
             sys.modules.pop(name, None)
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before:UserWarning")
+def test_an_lr_scheduler_a_grad_scaler_and_an_optimizers_settings_the_loss_changes_are_put_back():
+    """Adversary round d: a loss function that steps an LR scheduler (of the profiled optimizer and of another),
+    sets an optimizer's ``lr`` and uses a ``GradScaler``: library objects were only named as not checked, and
+    ``estimate`` left the user's optimizer at the loss's ``lr`` (0.1 -> 5.0) and the schedulers advanced
+    (last_epoch 0 -> 2, the other optimizer's lr 1.0 -> 0.25); ``profile_step`` left the schedulers advanced and
+    the scaler's lazily made scale tensor."""
+    torch.manual_seed(0)
+    m = nn.Linear(8, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    other = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    sched2 = torch.optim.lr_scheduler.StepLR(other, step_size=1, gamma=0.5)
+    scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
+    calls = np.zeros(1)  # an array beside them: both kinds are put back in one restore
+
+    def loss(mm, b):
+        calls[0] += 1
+        out = scaler.scale(mm(b).sum())
+        sched.step()
+        sched2.step()
+        opt.param_groups[0]["lr"] = 5.0
+        opt.param_groups[0]["new_key"] = 1
+        return out
+
+    def state():
+        return (sched.state_dict(), sched2.state_dict(), dict(scaler.__dict__),
+                [{k: v for k, v in g.items() if k != "params"} for o in (opt, other) for g in o.param_groups])
+
+    found = state()
+    for name, run in {"estimate": lambda: vramnb.estimate(m, torch.randn(4, 8), loss, opt, target="24GiB"),
+                      "profile_step": lambda: vramnb.profile_step(m, torch.randn(4, 8), loss, opt)}.items():
+        r = run()
+        assert state() == found, name
+        assert "sched2;" in " ".join(r.notes), (name, r.notes)  # named among what was put back
+    assert scaler._scale is None and sched.last_epoch == 0 and other.param_groups[0]["lr"] == 1.0 and calls[0] == 0
+
+
+def test_a_functools_cache_and_a_module_named_by_the_loss_are_put_back():
+    """Adversary round d: an ``lru_cache``'d mask helper the forward calls kept the estimate's fake tensor
+    (the user's next call got a ``FakeTensor``) and the real step's entry; a tracker module the loss updates
+    through a method (not its forward) kept the profiled steps' sum and count."""
+
+    @functools.lru_cache(maxsize=None)
+    def causal_mask(n):
+        return torch.ones(n, n).triu(1).bool()
+
+    class Tracker(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("total", torch.zeros(()))
+            self.count = 0
+
+        def update(self, v):
+            self.total += v.detach()
+            self.count += 1
+
+    tracker = Tracker()
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.l(x).masked_fill(causal_mask(x.shape[0])[:, :1], 0)
+
+    def loss(mm, b):
+        y = mm(b).sum()
+        tracker.update(y)
+        return y
+
+    def plain_loss(mm, b):
+        return mm(b).sum()
+
+    m, x = Net(), torch.randn(5, 8)
+    vramnb.estimate(m, x, plain_loss, None, target="24GiB")
+    assert causal_mask.cache_info().currsize == 0 and type(causal_mask(5)) is torch.Tensor
+    causal_mask.cache_clear()
+    r = vramnb.profile_step(m, x, loss, torch.optim.SGD(m.parameters(), lr=0.1))
+    assert causal_mask.cache_info().currsize == 0
+    assert tracker.count == 0 and tracker.total.item() == 0.0 and tracker.total._version == 0
+    assert any("functools cache" in n for n in r.notes), r.notes

@@ -29,16 +29,24 @@ by name, then :meth:`CodeState.restore` puts it back (whatever the step raised):
   classes (``__dict__`` and ``__slots__``) and of the classes themselves (a
   class-level counter), what a weak reference (``weakref.ref``, ``WeakValueDictionary``,
   ``WeakKeyDictionary``, ``WeakSet``) refers to, the bytes of NumPy arrays,
+  a module named by the code other than through the model (a metric, a tracker whose method
+  updates it: its attributes, and for the real step its parameters' and buffers' bytes),
   ``bytearray`` s and ``array.array`` s, and tensors named or one container
   or attribute down (handed to the caller: the real step's snapshot records
   their bytes, ``.grad`` and hooks; a fake step cannot write into a real
   tensor, :mod:`vramnb.predict._fake_guard`);
+* a ``functools.lru_cache`` / ``cache`` of the user's that the step adds an entry to is emptied
+  after it (its entries cannot be taken out one by one; a fake step's would hold fake tensors);
 * the values among the model's module attributes (NumPy arrays, plain objects,
   containers), which the fake copy shares or copies and the real step changes.
 
 Objects of library classes (the standard library's, an installed package's) are the
 library's: one whose attributes are all plain data (a model's config, which a library may
-change as it builds a model from it) is recorded and put back like the user's objects; any
+change as it builds a model from it) is recorded and put back like the user's objects; one
+that keeps its state through ``state_dict()`` / ``load_state_dict()`` with plain data (PyTorch's
+LR schedulers, ``GradScaler``) is put back through them, its attributes' bindings too, and a
+scheduler's optimizer's settings; an optimizer the code names has its param groups' settings
+(``lr`` and the rest) put back, its state being the step's; any
 other is not recorded (partly putting back an object that has already acted outside the
 process, a ``GradScaler``, a ``wandb`` run, would leave it inconsistent) and is named in
 :attr:`CodeState.unchecked` where the user's code names it; they are left out where
@@ -60,6 +68,7 @@ from __future__ import annotations
 import argparse
 import array
 import builtins
+import copy
 import enum
 import logging
 import functools
@@ -235,6 +244,9 @@ class CodeState:
         self.containers: list[tuple[Any, list[Any], Any]] = []  # (live, entries, path: see _path)
         self.arrays: list[tuple[Any, Any, Any]] = []
         self.slotted: list[tuple[Any, dict[str, Any], Any]] = []
+        self.stateful: list[tuple[Any, Any, Any, Any]] = []  # (object, state_dict copy, its plain form, path)
+        self.groups: list[tuple[dict[str, Any], dict[str, Any], Any]] = []  # an optimizer's param_groups
+        self.caches: list[tuple[Any, Any, str]] = []  # (a functools cache wrapper, its cache_info(), name)
         self.unchecked: list[str] = []
         self._seen_fn: set[int] = set()
         self._seen_val: set[int] = set()
@@ -288,6 +300,8 @@ class CodeState:
         elif isinstance(fn, torch.nn.Module):  # a module used as a hook: its own code and attributes
             self.add_model(fn)
         elif hasattr(fn, "__wrapped__"):  # functools.wraps / lru_cache around a function
+            if callable(getattr(fn, "cache_info", None)) and callable(getattr(fn, "cache_clear", None)):
+                self.caches.append((fn, fn.cache_info(), _qualname(fn)))  # what the step adds to it: see restore
             self.add_function(fn.__wrapped__, depth)
         elif callable(fn) and _users_class(type(fn)):  # a callable object of the user's class
             self._value(fn, f"{type(fn).__qualname__} object")
@@ -345,7 +359,8 @@ class CodeState:
                         self._binding(v.__dict__, a, f"{v.__name__}.{a}")
                         self._reached(v.__dict__[a], f"{v.__name__}.{a}", depth - 1, attrs=attrs)  # a submodule
             return
-        if isinstance(v, (types.FunctionType, types.MethodType, functools.partial)):
+        if isinstance(v, (types.FunctionType, types.MethodType, functools.partial)) or (
+                callable(v) and hasattr(v, "__wrapped__") and not isinstance(v, type)):  # an lru_cache'd function
             self.add_function(v, depth - 1)
             return
         if isinstance(v, type):
@@ -370,7 +385,7 @@ class CodeState:
                 for acc in (f.fget, f.fset, f.fdel):
                     if acc is not None:
                         self.add_function(acc, depth)
-            elif isinstance(f, (types.FunctionType, functools.partial)):
+            elif isinstance(f, (types.FunctionType, functools.partial)) or (callable(f) and hasattr(f, "__wrapped__")):
                 self.add_function(f, depth)
             else:
                 self._value(f, f"{cls.__qualname__}.{k}")
@@ -400,6 +415,12 @@ class CodeState:
                 continue
             if issubclass(t, (types.FunctionType, types.MethodType, functools.partial, types.ModuleType, type)):
                 continue  # functions are walked as code (add_function), not as values
+            if issubclass(t, torch.optim.Optimizer) and not in_model:
+                self._groups(v, path)  # its hyperparameters (a scheduler sets lr); its state: the step's own
+                continue
+            if issubclass(t, torch.nn.Module) and not in_model:
+                self._module(v, path)  # a module the code names (a metric, a tracker): its methods may change it
+                continue
             if issubclass(t, (torch.nn.Module, torch.optim.Optimizer)):
                 continue  # the step's own mechanisms (module docstring)
             if type(v).__module__.startswith("vramnb."):
@@ -438,6 +459,11 @@ class CodeState:
             elif not _users_class(t) and t not in _DATA_CLASSES and not _plain_object(v):  # a library's object
                 if in_model or issubclass(t, _OUTPUT_CLASSES):
                     continue  # the model's: the fake copy copies it, the snapshot keeps its binding; output: not state
+                if self._stateful(v, path):  # an LR scheduler, a GradScaler: its own state_dict, put back whole
+                    opt = getattr(v, "optimizer", None)
+                    if isinstance(opt, torch.optim.Optimizer):  # a scheduler sets its optimizer's lr
+                        self._groups(opt, (path, ".", "optimizer"))
+                    continue
                 self.unchecked.append(f"{_path(path)} ({t.__module__}.{t.__qualname__}, a library's object)")
             elif isinstance(getattr(v, "__dict__", None), dict) or _slots(type(v)):
                 attrs = getattr(v, "__dict__", None)
@@ -456,6 +482,52 @@ class CodeState:
                     self.unchecked.append(f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__})")
             elif not _immutable(v):
                 self.unchecked.append(f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__})")
+
+    def _stateful(self, v: Any, path: Any) -> bool:
+        """Record a library object that keeps its state through ``state_dict()`` / ``load_state_dict()`` (PyTorch's
+        LR schedulers, ``GradScaler``): its state as plain data, and its attributes' bindings (a lazily made tensor).
+        False where it has no such methods or its state is not plain data."""
+        if not (callable(getattr(type(v), "state_dict", None)) and callable(getattr(type(v), "load_state_dict", None))):
+            return False
+        try:
+            sd = v.state_dict()
+        except Exception:  # noqa: BLE001 - a library's method that fails: not recorded (named as unchecked)
+            return False
+        plain = _plain(sd)
+        if plain is _NOT_PLAIN:
+            return False
+        self.stateful.append((v, copy.deepcopy(sd), plain, path))
+        attrs = getattr(v, "__dict__", None)
+        if isinstance(attrs, dict):
+            self.containers.append((attrs, shallow_copy(attrs), path))
+        return True
+
+    def _module(self, mod: torch.nn.Module, path: Any) -> None:
+        """A module the code names (not through the model): each submodule's attributes' bindings (a counter,
+        its parameter and buffer dicts) and, for the real step, its parameters and buffers (bytes, ``.grad``)."""
+        if id(mod) in self._seen_val:
+            return
+        for name, sub in mod.named_modules():
+            if id(sub) in self._seen_val:
+                continue
+            self._seen_val.add(id(sub))
+            self._keep.append(sub)
+            where = (path, ".", name) if name else path
+            for d in (sub.__dict__, sub._parameters, sub._buffers):
+                self.containers.append((d, shallow_copy(d), where))
+            if self.add_tensor is not None:
+                for t in [*sub._parameters.values(), *sub._buffers.values()]:
+                    if t is not None:
+                        self.add_tensor(t)
+
+    def _groups(self, opt: torch.optim.Optimizer, path: Any) -> None:
+        """Record an optimizer's param groups' settings (``lr`` and the rest, not the parameters)."""
+        if id(opt) in self._seen_val:
+            return
+        self._seen_val.add(id(opt))
+        self._keep.append(opt)
+        for i, g in enumerate(opt.param_groups):
+            self.groups.append((g, {k: x for k, x in g.items() if k != "params"}, (path, ".", f"param_groups[{i}]")))
 
     # --- putting back ----------------------------------------------------------------------
     def changed(self) -> list[str]:
@@ -478,11 +550,17 @@ class CodeState:
         for live, saved, where in self.containers:
             if not same(live, saved):
                 out.append(_path(where))
-        for arr, copy, where in self.arrays:
-            if _array_changed(arr, copy):
+        for arr, kept, where in self.arrays:
+            if _array_changed(arr, kept):
                 out.append(_path(where))
         for obj, held, where in self.slotted:
             out += [f"{_path(where)}.{k}" for k, x in held.items() if getattr(obj, k, _EMPTY) is not x]
+        out += [_path(where) for obj, _, plain, where in self.stateful if _state_changed(obj, plain)]
+        out += [f"{where} (a functools cache: cleared, as it kept values of the step)"
+                for fn, info, where in self.caches if _cache_grew(fn, info)]
+        for g, held, where in self.groups:
+            out += [f"{_path(where)}[{k!r}]" for k in [*held, *(g.keys() - held.keys() - {"params"})]
+                    if g.get(k, _EMPTY) is not held.get(k, _EMPTY)]
         return list(dict.fromkeys(out))
 
     def restore(self) -> list[str]:
@@ -504,10 +582,18 @@ class CodeState:
             attempt(_refill, cell, present, v)
         for cls, attrs, _ in self.classes:
             attempt(_class_back, cls, attrs)
-        for arr, copy, _ in self.arrays:
-            attempt(_array_back, arr, copy)
+        for arr, kept, _ in self.arrays:
+            attempt(_array_back, arr, kept)
         for obj, held, _ in self.slotted:
             attempt(_slots_back, obj, held)
+        for obj, sd, plain, _ in self.stateful:
+            if _state_changed(obj, plain):
+                attempt(obj.load_state_dict, copy.deepcopy(sd))
+        for g, held, _ in self.groups:
+            attempt(_group_back, g, held)
+        for fn, info, _ in self.caches:  # its entries cannot be taken out one by one: emptied (a cache, never a result)
+            if _cache_grew(fn, info):
+                attempt(fn.cache_clear)
         if errors:
             raise errors[0]
         return changed
@@ -608,6 +694,27 @@ def _slots_back(obj: Any, held: dict[str, Any]) -> None:
             delattr(obj, k)
         else:
             setattr(obj, k, x)
+
+
+def _cache_grew(fn: Any, info: Any) -> bool:
+    """Whether a ``functools`` cache took an entry since ``info`` (a miss stores one; a hit changes nothing)."""
+    now = fn.cache_info()
+    return bool(now.misses != info.misses or now.currsize != info.currsize)
+
+
+def _state_changed(obj: Any, plain: Any) -> bool:
+    try:
+        return bool(_plain(obj.state_dict()) != plain)
+    except Exception:  # noqa: BLE001 - a state_dict that now fails: put back
+        return True
+
+
+def _group_back(g: dict[str, Any], held: dict[str, Any]) -> None:
+    for k in g.keys() - held.keys() - {"params"}:
+        del g[k]
+    for k, x in held.items():
+        if g.get(k, _EMPTY) is not x:
+            g[k] = x
 
 
 def _rebind(d: dict[str, Any], name: str, present: bool, v: Any) -> None:
