@@ -624,3 +624,29 @@ def test_a_functools_cache_and_a_module_named_by_the_loss_are_put_back():
     assert causal_mask.cache_info().currsize == 0
     assert tracker.count == 0 and tracker.total.item() == 0.0 and tracker.total._version == 0
     assert any("functools cache" in n for n in r.notes), r.notes
+
+
+def test_the_object_of_a_builtin_bound_method_the_loss_calls_is_put_back():
+    """Adversary round d: ``record = losses.append`` / ``store = cache.__setitem__`` are built-in methods, taken as
+    unchanging atoms, and ``counts.update`` a library's method, not walked: the list, dict and Counter behind them
+    kept the estimate's fake tensors and the real step's."""
+    import collections
+
+    losses: list = []
+    cache: dict = {}
+    counts: collections.Counter = collections.Counter()
+    record, store, bump = losses.append, cache.__setitem__, counts.update  # the last: a library's Python method
+
+    def loss(mm, b):
+        y = mm(b).sum()
+        record(y.detach())
+        store("last", y.detach())
+        bump(["step"])
+        return y
+
+    m = nn.Linear(8, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for run in (lambda: vramnb.estimate(m, torch.randn(4, 8), loss, opt, target="24GiB"),
+                lambda: vramnb.profile_step(m, torch.randn(4, 8), loss, opt)):
+        run()
+        assert losses == [] and cache == {} and counts == {}

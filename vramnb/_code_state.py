@@ -28,7 +28,8 @@ by name, then :meth:`CodeState.restore` puts it back (whatever the step raised):
   too: :mod:`vramnb._deep_state`), the attributes of objects of the user's
   classes (``__dict__`` and ``__slots__``) and of the classes themselves (a
   class-level counter), what a weak reference (``weakref.ref``, ``WeakValueDictionary``,
-  ``WeakKeyDictionary``, ``WeakSet``) refers to, the bytes of NumPy arrays,
+  ``WeakKeyDictionary``, ``WeakSet``) refers to, the object of a built-in bound method
+  (``record = losses.append``), the bytes of NumPy arrays,
   a module named by the code other than through the model (a metric, a tracker whose method
   updates it: its attributes, and for the real step its parameters' and buffers' bytes),
   ``bytearray`` s and ``array.array`` s, and tensors named or one container
@@ -289,9 +290,11 @@ class CodeState:
             self.add_function(fn.func, depth)
         elif isinstance(fn, types.MethodType):
             f = fn.__func__
-            if isinstance(f, types.FunctionType) and _users_code(f.__code__):  # a library's object is its own
+            if isinstance(f, types.FunctionType) and _users_code(f.__code__):
                 self._value(fn.__self__, f"{_qualname(f)}'s object")
                 self.add_function(f, depth)
+            elif not isinstance(fn.__self__, type):  # a library's method (Counter.update): its object as a value
+                self._value(fn.__self__, f"{_qualname(f)}'s object")
         elif isinstance(fn, type):
             if _users_class(fn):
                 self._class(fn, depth)
@@ -397,6 +400,11 @@ class CodeState:
         while stack:
             v, path, d = stack.pop()
             t = type(v)  # classes, not isinstance: a lazy proxy's __class__ would run its factory
+            if issubclass(t, (types.BuiltinMethodType, types.MethodWrapperType)):  # record = losses.append
+                owner = getattr(v, "__self__", None)
+                if owner is not None and not isinstance(owner, (types.ModuleType, type)):
+                    stack.append((owner, path, d))
+                continue
             if issubclass(t, torch.Tensor):
                 # the model's own are the snapshot's; a tensor deeper than one container or attribute from the
                 # name (a dataset inside a loader named by the code) is kept by its binding, not copied
