@@ -479,3 +479,174 @@ def test_a_library_object_of_plain_data_is_put_back():
     last = next(n for n in e.notes if n.startswith("predicted for 24GiB"))
     assert "put back as found: enc" in last and "not checked" not in last, last
     assert enc.indent == 2
+
+
+def test_a_module_imported_inside_forward_and_state_reached_through_weak_references(tmp_path, monkeypatch):
+    """Adversary round d: ``import m`` / ``from m import X`` inside a forward (a user module's list, dict and
+    object), a submodule reached through a package, a ``weakref.ref`` called and a ``WeakValueDictionary``
+    indexed were not recorded (a weak reference is hashable, so it was taken as unchanging): every entry point
+    left the forward's writes there."""
+    import weakref
+
+    pkg = tmp_path / "adv_pkg_d"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub.py").write_text("LOG = []\n")
+    (tmp_path / "adv_reg_d.py").write_text(
+        "CALLS = []\nCACHE = {}\nclass T:\n    def __init__(self):\n        self.n = 0\nTRACK = T()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("adv_reg_d")
+    importlib.import_module("adv_pkg_d.sub")
+    import adv_reg_d
+    from adv_pkg_d import sub
+
+    class Box:
+        def __init__(self) -> None:
+            self.n = 0
+
+    box, box2 = Box(), Box()
+    ref, weak = weakref.ref(box), weakref.WeakValueDictionary({"b": box2})
+    ns: dict[str, object] = {"ref": ref, "weak": weak}
+    exec("def fwd(self, x):\n"
+         "    import adv_reg_d\n"
+         "    import adv_pkg_d.sub\n"
+         "    from adv_reg_d import CACHE, TRACK\n"
+         "    adv_reg_d.CALLS.append(1)\n"
+         "    adv_pkg_d.sub.LOG.append(1)\n"
+         "    CACHE['y'] = x\n"
+         "    TRACK.n += 1\n"
+         "    ref().n += 1\n"
+         "    weak['b'].n += 1\n"
+         "    return self.l(x)\n", ns)
+
+    class M(nn.Module):
+        forward = ns["fwd"]
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(8, 8)
+
+    m = M()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    loss = lambda mm, b: mm(b).sum()  # noqa: E731
+    runs = {"estimate": lambda: vramnb.estimate(m, torch.randn(4, 8), loss, opt, target="24GiB"),
+            "profile_step": lambda: vramnb.profile_step(m, torch.randn(4, 8), loss, opt)}
+    try:
+        for name, run in runs.items():
+            run()
+            state = (adv_reg_d.CALLS, adv_reg_d.CACHE, adv_reg_d.TRACK.n, sub.LOG, box.n, box2.n)
+            assert state == ([], {}, 0, [], 0, 0), (name, state)
+    finally:
+        for name in ("adv_reg_d", "adv_pkg_d.sub", "adv_pkg_d"):
+            sys.modules.pop(name, None)
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before:UserWarning")
+def test_an_lr_scheduler_a_grad_scaler_and_an_optimizers_settings_the_loss_changes_are_put_back():
+    """Adversary round d: a loss function that steps an LR scheduler (of the profiled optimizer and of another),
+    sets an optimizer's ``lr`` and uses a ``GradScaler``: library objects were only named as not checked, and
+    ``estimate`` left the user's optimizer at the loss's ``lr`` (0.1 -> 5.0) and the schedulers advanced
+    (last_epoch 0 -> 2, the other optimizer's lr 1.0 -> 0.25); ``profile_step`` left the schedulers advanced and
+    the scaler's lazily made scale tensor."""
+    torch.manual_seed(0)
+    m = nn.Linear(8, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    other = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    sched2 = torch.optim.lr_scheduler.StepLR(other, step_size=1, gamma=0.5)
+    scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
+    calls = np.zeros(1)  # an array beside them: both kinds are put back in one restore
+
+    def loss(mm, b):
+        calls[0] += 1
+        out = scaler.scale(mm(b).sum())
+        sched.step()
+        sched2.step()
+        opt.param_groups[0]["lr"] = 5.0
+        opt.param_groups[0]["new_key"] = 1
+        return out
+
+    def state():
+        return (sched.state_dict(), sched2.state_dict(), dict(scaler.__dict__),
+                [{k: v for k, v in g.items() if k != "params"} for o in (opt, other) for g in o.param_groups])
+
+    found = state()
+    for name, run in {"estimate": lambda: vramnb.estimate(m, torch.randn(4, 8), loss, opt, target="24GiB"),
+                      "profile_step": lambda: vramnb.profile_step(m, torch.randn(4, 8), loss, opt)}.items():
+        r = run()
+        assert state() == found, name
+        assert "sched2;" in " ".join(r.notes), (name, r.notes)  # named among what was put back
+    assert scaler._scale is None and sched.last_epoch == 0 and other.param_groups[0]["lr"] == 1.0 and calls[0] == 0
+
+
+def test_a_functools_cache_and_a_module_named_by_the_loss_are_put_back():
+    """Adversary round d: an ``lru_cache``'d mask helper the forward calls kept the estimate's fake tensor
+    (the user's next call got a ``FakeTensor``) and the real step's entry; a tracker module the loss updates
+    through a method (not its forward) kept the profiled steps' sum and count."""
+
+    @functools.lru_cache(maxsize=None)
+    def causal_mask(n):
+        return torch.ones(n, n).triu(1).bool()
+
+    class Tracker(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("total", torch.zeros(()))
+            self.count = 0
+
+        def update(self, v):
+            self.total += v.detach()
+            self.count += 1
+
+    tracker = Tracker()
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.l(x).masked_fill(causal_mask(x.shape[0])[:, :1], 0)
+
+    def loss(mm, b):
+        y = mm(b).sum()
+        tracker.update(y)
+        return y
+
+    def plain_loss(mm, b):
+        return mm(b).sum()
+
+    m, x = Net(), torch.randn(5, 8)
+    vramnb.estimate(m, x, plain_loss, None, target="24GiB")
+    assert causal_mask.cache_info().currsize == 0 and type(causal_mask(5)) is torch.Tensor
+    causal_mask.cache_clear()
+    r = vramnb.profile_step(m, x, loss, torch.optim.SGD(m.parameters(), lr=0.1))
+    assert causal_mask.cache_info().currsize == 0
+    assert tracker.count == 0 and tracker.total.item() == 0.0 and tracker.total._version == 0
+    assert any("functools cache" in n for n in r.notes), r.notes
+
+
+def test_the_object_of_a_builtin_bound_method_the_loss_calls_is_put_back():
+    """Adversary round d: ``record = losses.append`` / ``store = cache.__setitem__`` are built-in methods, taken as
+    unchanging atoms, and ``counts.update`` a library's method, not walked: the list, dict and Counter behind them
+    kept the estimate's fake tensors and the real step's."""
+    import collections
+
+    losses: list = []
+    cache: dict = {}
+    counts: collections.Counter = collections.Counter()
+    record, store, bump = losses.append, cache.__setitem__, counts.update  # the last: a library's Python method
+
+    def loss(mm, b):
+        y = mm(b).sum()
+        record(y.detach())
+        store("last", y.detach())
+        bump(["step"])
+        return y
+
+    m = nn.Linear(8, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for run in (lambda: vramnb.estimate(m, torch.randn(4, 8), loss, opt, target="24GiB"),
+                lambda: vramnb.profile_step(m, torch.randn(4, 8), loss, opt)):
+        run()
+        assert losses == [] and cache == {} and counts == {}

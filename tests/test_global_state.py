@@ -7,6 +7,8 @@ afterwards the generators' states and the flags/defaults are exactly those befor
 
 from __future__ import annotations
 
+import logging
+import os
 import random
 import subprocess
 import sys
@@ -44,6 +46,13 @@ def drawing_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
     sys.excepthook = lambda *exc: None
     threading.excepthook = lambda args: None
     warnings.filterwarnings("ignore", category=UserWarning, module="torch.optim.lr_scheduler")
+    # what the user's own code may set for the whole process (adversary round d: all were left changed)
+    torch.set_printoptions(precision=2, sci_mode=True)
+    torch.backends.cuda.enable_math_sdp(not torch.backends.cuda.math_sdp_enabled())
+    torch.backends.mkldnn.enabled = not torch.backends.mkldnn.enabled
+    os.environ["VRAMNB_TEST_USER_FLAG"] = "1"
+    logging.getLogger("vramnb_test_user").setLevel(logging.ERROR)
+    logging.getLogger("vramnb_test_user").addHandler(logging.NullHandler())
     return model(batch).square().mean()
 
 
@@ -87,6 +96,8 @@ def _state() -> dict:
         "sys.excepthook": id(sys.excepthook),
         "threading.excepthook": id(threading.excepthook),
         "warnings.filters": list(warnings.filters),
+        "environ": dict(os.environ),
+        "user logger": (logging.getLogger("vramnb_test_user").level, list(logging.getLogger("vramnb_test_user").handlers)),
     }
 
 

@@ -380,6 +380,24 @@ def test_existing_sparse_gradients_are_restored():
     assert torch.equal(g._indices(), saved[0]) and torch.equal(g._values(), saved[1])
 
 
+def test_a_sparse_gradients_version_counter_and_a_sparse_optimizers_defaults_are_kept():
+    """Adversary round d: the sparse gradient's bytes were written back with ``copy_``, which left its autograd
+    version 0 -> 2 (dense gradients' versions were put back); the estimate's shallow copy of the optimizer ran
+    ``Optimizer.__setstate__`` on the user's own ``defaults`` dict: SparseAdam's gained ``differentiable``."""
+    model = nn.Sequential(nn.Embedding(32, 8, sparse=True), nn.Linear(8, 2))
+    opt = torch.optim.SparseAdam(list(model[0].parameters()), lr=1e-2)
+    idx = torch.tensor([1, 2, 3, 3, 9])
+    model(idx).sum().backward()
+    opt.step()
+    g = model[0].weight.grad
+    version, defaults = g._version, dict(opt.defaults)
+    vramnb.profile_step(model, idx, lambda m, b: m(b).sum(), opt)
+    assert model[0].weight.grad is g and g._version == version
+    with pytest.raises(RuntimeError):  # SparseAdam meets the fake step's dense gradients
+        vramnb.estimate(model, idx, lambda m, b: m(b).sum(), opt, target="24GiB")
+    assert opt.defaults == defaults and "differentiable" not in opt.defaults
+
+
 def test_a_held_exception_keeps_nothing_of_the_step_alive():
     """IPython keeps the last exception (sys.last_value): holding it must not keep
     the recipe's optimizer state, resized batches or the snapshot alive."""

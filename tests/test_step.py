@@ -499,3 +499,20 @@ def test_garbage_in_a_reference_cycle_is_not_counted_as_other():
     finally:
         gc.enable()
     assert dirty == clean
+
+
+def test_a_model_whose_class_is_named_global_is_profiled():
+    """Adversary round d: PyTorch's ModTracker names its outermost level "Global"; a model class of that name made
+    its forward pre-hook raise ``KeyError: 'Global'``. Parameters: (4*2 + 2) float32 = 40 B."""
+    class Global(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.l(x)
+
+    m = Global()
+    report = vramnb.profile_step(m, torch.randn(3, 4), lambda mm, b: mm(b).sum(),
+                                 torch.optim.SGD(m.parameters(), lr=0.1))
+    assert report.steps[0].mark("start")["parameters"] == (4 * 2 + 2) * 4

@@ -19,24 +19,35 @@ by name, then :meth:`CodeState.restore` puts it back (whatever the step raised):
   attributes), :data:`DEPTH` levels deep; a ``functools.partial``'s function and
   arguments, a bound method's object, a callable object's ``__call__``; code of
   the Python standard library, of installed packages and of vramnb is not the
-  user's and is not walked;
+  user's and is not walked; a module the function imports as it runs (``import m``,
+  ``from m import x`` inside it) is reached as a global module name is;
 * for each global name and closure cell they name: the binding itself (a value
   rebound, a name added or deleted is put back);
 * the values so reached, at any depth (up to :data:`BUDGET` objects): the entries of dicts,
   lists, sets and deques (``OrderedDict``, ``defaultdict`` and other subclasses
   too: :mod:`vramnb._deep_state`), the attributes of objects of the user's
   classes (``__dict__`` and ``__slots__``) and of the classes themselves (a
-  class-level counter), the bytes of NumPy arrays,
+  class-level counter), what a weak reference (``weakref.ref``, ``WeakValueDictionary``,
+  ``WeakKeyDictionary``, ``WeakSet``) refers to, the object of a built-in bound method
+  (``record = losses.append``), the bytes of NumPy arrays,
+  a module named by the code other than through the model (a metric, a tracker whose method
+  updates it: its attributes, and for the real step its parameters' and buffers' bytes),
   ``bytearray`` s and ``array.array`` s, and tensors named or one container
   or attribute down (handed to the caller: the real step's snapshot records
   their bytes, ``.grad`` and hooks; a fake step cannot write into a real
   tensor, :mod:`vramnb.predict._fake_guard`);
+* a ``functools.lru_cache`` / ``cache`` of the user's that the step adds an entry to is emptied
+  after it (its entries cannot be taken out one by one; a fake step's would hold fake tensors);
 * the values among the model's module attributes (NumPy arrays, plain objects,
   containers), which the fake copy shares or copies and the real step changes.
 
 Objects of library classes (the standard library's, an installed package's) are the
 library's: one whose attributes are all plain data (a model's config, which a library may
-change as it builds a model from it) is recorded and put back like the user's objects; any
+change as it builds a model from it) is recorded and put back like the user's objects; one
+that keeps its state through ``state_dict()`` / ``load_state_dict()`` with plain data (PyTorch's
+LR schedulers, ``GradScaler``) is put back through them, its attributes' bindings too, and a
+scheduler's optimizer's settings; an optimizer the code names has its param groups' settings
+(``lr`` and the rest) put back, its state being the step's; any
 other is not recorded (partly putting back an object that has already acted outside the
 process, a ``GradScaler``, a ``wandb`` run, would leave it inconsistent) and is named in
 :attr:`CodeState.unchecked` where the user's code names it; they are left out where
@@ -58,6 +69,7 @@ from __future__ import annotations
 import argparse
 import array
 import builtins
+import copy
 import enum
 import logging
 import functools
@@ -65,6 +77,7 @@ import os
 import sys
 import sysconfig
 import types
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -156,6 +169,33 @@ def _stored_globals(code: types.CodeType) -> set[str]:
     return out
 
 
+def _imported(code: types.CodeType, package: str | None) -> set[str]:
+    """The modules ``code`` (and the code nested in it) imports as it runs (``import m``, ``from m import x``
+    inside a function), by full name: each dotted prefix (``import a.b`` binds ``a``), relative imports resolved
+    against ``package``."""
+    import dis
+    import importlib.util
+
+    out: set[str] = set()
+    consts: list[Any] = []
+    for i in dis.get_instructions(code):
+        if i.opname == "IMPORT_NAME":
+            level = consts[-2] if len(consts) >= 2 and isinstance(consts[-2], int) else 0
+            name = str(i.argval)
+            if level:
+                try:
+                    name = importlib.util.resolve_name("." * level + name, package).rstrip(".")
+                except (ImportError, ValueError):
+                    continue
+            parts = name.split(".")
+            out |= {".".join(parts[:n]) for n in range(1, len(parts) + 1) if parts[0]}
+        consts = [*consts[-1:], i.argval] if i.opname == "LOAD_CONST" else []
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _imported(c, package)
+    return out
+
+
 def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (), optimizer: Any = None) -> list[Any]:
     """The functions of the user's that a step runs: ``functions`` (the loss function, factories), the methods
     of the model's module classes and the optimizer's class (the user's classes only), a ``forward`` set on an
@@ -205,6 +245,9 @@ class CodeState:
         self.containers: list[tuple[Any, list[Any], Any]] = []  # (live, entries, path: see _path)
         self.arrays: list[tuple[Any, Any, Any]] = []
         self.slotted: list[tuple[Any, dict[str, Any], Any]] = []
+        self.stateful: list[tuple[Any, Any, Any, Any]] = []  # (object, state_dict copy, its plain form, path)
+        self.groups: list[tuple[dict[str, Any], dict[str, Any], Any]] = []  # an optimizer's param_groups
+        self.caches: list[tuple[Any, Any, str]] = []  # (a functools cache wrapper, its cache_info(), name)
         self.unchecked: list[str] = []
         self._seen_fn: set[int] = set()
         self._seen_val: set[int] = set()
@@ -247,9 +290,11 @@ class CodeState:
             self.add_function(fn.func, depth)
         elif isinstance(fn, types.MethodType):
             f = fn.__func__
-            if isinstance(f, types.FunctionType) and _users_code(f.__code__):  # a library's object is its own
+            if isinstance(f, types.FunctionType) and _users_code(f.__code__):
                 self._value(fn.__self__, f"{_qualname(f)}'s object")
                 self.add_function(f, depth)
+            elif not isinstance(fn.__self__, type):  # a library's method (Counter.update): its object as a value
+                self._value(fn.__self__, f"{_qualname(f)}'s object")
         elif isinstance(fn, type):
             if _users_class(fn):
                 self._class(fn, depth)
@@ -258,6 +303,8 @@ class CodeState:
         elif isinstance(fn, torch.nn.Module):  # a module used as a hook: its own code and attributes
             self.add_model(fn)
         elif hasattr(fn, "__wrapped__"):  # functools.wraps / lru_cache around a function
+            if callable(getattr(fn, "cache_info", None)) and callable(getattr(fn, "cache_clear", None)):
+                self.caches.append((fn, fn.cache_info(), _qualname(fn)))  # what the step adds to it: see restore
             self.add_function(fn.__wrapped__, depth)
         elif callable(fn) and _users_class(type(fn)):  # a callable object of the user's class
             self._value(fn, f"{type(fn).__qualname__} object")
@@ -289,6 +336,10 @@ class CodeState:
             self._binding(glb, name, name)  # also a global the code creates (absent now: deleted after)
             if name in glb:
                 self._reached(glb[name], name, depth, attrs=names)
+        for name in sorted(_imported(code, glb.get("__package__"))):  # `import m` inside the function
+            mod = sys.modules.get(name)
+            if isinstance(mod, types.ModuleType):
+                self._reached(mod, name, depth, attrs=names)
         for i, v in enumerate(fn.__defaults__ or ()):
             self._value(v, f"{where}'s default {i}")
         for k, v in (fn.__kwdefaults__ or {}).items():
@@ -309,9 +360,10 @@ class CodeState:
                 for a in sorted(attrs or ()):
                     if a in v.__dict__:
                         self._binding(v.__dict__, a, f"{v.__name__}.{a}")
-                        self._reached(v.__dict__[a], f"{v.__name__}.{a}", depth - 1)
+                        self._reached(v.__dict__[a], f"{v.__name__}.{a}", depth - 1, attrs=attrs)  # a submodule
             return
-        if isinstance(v, (types.FunctionType, types.MethodType, functools.partial)):
+        if isinstance(v, (types.FunctionType, types.MethodType, functools.partial)) or (
+                callable(v) and hasattr(v, "__wrapped__") and not isinstance(v, type)):  # an lru_cache'd function
             self.add_function(v, depth - 1)
             return
         if isinstance(v, type):
@@ -336,7 +388,7 @@ class CodeState:
                 for acc in (f.fget, f.fset, f.fdel):
                     if acc is not None:
                         self.add_function(acc, depth)
-            elif isinstance(f, (types.FunctionType, functools.partial)):
+            elif isinstance(f, (types.FunctionType, functools.partial)) or (callable(f) and hasattr(f, "__wrapped__")):
                 self.add_function(f, depth)
             else:
                 self._value(f, f"{cls.__qualname__}.{k}")
@@ -348,6 +400,11 @@ class CodeState:
         while stack:
             v, path, d = stack.pop()
             t = type(v)  # classes, not isinstance: a lazy proxy's __class__ would run its factory
+            if issubclass(t, (types.BuiltinMethodType, types.MethodWrapperType)):  # record = losses.append
+                owner = getattr(v, "__self__", None)
+                if owner is not None and not isinstance(owner, (types.ModuleType, type)):
+                    stack.append((owner, path, d))
+                continue
             if issubclass(t, torch.Tensor):
                 # the model's own are the snapshot's; a tensor deeper than one container or attribute from the
                 # name (a dataset inside a loader named by the code) is kept by its binding, not copied
@@ -356,8 +413,22 @@ class CodeState:
                 continue
             if issubclass(t, _ATOMS) or id(v) in self._seen_val or v is builtins.__dict__:
                 continue
+            if issubclass(t, weakref.ref):  # what it refers to is reached (REF().n += 1); the ref cannot change
+                target = v()
+                if target is not None:
+                    stack.append((target, (path, "()", ""), d))
+                continue
+            if issubclass(t, (weakref.WeakValueDictionary, weakref.WeakKeyDictionary, weakref.WeakSet)):
+                stack.append((v.data, path, d))  # its entries: weak references to what the code reaches
+                continue
             if issubclass(t, (types.FunctionType, types.MethodType, functools.partial, types.ModuleType, type)):
                 continue  # functions are walked as code (add_function), not as values
+            if issubclass(t, torch.optim.Optimizer) and not in_model:
+                self._groups(v, path)  # its hyperparameters (a scheduler sets lr); its state: the step's own
+                continue
+            if issubclass(t, torch.nn.Module) and not in_model:
+                self._module(v, path)  # a module the code names (a metric, a tracker): its methods may change it
+                continue
             if issubclass(t, (torch.nn.Module, torch.optim.Optimizer)):
                 continue  # the step's own mechanisms (module docstring)
             if type(v).__module__.startswith("vramnb."):
@@ -396,6 +467,11 @@ class CodeState:
             elif not _users_class(t) and t not in _DATA_CLASSES and not _plain_object(v):  # a library's object
                 if in_model or issubclass(t, _OUTPUT_CLASSES):
                     continue  # the model's: the fake copy copies it, the snapshot keeps its binding; output: not state
+                if self._stateful(v, path):  # an LR scheduler, a GradScaler: its own state_dict, put back whole
+                    opt = getattr(v, "optimizer", None)
+                    if isinstance(opt, torch.optim.Optimizer):  # a scheduler sets its optimizer's lr
+                        self._groups(opt, (path, ".", "optimizer"))
+                    continue
                 self.unchecked.append(f"{_path(path)} ({t.__module__}.{t.__qualname__}, a library's object)")
             elif isinstance(getattr(v, "__dict__", None), dict) or _slots(type(v)):
                 attrs = getattr(v, "__dict__", None)
@@ -414,6 +490,52 @@ class CodeState:
                     self.unchecked.append(f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__})")
             elif not _immutable(v):
                 self.unchecked.append(f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__})")
+
+    def _stateful(self, v: Any, path: Any) -> bool:
+        """Record a library object that keeps its state through ``state_dict()`` / ``load_state_dict()`` (PyTorch's
+        LR schedulers, ``GradScaler``): its state as plain data, and its attributes' bindings (a lazily made tensor).
+        False where it has no such methods or its state is not plain data."""
+        if not (callable(getattr(type(v), "state_dict", None)) and callable(getattr(type(v), "load_state_dict", None))):
+            return False
+        try:
+            sd = v.state_dict()
+        except Exception:  # noqa: BLE001 - a library's method that fails: not recorded (named as unchecked)
+            return False
+        plain = _plain(sd)
+        if plain is _NOT_PLAIN:
+            return False
+        self.stateful.append((v, copy.deepcopy(sd), plain, path))
+        attrs = getattr(v, "__dict__", None)
+        if isinstance(attrs, dict):
+            self.containers.append((attrs, shallow_copy(attrs), path))
+        return True
+
+    def _module(self, mod: torch.nn.Module, path: Any) -> None:
+        """A module the code names (not through the model): each submodule's attributes' bindings (a counter,
+        its parameter and buffer dicts) and, for the real step, its parameters and buffers (bytes, ``.grad``)."""
+        if id(mod) in self._seen_val:
+            return
+        for name, sub in mod.named_modules():
+            if id(sub) in self._seen_val:
+                continue
+            self._seen_val.add(id(sub))
+            self._keep.append(sub)
+            where = (path, ".", name) if name else path
+            for d in (sub.__dict__, sub._parameters, sub._buffers):
+                self.containers.append((d, shallow_copy(d), where))
+            if self.add_tensor is not None:
+                for t in [*sub._parameters.values(), *sub._buffers.values()]:
+                    if t is not None:
+                        self.add_tensor(t)
+
+    def _groups(self, opt: torch.optim.Optimizer, path: Any) -> None:
+        """Record an optimizer's param groups' settings (``lr`` and the rest, not the parameters)."""
+        if id(opt) in self._seen_val:
+            return
+        self._seen_val.add(id(opt))
+        self._keep.append(opt)
+        for i, g in enumerate(opt.param_groups):
+            self.groups.append((g, {k: x for k, x in g.items() if k != "params"}, (path, ".", f"param_groups[{i}]")))
 
     # --- putting back ----------------------------------------------------------------------
     def changed(self) -> list[str]:
@@ -436,11 +558,17 @@ class CodeState:
         for live, saved, where in self.containers:
             if not same(live, saved):
                 out.append(_path(where))
-        for arr, copy, where in self.arrays:
-            if _array_changed(arr, copy):
+        for arr, kept, where in self.arrays:
+            if _array_changed(arr, kept):
                 out.append(_path(where))
         for obj, held, where in self.slotted:
             out += [f"{_path(where)}.{k}" for k, x in held.items() if getattr(obj, k, _EMPTY) is not x]
+        out += [_path(where) for obj, _, plain, where in self.stateful if _state_changed(obj, plain)]
+        out += [f"{where} (a functools cache: cleared, as it kept values of the step)"
+                for fn, info, where in self.caches if _cache_grew(fn, info)]
+        for g, held, where in self.groups:
+            out += [f"{_path(where)}[{k!r}]" for k in [*held, *(g.keys() - held.keys() - {"params"})]
+                    if g.get(k, _EMPTY) is not held.get(k, _EMPTY)]
         return list(dict.fromkeys(out))
 
     def restore(self) -> list[str]:
@@ -462,10 +590,18 @@ class CodeState:
             attempt(_refill, cell, present, v)
         for cls, attrs, _ in self.classes:
             attempt(_class_back, cls, attrs)
-        for arr, copy, _ in self.arrays:
-            attempt(_array_back, arr, copy)
+        for arr, kept, _ in self.arrays:
+            attempt(_array_back, arr, kept)
         for obj, held, _ in self.slotted:
             attempt(_slots_back, obj, held)
+        for obj, sd, plain, _ in self.stateful:
+            if _state_changed(obj, plain):
+                attempt(obj.load_state_dict, copy.deepcopy(sd))
+        for g, held, _ in self.groups:
+            attempt(_group_back, g, held)
+        for fn, info, _ in self.caches:  # its entries cannot be taken out one by one: emptied (a cache, never a result)
+            if _cache_grew(fn, info):
+                attempt(fn.cache_clear)
         if errors:
             raise errors[0]
         return changed
@@ -476,7 +612,7 @@ def _path(p: Any) -> str:
     parts = []
     while isinstance(p, tuple):
         p, kind, k = p
-        parts.append(f"[{_key(k)}]" if kind == "[]" else f".{k}")
+        parts.append(f"[{_key(k)}]" if kind == "[]" else "()" if kind == "()" else f".{k}")
     return str(p) + "".join(reversed(parts))
 
 
@@ -566,6 +702,27 @@ def _slots_back(obj: Any, held: dict[str, Any]) -> None:
             delattr(obj, k)
         else:
             setattr(obj, k, x)
+
+
+def _cache_grew(fn: Any, info: Any) -> bool:
+    """Whether a ``functools`` cache took an entry since ``info`` (a miss stores one; a hit changes nothing)."""
+    now = fn.cache_info()
+    return bool(now.misses != info.misses or now.currsize != info.currsize)
+
+
+def _state_changed(obj: Any, plain: Any) -> bool:
+    try:
+        return bool(_plain(obj.state_dict()) != plain)
+    except Exception:  # noqa: BLE001 - a state_dict that now fails: put back
+        return True
+
+
+def _group_back(g: dict[str, Any], held: dict[str, Any]) -> None:
+    for k in g.keys() - held.keys() - {"params"}:
+        del g[k]
+    for k, x in held.items():
+        if g.get(k, _EMPTY) is not x:
+            g[k] = x
 
 
 def _rebind(d: dict[str, Any], name: str, present: bool, v: Any) -> None:

@@ -14,6 +14,10 @@ code), on return or on error the process is left as it was found:
   threads, ``float32`` matmul precision, and the cuDNN / CUDA matmul flags
   (``enabled``, ``benchmark``, ``deterministic``, ``allow_tf32``, reduced-precision
   reductions);
+* what the user's code run in the step may set for the whole process: scaled-dot-product
+  attention's kernel switches, ``mkldnn`` and ``opt_einsum`` switches, torch's print options,
+  environment variables (``os.environ``), each logger's level, handlers, ``disabled`` and
+  ``propagate`` (a logger made meanwhile is left as it is);
 * hooks and filters a library vramnb imports installs at import (``torch.distributed``'s
   process group sets ``sys.excepthook``, ``accelerate`` adds a ``warnings`` filter through
   peft): ``sys.excepthook``, ``threading.excepthook``, ``warnings.filters`` (a warning raised
@@ -32,6 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
+import os
 import sys
 import threading
 import warnings
@@ -78,6 +84,17 @@ def _flags() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
         out[f"cudnn.{name}"] = _flag(functools.partial(getattr, cudnn, name), _set_attr(cudnn, name))
     for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
         out[f"cuda.matmul.{name}"] = _flag(functools.partial(getattr, matmul, name), _set_attr(matmul, name))
+    cuda = torch.backends.cuda
+    for kind in ("flash", "mem_efficient", "math", "cudnn"):  # scaled_dot_product_attention's kernels
+        get, enable = getattr(cuda, f"{kind}_sdp_enabled", None), getattr(cuda, f"enable_{kind}_sdp", None)
+        if get is not None and enable is not None:
+            out[f"{kind} sdp"] = _flag(get, enable)
+    for mod, name in ((torch.backends.mkldnn, "enabled"), (torch.backends.opt_einsum, "enabled"),
+                      (torch.backends.opt_einsum, "strategy")):
+        label = f"{mod.__name__.rsplit('.', 1)[-1]}.{name}"
+        out[label] = _flag(functools.partial(getattr, mod, name), _set_attr(mod, name))
+    out["print options"] = _flag(lambda: dict(vars(torch._tensor_str.PRINT_OPTS)),
+                                 lambda v: vars(torch._tensor_str.PRINT_OPTS).update(v))
     return out
 
 
@@ -100,7 +117,34 @@ def _hooks() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
         "sys.excepthook": _flag(lambda: sys.excepthook, _set_attr(sys, "excepthook")),
         "threading.excepthook": _flag(lambda: threading.excepthook, _set_attr(threading, "excepthook")),
         "warnings.filters": _flag(lambda: list(warnings.filters), _set_filters),
+        "environment variables": _flag(lambda: dict(os.environ), _set_environ),
+        "loggers": _flag(_loggers, _set_loggers),
     }
+
+
+def _loggers() -> dict[str, Any]:
+    """Each logger's level, handlers, ``disabled`` and ``propagate`` (the root's too)."""
+    found = [("", logging.getLogger())] + [(n, lg) for n, lg in list(logging.Logger.manager.loggerDict.items())
+                                          if isinstance(lg, logging.Logger)]
+    return {n: (lg, lg.level, list(lg.handlers), lg.disabled, lg.propagate) for n, lg in found}
+
+
+def _set_loggers(found: dict[str, Any]) -> None:
+    """Put back the loggers found (a logger made since is left as it is: a library imported meanwhile made it)."""
+    for lg, level, handlers, disabled, propagate in found.values():
+        if lg.level != level:
+            lg.setLevel(level)
+        if lg.handlers != handlers:
+            lg.handlers[:] = handlers
+        lg.disabled, lg.propagate = disabled, propagate
+
+
+def _set_environ(found: dict[str, str]) -> None:
+    for k in [k for k in os.environ if k not in found]:
+        del os.environ[k]
+    for k, v in found.items():
+        if os.environ.get(k) != v:
+            os.environ[k] = v
 
 
 def _set_filters(found: list[Any]) -> None:

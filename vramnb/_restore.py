@@ -221,6 +221,7 @@ class Snapshot:
         self.seen: set[int] = set()
         self.flags: list[tuple[torch.Tensor, bool]] = []
         self.grads: list[tuple[torch.Tensor, torch.Tensor | None, Any]] = []
+        self.grad_versions: list[tuple[torch.Tensor, int | None]] = []  # sparse gradients' (not in tensors)
         self.tensor_hooks: list[tuple[torch.Tensor, str, list[Any]]] = []
         self.modules: list[tuple[torch.nn.Module, type, dict[str, Any], list[tuple[Any, Any]]]] = []
         self.module_ids: set[int] = set()
@@ -310,8 +311,9 @@ class Snapshot:
             if g is not None:
                 if g.layout == torch.strided:
                     self.add_plain(g)
-                else:
+                else:  # a sparse gradient: its parts copied, its version counter kept here
                     saved = _save_grad(g)
+                    self.grad_versions.append((g, _version(g)))
             self.grads.append((t, g, saved))
         for name in ("_backward_hooks", "_post_accumulate_grad_hooks"):
             d = getattr(t, name, None)  # None until a first hook: then restored to empty
@@ -375,7 +377,7 @@ class Snapshot:
             if isinstance(live, dict):
                 _put_back(live, saved)
         # latest first: where tensors share a counter (views), the earliest record wins
-        _set_versions([(t, v) for t, _, v in reversed(self.tensors)])
+        _set_versions([(t, v) for t, _, v in reversed(self.tensors)] + self.grad_versions)
 
     @protected
     def _optimizer(self) -> None:

@@ -133,6 +133,7 @@ class _StepRun:
             return hook
 
         mt = ModTracker()
+        _root_name_apart(mt)
         mt.register_user_hooks(edge("fw enter"), edge("fw exit"), edge("bw enter"), edge("bw exit"))
         # ModTracker registers multi-grad hooks on module inputs and outputs and drops their
         # handles: on leaf inputs (parametrized weights, a batch that requires grad) they would
@@ -691,3 +692,19 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
             pass
         raise err
     return report
+
+
+def _root_name_apart(mt: Any) -> None:
+    """ModTracker names its outermost level ``"Global"`` and a module it first meets by its class name: a model
+    whose class is named ``Global`` made its pre-forward hook raise ``KeyError: 'Global'`` (the step failed).
+    vramnb knows modules by identity, not by these names: such a module is named apart."""
+    get, known = getattr(mt, "_get_mod_name", None), getattr(mt, "_known_modules", None)
+    if get is None or known is None:
+        return
+
+    def named(mod: Any) -> Any:
+        if mod not in known and type(mod).__name__ == "Global":
+            known[mod] = "Global (a module)"
+        return get(mod)
+
+    mt._get_mod_name = named

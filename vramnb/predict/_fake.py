@@ -10,7 +10,7 @@ size, which the storage tracker counts (``StorageTracker("meta")``).
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from typing import Any
 
 import torch
@@ -160,6 +160,25 @@ def _fake_state(v: Any, mode: FakeTensorMode) -> Any:
     return fake_like(v, mode)
 
 
+def _own_copy(obj: Any) -> Any:
+    """A shallow copy of ``obj`` made as ``copy.copy`` makes it (``__getstate__``, then the class's
+    ``__setstate__``), but with its own top-level dicts and lists: ``Optimizer.__setstate__`` adds
+    ``differentiable`` to ``defaults``, which ``copy.copy`` shares with the user's optimizer (SparseAdam's
+    ``defaults`` gained a key)."""
+    state = obj.__getstate__()
+    if not isinstance(state, dict) or getattr(type(obj), "__reduce_ex__", None) is not object.__reduce_ex__:
+        return copy.copy(obj)  # a copy protocol of the class's own
+    state = {k: copy.copy(v) if type(v) in (dict, list, OrderedDict, defaultdict) else v for k, v in state.items()}
+    cls: Any = type(obj)
+    new = cls.__new__(cls)
+    setstate = getattr(new, "__setstate__", None)
+    if setstate is not None:
+        setstate(state)
+    else:
+        new.__dict__.update(state)
+    return new
+
+
 def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode,
                    dropped: list[str] | None = None) -> torch.optim.Optimizer:
     """A shallow copy of ``optimizer`` over the fake parameters, with its state
@@ -169,7 +188,7 @@ def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tens
     named in ``dropped``."""
     from ._user_hooks import user_hook_filter
 
-    fo = copy.copy(optimizer)
+    fo = _own_copy(optimizer)
     for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks"):  # the copy's own, not the user's dicts
         if isinstance(getattr(optimizer, name, None), dict):
             setattr(fo, name, user_hook_filter(getattr(optimizer, name), f"optimizer {name[11:-1].replace('_', ' ')}",
