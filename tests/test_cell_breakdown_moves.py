@@ -95,3 +95,20 @@ def test_a_notebook_class_attribute_that_grows_is_named(ip):
     row = next(h for h in holders.holders if h.name == "MvCache")
     assert (row.kind, row.nbytes, row.unique) == ("class", 3 * MiB, 3 * MiB)
     run(ip, "del mv_c, MvCache")
+
+
+def test_the_traceback_line_counts_a_leaf_only_the_failing_frames_graph_keeps(ip):
+    gc.collect()
+    run(ip, "mv_keep2 = []\ndef mv_fail():\n    a = torch.zeros(256 * 1024)\n"
+            "    mv_keep2.append(torch.zeros(512 * 1024))\n    h = mv_keep2[-1]\n"
+            "    y = torch.zeros(1024 * 1024, requires_grad=True) * 2\n"
+            "    big = torch.empty(1 << 60, dtype=torch.uint8)")
+    run(ip, "%%vram -d cpu\nmv_fail()")
+    rep = vramnb.history()[-1]
+    # a (1 MiB), y (4 MiB) and the leaf y's graph keeps (4 MiB, AccumulateGrad holds it; before: left
+    # out, "5.0 MiB"); h is the list's. MulBackward's saved scalar (8 B) rounds away.
+    line = next(n for n in rep.notes if "traceback keeps" in n)
+    assert line.startswith(f"the error's traceback keeps {vramnb.format_bytes(9 * MiB)} alive")
+    freed = ip.run_line_magic("vram", "free -d cpu")
+    assert freed.total == 9 * MiB + 8
+    run(ip, "del mv_keep2, mv_fail")
