@@ -112,3 +112,22 @@ def test_the_traceback_line_counts_a_leaf_only_the_failing_frames_graph_keeps(ip
     freed = ip.run_line_magic("vram", "free -d cpu")
     assert freed.total == 9 * MiB + 8
     run(ip, "del mv_keep2, mv_fail")
+
+
+def test_a_deque_holds_its_tensors_and_a_move_without_allocating_is_seen(ip):
+    gc.collect()
+    run(ip, "from collections import deque\nmv_d, mv_dq = {}, deque()")
+    run(ip, "%%vram -d cpu --breakdown\nmv_a = torch.zeros(256 * 1024)\nmv_d['a'] = mv_a\ndel mv_a\n"
+            "mv_b = torch.zeros(512 * 1024)\nmv_dq.append(mv_b)\nmv_b = None")
+    r = rows(vramnb.history()[-1])
+    assert r["dict mv_d"][:2] == (0, MiB)
+    assert r["deque mv_dq"][:2] == (0, 2 * MiB)  # before: no row, "held by no name above"
+    assert "alive after the cell, held by no name above" not in r
+    holders = ip.run_line_magic("vram", "-d cpu")
+    assert next(h for h in holders.holders if h.name == "mv_dq").nbytes == 2 * MiB
+    # a cell that allocates nothing: its start and end are one point of the timeline
+    run(ip, "%%vram -d cpu --breakdown\nmv_dq.extend(mv_d.values())\nmv_d.clear()")
+    r = rows(vramnb.history()[-1])
+    assert r["dict mv_d"][:2] == (MiB, 0)  # before: (1 MiB, 1 MiB), the start's holder at the end
+    assert r["deque mv_dq"][:2] == (2 * MiB, 3 * MiB)
+    run(ip, "del mv_d, mv_dq")

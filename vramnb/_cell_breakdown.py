@@ -59,15 +59,16 @@ def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[st
     return mods, opts, tens, rest
 
 
-def _at_point(claims: list[tuple[str, Any]], point: int) -> list[tuple[str, Any]]:
-    """``claims`` with only what each name held at ``point`` (a mark): claims recorded at other
-    points are left out; interval sets (saved tensors, noted when saved) are kept."""
+def _at_point(claims: list[tuple[str, Any]], start_pairs: set[int], start: bool) -> list[tuple[str, Any]]:
+    """``claims`` with only what each name held at the start (``start``) or at the end: the
+    ``(point, keys)`` pairs read at the start are those whose id is in ``start_pairs``; interval
+    sets (saved tensors, noted when saved) are kept."""
     out: list[tuple[str, Any]] = []
     for name, what in claims:
         if isinstance(what, (set, frozenset)):
             out.append((name, what))
         else:
-            out.append((name, [(p, ks) for p, ks in what if p == point]))
+            out.append((name, [pair for pair in what if (id(pair) in start_pairs) == start]))
     return out
 
 
@@ -183,8 +184,11 @@ class CellAttribution:
                 copies: SavedTensors | None = None) -> None:
         start, end = tl.marks["start"], tl.marks["end"]
         merged: dict[str, list[tuple[int, set[int]]]] = {}
+        at_start_mark: set[int] = set()  # ids of the (point, keys) pairs read at the start (the marks may be equal)
         for name, ks in start_claims:
-            merged.setdefault(name, []).append((start, ks))
+            pair = (start, ks)
+            merged.setdefault(name, []).append(pair)
+            at_start_mark.add(id(pair))
         for name, ks in end_claims:
             merged.setdefault(name, []).append((end, ks))
         # modules and optimizers, then named tensors (an input saved for backward is
@@ -214,7 +218,8 @@ class CellAttribution:
             return cast(Labels, label_intervals(tl, cl, cuda=self.cuda, tensor_keys_start=keys_start,
                                                 tensor_keys_end=keys_end))
 
-        labels, at_start, at_end = label(claims), label(_at_point(claims, start)), label(_at_point(claims, end))
+        labels = label(claims)
+        at_start, at_end = label(_at_point(claims, at_start_mark, True)), label(_at_point(claims, at_start_mark, False))
         for i in tl.live_at(end):  # still alive after the cell: not a temporary
             if at_end[i] == "temporaries":
                 at_end[i] = NO_NAME

@@ -32,6 +32,7 @@ the ``SavedTensor`` object (``_raw_saved_x``) instead:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import inspect
@@ -56,6 +57,7 @@ _SAVED = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
 _HAS_DATA = _SAVED is not None and hasattr(_SAVED, "data") and hasattr(_SAVED, "unpack_hook")
 _SKIP_TYPES = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, types.FunctionType, type, str, bytes,
                bytearray, int, float, complex, bool, types.FrameType, types.CodeType, memoryview, range)
+_CONTAINERS = (dict, list, tuple, set, frozenset, collections.deque)  # followed through their own C methods
 _TOOLING = ("IPython.", "ipykernel.", "vramnb.", "traitlets.", "jupyter_client.", "zmq.", "tornado.", "asyncio.")
 
 
@@ -225,7 +227,7 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
     gradients), buffers and the plain attributes of it and its submodules
     (:func:`module_attributes`); ``torch.optim.Optimizer`` parameters and state;
     the class attributes of a class defined in the notebook (:func:`class_attributes`);
-    dicts, lists, tuples and sets; the ``__dict__`` and ``__slots__`` of plain
+    dicts, lists, tuples, sets and deques; the ``__dict__`` and ``__slots__`` of plain
     objects (:func:`object_attributes`); with
     ``closures``, the cells of functions and the object of bound methods (the
     hooks of saved tensors). Yields tensors and bare ``UntypedStorage`` /
@@ -314,7 +316,7 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             return
         if issubclass(tp, BaseException):  # a kept error: its traceback's frames keep their variables
             items = exception_locals(obj)
-        elif issubclass(tp, (dict, list, tuple, set, frozenset)):  # not every Mapping: a shelf would load itself
+        elif issubclass(tp, _CONTAINERS):  # not every Mapping: a shelf would load itself
             items = container_items(obj)
         else:
             items = [v for _, v in object_attributes(obj)]
@@ -410,11 +412,11 @@ def exception_locals(exc: BaseException, limit: int = 64) -> list[Any]:
 
 
 def container_items(obj: Any) -> list[Any]:
-    """The values a dict, list, tuple, set or frozenset holds, read through the built-in
+    """The values a dict, list, tuple, set, frozenset or deque holds, read through the built-in
     type's own methods: a subclass's overridden ``values``/``items``/``__iter__`` is the
     user's code (a mapping that loads its entries lazily, a counter), never run here."""
     tp = type(obj)
-    for base in (dict, list, tuple, set, frozenset):
+    for base in _CONTAINERS:
         if issubclass(tp, base):
             return list(dict.values(obj)) if base is dict else list(base.__iter__(obj))
     return []
