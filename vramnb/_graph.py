@@ -386,13 +386,14 @@ def _tooling_frame(frame: Any) -> bool:
     return mod.startswith(_TOOLING) or mod in ("IPython", "vramnb", "ipykernel")
 
 
-def exception_locals(exc: BaseException, limit: int = 64) -> list[Any]:
+def exception_locals(exc: BaseException, limit: int = 64, *, machinery: bool = False) -> list[Any]:
     """The values of the local variables of the function frames in ``exc``'s traceback and in
     those of the exceptions chained to it (``__cause__``, ``__context__``), read without
     leaving a reference on the frames (:func:`frame_locals`); a module's top level (a
-    namespace) is not followed, nor the frames of the notebook machinery (IPython's, vramnb's:
-    an error on its way up through them, as in a measured cell, would otherwise reach the whole
-    namespace through their variables)."""
+    namespace) is not followed, nor, unless ``machinery``, the frames of the notebook machinery
+    (IPython's, vramnb's: an error on its way up through them, as in a measured cell, would
+    otherwise reach the whole namespace through their variables). ``machinery=True``: vramnb's
+    own runner's frames too (a step's output in the runner's frame when the loss failed)."""
     out: list[Any] = []
     seen: set[int] = set()
     todo: list[Any] = [exc]
@@ -404,7 +405,7 @@ def exception_locals(exc: BaseException, limit: int = 64) -> list[Any]:
         tb = BaseException.__getattribute__(e, "__traceback__")
         while tb is not None:
             f = tb.tb_frame
-            if f.f_code.co_flags & inspect.CO_OPTIMIZED and not _tooling_frame(f):
+            if f.f_code.co_flags & inspect.CO_OPTIMIZED and (machinery or not _tooling_frame(f)):
                 out.extend(v for _, v in frame_locals(f))
             tb = tb.tb_next
         todo += [BaseException.__getattribute__(e, "__cause__"), BaseException.__getattribute__(e, "__context__")]
