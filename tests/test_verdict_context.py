@@ -307,9 +307,10 @@ def test_after_a_second_out_of_memory_the_note_on_unnamed_memory_blames_no_autog
         text = rep._table().to_text()
         assert "autograd graphs" not in text
         assert (f"{format_bytes(rep.allocated - rep.total)} allocated is held by no name listed (no row above "
-                "reaches it: objects this listing does not walk into, such as a function's cache, a class attribute, "
-                "another module's globals or an autograd graph, or objects no variable reaches; those in a reference "
-                "cycle waiting for gc, such as an earlier error's traceback, `%vram free` releases)") in text
+                "reaches it: objects this listing does not walk into, such as a function's cache, a class attribute "
+                "of a class from another module, another module's globals or an autograd graph, or objects no "
+                "variable reaches; those in a reference cycle waiting for gc, such as an earlier error's traceback, "
+                "`%vram free` releases)") in text
         assert rep.allocated - rep.total >= 2**20 * 4
         freed = ip.run_line_magic("vram", "free -d cpu")
         assert dict(freed.freed)["unreachable cycles (gc.collect)"] >= 2**20 * 4

@@ -20,11 +20,11 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
-from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
+from ._attribution import Labels, SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
 from ._graph import MAX_DEPTH, held_tensors, is_tooling, module_attributes
 from ._holder_entries import _grad_graphs
 from ._timeline import CpuRecorder, CudaRecorder, Timeline
@@ -35,6 +35,8 @@ __all__ = ["CellAttribution"]
 GRAD_GRAPH_OF = "autograd graph of gradients of "  # backward(create_graph=True): the gradient's own graph
 NO_NAME = "alive after the cell, held by no name above"
 GRAD_OF = "gradient of "  # a named leaf tensor's .grad (without a graph of its own)
+DIRECT = "\x00"  # the prefix of a name's claim on what it holds itself, graphs aside (never shown)
+LAST_EXC = "last exception"  # the variables of the frames of the last error's traceback
 
 
 def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[str, torch.optim.Optimizer],
@@ -55,6 +57,19 @@ def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[st
         except Exception:
             continue
     return mods, opts, tens, rest
+
+
+def _at_point(claims: list[tuple[str, Any]], start_pairs: set[int], start: bool) -> list[tuple[str, Any]]:
+    """``claims`` with only what each name held at the start (``start``) or at the end: the
+    ``(point, keys)`` pairs read at the start are those whose id is in ``start_pairs``; interval
+    sets (saved tensors, noted when saved) are kept."""
+    out: list[tuple[str, Any]] = []
+    for name, what in claims:
+        if isinstance(what, (set, frozenset)):
+            out.append((name, what))
+        else:
+            out.append((name, [pair for pair in what if (id(pair) in start_pairs) == start]))
+    return out
 
 
 class CellAttribution:
@@ -90,6 +105,9 @@ class CellAttribution:
                 attrs = keys_of(held_tensors(module_attributes(m), MAX_DEPTH - 1, {}), key)
                 if attrs:  # caches, hook-collected lists: claimed after named tensors, as containers are
                     out.append((f"attributes of {name}", attrs))
+                    direct = keys_of(held_tensors(module_attributes(m), MAX_DEPTH - 1, {}, graphs=False), key)
+                    if direct:
+                        out.append((f"{DIRECT}attributes of {name}", direct))
             except Exception:
                 continue
         for name, o in opts.items():
@@ -114,14 +132,19 @@ class CellAttribution:
         if isinstance(last, BaseException):  # a failed cell's frames, kept until the next error
             held = keys_of(held_tensors(last, MAX_DEPTH, {}), key)
             if held:
-                out.append(("last exception", held))
+                out.append((LAST_EXC, held))
         for name, obj in rest.items():  # dicts, lists, objects' attributes: memory they retain is theirs
             try:
                 held = keys_of(held_tensors(obj, MAX_DEPTH, {}), key)
+                # what it holds itself, not through a graph's saved tensors: claimed before activations
+                direct = keys_of(held_tensors(obj, MAX_DEPTH, {}, graphs=False), key) if held else set()
             except Exception:
                 continue
+            kind = "class" if issubclass(type(obj), type) else type(obj).__name__
             if held:
-                out.append((f"{type(obj).__name__} {name}", held))
+                out.append((f"{kind} {name}", held))
+            if direct:
+                out.append((f"{DIRECT}{kind} {name}", direct))
         return out
 
     @contextlib.contextmanager
@@ -161,8 +184,11 @@ class CellAttribution:
                 copies: SavedTensors | None = None) -> None:
         start, end = tl.marks["start"], tl.marks["end"]
         merged: dict[str, list[tuple[int, set[int]]]] = {}
+        at_start_mark: set[int] = set()  # ids of the (point, keys) pairs read at the start (the marks may be equal)
         for name, ks in start_claims:
-            merged.setdefault(name, []).append((start, ks))
+            pair = (start, ks)
+            merged.setdefault(name, []).append(pair)
+            at_start_mark.add(id(pair))
         for name, ks in end_claims:
             merged.setdefault(name, []).append((end, ks))
         # modules and optimizers, then named tensors (an input saved for backward is
@@ -172,24 +198,45 @@ class CellAttribution:
                                          if n.startswith(owners) and not n.startswith(GRAD_GRAPH_OF)]
         claims += [(n, p) for n, p in merged.items() if n.startswith("tensor ")]
         claims += [(n, p) for n, p in merged.items() if n.startswith(GRAD_GRAPH_OF)]
+        # what other names hold themselves (a list's tensors, an object's attribute), graphs aside: theirs
+        # even where a graph saved it too (the data set a model's first layer saved, as a named tensor's)
+        rest = [n for n in merged if not n.startswith(owners + ("tensor ", "activations", DIRECT)) and n != LAST_EXC]
+        claims += [(n, merged[DIRECT + n]) for n in rest if DIRECT + n in merged]
         claims.append(("activations", merged.get("activations", [])))
         claims.append(("activations", saved.claim(tl, after_forward="end", window_end="end")))
         if copies is not None:  # held by autocast's cache until its region exited, else temporaries
             claims.append((CACHE_ROW, copies.claim(tl, after_forward="end", window_end="end")))
-        # what other names retain (a dict, a list, an object's attributes) is theirs, not temporaries
-        claims += [(n, p) for n, p in merged.items() if not n.startswith(owners + ("tensor ", "activations"))]
-        labels = label_intervals(tl, claims, cuda=self.cuda,
-                                 tensor_keys_start=keys_start, tensor_keys_end=keys_end)
-        split = getattr(labels, "split", {})
+        # what other names retain through graphs (a list of losses) is theirs, not temporaries;
+        # the last exception's frames are out of sight: theirs is only what no name keeps
+        # (what `%vram free` releases), so they claim last
+        claims += [(n, merged[n]) for n in rest]
+        if LAST_EXC in merged:
+            claims.append((LAST_EXC, merged[LAST_EXC]))
+        # one label per storage and point: a storage that moved between holders in the cell (`ys.append(y)`
+        # then `y = ...`, `obj.X = X; del X`) is its start holder's at the start and its end holder's at the end
+        def label(cl: list[tuple[str, Any]]) -> Labels:
+            return cast(Labels, label_intervals(tl, cl, cuda=self.cuda, tensor_keys_start=keys_start,
+                                                tensor_keys_end=keys_end))
+
+        labels = label(claims)
+        at_start, at_end = label(_at_point(claims, at_start_mark, True)), label(_at_point(claims, at_start_mark, False))
         for i in tl.live_at(end):  # still alive after the cell: not a temporary
-            if labels[i] == "temporaries":
-                labels[i] = NO_NAME
-            if i in split and split[i][1] == "temporaries":
-                split[i] = (split[i][0], NO_NAME)
+            if at_end[i] == "temporaries":
+                at_end[i] = NO_NAME
+            if i in at_end.split and at_end.split[i][1] == "temporaries":
+                at_end.split[i] = (at_end.split[i][0], NO_NAME)
+        ends, starts = set(tl.live_at(end)), set(tl.live_at(start))
+        for i in range(len(labels)):  # at the peak: where it ends up if it outlives the cell, else where it began
+            src = at_end if i in ends else at_start if i in starts else None
+            if src is not None:
+                labels[i] = src[i]
+                labels.split.pop(i, None)
+                if i in src.split:
+                    labels.split[i] = src.split[i]
         totals = tl.totals()
         peak = max(range(start, end + 1), key=lambda i: totals[i]) if end >= start else start
         order = list(dict.fromkeys([n for n, _ in claims] + ["workspace", "temporaries", NO_NAME, "other"]))
-        at = {p: sum_by_label(tl, labels, p) for p in (start, end, peak)}
+        at_s, at_e, at_p = sum_by_label(tl, at_start, start), sum_by_label(tl, at_end, end), sum_by_label(tl, labels, peak)
         live = tl.live_at(peak)
         # the first allocation after the peak: an old value freed before it was freed by the step that made the peak
         # (`z = layer(z)`: the new z, then the old one freed at the assignment), not by a later one
@@ -200,6 +247,6 @@ class CellAttribution:
                 old = {iv.key: iv.size for iv in ivs if iv.key in ks and iv.end is not None and iv.end < min(end, after)}
                 if old:
                     self.old_at_peak[name[len("tensor "):]] = sum(old.values())
-        self.rows = [(n, at[start].get(n, 0), at[end].get(n, 0), at[peak].get(n, 0)) for n in order]
+        self.rows = [(n, at_s.get(n, 0), at_e.get(n, 0), at_p.get(n, 0)) for n in order]
         self.rows = [r for r in self.rows if any(r[1:])]
 

@@ -32,6 +32,7 @@ the ``SavedTensor`` object (``_raw_saved_x``) instead:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import inspect
@@ -56,6 +57,7 @@ _SAVED = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
 _HAS_DATA = _SAVED is not None and hasattr(_SAVED, "data") and hasattr(_SAVED, "unpack_hook")
 _SKIP_TYPES = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, types.FunctionType, type, str, bytes,
                bytearray, int, float, complex, bool, types.FrameType, types.CodeType, memoryview, range)
+_CONTAINERS = (dict, list, tuple, set, frozenset, collections.deque)  # followed through their own C methods
 _TOOLING = ("IPython.", "ipykernel.", "vramnb.", "traitlets.", "jupyter_client.", "zmq.", "tornado.", "asyncio.")
 
 
@@ -217,14 +219,15 @@ def plain_leaves(items: list[Any], seen: dict[int, Any], grads: bool = True) -> 
 
 
 def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = True, closures: bool = False,
-                 bulk: Callable[[list[Any]], None] | None = None) -> Iterator[Any]:
+                 bulk: Callable[[list[Any]], None] | None = None, graphs: bool = True) -> Iterator[Any]:
     """Tensors ``obj`` keeps alive, up to ``depth`` levels of containers.
 
     Follows a tensor's own storage, a leaf's ``.grad`` (with ``grads``) and the
     graph of a result that requires grad; ``nn.Module`` parameters (and their
     gradients), buffers and the plain attributes of it and its submodules
     (:func:`module_attributes`); ``torch.optim.Optimizer`` parameters and state;
-    dicts, lists, tuples and sets; the ``__dict__`` and ``__slots__`` of plain
+    the class attributes of a class defined in the notebook (:func:`class_attributes`);
+    dicts, lists, tuples, sets and deques; the ``__dict__`` and ``__slots__`` of plain
     objects (:func:`object_attributes`); with
     ``closures``, the cells of functions and the object of bound methods (the
     hooks of saved tensors). Yields tensors and bare ``UntypedStorage`` /
@@ -238,13 +241,16 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
     at the point where they would have been yielded: a consumer that handles
     each such list as it would each of its tensors, in order, sees the same
     walk, at C speed for a container of a million tensors.
+
+    ``graphs=False`` does not follow autograd graphs (a result's ``grad_fn``, a gradient's
+    graph, a bare ``Node``): what ``obj`` holds itself, not what its graphs saved.
     """
     # type(), not isinstance: isinstance reads ``__class__``, which a mock with a spec, a proxy
     # or a lazy object answers by pretending (and then a call on it is recorded, or loads it)
     tp = type(obj)
     try:
         if obj is None or issubclass(type(obj), torch.autograd.graph.Node):
-            if obj is not None:
+            if obj is not None and graphs:
                 yield from graph_tensors(obj, seen, grads, depth)
             return
         if closures and issubclass(type(obj), (types.FunctionType, types.MethodType)):
@@ -256,7 +262,14 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             else:
                 items = [c.cell_contents for c in (obj.__closure__ or ()) if _cell_full(c)]
             for item in items:
-                yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures, bulk=bulk)
+                yield from held_tensors(item, depth - 1, seen, grads=grads, graphs=graphs, closures=closures, bulk=bulk)
+            return
+        if issubclass(tp, type):  # a class defined in the notebook: its class attributes (a class-level cache)
+            if id(obj) not in seen and depth > 0 and notebook_class(obj):
+                seen[id(obj)] = obj
+                for item in class_attributes(obj):
+                    yield from held_tensors(item, depth - 1, seen, grads=grads, graphs=graphs, closures=closures,
+                                            bulk=bulk)
             return
         if id(obj) in seen or issubclass(tp, _SKIP_TYPES):
             return
@@ -275,35 +288,35 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
                 g = obj.grad if grads else None
                 if g is not None:
                     yield g
-                    if g.grad_fn is not None:  # backward(create_graph=True): the gradient's graph
+                    if g.grad_fn is not None and graphs:  # backward(create_graph=True): the gradient's graph
                         yield from graph_tensors(g.grad_fn, seen, grads, depth)
-            elif obj.grad_fn is not None:  # a result that requires grad keeps its graph's saved tensors alive
+            elif obj.grad_fn is not None and graphs:  # a result that requires grad keeps its graph's saved tensors alive
                 yield from graph_tensors(obj.grad_fn, seen, grads, depth)
             return
         if issubclass(tp, torch.nn.Module):
             for p in obj.parameters():
-                yield from held_tensors(p, 0, seen, grads=grads)
+                yield from held_tensors(p, 0, seen, grads=grads, graphs=graphs)
             yield from obj.buffers()
             for item in module_attributes(obj):  # tensors in plain attributes: caches, hook-collected lists
-                yield from held_tensors(item, max(depth, 1) - 1, seen, grads=grads, bulk=bulk)
+                yield from held_tensors(item, max(depth, 1) - 1, seen, grads=grads, graphs=graphs, bulk=bulk)
             return
         if issubclass(tp, torch.optim.Optimizer):
             for group in obj.param_groups:
                 for p in group["params"]:
-                    yield from held_tensors(p, 0, seen, grads=grads)
+                    yield from held_tensors(p, 0, seen, grads=grads, graphs=graphs)
             for state in obj.state.values():
                 for v in state.values():
                     if isinstance(v, torch.Tensor):
                         yield v
             for name, v in list(vars(obj).items()):  # plain attributes (an EMA copy, a cache)
                 if name not in ("state", "param_groups", "defaults"):
-                    yield from held_tensors(v, max(depth, 1) - 1, seen, grads=grads, bulk=bulk)
+                    yield from held_tensors(v, max(depth, 1) - 1, seen, grads=grads, graphs=graphs, bulk=bulk)
             return
         if depth <= 0 or is_tooling(obj):
             return
         if issubclass(tp, BaseException):  # a kept error: its traceback's frames keep their variables
             items = exception_locals(obj)
-        elif issubclass(tp, (dict, list, tuple, set, frozenset)):  # not every Mapping: a shelf would load itself
+        elif issubclass(tp, _CONTAINERS):  # not every Mapping: a shelf would load itself
             items = container_items(obj)
         else:
             items = [v for _, v in object_attributes(obj)]
@@ -311,7 +324,7 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
         return
     if bulk is None or len(items) < 2:
         for item in items:
-            yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures, bulk=bulk)
+            yield from held_tensors(item, depth - 1, seen, grads=grads, graphs=graphs, closures=closures, bulk=bulk)
         return
     if not isinstance(items, list):
         items = list(items)
@@ -321,7 +334,29 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             bulk(run)  # what yielding each of them would do, in order
             continue
         for item in run:
-            yield from held_tensors(item, depth - 1, seen, grads=grads, closures=closures, bulk=bulk)
+            yield from held_tensors(item, depth - 1, seen, grads=grads, graphs=graphs, closures=closures, bulk=bulk)
+
+
+def notebook_class(cls: type) -> bool:
+    """A class defined in the notebook (its ``__module__`` is the notebook's, ``__main__``), read
+    from the class's own ``__dict__`` (no metaclass code runs)."""
+    try:
+        return type.__getattribute__(cls, "__dict__").get("__module__") == "__main__"
+    except Exception:  # noqa: BLE001 - a class that cannot be read holds nothing we can see
+        return False
+
+
+def class_attributes(cls: type) -> list[Any]:
+    """The values of a class's own attributes (``cls.__dict__``, read without running a
+    descriptor or metaclass), less its methods and Python's own entries (``__doc__``, ...)."""
+    out = []
+    for name, v in list(type.__getattribute__(cls, "__dict__").items()):
+        if isinstance(name, str) and name.startswith("__") and name.endswith("__"):
+            continue
+        if issubclass(type(v), (staticmethod, classmethod, property, types.FunctionType)):
+            continue
+        out.append(v)
+    return out
 
 
 def frame_locals(frame: Any) -> list[tuple[str, Any]]:
@@ -344,11 +379,21 @@ def frame_locals(frame: Any) -> list[tuple[str, Any]]:
     return items
 
 
-def exception_locals(exc: BaseException, limit: int = 64) -> list[Any]:
+def _tooling_frame(frame: Any) -> bool:
+    """A frame of the notebook machinery's code (IPython, ipykernel, vramnb)."""
+    mod = frame.f_globals.get("__name__", "")
+    mod = mod if isinstance(mod, str) else ""
+    return mod.startswith(_TOOLING) or mod in ("IPython", "vramnb", "ipykernel")
+
+
+def exception_locals(exc: BaseException, limit: int = 64, *, machinery: bool = False) -> list[Any]:
     """The values of the local variables of the function frames in ``exc``'s traceback and in
     those of the exceptions chained to it (``__cause__``, ``__context__``), read without
     leaving a reference on the frames (:func:`frame_locals`); a module's top level (a
-    namespace) is not followed."""
+    namespace) is not followed, nor, unless ``machinery``, the frames of the notebook machinery
+    (IPython's, vramnb's: an error on its way up through them, as in a measured cell, would
+    otherwise reach the whole namespace through their variables). ``machinery=True``: vramnb's
+    own runner's frames too (a step's output in the runner's frame when the loss failed)."""
     out: list[Any] = []
     seen: set[int] = set()
     todo: list[Any] = [exc]
@@ -360,7 +405,7 @@ def exception_locals(exc: BaseException, limit: int = 64) -> list[Any]:
         tb = BaseException.__getattribute__(e, "__traceback__")
         while tb is not None:
             f = tb.tb_frame
-            if f.f_code.co_flags & inspect.CO_OPTIMIZED:
+            if f.f_code.co_flags & inspect.CO_OPTIMIZED and (machinery or not _tooling_frame(f)):
                 out.extend(v for _, v in frame_locals(f))
             tb = tb.tb_next
         todo += [BaseException.__getattribute__(e, "__cause__"), BaseException.__getattribute__(e, "__context__")]
@@ -368,11 +413,11 @@ def exception_locals(exc: BaseException, limit: int = 64) -> list[Any]:
 
 
 def container_items(obj: Any) -> list[Any]:
-    """The values a dict, list, tuple, set or frozenset holds, read through the built-in
+    """The values a dict, list, tuple, set, frozenset or deque holds, read through the built-in
     type's own methods: a subclass's overridden ``values``/``items``/``__iter__`` is the
     user's code (a mapping that loads its entries lazily, a counter), never run here."""
     tp = type(obj)
-    for base in (dict, list, tuple, set, frozenset):
+    for base in _CONTAINERS:
         if issubclass(tp, base):
             return list(dict.values(obj)) if base is dict else list(base.__iter__(obj))
     return []

@@ -224,6 +224,8 @@ def _kind(obj: Any) -> str:
         return "Module"
     if issubclass(type(obj), torch.optim.Optimizer):
         return "Optimizer"
+    if issubclass(type(obj), type):  # a class defined in the notebook, holding class attributes
+        return "class"
     return type(obj).__name__
 
 
@@ -334,9 +336,9 @@ class HoldersReport(Rendered):
             t.note(
                 f"{format_bytes(unnamed)} allocated is held by no name listed "
                 "(no row above reaches it: objects this listing does not walk into, such as a function's cache, "
-                "a class attribute, another module's globals or an autograd graph, or objects no variable "
-                "reaches; those in a reference cycle waiting for gc, such as an earlier error's traceback, "
-                "`%vram free` releases)"
+                "a class attribute of a class from another module, another module's globals or an autograd graph, "
+                "or objects no variable reaches; those in a reference cycle waiting for gc, such as an earlier "
+                "error's traceback, `%vram free` releases)"
             )
         if self.out_of_sight:
             t.note(f"rows in parentheses keep {format_bytes(self.out_of_sight)} alive out of sight "

@@ -537,6 +537,7 @@ def _error_holds(exc: BaseException, device: torch.device,
         walk = _Walk(device)
         if names is not None:  # what a name keeps stays when the traceback goes: not counted
             walk.seen.update(storages_held(dict(names()), device))
+            walk.leaves = True  # a leaf no name keeps goes with the graph that keeps it
         held = sum(_tensor_bytes(v, walk) for v in exception_locals(exc))
         walk.nodes.clear()
     except Exception:  # noqa: BLE001 - a line, never in the way of the user's error

@@ -170,7 +170,7 @@ class _StepRun:
         from ._graph import exception_locals
 
         roots = []
-        for v in exception_locals(e):
+        for v in exception_locals(e, machinery=True):  # the runner's own frames hold the step's outputs
             if type(v) in (torch.Tensor, torch.nn.Parameter) and v.grad_fn is not None:
                 roots.append(v.grad_fn)
         if roots:

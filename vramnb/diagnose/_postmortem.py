@@ -758,6 +758,9 @@ class _Walk:
         self.var = 0  # which variable is being walked (frame_sharing)
         self.first: dict[int, int] = {}  # storage key -> the variable it was counted for
         self.shared = False  # a storage counted for one variable is kept by another too
+        # count the leaves a graph reaches (AccumulateGrad keeps them) too: where what the names keep is
+        # already in ``seen``, what is left is what the graph alone keeps (a leaf made in the failing code)
+        self.leaves = False
 
 
 def _tensor_bytes(val: Any, walk: _Walk, depth: int = 0) -> int:
@@ -779,7 +782,7 @@ def _tensor_bytes(val: Any, walk: _Walk, depth: int = 0) -> int:
             from .._graph import graph_tensors
 
             for t in graph_tensors(fn, walk.nodes, grads=False):
-                if type(t) in _PLAIN_TENSORS and not (t.is_leaf and t.requires_grad):
+                if type(t) in _PLAIN_TENSORS and (walk.leaves or not (t.is_leaf and t.requires_grad)):
                     g = _storages_bytes(t, device, walk.seen, walk)
                     n += g
                     walk.graph += g
