@@ -135,6 +135,10 @@ class FailingCode:
             ``model.parameters()``; otherwise it takes the optimizer's own ``param_groups``.
         grows: containers the failing code grows with every step's results
             (:func:`._growing.growing`): their size follows the samples seen, not the batch.
+        joins: ``{name: (join, bytes, device type)}`` for each name a failing cell's loop rebinds
+            to a join of its old value (:func:`._growing.self_joins`: ``preds = torch.cat([preds,
+            logits])``), with the bytes of the storage its tensor holds now and that tensor's device
+            type (``0, ""`` where it is bound to no plain tensor).
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -155,6 +159,7 @@ class FailingCode:
     grads: tuple[str, int] | None = None
     optim_is_model: bool = False
     grows: set[str] = field(default_factory=set)
+    joins: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -639,9 +644,15 @@ def _read_cell(ctx: FailingCode, filename: str, namespace: Any) -> None:
         for k, v in stored_instead(cell[0], namespace).items():
             ctx.stores.setdefault(k, v)
         ctx.summed = ctx.summed or summed_before_backward(cell[0])
-        from ._growing import growing
+        from ._growing import growing, self_joins
 
         ctx.grows |= growing(set(), cell[0], namespace)
+        for name, join in self_joins(cell[1]).items():
+            val: Any = dict.get(namespace, name)
+            if type(val) in _PLAIN_TENSORS:  # the storage a plain tensor holds now (a subclass's size is its code)
+                ctx.joins.setdefault(name, (join, int(val.untyped_storage().nbytes()), val.device.type))
+            else:
+                ctx.joins.setdefault(name, (join, 0, ""))
     except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
         pass
 

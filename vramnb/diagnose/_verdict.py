@@ -246,14 +246,51 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
             f"hold and the {format_bytes(room)} still free together: read the shapes on the failing line "
             "(an unintended broadcast, a batch or sequence far too large)", "")]
     first = line + (first or [])  # the failing line's own copy: a shape of code to change, first
+    joined = _join_fixes(s)
     kept = _kept_containers(s)
     general = _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None, keeps=bool(kept))
+    if joined and ctx is not None and ctx.grows <= set(ctx.joins):
+        # each grown name has its own line, with its bytes: the general one about what the loop keeps is said there
+        general = [f for f in general if not f.what.startswith(_ABOUT_KEPT[1])]
+    first = joined + first
     if kept & {f.code for f in enough}:
         # what runs out is what the failing code keeps adding to: techniques that shrink a step's activations or
         # precision cannot help (the kept tensors stay), so none is offered; what the loop keeps and the graphs
         # kept where no backward runs stay
         general = [f for f in general if f.what.startswith(_ABOUT_KEPT)]
     return fixes + enough + (first or []) + general + partial
+
+
+def _join_fixes(s: OOMState) -> list[Fix]:
+    """A line for each tensor the failing cell's loop rebinds to a join of its old value
+    (``preds = torch.cat([preds, logits])``, :attr:`FailingCode.joins`) that holds at least a
+    quarter of the request on the failing device: it grows with the samples seen, whatever the
+    batch, and each join holds the old and the new tensor at once. The code keeps each pass's
+    part in a list (on the CPU where the device is another) and joins once after the loop."""
+    ctx = s.context
+    if ctx is None:
+        return []
+    kind = s.device.split(":")[0]
+    out = []
+    for name, (join, held, dev) in ctx.joins.items():
+        if not join.tensor or dev != kind or held < max(1 << 20, (s.requested or 0) // 4):
+            continue
+        where = ("keep each pass's part on the CPU and join once after the loop" if kind != "cpu" else
+                 "collect each pass's part in a list and join once after the loop (no old-and-new copy at every pass)")
+        what = (f"`{join.statement}` rebinds {name} to a new, longer tensor at every pass of the loop ({name} holds "
+                f"{format_bytes(held)} now): it grows with the samples seen, whatever the batch, and each join "
+                f"holds the old and the new {name} at once; {where}, or, where only predictions or a metric are "
+                "needed, keep only those, not whole outputs"
+                + (f" (`{join.part}.argmax(-1)` for class predictions)" if join.part is not None else ""))
+        code = ""
+        if join.part is not None and join.func:
+            moved = join.part + (".detach()" if ctx.grad else "") + (".cpu()" if kind != "cpu" else "")
+            kws = f", {join.keywords}" if join.keywords else ""
+            code = (f"{name}_parts = []  # before the loop\n"
+                    f"{name}_parts.append({moved})  # in the loop, instead of `{join.statement}`\n"
+                    f"{name} = {join.func}({name}_parts{kws})  # once, after the loop")
+        out.append(Fix(what, code))
+    return out
 
 
 #: the general fixes about what a loop keeps (not capacity techniques)
