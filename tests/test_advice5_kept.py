@@ -43,3 +43,32 @@ def test_a_copy_bound_unconditionally_still_gets_its_del():
     notes = leftover_notes(names, "best_state = copy.deepcopy(model.state_dict())\n", lambda: {"best_state": nbytes},
                            "cpu")
     assert any(f"`del best_state` frees {format_bytes(nbytes)}" in n for n in notes), notes
+
+
+def test_an_idle_model_copy_beyond_the_three_largest_holders_is_offered_to_move_or_delete(ip):
+    """Three names share the model in use (each holds more, deleting any frees nothing); the idle
+    copy beside them holds less but is its own: the post-mortem's holders include it, and the
+    fix for it says where to keep it (disk on the CPU, the CPU on a GPU), with its bytes."""
+    from tests.conftest import run
+    from vramnb.diagnose import OOMState, verdict
+    from vramnb.diagnose._postmortem import FailingCode
+
+    run(ip, "import copy\nm2 = torch.nn.Linear(1024, 1024)\no2 = torch.optim.SGD(m2.parameters(), lr=0.1)\n"
+            "ref2 = m2\nidle = torch.nn.Linear(512, 1024)")
+    magics = ip.magics_manager.registry["VramMagics"]
+    rows = magics._holders_fn("cpu")()
+    big, idle = (1024 * 1024 + 1024) * 4, (512 * 1024 + 1024) * 4
+    assert [r[0] for r in rows[:3]] == ["m2", "o2", "ref2"] or sorted(r[0] for r in rows[:3]) == ["m2", "o2", "ref2"]
+    assert ("idle", idle, idle, "Module") in rows and all(r[1] == big and r[2] == 0 for r in rows[:3])
+    ctx = FailingCode(in_use={"m2", "o2"}, model="m2", optimizer="o2", trains=True)
+    for dev, code in (("cpu", "torch.save(idle.state_dict(), 'idle.pt')  # where it is still needed\ndel idle"),
+                      ("cuda:0", "idle.to('cpu')  # or: del idle")):
+        if dev == "cpu":
+            s = OOMState("cpu", True, 2 << 20, 16 << 20, cap=1 << 30, available=8 << 30, cap_room=1 << 20,
+                         cap_name="RLIMIT_AS", context=ctx, holders=rows)
+        else:
+            s = OOMState(dev, True, 2 << 20, 1 << 30, reserved=1 << 30, total=(1 << 30) + (1 << 20), free_device=0,
+                         non_pytorch=0, context=ctx, holders=rows)
+        fix = [f for f in verdict(s).fixes if f.code == code]
+        assert fix and fix[0].saving == idle and format_bytes(idle) in fix[0].what, verdict(s).fixes
+        assert not any(f.code in ("del m2", "del o2") for f in verdict(s).fixes)

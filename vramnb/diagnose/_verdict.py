@@ -336,6 +336,18 @@ def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
             keep = f"keep less in it ({instead})" if instead else "keep numbers or reduced values, not whole tensors"
             f = Fix(f"{name} ({kind}), which the failing code adds to, keeps {format_bytes(holds)}: {keep}, or empty "
                     f"it; that frees {format_bytes(frees)}", f"{name}.clear()", frees)
+        elif kind == "Module" and "[" not in name and "." not in name:
+            # an idle model (a deep copy kept beside the one that trains): kept somewhere else, or deleted
+            if s.device.split(":")[0] != "cpu":
+                f = Fix(f"{name}, a model the failing code does not use, keeps {format_bytes(holds)} on the device: "
+                        f"move it to the CPU (`{name}.to('cpu')`) where it is still needed, else delete it; either "
+                        f"frees up to {format_bytes(frees)}", f"{name}.to('cpu')  # or: del {name}", frees)
+            else:
+                f = Fix(f"{name}, a model the failing code does not use, keeps {format_bytes(holds)}: save it to disk "
+                        f"where it is still needed (`torch.save({name}.state_dict(), '{name}.pt')`) and delete it "
+                        f"(on a GPU: `{name}.to('cpu')`); deleting it frees {format_bytes(frees)}",
+                        f"torch.save({name}.state_dict(), '{name}.pt')  # where it is still needed\ndel {name}",
+                        frees)
         else:
             f = Fix(f"{name} keeps {format_bytes(holds)}; deleting it frees {format_bytes(frees)}", f"del {name}", frees)
         if short is not None and frees >= short:
