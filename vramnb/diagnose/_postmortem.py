@@ -866,11 +866,25 @@ def _storages_bytes(t: Any, device: torch.device, seen: set[int], walk: _Walk | 
 _CHAIN = 8
 
 
+#: the name given to what the frames of torch's operator call keep (its arguments) in a handled traceback
+_OPERANDS = "the failed operator's operands"
+
+
+def _dispatch_frame(frame: Any) -> bool:
+    """A frame of torch's (or vramnb's) code that an operator call runs through (an ``OpOverload``'s
+    ``__call__``, a dispatch mode's ``__torch_dispatch__`` and its wrappers): its locals are the
+    operator's arguments, which a traceback through it keeps alive."""
+    f = frame.f_code.co_filename
+    return frame.f_code.co_name != "<module>" and f.startswith(_SKIP)
+
+
 def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str, int, int]]:
     """``(frame, variable, bytes, of which through its autograd graph)`` of tensors on ``device``
     that the finished frames of the exception being handled on this thread (and the exceptions
     it chains to) keep in their locals, the ``limit`` largest; each storage counted once, and
-    not where a frame still running keeps it. ``[]`` where no exception is being handled."""
+    not where a frame still running keeps it. What the frames of torch's operator call keep (an
+    operator that failed under a dispatch mode, the tracker's: its arguments) is one entry,
+    :data:`_OPERANDS`, at the user's frame that called it. ``[]`` where no exception is being handled."""
     from .._graph import frame_locals
 
     handled = sys.exc_info()[1]
@@ -900,20 +914,29 @@ def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str
             continue
         seen.add(id(exc))
         tb = getattr(exc, "__traceback__", None)
+        where = ""  # the innermost user frame so far: where the operator below it was called
+        inner = [0, 0]  # what torch's (and the tracker's) frames below it keep: the failed operator's operands
         while tb is not None:
             f = tb.tb_frame
-            if id(f) not in running and _user_frame(f):
-                where = f"{getattr(f.f_code, 'co_qualname', f.f_code.co_name)}:{tb.tb_lineno}"
+            user = _user_frame(f)
+            if id(f) not in running and (user or _dispatch_frame(f)):
+                if user:
+                    where = f"{getattr(f.f_code, 'co_qualname', f.f_code.co_name)}:{tb.tb_lineno}"
                 for var, val in frame_locals(f):
                     g0 = walk.graph
                     try:
                         n = _tensor_bytes(val, walk)
                     except Exception:  # noqa: BLE001
                         n = 0
-                    if n:
+                    if n and user:
                         out.append((where, var, n, walk.graph - g0))
+                    elif n:
+                        inner[0] += n
+                        inner[1] += walk.graph - g0
                 val = None
             tb = tb.tb_next
+        if inner[0] and where:
+            out.append((where, _OPERANDS, inner[0], inner[1]))
         todo += [getattr(exc, "__cause__", None), getattr(exc, "__context__", None)]
     frame = f = tb = None
     walk.nodes.clear()

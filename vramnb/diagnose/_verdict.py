@@ -237,6 +237,7 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
         return line + [Fix("one request is larger than the whole device: read the shapes on the failing line "
                            "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
     enough, partial = _holder_fixes(s)
+    short = _short(s)
     room = _cpu_room(s) if s.reserved is None else None
     if s.requested and room is not None and s.requested > s.allocated + room and s.requested > 4 * s.allocated:
         # one request far larger than every tensor alive together, and more than they could get: a shape to read
@@ -253,6 +254,14 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
         # each grown name has its own line, with its bytes: the general one about what the loop keeps is said there
         general = [f for f in general if not f.what.startswith(_ABOUT_KEPT[1])]
     first = joined + first
+    held = sum(f[2] for f in s.handled)
+    if held and ((short is not None and held >= short > 0) or (short is None and held >= (s.requested or 0))):
+        # the exception being handled keeps the failed attempt's tensors: leaving the except block frees them
+        first = [Fix(f"the failing code runs inside an except block: the exception being handled keeps "
+                     f"{format_bytes(held)} of the failed attempt alive until the block ends (its traceback's "
+                     "frames); note the failure in the block and retry after it",
+                     "failed = False\ntry:\n    ...  # the first attempt\nexcept RuntimeError:\n    failed = True\n"
+                     "if failed:\n    ...  # the retry, after the except block", held)] + first
     if kept & {f.code for f in enough}:
         # what runs out is what the failing code keeps adding to: techniques that shrink a step's activations or
         # precision cannot help (the kept tensors stay), so none is offered; what the loop keeps and the graphs
