@@ -366,6 +366,15 @@ class VramMagics(Magics):
         if note:
             m.report.notes.append(note)
         try:
+            from .diagnose._cell_code import summed_parts_note
+
+            acts = sum(r[3] for r in m.report.sources or [] if r[0] == "activations")
+            note = summed_parts_note(self._users_names(), cell, acts, att.backward_runs)
+        except Exception:  # noqa: BLE001 - a verdict must never break the cell
+            note = None
+        if note:
+            m.report.notes.append(note)
+        try:
             temps = sum(r[3] for r in m.report.sources or [] if r[0] == "temporaries")
             note = reassigned_peak_note(getattr(att, "old_at_peak", {}), temps, cell)
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
