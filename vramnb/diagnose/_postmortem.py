@@ -135,6 +135,10 @@ class FailingCode:
             ``model.parameters()``; otherwise it takes the optimizer's own ``param_groups``.
         grows: containers the failing code grows with every step's results
             (:func:`._growing.growing`): their size follows the samples seen, not the batch.
+        model_grad: a parameter of :attr:`model` requires grad (``None``: not read); where none
+            does, a forward with gradients on saves nothing for backward on the model's account.
+        model_fp32: a parameter of :attr:`model` is float32 (``None``: not read); where none is,
+            bf16 autocast halves nothing.
         joins: ``{name: (join, bytes, device type)}`` for each name a failing cell's loop rebinds
             to a join of its old value (:func:`._growing.self_joins`: ``preds = torch.cat([preds,
             logits])``), with the bytes of the storage its tensor holds now and that tensor's device
@@ -159,6 +163,8 @@ class FailingCode:
     grads: tuple[str, int] | None = None
     optim_is_model: bool = False
     grows: set[str] = field(default_factory=set)
+    model_grad: bool | None = None
+    model_fp32: bool | None = None
     joins: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
 
 
@@ -608,6 +614,13 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
         if pick is not None and pick != ctx.model:
             model_obj = dict.get(model_ns, pick)  # the gradients left are this module's too
             ctx.model, ctx.checkpoint_method = pick, hf_method(model_obj)
+    if model_obj is not None and ctx.model is not None:
+        from ._failing_module import raw_parameters
+
+        ps = [p for p in raw_parameters(model_obj, _BUDGET) if type(p) is torch.nn.Parameter]
+        if ps:
+            ctx.model_grad = any(p.requires_grad for p in ps)
+            ctx.model_fp32 = any(p.dtype == torch.float32 for p in ps)
     if ctx.optimizer is not None and ctx.model is not None and type(opt_ns) is dict:
         from ._optim_target import steps_exactly
 

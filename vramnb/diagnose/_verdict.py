@@ -252,7 +252,7 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
     general = _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None, keeps=bool(kept))
     if joined and ctx is not None and ctx.grows <= set(ctx.joins):
         # each grown name has its own line, with its bytes: the general one about what the loop keeps is said there
-        general = [f for f in general if not f.what.startswith(_ABOUT_KEPT[1])]
+        general = [f for f in general if not f.what.startswith(_ABOUT_KEPT[1:])]
     first = joined + first
     held = sum(f[2] for f in s.handled)
     if held and ((short is not None and held >= short > 0) or (short is None and held >= (s.requested or 0))):
@@ -302,8 +302,13 @@ def _join_fixes(s: OOMState) -> list[Fix]:
     return out
 
 
+#: why nothing is saved for backward where gradients are on (:func:`_no_grad_fixes`'s ``why``)
+_FROZEN = "with no parameter of the model requiring grad (and no input that does)"
+
+
 #: the general fixes about what a loop keeps (not capacity techniques)
-_ABOUT_KEPT = ("no backward runs in the failing code", "with gradients off nothing is kept for backward")
+_ABOUT_KEPT = ("no backward runs in the failing code", "with gradients off nothing is kept for backward",
+               f"{_FROZEN} nothing is kept for backward")
 
 
 def _kept_containers(s: OOMState) -> set[str]:
@@ -393,6 +398,9 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
         return []
     if ctx is not None and not ctx.grad:
         return _no_grad_fixes(device, ctx, keeps)
+    if ctx is not None and ctx.backward is False and not ctx.phase and ctx.model_grad is False:
+        # gradients on, but no parameter of the model requires grad: its forward saves nothing for backward
+        return _no_grad_fixes(device, ctx, keeps, why=_FROZEN)
     if ctx is not None and ctx.backward is False and not ctx.phase:
         return _forward_only_fixes(device, ctx, keeps)
     if ctx is not None and ctx.model is None:  # no notebook name for the model: no code with invented names
@@ -415,7 +423,7 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
                        f"{keep.format(part=each)}  # and no {total}.backward() after the loop"))
     if kind == "cuda":  # the search models a CUDA card
         out.append(Fix("find a batch that fits", f"vramnb.max_batch_size({args}){yours}"))
-    if ctx is None or not ctx.autocast:
+    if (ctx is None or not ctx.autocast) and (ctx is None or ctx.model_fp32 is not False):
         out.append(Fix("bf16 autocast around the forward and the loss",
                        f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    loss = loss_fn({model}, batch)"
                        f"{yours}"))
@@ -483,7 +491,8 @@ def _forward_only_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> l
     return [first] + _no_grad_fixes(device, ctx, keeps)
 
 
-def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> list[Fix]:
+def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False,
+                   why: str = "with gradients off") -> list[Fix]:
     """The fixes for a failure with gradients off (evaluation, inference): nothing is saved
     for backward, so recomputing in backward is no fix. Gradients left from training
     (``ctx.grads``) first; the outputs a loop keeps only where the failing code adds to a
@@ -499,12 +508,12 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> list[F
                        f"{opt}.zero_grad(set_to_none=True)" if opt else f"{model}.zero_grad(set_to_none=True)",
                        held))
     if keeps or ctx.grows:
-        out.append(Fix("with gradients off nothing is kept for backward: what grows is what the loop keeps; keep "
+        out.append(Fix(f"{why} nothing is kept for backward: what grows is what the loop keeps; keep "
                        "each step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits "
                        "on the device", ""))
     if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
         out.append(Fix("a smaller batch per evaluation step", ""))
-    if not ctx.autocast and ctx.model:
+    if not ctx.autocast and ctx.model and ctx.model_fp32 is not False:  # a half-precision model: nothing to halve
         kind = device.split(":")[0]
         out.append(Fix("bf16 autocast around the forward: activations and outputs in half the bytes",
                        f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    out = {ctx.model}(batch)"
