@@ -40,3 +40,16 @@ def test_the_retry_after_the_except_block_is_a_fix_where_what_it_keeps_closes_th
     s = OOMState("cpu", True, 64 << 20, 260 << 20, cap=1 << 30, available=8 << 30, cap_room=1 << 20,
                  cap_name="RLIMIT_AS", handled=[("forward:5", "h1", 32 << 20, 0)])
     assert not any("except block" in f.what for f in verdict(s).fixes)
+
+
+def test_what_a_notebook_name_also_keeps_is_not_counted_as_kept_by_the_handled_exception(ip):
+    """The first attempt's frame holds a notebook global too (``W``): leaving the except block frees
+    only what the frame alone keeps, so only that is counted."""
+    import vramnb
+
+    run(ip, f"Wg = torch.ones({N})\ndef _att2(k):\n    h1 = torch.ones({N} // k)\n    w = Wg if k == 1 else None\n"
+            "    return torch.empty(1 << 60, dtype=torch.uint8)\n"
+            "def _inside2():\n    try:\n        return _att2(1)\n    except RuntimeError:\n        return _att2(2)\n")
+    res, _ = run(ip, "%%vram -d cpu\n_inside2()")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    assert vramnb.history()[-1].oom.state.handled == [("_att2:5", "h1", N * 4, 0)]

@@ -895,7 +895,7 @@ def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str
     """``(frame, variable, bytes, of which through its autograd graph)`` of tensors on ``device``
     that the finished frames of the exception being handled on this thread (and the exceptions
     it chains to) keep in their locals, the ``limit`` largest; each storage counted once, and
-    not where a frame still running keeps it. What the frames of torch's operator call keep (an
+    not where a frame still running or a name of the running cell's namespace keeps it. What the frames of torch's operator call keep (an
     operator that failed under a dispatch mode, the tracker's: its arguments) is one entry,
     :data:`_OPERANDS`, at the user's frame that called it. ``[]`` where no exception is being handled."""
     from .._graph import frame_locals
@@ -907,7 +907,8 @@ def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str
     running: set[int] = set()
     frame: Any = sys._getframe(1)
     depth = 0
-    while frame is not None and depth < 64:  # what running frames keep is theirs
+    spaces: set[int] = set()
+    while frame is not None and depth < 64:  # what running frames keep is theirs, and the notebook's names'
         depth += 1
         running.add(id(frame))
         if _user_frame(frame):
@@ -916,6 +917,17 @@ def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str
                     _tensor_bytes(val, walk)
                 except Exception:  # noqa: BLE001
                     pass
+            val = None
+        elif (frame.f_code.co_name == "<module>" and not frame.f_code.co_filename.startswith(_SKIP)
+              and "/IPython/" not in frame.f_code.co_filename and type(frame.f_globals) is dict
+              and id(frame.f_globals) not in spaces):  # a cell's namespace: leaving the except block frees none of it
+            spaces.add(id(frame.f_globals))
+            for name, val in list(dict.items(frame.f_globals))[:_ITEMS]:
+                if not name.startswith("_"):
+                    try:
+                        _tensor_bytes(val, walk)
+                    except Exception:  # noqa: BLE001
+                        pass
             val = None
         frame = frame.f_back
     out: list[tuple[str, str, int, int]] = []
