@@ -895,9 +895,10 @@ def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str
     """``(frame, variable, bytes, of which through its autograd graph)`` of tensors on ``device``
     that the finished frames of the exception being handled on this thread (and the exceptions
     it chains to) keep in their locals, the ``limit`` largest; each storage counted once, and
-    not where a frame still running or a name of the running cell's namespace keeps it. What the frames of torch's operator call keep (an
-    operator that failed under a dispatch mode, the tracker's: its arguments) is one entry,
-    :data:`_OPERANDS`, at the user's frame that called it. ``[]`` where no exception is being handled."""
+    not where a frame still running or a name of the running cell's namespace keeps it. What the
+    frames of torch's operator call keep (an operator that failed under a dispatch mode, the
+    tracker's: its arguments) is one entry, :data:`_OPERANDS`, at the user's frame that called
+    it. ``[]`` where no exception is being handled."""
     from .._graph import frame_locals
 
     handled = sys.exc_info()[1]
