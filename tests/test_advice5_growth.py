@@ -43,7 +43,7 @@ def test_joins_are_found_anywhere_in_the_rebinding_expression():
     got = self_joins(ast.parse(src))
     assert set(got) == {"a", "h", "outs", "b"}
     assert got["a"].part == "x" and got["a"].func == "torch.cat" and got["a"].keywords == "dim=0" and got["a"].tensor
-    assert got["h"].func == "torch.stack" and got["h"].part == "y"
+    assert got["h"].func == "torch.stack" and got["h"].part == "y" and got["h"].starred and not got["a"].starred
     assert not got["outs"].tensor and got["b"].tensor
     assert self_joins(ast.parse("a = torch.cat([a, x])\n")) == {}  # not in a loop: one join, no growth
 
@@ -62,7 +62,7 @@ def test_an_evaluation_loop_growing_a_tensor_by_a_conditional_join_is_named_with
     line = [f for f in fixes if f.what.startswith("`gpreds = ")]
     assert line, texts
     assert f"gpreds holds {format_bytes(held)} now" in line[0].what and "old and the new gpreds" in line[0].what
-    assert line[0].code == ("gpreds_parts = []  # before the loop\n"
+    assert line[0].code == ("gpreds_parts = [] if gpreds is None else [gpreds]  # before the loop\n"
                             "gpreds_parts.append(glogits)  # in the loop, instead of `gpreds = glogits if gpreds is "
                             "None else torch.cat((gpreds, glogits), dim=0)`\n"
                             "gpreds = torch.cat(gpreds_parts, dim=0)  # once, after the loop")
@@ -81,7 +81,7 @@ def test_the_printed_join_code_gives_the_same_tensor(ip):
     ctx.joins["jpreds"] = (ctx.joins["jpreds"][0], 2 * MiB, "cpu")
     code = [f.code for f in _cpu_fixes(ctx, 2 * MiB) if f.what.startswith("`jpreds = ")][0].splitlines()
     body = code[1].split("  #")[0]
-    run(ip, f"{code[0].split('  #')[0]}\nwith torch.no_grad():\n    for x in xs:\n        jlogits = jnet(x)\n"
+    run(ip, f"jpreds = None\n{code[0].split('  #')[0]}\nwith torch.no_grad():\n    for x in xs:\n        jlogits = jnet(x)\n"
             f"        {body}\n{code[2].split('  #')[0]}")
     assert torch.equal(ip.user_ns["jpreds"], torch.cat([ip.user_ns["jnet"](x) for x in ip.user_ns["xs"]]).detach())
 
@@ -99,3 +99,21 @@ def test_a_grad_on_join_detaches_and_a_loop_keeping_nothing_still_gets_a_smaller
                       "    raise RuntimeError('x')")
     assert not ctx.joins and not ctx.grows
     assert "a smaller batch per evaluation step" in [f.what for f in _cpu_fixes(ctx, MiB)]
+
+
+def test_the_printed_join_code_keeps_a_value_bound_before_the_loop(ip):
+    """``preds = first`` before the loop, then ``preds = torch.cat([preds, out])`` in it: the printed
+    list starts with that value, so the joined tensor is the same; a stack of unpacked rows gets no code."""
+    run(ip, "torch.manual_seed(0)\nqnet = torch.nn.Linear(8, 8)\nqs = [torch.randn(4, 8) for _ in range(3)]")
+    ctx = _caught(ip, "qpreds = qnet(qs[0])\nfor x in qs[1:]:\n    qpreds = torch.cat([qpreds, qnet(x)])\n"
+                      "raise RuntimeError('x')")
+    ctx.joins["qpreds"] = (ctx.joins["qpreds"][0], 2 * MiB, "cpu")
+    code = [f.code for f in _cpu_fixes(ctx, 2 * MiB) if f.what.startswith("`qpreds = ")][0].splitlines()
+    run(ip, f"qpreds = qnet(qs[0])\n{code[0].split('  #')[0]}\nfor x in qs[1:]:\n"
+            f"    {code[1].split('  #')[0]}\n{code[2].split('  #')[0]}")
+    expect = torch.cat([ip.user_ns["qnet"](x) for x in ip.user_ns["qs"]])
+    assert torch.equal(ip.user_ns["qpreds"], expect)
+    ctx = _caught(ip, "qh = []\nfor x in qs:\n    qh = torch.stack([*qh, qnet(x)])\nraise RuntimeError('x')")
+    ctx.joins["qh"] = (ctx.joins["qh"][0], 2 * MiB, "cpu")
+    line = [f for f in _cpu_fixes(ctx, 2 * MiB) if f.what.startswith("`qh = ")]
+    assert line and line[0].code == ""

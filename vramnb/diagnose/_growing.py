@@ -30,6 +30,7 @@ class Join:
             rebound to itself plus a display (``outs = outs + [y]``), which copies references only.
         func: the join's function as source (``torch.cat``), ``""`` for a list or tuple.
         keywords: its keyword arguments as source (``dim=0``), ``""`` where none.
+        starred: the sequence unpacks the name (``[*h, y]``) rather than holding it whole.
     """
 
     name: str
@@ -38,6 +39,7 @@ class Join:
     tensor: bool
     func: str = ""
     keywords: str = ""
+    starred: bool = False
 
 
 def _holds(seq: ast.AST, name: str) -> list[ast.expr] | None:
@@ -53,13 +55,14 @@ def _holds(seq: ast.AST, name: str) -> list[ast.expr] | None:
     return [e for e in elts if e not in mine]
 
 
-def _join_of(value: ast.AST, name: str) -> tuple[str | None, bool, str, str] | None:
-    """``(part, tensor, func, keywords)`` where the expression ``value`` (anywhere in it: ``x if x is None else
+def _join_of(value: ast.AST, name: str) -> tuple[str | None, bool, str, str, bool] | None:
+    """``(part, tensor, func, keywords, starred)`` where the expression ``value`` (anywhere in it: ``x if x is None else
     torch.cat((x, y))``) joins a sequence that holds ``name``; ``None`` where it does not."""
     for node in ast.walk(value):
         others = None
         tensor = False
         func = kws = ""
+        seq: Any = None
         if isinstance(node, ast.Call):
             fn = node.func
             attr = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else None
@@ -78,7 +81,9 @@ def _join_of(value: ast.AST, name: str) -> tuple[str | None, bool, str, str] | N
                 others = list(left.elts)
         if others is not None:
             part = ast.unparse(others[0]) if len(others) == 1 else None
-            return part, tensor, func, kws
+            seq_elts = seq.elts if tensor and isinstance(seq, (ast.List, ast.Tuple)) else []
+            starred = any(isinstance(e, ast.Starred) for e in seq_elts)
+            return part, tensor, func, kws, starred
     return None
 
 

@@ -270,6 +270,10 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
     return fixes + enough + (first or []) + general + partial
 
 
+#: joins that concatenate along an existing dimension (the list of parts joins the same way once)
+_CONCATS = ("cat", "concat", "concatenate", "vstack", "hstack", "row_stack", "column_stack", "dstack")
+
+
 def _join_fixes(s: OOMState) -> list[Fix]:
     """A line for each tensor the failing cell's loop rebinds to a join of its old value
     (``preds = torch.cat([preds, logits])``, :attr:`FailingCode.joins`) that holds at least a
@@ -292,10 +296,12 @@ def _join_fixes(s: OOMState) -> list[Fix]:
                 "needed, keep only those, not whole outputs"
                 + (f" (`{join.part}.argmax(-1)` for class predictions)" if join.part is not None else ""))
         code = ""
-        if join.part is not None and join.func:
+        # code only for a concatenation of the name itself and one part (a stack of a growing tensor, or of its
+        # unpacked rows, is another shape); the value bound before the loop, if any, is the first part
+        if join.part is not None and join.func.rsplit(".", 1)[-1] in _CONCATS and not join.starred:
             moved = join.part + (".detach()" if ctx.grad else "") + (".cpu()" if kind != "cpu" else "")
             kws = f", {join.keywords}" if join.keywords else ""
-            code = (f"{name}_parts = []  # before the loop\n"
+            code = (f"{name}_parts = [] if {name} is None else [{name}]  # before the loop\n"
                     f"{name}_parts.append({moved})  # in the loop, instead of `{join.statement}`\n"
                     f"{name} = {join.func}({name}_parts{kws})  # once, after the loop")
         out.append(Fix(what, code))
@@ -353,11 +359,11 @@ def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
         elif kind == "Module" and "[" not in name and "." not in name:
             # an idle model (a deep copy kept beside the one that trains): kept somewhere else, or deleted
             if s.device.split(":")[0] != "cpu":
-                f = Fix(f"{name}, a model the failing code does not use, keeps {format_bytes(holds)} on the device: "
+                f = Fix(f"{name}, a model the failing code does not name, keeps {format_bytes(holds)} on the device: "
                         f"move it to the CPU (`{name}.to('cpu')`) where it is still needed, else delete it; either "
                         f"frees up to {format_bytes(frees)}", f"{name}.to('cpu')  # or: del {name}", frees)
             else:
-                f = Fix(f"{name}, a model the failing code does not use, keeps {format_bytes(holds)}: save it to disk "
+                f = Fix(f"{name}, a model the failing code does not name, keeps {format_bytes(holds)}: save it to disk "
                         f"where it is still needed (`torch.save({name}.state_dict(), '{name}.pt')`) and delete it "
                         f"(on a GPU: `{name}.to('cpu')`); deleting it frees {format_bytes(frees)}",
                         f"torch.save({name}.state_dict(), '{name}.pt')  # where it is still needed\ndel {name}",
