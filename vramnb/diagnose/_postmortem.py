@@ -139,8 +139,6 @@ class FailingCode:
             does, a forward with gradients on saves nothing for backward on the model's account.
         model_fp32: a parameter of :attr:`model` is float32 (``None``: not read); where none is,
             bf16 autocast halves nothing.
-        weight_sized: the failing request is the size of one of :attr:`model`'s parameters in a
-            floating dtype of 2, 4 or 8 bytes (a cast or copy of a weight, which no batch size changes).
         joins: ``{name: (join, bytes, device type)}`` for each name a failing cell's loop rebinds
             to a join of its old value (:func:`._growing.self_joins`: ``preds = torch.cat([preds,
             logits])``), with the bytes of the storage its tensor holds now and that tensor's device
@@ -167,7 +165,6 @@ class FailingCode:
     grows: set[str] = field(default_factory=set)
     model_grad: bool | None = None
     model_fp32: bool | None = None
-    weight_sized: bool = False
     joins: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
 
 
@@ -624,10 +621,6 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
         if ps:
             ctx.model_grad = any(p.requires_grad for p in ps)
             ctx.model_fp32 = any(p.dtype == torch.float32 for p in ps)
-            if requested:
-                block = -(-requested // 512)  # the CUDA caching allocator rounds requests to 512 bytes
-                ctx.weight_sized = any(-(-p.numel() * k // 512) == block for p in ps for k in (2, 4, 8)
-                                       if p.numel() * k >= 1 << 20)
     if ctx.optimizer is not None and ctx.model is not None and type(opt_ns) is dict:
         from ._optim_target import steps_exactly
 

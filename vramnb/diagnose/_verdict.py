@@ -517,9 +517,7 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False,
         out.append(Fix(f"{why} nothing is kept for backward: what grows is what the loop keeps; keep "
                        "each step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits "
                        "on the device", ""))
-    # a container of every step's results grows with the samples seen, and a weight's cast or copy has the
-    # weight's size, whatever the batch
-    if not ctx.grows and not ctx.weight_sized:
+    if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
         out.append(Fix("a smaller batch per evaluation step", ""))
     if not ctx.autocast and ctx.model and ctx.model_fp32 is not False:  # a half-precision model: nothing to halve
         kind = device.split(":")[0]
