@@ -492,8 +492,8 @@ def _forward_only_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> l
     forward keeps its activations for a backward that the code never runs. Training
     techniques (checkpointing, autocast for a loss) are not offered."""
     first = Fix("no backward runs in the failing code, yet gradients are on: each forward keeps its activations "
-                "for a backward; if none will run on these outputs, turn gradients off around the loop",
-                "with torch.no_grad():  # or torch.inference_mode()\n    ...  # the failing loop")
+                "for a backward; if none will run on these outputs, turn gradients off around the failing code",
+                "with torch.no_grad():  # or torch.inference_mode()\n    ...  # the failing code")
     return [first] + _no_grad_fixes(device, ctx, keeps)
 
 
