@@ -117,3 +117,17 @@ def test_the_printed_join_code_keeps_a_value_bound_before_the_loop(ip):
     ctx.joins["qh"] = (ctx.joins["qh"][0], 2 * MiB, "cpu")
     line = [f for f in _cpu_fixes(ctx, 2 * MiB) if f.what.startswith("`qh = ")]
     assert line and line[0].code == ""
+
+
+def test_a_cache_the_loop_computes_with_gets_no_collect_and_join_once_line(ip):
+    """``k_cache = torch.cat([k_cache, k], dim=2)`` where the next pass's attention reads k_cache: the
+    cache is not only collected, so "collect the parts in a list and join once after the loop" is no
+    fix; the line is not printed (a loop that only collects still gets it)."""
+    ctx = _caught(ip, "kc = torch.zeros(1, 2, 0, 8)\nq = torch.ones(1, 2, 1, 8)\nfor t in range(3):\n"
+                      "    att = q @ kc.transpose(-1, -2) if t else None\n"
+                      "    kc = torch.cat([kc, torch.ones(1, 2, 1, 8)], dim=2)\nraise RuntimeError('x')")
+    assert ctx.joins["kc"][0].read
+    ctx.joins["kc"] = (ctx.joins["kc"][0], 2 * MiB, "cpu")
+    assert not any(f.what.startswith("`kc = ") for f in _cpu_fixes(ctx, 2 * MiB))
+    got = self_joins(ast.parse("for i in range(2):\n    p = x if p is None else torch.cat((p, x))\n"))
+    assert not got["p"].read  # read only inside its own statement

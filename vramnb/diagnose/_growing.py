@@ -31,6 +31,8 @@ class Join:
         func: the join's function as source (``torch.cat``), ``""`` for a list or tuple.
         keywords: its keyword arguments as source (``dim=0``), ``""`` where none.
         starred: the sequence unpacks the name (``[*h, y]``) rather than holding it whole.
+        read: the loop reads the name outside this statement (a cache the next pass computes with:
+            ``k_cache`` read by attention), so it is not only collected.
     """
 
     name: str
@@ -40,6 +42,7 @@ class Join:
     func: str = ""
     keywords: str = ""
     starred: bool = False
+    read: bool = False
 
 
 def _holds(seq: ast.AST, name: str) -> list[ast.expr] | None:
@@ -101,7 +104,10 @@ def self_joins(tree: ast.AST) -> dict[str, Join]:
             name = node.targets[0].id
             got = _join_of(node.value, name)
             if got is not None and name not in out:
-                out[name] = Join(name, ast.unparse(node), *got)
+                inside = {id(n) for n in ast.walk(node)}
+                read = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                           and id(n) not in inside for n in ast.walk(loop))
+                out[name] = Join(name, ast.unparse(node), *got, read=read)
     return out
 
 

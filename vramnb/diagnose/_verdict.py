@@ -277,8 +277,9 @@ _CONCATS = ("cat", "concat", "concatenate", "vstack", "hstack", "row_stack", "co
 def _join_fixes(s: OOMState) -> list[Fix]:
     """A line for each tensor the failing cell's loop rebinds to a join of its old value
     (``preds = torch.cat([preds, logits])``, :attr:`FailingCode.joins`) that holds at least a
-    quarter of the request on the failing device: it grows with the samples seen, whatever the
-    batch, and each join holds the old and the new tensor at once. The code keeps each pass's
+    quarter of the request on the failing device and that the loop only collects (reads nowhere
+    else): it grows at every pass, whatever the batch, and each join holds the old and the new
+    tensor at once. The code keeps each pass's
     part in a list (on the CPU where the device is another) and joins once after the loop."""
     ctx = s.context
     if ctx is None:
@@ -286,12 +287,13 @@ def _join_fixes(s: OOMState) -> list[Fix]:
     kind = s.device.split(":")[0]
     out = []
     for name, (join, held, dev) in ctx.joins.items():
-        if not join.tensor or dev != kind or held < max(1 << 20, (s.requested or 0) // 4):
+        if not join.tensor or join.read or dev != kind or held < max(1 << 20, (s.requested or 0) // 4):
+            # (a tensor the loop also computes with, a cache, is not only collected: joining once after is no fix)
             continue
         where = ("keep each pass's part on the CPU and join once after the loop" if kind != "cpu" else
                  "collect each pass's part in a list and join once after the loop (no old-and-new copy at every pass)")
         what = (f"`{join.statement}` rebinds {name} to a new, longer tensor at every pass of the loop ({name} holds "
-                f"{format_bytes(held)} now): it grows with the samples seen, whatever the batch, and each join "
+                f"{format_bytes(held)} now): it grows at every pass, whatever the batch, and each join "
                 f"holds the old and the new {name} at once; {where}, or, where only predictions or a metric are "
                 "needed, keep only those, not whole outputs"
                 + (f" (`{join.part}.argmax(-1)` for class predictions)" if join.part is not None else ""))
