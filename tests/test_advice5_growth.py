@@ -131,3 +131,12 @@ def test_a_cache_the_loop_computes_with_gets_no_collect_and_join_once_line(ip):
     assert not any(f.what.startswith("`kc = ") for f in _cpu_fixes(ctx, 2 * MiB))
     got = self_joins(ast.parse("for i in range(2):\n    p = x if p is None else torch.cat((p, x))\n"))
     assert not got["p"].read  # read only inside its own statement
+
+
+def test_an_is_none_test_is_no_read_of_a_collected_tensor():
+    src = ("for t in range(3):\n    if kc is None:\n        kc, vc = k, v\n    else:\n"
+           "        kc = torch.cat([kc, k], dim=2)\n        vc = torch.cat([vc, v], dim=2)\n")
+    got = self_joins(ast.parse(src))
+    assert not got["kc"].read and not got["vc"].read
+    got = self_joins(ast.parse(src.replace("        vc = torch.cat", "        a = q @ kc\n        vc = torch.cat")))
+    assert got["kc"].read and not got["vc"].read

@@ -105,6 +105,10 @@ def self_joins(tree: ast.AST) -> dict[str, Join]:
             got = _join_of(node.value, name)
             if got is not None and name not in out:
                 inside = {id(n) for n in ast.walk(node)}
+                # `x is None` tests read no data: not a use of the tensor
+                inside |= {id(c.left) for c in ast.walk(loop) if isinstance(c, ast.Compare)
+                           and all(isinstance(op, (ast.Is, ast.IsNot)) for op in c.ops)
+                           and all(isinstance(v, ast.Constant) and v.value is None for v in c.comparators)}
                 read = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
                            and id(n) not in inside for n in ast.walk(loop))
                 out[name] = Join(name, ast.unparse(node), *got, read=read)
