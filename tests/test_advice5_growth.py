@@ -140,3 +140,14 @@ def test_an_is_none_test_is_no_read_of_a_collected_tensor():
     assert not got["kc"].read and not got["vc"].read
     got = self_joins(ast.parse(src.replace("        vc = torch.cat", "        a = q @ kc\n        vc = torch.cat")))
     assert got["kc"].read and not got["vc"].read
+
+
+def test_a_join_of_plain_tensors_is_not_offered_predictions(ip):
+    """No model ran in the failing code (a cache of plain tensors): the line says nothing of
+    predictions or argmax."""
+    ctx = _caught(ip, "pc = None\nfor t in range(3):\n    k = torch.ones(1, 2, 1, 8)\n"
+                      "    pc = k if pc is None else torch.cat([pc, k], dim=2)\nraise RuntimeError('x')")
+    assert not ctx.trains
+    ctx.joins["pc"] = (ctx.joins["pc"][0], 2 * MiB, "cpu")
+    line = [f.what for f in _cpu_fixes(ctx, 2 * MiB) if f.what.startswith("`pc = ")]
+    assert line and "argmax" not in line[0] and "predictions" not in line[0]

@@ -294,9 +294,10 @@ def _join_fixes(s: OOMState) -> list[Fix]:
                  "collect each pass's part in a list and join once after the loop (no old-and-new copy at every pass)")
         what = (f"`{join.statement}` rebinds {name} to a new, longer tensor at every pass of the loop ({name} holds "
                 f"{format_bytes(held)} now): it grows at every pass, whatever the batch, and each join "
-                f"holds the old and the new {name} at once; {where}, or, where only predictions or a metric are "
-                "needed, keep only those, not whole outputs"
-                + (f" (`{join.part}.argmax(-1)` for class predictions)" if join.part is not None else ""))
+                f"holds the old and the new {name} at once; {where}")
+        if ctx.trains:  # a model's outputs (no plain tensor computation): predictions or a metric may be all it needs
+            what += (", or, where only predictions or a metric are needed, keep only those, not whole outputs"
+                     + (f" (`{join.part}.argmax(-1)` for class predictions)" if join.part is not None else ""))
         code = ""
         # code only for a concatenation of the name itself and one part (a stack of a growing tensor, or of its
         # unpacked rows, is another shape); the value bound before the loop, if any, is the first part
