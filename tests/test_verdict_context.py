@@ -382,7 +382,7 @@ def test_an_out_of_memory_in_a_forward_only_cell_with_gradients_on_says_no_grad_
     assert "recompute" not in text and "checkpoint" not in text and "vramnb.compare" not in text
     assert fixes[0] == ("no backward runs in the failing code, yet gradients are on: each forward keeps its "
                         "activations for a backward; if none will run on these outputs, turn gradients off around "
-                        "the loop", "with torch.no_grad():  # or torch.inference_mode()\n    ...  # the failing loop")
+                        "the failing code", "with torch.no_grad():  # or torch.inference_mode()\n    ...  # the failing code")
     res, _ = run(ip, "%%vram -d cpu\nloss = net(torch.ones(2, 8)).sum()\nloss.backward()\n"
                      "torch.empty(1 << 60, dtype=torch.uint8)")
     assert isinstance(res.error_in_exec, RuntimeError)

@@ -311,7 +311,8 @@ class VramMagics(Magics):
 
     def _holders_fn(self, device: Any, limit: int = 3, hidden_too: bool = False) -> Any:
         """A function giving ``(name, bytes it keeps, bytes deleting it frees, kind)`` of the ``limit``
-        names of the notebook that hold the most on ``device`` (kind: ``Tensor``, ``Module``, ``list``...;
+        names of the notebook that hold the most on ``device``, then of up to ``limit`` others whose
+        deletion alone frees the most (at least 1 MiB) (kind: ``Tensor``, ``Module``, ``list``...;
         ``hidden_too``: the out-of-sight holders as well, e.g. ``("(Out, _ __ ___)", …, "output history")``)."""
         def top() -> list[tuple[str, int, int, str]]:
             dev = resolve_device(device)
@@ -322,8 +323,12 @@ class VramMagics(Magics):
             if frames:
                 hidden["(the failing frames)"] = ("traceback frames", frames)
             rows = find_holders(self._users_names(), dev, hidden=hidden, limit=None, entries=False)
-            shown = [h for h in rows if hidden_too or not h.hidden][:limit]
-            return [(h.name, h.nbytes, h.unique, h.kind) for h in shown]
+            visible = [h for h in rows if hidden_too or not h.hidden]
+            shown = visible[:limit]
+            # then those whose deletion alone frees the most (an idle copy of a model beside the model in
+            # use, which holds more but shares it with the optimizer and the loss): the fixes need them
+            alone = sorted((h for h in visible[limit:] if h.unique >= 1 << 20), key=lambda h: -h.unique)[:limit]
+            return [(h.name, h.nbytes, h.unique, h.kind) for h in shown + alone]
 
         return top
 
@@ -356,6 +361,15 @@ class VramMagics(Magics):
             return
         try:
             note = kept_graph_note(self._users_names(), cell, att.key, att.backward_runs)
+        except Exception:  # noqa: BLE001 - a verdict must never break the cell
+            note = None
+        if note:
+            m.report.notes.append(note)
+        try:
+            from .diagnose._cell_code import summed_parts_note
+
+            acts = sum(r[3] for r in m.report.sources or [] if r[0] == "activations")
+            note = summed_parts_note(self._users_names(), cell, acts, att.backward_runs)
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             note = None
         if note:

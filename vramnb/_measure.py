@@ -565,7 +565,7 @@ def _tb_frames(exc: BaseException) -> list[Any]:
 def _post_mortem(m: Measurement, exc: BaseException, end: Any) -> OOMInfo:
     """The out-of-memory post-mortem of a measured block (see :func:`oom_info`), with the
     notebook's holders."""
-    return oom_info(m.oom_state, exc, m.device, end, lambda: _safe_call(m.holders)[:3])
+    return oom_info(m.oom_state, exc, m.device, end, lambda: _safe_call(m.holders)[:6])
 
 
 def oom_info(state: OOMState | None, exc: BaseException, device: torch.device, end: Any,

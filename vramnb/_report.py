@@ -29,8 +29,9 @@ class OOMInfo:
             message did not say).
         live: bytes allocated on the device at the failure (when the post-mortem caught
             it, else when the error was caught, after unwinding).
-        holders: ``(variable, bytes it keeps alive, bytes deleting it alone frees)`` of the
-            variables holding the most.
+        holders: ``(variable, bytes it keeps alive, bytes deleting it alone frees[, kind])`` of the
+            variables holding the most (the report shows three), then of those whose deletion alone
+            frees the most (for the fixes).
         message: the first line of the error message.
         state: the device's state at the failure (:class:`vramnb.diagnose.OOMState`).
         verdict: why it failed and what to do (:class:`vramnb.diagnose.Verdict`).
@@ -283,7 +284,7 @@ def oom_lines(oom: OOMInfo) -> list[str]:
                      f"ends ({format_bytes(total)}): {kept}; run the retry (or whatever the block runs) after the "
                      "except block ends: note the failure in it, act on it outside")
     if oom.holders:
-        lines.append("largest holders: " + ", ".join(_holder_text(h) for h in oom.holders))
+        lines.append("largest holders: " + ", ".join(_holder_text(h) for h in sorted(oom.holders, key=lambda h: -h[1])[:3]))
     return lines
 
 

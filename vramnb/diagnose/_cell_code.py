@@ -15,7 +15,7 @@ import torch
 
 from .._graph import container_items
 
-__all__ = ["stored_instead", "summed_before_backward"]
+__all__ = ["stored_instead", "summed_before_backward", "summed_parts", "summed_parts_note"]
 
 
 def _call(expr: str, *methods: str) -> str:
@@ -181,3 +181,98 @@ def summed_before_backward(text: str) -> tuple[str, str, str, str] | None:
                 return None
             return name, ast.unparse(node), ast.unparse(part), f"{name} += {{part}}.item()"
     return _summed_list(tree, loops)
+
+
+def _added_names(node: Any) -> list[str] | None:
+    """The names an addition of plain names adds (``a + b + c``); ``None`` where it is anything else."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _added_names(node.left), _added_names(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
+def summed_parts(text: str) -> tuple[str, str, list[str], str | None] | None:
+    """``(total, statement, parts, zero_grad)`` where the cell ``text``, at its own top level and
+    outside any loop, binds two or more names each once (``loss_src = model(x_src)...``), then sums
+    exactly those names into a total (``loss = loss_src + loss_mix``, bound once), then calls
+    ``total.backward()``, and no part's own expression reads an earlier part (their graphs are then
+    separate as far as the cell shows). ``zero_grad``: the source of a ``.zero_grad(...)`` call
+    between the first part and the backward (a backward per part must come after it), else
+    ``None``. ``None`` where the cell has no such shape."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    body = tree.body
+    binds: dict[str, list[int]] = {}
+    for i, stmt in enumerate(body):
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                binds.setdefault(n.id, []).append(i)
+    for i, stmt in enumerate(body):
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "backward"
+                and isinstance(stmt.value.func.value, ast.Name)):
+            continue
+        total = stmt.value.func.value.id
+        if len(binds.get(total, [])) != 1 or binds[total][0] >= i:
+            continue
+        j = binds[total][0]
+        sums = body[j]
+        if not (isinstance(sums, ast.Assign) and len(sums.targets) == 1):
+            continue
+        parts = _added_names(sums.value)
+        if not parts or len(set(parts)) != len(parts) or len(parts) < 2:
+            continue
+        at = []
+        for p in parts:
+            where = binds.get(p, [])
+            if len(where) != 1 or where[0] >= j or not isinstance(body[where[0]], ast.Assign):
+                break
+            at.append(where[0])
+        else:
+            first = min(at)
+            earlier: set[str] = set()
+            ok = True
+            for k in sorted(at):
+                reads = {n.id for n in ast.walk(body[k].value) if isinstance(n, ast.Name)}  # type: ignore[attr-defined]
+                if reads & earlier:
+                    ok = False
+                earlier.add(next(p for p in parts if binds[p][0] == k))
+            if not ok:
+                continue
+            zero = next((ast.unparse(n) for st in body[first + 1:i] for n in ast.walk(st)
+                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                         and n.func.attr == "zero_grad"), None)
+            return total, ast.unparse(sums), sorted(parts, key=lambda p: binds[p][0]), zero
+    return None
+
+
+def summed_parts_note(names: Mapping[str, Any], text: str, activations_at_peak: int, backward_runs: int) -> str | None:
+    """One line for a cell that sums separately computed losses before one backward
+    (:func:`summed_parts`): every part's autograd graph (the activations its forward saved) stays
+    alive until that backward, so the peak holds them all. Said only where a backward ran in the
+    cell, the activations at the peak are at least a MiB, and each part is now bound to a tensor
+    that autograd made (``grad_fn`` set); the fix calls backward on each part as it is computed."""
+    if backward_runs <= 0 or activations_at_peak < 1 << 20:
+        return None
+    got = summed_parts(text)
+    if got is None:
+        return None
+    total, stmt, parts, zero = got
+    for p in parts:
+        v = names.get(p)
+        if type(v) not in (torch.Tensor, torch.nn.Parameter) or v.grad_fn is None:  # type: ignore[union-attr]
+            return None
+    from .._units import format_bytes
+
+    listed = ", ".join(parts[:-1]) + f" and {parts[-1]}"
+    order = "; ".join(f"`{p}.backward()` right after {p} is computed" for p in parts)
+    moved = f" (move `{zero}` before the first of them: it would clear what the earlier ones accumulated)" if zero else ""
+    return (f"`{stmt}` keeps the autograd graphs of {listed} (the activations each forward saved) alive together "
+            f"until the one `{total}.backward()` (activations at the peak: {format_bytes(activations_at_peak)}): "
+            f"call backward on each part instead, {order}{moved}; the gradients accumulate in .grad to the same sum, "
+            f"and each part's graph is freed before the next forward runs (pass retain_graph=True where the parts "
+            f"share a graph made before them)")

@@ -203,6 +203,20 @@ def _module_copies(obj: Any, modules: Mapping[str, torch.nn.Module]) -> tuple[li
     return hits, sum(matched.values())
 
 
+def _kept_off_device(name: str, model: str, device_kind: str, frees: int) -> str:
+    """How to keep ``name``, a copy of ``model``'s weights that the notebook means to keep, off the
+    device it runs out on: copied to the CPU where that device is another; saved to disk where it is
+    the CPU. ``frees``: the bytes deleting ``name`` frees on the device (what either frees there)."""
+    if device_kind != "cpu":
+        return (f"keep it, but on the CPU: `{name} = {{k: v.detach().cpu() for k, v in {model}.state_dict().items()}}` "
+                f"in place of the copy on the device frees {format_bytes(frees)} there "
+                f"(`{model}.load_state_dict({name})` copies it back)")
+    return (f"on the CPU it can only leave memory for disk: `torch.save({model}.state_dict(), '{name}.pt')` in place "
+            f"of the copy, and `{model}.load_state_dict(torch.load('{name}.pt'))` where it is needed, frees "
+            f"{format_bytes(frees)} (on a GPU: keep the copy on the CPU, "
+            f"`{{k: v.detach().cpu() for k, v in {model}.state_dict().items()}}`)")
+
+
 def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], dict[str, int]],
                    device_kind: str) -> list[str]:
     """The lines for what the cell ``source`` left alive that it may not need (see the module
@@ -250,11 +264,23 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
                    f"`del {', '.join(n for n, _ in kept)}` at the end of the loop body (where the next pass does not "
                    "read them) or after the loop frees them (an object in a reference cycle at the next gc.collect()), "
                    "as does running the loop in a function")
+    from ._kept_results import conditionally_bound
+
+    try:
+        kept_results = conditionally_bound(ast.parse(source))
+    except (SyntaxError, ValueError):
+        kept_results = set()
     for n in dicts:
         which, copied = _module_copies(names[n], modules)
         if which and free.get(n, 0) >= MIN_BYTES:
             how = ("load_state_dict copied them into the model's own tensors" if "load_state_dict(" in source
                    else "the module keeps its own parameters")
+            if n in kept_results and "load_state_dict(" not in source:
+                # the loop's kept result (the best state so far): kept, off the device, never deleted
+                out.append(f"{n} holds a second copy of the parameters of {', '.join(which)} "
+                           f"({format_bytes(copied)}; {how}), the result the loop keeps (bound only where its "
+                           f"condition holds): {_kept_off_device(n, which[0], device_kind, free[n])}")
+                continue
             where = ("; load it with `torch.load(..., map_location='cpu')` so that the copy is never on the GPU"
                      if device_kind == "cuda" else "")
             out.append(f"{n} holds a second copy of the parameters of {', '.join(which)} ({format_bytes(copied)}; "

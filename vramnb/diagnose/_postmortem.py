@@ -135,6 +135,14 @@ class FailingCode:
             ``model.parameters()``; otherwise it takes the optimizer's own ``param_groups``.
         grows: containers the failing code grows with every step's results
             (:func:`._growing.growing`): their size follows the samples seen, not the batch.
+        model_grad: a parameter of :attr:`model` requires grad (``None``: not read); where none
+            does, a forward with gradients on saves nothing for backward on the model's account.
+        model_fp32: a parameter of :attr:`model` is float32 (``None``: not read); where none is,
+            bf16 autocast halves nothing.
+        joins: ``{name: (join, bytes, device type)}`` for each name a failing cell's loop rebinds
+            to a join of its old value (:func:`._growing.self_joins`: ``preds = torch.cat([preds,
+            logits])``), with the bytes of the storage its tensor holds now and that tensor's device
+            type (``0, ""`` where it is bound to no plain tensor).
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -155,6 +163,9 @@ class FailingCode:
     grads: tuple[str, int] | None = None
     optim_is_model: bool = False
     grows: set[str] = field(default_factory=set)
+    model_grad: bool | None = None
+    model_fp32: bool | None = None
+    joins: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -603,6 +614,13 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
         if pick is not None and pick != ctx.model:
             model_obj = dict.get(model_ns, pick)  # the gradients left are this module's too
             ctx.model, ctx.checkpoint_method = pick, hf_method(model_obj)
+    if model_obj is not None and ctx.model is not None:
+        from ._failing_module import raw_parameters
+
+        ps = [p for p in raw_parameters(model_obj, _BUDGET) if type(p) is torch.nn.Parameter]
+        if ps:
+            ctx.model_grad = any(p.requires_grad for p in ps)
+            ctx.model_fp32 = any(p.dtype == torch.float32 for p in ps)
     if ctx.optimizer is not None and ctx.model is not None and type(opt_ns) is dict:
         from ._optim_target import steps_exactly
 
@@ -639,9 +657,15 @@ def _read_cell(ctx: FailingCode, filename: str, namespace: Any) -> None:
         for k, v in stored_instead(cell[0], namespace).items():
             ctx.stores.setdefault(k, v)
         ctx.summed = ctx.summed or summed_before_backward(cell[0])
-        from ._growing import growing
+        from ._growing import growing, self_joins
 
         ctx.grows |= growing(set(), cell[0], namespace)
+        for name, join in self_joins(cell[1]).items():
+            val: Any = dict.get(namespace, name)
+            if type(val) in _PLAIN_TENSORS:  # the storage a plain tensor holds now (a subclass's size is its code)
+                ctx.joins.setdefault(name, (join, int(val.untyped_storage().nbytes()), val.device.type))
+            else:
+                ctx.joins.setdefault(name, (join, 0, ""))
     except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
         pass
 
@@ -858,11 +882,26 @@ def _storages_bytes(t: Any, device: torch.device, seen: set[int], walk: _Walk | 
 _CHAIN = 8
 
 
+#: the name given to what the frames of torch's operator call keep (its arguments) in a handled traceback
+_OPERANDS = "the failed operator's operands"
+
+
+def _dispatch_frame(frame: Any) -> bool:
+    """A frame of torch's (or vramnb's) code that an operator call runs through (an ``OpOverload``'s
+    ``__call__``, a dispatch mode's ``__torch_dispatch__`` and its wrappers): its locals are the
+    operator's arguments, which a traceback through it keeps alive."""
+    f = frame.f_code.co_filename
+    return frame.f_code.co_name != "<module>" and f.startswith(_SKIP)
+
+
 def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str, int, int]]:
     """``(frame, variable, bytes, of which through its autograd graph)`` of tensors on ``device``
     that the finished frames of the exception being handled on this thread (and the exceptions
     it chains to) keep in their locals, the ``limit`` largest; each storage counted once, and
-    not where a frame still running keeps it. ``[]`` where no exception is being handled."""
+    not where a frame still running or a name of the running cell's namespace keeps it. What the
+    frames of torch's operator call keep (an operator that failed under a dispatch mode, the
+    tracker's: its arguments) is one entry, :data:`_OPERANDS`, at the user's frame that called
+    it. ``[]`` where no exception is being handled."""
     from .._graph import frame_locals
 
     handled = sys.exc_info()[1]
@@ -872,7 +911,8 @@ def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str
     running: set[int] = set()
     frame: Any = sys._getframe(1)
     depth = 0
-    while frame is not None and depth < 64:  # what running frames keep is theirs
+    spaces: set[int] = set()
+    while frame is not None and depth < 64:  # what running frames keep is theirs, and the notebook's names'
         depth += 1
         running.add(id(frame))
         if _user_frame(frame):
@@ -881,6 +921,17 @@ def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str
                     _tensor_bytes(val, walk)
                 except Exception:  # noqa: BLE001
                     pass
+            val = None
+        elif (frame.f_code.co_name == "<module>" and not frame.f_code.co_filename.startswith(_SKIP)
+              and "/IPython/" not in frame.f_code.co_filename and type(frame.f_globals) is dict
+              and id(frame.f_globals) not in spaces):  # a cell's namespace: leaving the except block frees none of it
+            spaces.add(id(frame.f_globals))
+            for name, val in list(dict.items(frame.f_globals))[:_ITEMS]:
+                if not name.startswith("_"):
+                    try:
+                        _tensor_bytes(val, walk)
+                    except Exception:  # noqa: BLE001
+                        pass
             val = None
         frame = frame.f_back
     out: list[tuple[str, str, int, int]] = []
@@ -892,20 +943,29 @@ def handled_sharing(device: torch.device, limit: int = 8) -> list[tuple[str, str
             continue
         seen.add(id(exc))
         tb = getattr(exc, "__traceback__", None)
+        where = ""  # the innermost user frame so far: where the operator below it was called
+        inner = [0, 0]  # what torch's (and the tracker's) frames below it keep: the failed operator's operands
         while tb is not None:
             f = tb.tb_frame
-            if id(f) not in running and _user_frame(f):
-                where = f"{getattr(f.f_code, 'co_qualname', f.f_code.co_name)}:{tb.tb_lineno}"
+            user = _user_frame(f)
+            if id(f) not in running and (user or _dispatch_frame(f)):
+                if user:
+                    where = f"{getattr(f.f_code, 'co_qualname', f.f_code.co_name)}:{tb.tb_lineno}"
                 for var, val in frame_locals(f):
                     g0 = walk.graph
                     try:
                         n = _tensor_bytes(val, walk)
                     except Exception:  # noqa: BLE001
                         n = 0
-                    if n:
+                    if n and user:
                         out.append((where, var, n, walk.graph - g0))
+                    elif n:
+                        inner[0] += n
+                        inner[1] += walk.graph - g0
                 val = None
             tb = tb.tb_next
+        if inner[0] and where:
+            out.append((where, _OPERANDS, inner[0], inner[1]))
         todo += [getattr(exc, "__cause__", None), getattr(exc, "__context__", None)]
     frame = f = tb = None
     walk.nodes.clear()

@@ -1,13 +1,17 @@
 """Transient copies at the failing line of an out-of-memory error.
 
-Two shapes of code ask for a whole tensor's bytes again for a moment:
+Three shapes of code ask for a whole tensor's bytes again for a moment:
 
 * a copy before a slice: ``logits.clone().float()[:, -1, :]`` copies (and converts) the
   whole ``logits`` before keeping one position; slicing first copies only the slice;
 * ``x = torch.cat([x, new])`` in a loop: cat allocates a new tensor and copies the old
   one into it, so old and new are alive together and every step copies the whole
   tensor again; a tensor allocated once at its final length and written in place
-  needs neither.
+  needs neither;
+* ``res = g * w`` (``torch.mul(g, w)``, an einsum that is such a product): the result is a new
+  tensor as large as ``g`` while ``g`` stays alive; where ``g`` is not needed afterwards,
+  ``g.mul_(w)`` computes it in place (only where the result has ``g``'s shape and dtype and
+  ``g`` needs no gradient).
 
 Read from the failing line's syntax tree (:mod:`ast`, :mod:`linecache`) and the sizes of
 the tensors its names hold in the failing frame (read by name, no user code runs); a
@@ -71,6 +75,8 @@ def transient_copy(frame: Any, requested: int | None) -> tuple[str, str] | None:
     tree, _ = parsed
     for node in ast.walk(tree):
         found = _cat(node, frame, requested) if isinstance(node, ast.Assign) else None
+        if found is None and isinstance(node, ast.Assign):
+            found = _out_of_place(node, frame, requested)
         if found is None and isinstance(node, ast.Subscript):
             found = _copy_then_slice(node, frame, requested)
         if found is not None:
@@ -154,3 +160,75 @@ def _copy_then_slice(node: ast.Subscript, frame: Any, requested: int) -> tuple[s
     return (f"the failing line makes a full copy of {cur.id} ({tuple(t.shape)}, {format_bytes(requested)} for the "
             f"copy) before slicing it: slice first, then copy or convert, so only the slice is copied",
             ast.unparse(inner))
+
+
+#: elementwise operations with an in-place method: the operator, and torch's function names
+_IN_PLACE = {ast.Mult: "mul_", ast.Add: "add_", ast.Sub: "sub_", ast.Div: "div_"}
+_FUNCS = {"mul": "mul_", "multiply": "mul_", "add": "add_", "sub": "sub_", "subtract": "sub_", "div": "div_",
+          "divide": "div_", "true_divide": "div_"}
+
+
+def _einsum_product(call: ast.Call) -> tuple[ast.expr, ast.expr] | None:
+    """``(g, w)`` where ``call`` is ``torch.einsum('ijkl,kl->ijkl', g, w)`` (operands also as one
+    list): a product of ``g`` with ``w`` broadcast along ``g``'s leading dimensions."""
+    if not (call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+        return None
+    ops = call.args[1:]
+    if len(ops) == 1 and isinstance(ops[0], (ast.List, ast.Tuple)):
+        ops = ops[0].elts
+    eq = call.args[0].value.replace(" ", "")
+    if len(ops) != 2 or "->" not in eq or "." in eq:
+        return None
+    ins, out = eq.split("->")
+    subs = ins.split(",")
+    if len(subs) != 2 or subs[0] != out or not out.endswith(subs[1]) or len(set(out)) != len(out):
+        return None
+    return ops[0], ops[1]
+
+
+def _out_of_place(node: ast.Assign, frame: Any, requested: int) -> tuple[str, str] | None:
+    """``res = g * w`` (or ``torch.mul(g, w)``, a product einsum) whose request is a new tensor of
+    ``g``'s shape and dtype, assigned to another name than ``g``: in place into ``g`` needs none."""
+    val = node.value
+    method = None
+    operands: tuple[ast.expr, ast.expr] | None = None
+    how = ""
+    if isinstance(val, ast.BinOp) and type(val.op) in _IN_PLACE:
+        method, operands = _IN_PLACE[type(val.op)], (val.left, val.right)
+    elif isinstance(val, ast.Call) and isinstance(val.func, ast.Attribute):
+        if val.func.attr in _FUNCS and len(val.args) == 2 and not val.keywords:
+            method, operands = _FUNCS[val.func.attr], (val.args[0], val.args[1])
+        elif val.func.attr == "einsum":
+            operands = _einsum_product(val)
+            method = "mul_" if operands is not None else None
+            how = f" (this einsum is {ast.unparse(operands[0])} * {ast.unparse(operands[1])}, broadcast)" \
+                if operands is not None else ""
+    if method is None or operands is None or not isinstance(operands[0], ast.Name):
+        return None
+    g_name = operands[0].id
+    targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if len(targets) != len(node.targets) or g_name in targets:
+        return None  # already rebinding g itself: a different shape of code
+    g = _lookup(frame, g_name)
+    other = _lookup(frame, operands[1].id) if isinstance(operands[1], ast.Name) else None
+    if type(g) is not torch.Tensor or (isinstance(operands[1], ast.Name) and type(other) is not torch.Tensor):
+        return None
+    if not isinstance(operands[1], (ast.Name, ast.Constant)):
+        return None
+    w: Any = other if isinstance(operands[1], ast.Name) else operands[1].value
+    if not isinstance(w, (torch.Tensor, int, float)) or isinstance(w, bool):
+        return None
+    try:
+        shape = torch.broadcast_shapes(g.shape, w.shape) if isinstance(w, torch.Tensor) else g.shape
+        dtype = torch.result_type(g, w)
+    except Exception:  # noqa: BLE001 - not an elementwise pair after all
+        return None
+    if shape != g.shape or dtype != g.dtype or g.requires_grad or not _same(_tensor_bytes(g), requested):
+        return None
+    if isinstance(w, torch.Tensor) and w.device != g.device:
+        return None
+    res = targets[0]
+    return (f"the failing line{how} makes its result as a new tensor as large as {g_name} "
+            f"({format_bytes(requested)}) while {g_name} stays alive: where {g_name} is not needed afterwards, "
+            f"compute it in place into {g_name} (no second tensor of that size)",
+            f"{g_name}.{method}({ast.unparse(operands[1])})  # in place: {g_name} now holds the result\n{res} = {g_name}")

@@ -237,6 +237,7 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
         return line + [Fix("one request is larger than the whole device: read the shapes on the failing line "
                            "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
     enough, partial = _holder_fixes(s)
+    short = _short(s)
     room = _cpu_room(s) if s.reserved is None else None
     if s.requested and room is not None and s.requested > s.allocated + room and s.requested > 4 * s.allocated:
         # one request far larger than every tensor alive together, and more than they could get: a shape to read
@@ -246,8 +247,21 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
             f"hold and the {format_bytes(room)} still free together: read the shapes on the failing line "
             "(an unintended broadcast, a batch or sequence far too large)", "")]
     first = line + (first or [])  # the failing line's own copy: a shape of code to change, first
+    joined = _join_fixes(s)
     kept = _kept_containers(s)
     general = _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None, keeps=bool(kept))
+    if joined and ctx is not None and ctx.grows <= set(ctx.joins):
+        # each grown name has its own line, with its bytes: the general one about what the loop keeps is said there
+        general = [f for f in general if not f.what.startswith(_ABOUT_KEPT[1:])]
+    first = joined + first
+    held = sum(f[2] for f in s.handled)
+    if held and ((short is not None and held >= short > 0) or (short is None and held >= (s.requested or 0))):
+        # the exception being handled keeps the failed attempt's tensors: leaving the except block frees them
+        first = [Fix(f"the failing code runs inside an except block: the exception being handled keeps "
+                     f"{format_bytes(held)} of the failed attempt alive until the block ends (its traceback's "
+                     "frames); note the failure in the block and retry after it",
+                     "failed = False\ntry:\n    ...  # the first attempt\nexcept RuntimeError:\n    failed = True\n"
+                     "if failed:\n    ...  # the retry, after the except block", held)] + first
     if kept & {f.code for f in enough}:
         # what runs out is what the failing code keeps adding to: techniques that shrink a step's activations or
         # precision cannot help (the kept tensors stay), so none is offered; what the loop keeps and the graphs
@@ -256,8 +270,54 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
     return fixes + enough + (first or []) + general + partial
 
 
+#: joins that concatenate along an existing dimension (the list of parts joins the same way once)
+_CONCATS = ("cat", "concat", "concatenate", "vstack", "hstack", "row_stack", "column_stack", "dstack")
+
+
+def _join_fixes(s: OOMState) -> list[Fix]:
+    """A line for each tensor the failing cell's loop rebinds to a join of its old value
+    (``preds = torch.cat([preds, logits])``, :attr:`FailingCode.joins`) that holds at least a
+    quarter of the request on the failing device and that the loop only collects (reads nowhere
+    else): it grows at every pass, whatever the batch, and each join holds the old and the new
+    tensor at once. The code keeps each pass's
+    part in a list (on the CPU where the device is another) and joins once after the loop."""
+    ctx = s.context
+    if ctx is None:
+        return []
+    kind = s.device.split(":")[0]
+    out = []
+    for name, (join, held, dev) in ctx.joins.items():
+        if not join.tensor or join.read or dev != kind or held < max(1 << 20, (s.requested or 0) // 4):
+            # (a tensor the loop also computes with, a cache, is not only collected: joining once after is no fix)
+            continue
+        where = ("keep each pass's part on the CPU and join once after the loop" if kind != "cpu" else
+                 "collect each pass's part in a list and join once after the loop (no old-and-new copy at every pass)")
+        what = (f"`{join.statement}` rebinds {name} to a new, longer tensor at every pass of the loop ({name} holds "
+                f"{format_bytes(held)} now): it grows at every pass, whatever the batch, and each join "
+                f"holds the old and the new {name} at once; {where}")
+        if ctx.trains:  # a model's outputs (no plain tensor computation): predictions or a metric may be all it needs
+            what += (", or, where only predictions or a metric are needed, keep only those, not whole outputs"
+                     + (f" (`{join.part}.argmax(-1)` for class predictions)" if join.part is not None else ""))
+        code = ""
+        # code only for a concatenation of the name itself and one part (a stack of a growing tensor, or of its
+        # unpacked rows, is another shape); the value bound before the loop, if any, is the first part
+        if join.part is not None and join.func.rsplit(".", 1)[-1] in _CONCATS and not join.starred:
+            moved = join.part + (".detach()" if ctx.grad else "") + (".cpu()" if kind != "cpu" else "")
+            kws = f", {join.keywords}" if join.keywords else ""
+            code = (f"{name}_parts = [] if {name} is None else [{name}]  # before the loop\n"
+                    f"{name}_parts.append({moved})  # in the loop, instead of `{join.statement}`\n"
+                    f"{name} = {join.func}({name}_parts{kws})  # once, after the loop")
+        out.append(Fix(what, code))
+    return out
+
+
+#: why nothing is saved for backward where gradients are on (:func:`_no_grad_fixes`'s ``why``)
+_FROZEN = "with no parameter of the model requiring grad (and no input that does)"
+
+
 #: the general fixes about what a loop keeps (not capacity techniques)
-_ABOUT_KEPT = ("no backward runs in the failing code", "with gradients off nothing is kept for backward")
+_ABOUT_KEPT = ("no backward runs in the failing code", "with gradients off nothing is kept for backward",
+               f"{_FROZEN} nothing is kept for backward")
 
 
 def _kept_containers(s: OOMState) -> set[str]:
@@ -299,6 +359,18 @@ def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
             keep = f"keep less in it ({instead})" if instead else "keep numbers or reduced values, not whole tensors"
             f = Fix(f"{name} ({kind}), which the failing code adds to, keeps {format_bytes(holds)}: {keep}, or empty "
                     f"it; that frees {format_bytes(frees)}", f"{name}.clear()", frees)
+        elif kind == "Module" and "[" not in name and "." not in name:
+            # an idle model (a deep copy kept beside the one that trains): kept somewhere else, or deleted
+            if s.device.split(":")[0] != "cpu":
+                f = Fix(f"{name}, a model the failing code does not name, keeps {format_bytes(holds)} on the device: "
+                        f"move it to the CPU (`{name}.to('cpu')`) where it is still needed, else delete it; either "
+                        f"frees up to {format_bytes(frees)}", f"{name}.to('cpu')  # or: del {name}", frees)
+            else:
+                f = Fix(f"{name}, a model the failing code does not name, keeps {format_bytes(holds)}: save it to disk "
+                        f"where it is still needed (`torch.save({name}.state_dict(), '{name}.pt')`) and delete it "
+                        f"(on a GPU: `{name}.to('cpu')`); deleting it frees {format_bytes(frees)}",
+                        f"torch.save({name}.state_dict(), '{name}.pt')  # where it is still needed\ndel {name}",
+                        frees)
         else:
             f = Fix(f"{name} keeps {format_bytes(holds)}; deleting it frees {format_bytes(frees)}", f"del {name}", frees)
         if short is not None and frees >= short:
@@ -335,6 +407,9 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
         return []
     if ctx is not None and not ctx.grad:
         return _no_grad_fixes(device, ctx, keeps)
+    if ctx is not None and ctx.backward is False and not ctx.phase and ctx.model_grad is False:
+        # gradients on, but no parameter of the model requires grad: its forward saves nothing for backward
+        return _no_grad_fixes(device, ctx, keeps, why=_FROZEN)
     if ctx is not None and ctx.backward is False and not ctx.phase:
         return _forward_only_fixes(device, ctx, keeps)
     if ctx is not None and ctx.model is None:  # no notebook name for the model: no code with invented names
@@ -357,7 +432,7 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
                        f"{keep.format(part=each)}  # and no {total}.backward() after the loop"))
     if kind == "cuda":  # the search models a CUDA card
         out.append(Fix("find a batch that fits", f"vramnb.max_batch_size({args}){yours}"))
-    if ctx is None or not ctx.autocast:
+    if (ctx is None or not ctx.autocast) and (ctx is None or ctx.model_fp32 is not False):
         out.append(Fix("bf16 autocast around the forward and the loss",
                        f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    loss = loss_fn({model}, batch)"
                        f"{yours}"))
@@ -420,12 +495,13 @@ def _forward_only_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> l
     forward keeps its activations for a backward that the code never runs. Training
     techniques (checkpointing, autocast for a loss) are not offered."""
     first = Fix("no backward runs in the failing code, yet gradients are on: each forward keeps its activations "
-                "for a backward; if none will run on these outputs, turn gradients off around the loop",
-                "with torch.no_grad():  # or torch.inference_mode()\n    ...  # the failing loop")
+                "for a backward; if none will run on these outputs, turn gradients off around the failing code",
+                "with torch.no_grad():  # or torch.inference_mode()\n    ...  # the failing code")
     return [first] + _no_grad_fixes(device, ctx, keeps)
 
 
-def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> list[Fix]:
+def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False,
+                   why: str = "with gradients off") -> list[Fix]:
     """The fixes for a failure with gradients off (evaluation, inference): nothing is saved
     for backward, so recomputing in backward is no fix. Gradients left from training
     (``ctx.grads``) first; the outputs a loop keeps only where the failing code adds to a
@@ -441,12 +517,12 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False) -> list[F
                        f"{opt}.zero_grad(set_to_none=True)" if opt else f"{model}.zero_grad(set_to_none=True)",
                        held))
     if keeps or ctx.grows:
-        out.append(Fix("with gradients off nothing is kept for backward: what grows is what the loop keeps; keep "
+        out.append(Fix(f"{why} nothing is kept for backward: what grows is what the loop keeps; keep "
                        "each step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits "
                        "on the device", ""))
     if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
         out.append(Fix("a smaller batch per evaluation step", ""))
-    if not ctx.autocast and ctx.model:
+    if not ctx.autocast and ctx.model and ctx.model_fp32 is not False:  # a half-precision model: nothing to halve
         kind = device.split(":")[0]
         out.append(Fix("bf16 autocast around the forward: activations and outputs in half the bytes",
                        f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    out = {ctx.model}(batch)"

@@ -1,0 +1,55 @@
+"""Lines whose precondition the failing code's state contradicts are not printed: "gradients are
+on: each forward keeps its activations" for a model none of whose parameters requires grad, and
+bf16 autocast ("activations and outputs in half the bytes") for a model with no float32
+parameter (CPU)."""
+
+from __future__ import annotations
+
+from tests.conftest import run
+from vramnb.diagnose import OOMState, verdict
+from vramnb.diagnose._postmortem import failing_code
+
+MiB = 2**20
+
+
+def _caught(ip, cell):  # type: ignore[no-untyped-def]
+    from vramnb._measure import _tb_frames
+
+    res, _ = run(ip, cell)
+    assert isinstance(res.error_in_exec, RuntimeError)
+    return failing_code(_tb_frames(res.error_in_exec))
+
+
+def _texts(ctx):  # type: ignore[no-untyped-def]
+    s = OOMState("cpu", True, 8 * MiB, 64 * MiB, cap=512 * MiB, available=8 << 30, cap_room=MiB,
+                 cap_name="RLIMIT_AS", context=ctx)
+    return [f.what for f in verdict(s).fixes]
+
+
+def test_a_frozen_model_is_not_said_to_keep_activations_for_a_backward(ip):
+    run(ip, "pnet = torch.nn.Linear(8, 8).requires_grad_(False)\npouts = []")
+    ctx = _caught(ip, "for i in range(3):\n    pouts.append(pnet(torch.ones(4, 8)))\n"
+                      "    if i == 2:\n        raise RuntimeError('x')")
+    assert ctx.grad and ctx.backward is False and ctx.model_grad is False
+    texts = _texts(ctx)
+    assert not any("gradients are on" in t for t in texts), texts
+    assert any(t.startswith("with no parameter of the model requiring grad (and no input that does) nothing is kept "
+                            "for backward") for t in texts), texts
+    # the same loop with a model that requires grad: the line stays
+    run(ip, "qnet = torch.nn.Linear(8, 8)\nqouts = []")
+    ctx = _caught(ip, "for i in range(3):\n    qouts.append(qnet(torch.ones(4, 8)))\n"
+                      "    if i == 2:\n        raise RuntimeError('x')")
+    assert ctx.model_grad is True
+    assert any(t.startswith("no backward runs in the failing code, yet gradients are on") for t in _texts(ctx))
+
+
+def test_a_half_precision_model_gets_no_bf16_autocast(ip):
+    run(ip, "hnet = torch.nn.Linear(8, 8).to(torch.bfloat16)\nfnet = torch.nn.Linear(8, 8)")
+    for cell in ("with torch.no_grad():\n    y = hnet(torch.ones(4, 8, dtype=torch.bfloat16))\n    raise RuntimeError('x')",
+                 "loss = hnet(torch.ones(4, 8, dtype=torch.bfloat16)).float().sum()\nloss.backward()\n"
+                 "raise RuntimeError('x')"):
+        ctx = _caught(ip, cell)
+        assert ctx.model == "hnet" and ctx.model_fp32 is False
+        assert not any("autocast" in t for t in _texts(ctx)), _texts(ctx)
+    ctx = _caught(ip, "loss = fnet(torch.ones(4, 8)).sum()\nloss.backward()\nraise RuntimeError('x')")
+    assert ctx.model_fp32 is True and any("autocast" in t for t in _texts(ctx))
