@@ -9,7 +9,8 @@ Each N builds N one-element float tensors (``torch.zeros(1)``, :func:`build`) ke
 cell or not (``--exception``: ``none``; ``plain``, a function that raised holding no tensor;
 ``tensor``, one whose frame holds a 4 MiB tensor, whose frames ``%vram`` must then decide about),
 runs ``%vram`` once (its first full scan registers them), then times 3 more ``%vram`` calls and
-prints the median and the minimum in seconds, with the numbers ``%vram`` reported (so a change that
+prints the median and the minimum in seconds (wall clock, and the process's user CPU time from
+``resource.getrusage``, less affected by other processes on a loaded host), with the numbers ``%vram`` reported (so a change that
 alters them shows) and the load average (``/proc/loadavg``, 1 minute) before and after.
 ``--profile N`` prints a cProfile of one ``%vram`` at N tensors instead.
 """
@@ -20,6 +21,7 @@ import cProfile
 import gc
 import os
 import pstats
+import resource
 import statistics
 import sys
 import time
@@ -106,15 +108,17 @@ def main() -> None:
                 with capture_output():
                     shell.run_line_magic("vram", "-d cpu")  # the first one's full scan registers them
                 before = load()
-                times = []
+                times, cpu = [], []
                 for _ in range(3):
-                    t = time.perf_counter()
+                    t, u = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
                     with capture_output():
                         rep = shell.run_line_magic("vram", "-d cpu")
                     times.append(time.perf_counter() - t)
+                    cpu.append(resource.getrusage(resource.RUSAGE_SELF).ru_utime - u)
                 rows = [(h.name, h.nbytes, h.unique) for h in rep.holders][:3]
                 print(f"{n:>9} tensors ({layout:>4}, exception {exception:>6}): median {statistics.median(times):.3f} s, "
-                      f"min {min(times):.3f} s (runs {', '.join(f'{x:.3f}' for x in times)}); total {rep.total} B; "
+                      f"min {min(times):.3f} s (runs {', '.join(f'{x:.3f}' for x in times)}); user CPU median "
+                      f"{statistics.median(cpu):.3f} s, min {min(cpu):.3f} s; total {rep.total} B; "
                       f"allocated {rep.allocated} B; first rows {rows}; load {before:.2f} -> {load():.2f}", flush=True)
                 del rep
             shell.user_ns.pop("ts", None)

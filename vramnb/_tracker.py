@@ -664,23 +664,23 @@ class StorageTracker(SameMemory):
         before; its storages are added to ``pending``, for :meth:`_verify` after registration.
         ``ok``, if given, gets the storages of the tensors skipped."""
         rest: list[Any] = []
-        verified_items = self._verified.items()
-        verified_contains = self._verified.__contains__
+        verified_get = self._verified.get
         with torch._C.DisableTorchFunctionSubclass():
             for i in range(0, len(objs), _RUN):
                 run = objs[i:i + _RUN]
                 sts = _plain_storages(run)
                 if sts is not None:
-                    keys = list(map(_CDATA, sts))
-                    now = None
+                    # what _verified holds for each storage, in the run's order (None: not verified)
+                    was = list(map(verified_get, map(_CDATA, sts)))
+                    same = False
                     # the data addresses are read only of storages verified before: a storage of the
                     # user's fake tensors (never registered) is not asked for one (deprecated there)
-                    if all(map(verified_contains, keys)):
-                        try:
-                            now = dict(zip(keys, zip(map(_DATA_PTR, sts), map(_NBYTES, sts))))
+                    if None not in was:
+                        try:  # compared as lists, in the run's order: no dict built, nothing hashed
+                            same = list(zip(map(_DATA_PTR, sts), map(_NBYTES, sts))) == was
                         except Exception:  # noqa: BLE001 - a storage without data (meta): one at a time
-                            now = None
-                    if now is not None and now.items() <= verified_items:
+                            same = False
+                    if same:
                         if ok is not None:
                             ok.update(sts)
                         continue
