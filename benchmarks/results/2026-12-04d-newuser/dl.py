@@ -1,0 +1,17 @@
+import torch, vramnb, random, numpy as np
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+opt = torch.optim.Adam(model.parameters())
+ds = TensorDataset(torch.randn(1000, 64), torch.randint(0, 10, (1000,)))
+g = torch.Generator().manual_seed(1)
+dl = DataLoader(ds, batch_size=37, shuffle=True, generator=g)
+it = iter(dl); first = next(it)
+gs = g.get_state().clone()
+loss_fn = lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1])
+plan = vramnb.fit(model, dl, loss_fn, opt, target="1GiB")
+print(plan)
+print("gen same:", torch.equal(gs, g.get_state()))
+nxt = next(it)
+print("iterator continues:", nxt[0].shape)
+print(plan.code)
