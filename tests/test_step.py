@@ -499,3 +499,40 @@ def test_garbage_in_a_reference_cycle_is_not_counted_as_other():
     finally:
         gc.enable()
     assert dirty == clean
+
+
+def test_gradients_left_by_an_earlier_step_are_freed_by_the_steps_zero_grad():
+    """Gradients that only the parameters hold (a loop that calls zero_grad at its start, or none
+    yet) are freed by the step's zero_grad(set_to_none=True), as in the user's loop: the steady
+    step is the same as from a model without them, with no "other" bytes; and they come back."""
+    with_grads = mlp()
+    x = torch.randn(8, 64)
+    sq_loss(with_grads, x).backward()
+    saved = {n: (p.grad.clone(), p.grad.stride(), p.grad._version) for n, p in with_grads.named_parameters()}
+    p_bytes = sum(q.numel() for q in with_grads.parameters()) * F32
+    rep = profile_step(with_grads, x, sq_loss, torch.optim.SGD(with_grads.parameters(), lr=0.1))
+    check_sums(rep)
+    first, steady = rep.first, rep.steady
+    # step 1 accumulates into the earlier gradients, which it holds from its start
+    assert first.mark("start")["gradients"] == p_bytes
+    # after its zero_grad they are gone, as in the loop: nothing more is held beside the step
+    assert steady.mark("start")["other"] == first.mark("start")["other"]
+    assert steady.mark("start").allocated == first.mark("start").allocated - p_bytes
+    assert steady.peak.sources.get("other", 0) == first.mark("start")["other"]
+    for n, p in with_grads.named_parameters():
+        g, stride, version = saved[n]
+        assert torch.equal(p.grad, g) and p.grad.stride() == stride and p.grad.dtype == g.dtype
+        assert p.grad._version == version
+
+
+def test_gradients_the_user_also_holds_stay_for_every_step():
+    """A gradient the user keeps a name to is not freed by zero_grad in their loop either: it stays
+    (as "other" once the parameter lets go of it), and the same object comes back."""
+    model = mlp()
+    x = torch.randn(8, 64)
+    sq_loss(model, x).backward()
+    kept = [p.grad for p in model.parameters()]
+    p_bytes = sum(q.numel() for q in model.parameters()) * F32
+    rep = profile_step(model, x, sq_loss, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert rep.steady.mark("start")["other"] - rep.first.mark("start")["other"] == p_bytes
+    assert all(p.grad is g for p, g in zip(model.parameters(), kept))
