@@ -536,3 +536,23 @@ def test_gradients_the_user_also_holds_stay_for_every_step():
     rep = profile_step(model, x, sq_loss, torch.optim.SGD(model.parameters(), lr=0.1))
     assert rep.steady.mark("start")["other"] - rep.first.mark("start")["other"] == p_bytes
     assert all(p.grad is g for p, g in zip(model.parameters(), kept))
+
+
+def test_a_setting_beside_the_batchs_tensors_is_refused_with_the_way_to_pass_it():
+    """`{"x": x, "scale": 2.0}` (or Hugging Face's return_loss=True) is refused before anything runs,
+    naming the loss function that passes it, and that loss function then profiles the step."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(64, 10)
+
+        def forward(self, x, scale=1.0):
+            return (self.lin(x) * scale).pow(2).sum()
+
+    model, x = Scaled(), torch.randn(8, 64)
+    with pytest.raises(ValueError) as info:  # vramnb's InputError
+        profile_step(model, {"x": x, "scale": 2.0})
+    msg = str(info.value)
+    assert "batch['scale'] is a float" in msg and "loss_fn=lambda m, b: m(**b, scale=2.0)" in msg
+    rep = profile_step(model, {"x": x}, lambda m, b: m(**b, scale=2.0))
+    assert rep.steady.mark("start")["input batch"] == 8 * 64 * F32
