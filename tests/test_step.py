@@ -556,3 +556,16 @@ def test_a_setting_beside_the_batchs_tensors_is_refused_with_the_way_to_pass_it(
     assert "batch['scale'] is a float" in msg and "loss_fn=lambda m, b: m(**b, scale=2.0)" in msg
     rep = profile_step(model, {"x": x}, lambda m, b: m(**b, scale=2.0))
     assert rep.steady.mark("start")["input batch"] == 8 * 64 * F32
+
+
+def test_one_gradient_object_of_two_parameters_comes_back_as_one():
+    """Two parameters whose .grad is one tensor object (set so by hand) get one object back."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+    a, b = model[0].weight, model[1].weight
+    g = torch.randn(8, 8)
+    a.grad = g
+    b.grad = g
+    expected = g.clone()
+    del g
+    profile_step(model, torch.randn(4, 8), sq_loss, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert a.grad is b.grad and torch.equal(a.grad, expected)

@@ -102,8 +102,11 @@ class _GradCopy:
         self.layout = (g.storage_offset(), tuple(g.shape), tuple(g.stride()), g.dtype, g.device)
         self.bytes = save_bytes(g)
         self.version = _version(g)
+        self.rebuilt: torch.Tensor | None = None
 
     def tensor(self) -> torch.Tensor:
+        if self.rebuilt is not None:  # one gradient object of several tensors: one object back
+            return self.rebuilt
         offset, shape, stride, dtype, device = self.layout
         g = self.ref()
         with torch.no_grad():
@@ -117,6 +120,7 @@ class _GradCopy:
             load_bytes(g, self.bytes)
         if self.version is not None:
             _set_versions([(g, self.version)])
+        self.rebuilt = g
         return g
 
 
@@ -268,6 +272,7 @@ class Snapshot:
         self.seen: set[int] = set()
         self.flags: list[tuple[torch.Tensor, bool]] = []
         self.grads: list[tuple[torch.Tensor, torch.Tensor | None, Any]] = []
+        self.grad_copies: dict[int, _GradCopy] = {}  # by the gradient's id, while the snapshot is taken
         self.tensor_hooks: list[tuple[torch.Tensor, str, list[Any]]] = []
         self.modules: list[tuple[torch.nn.Module, type, dict[str, Any], list[tuple[Any, Any]]]] = []
         self.module_ids: set[int] = set()
@@ -355,8 +360,9 @@ class Snapshot:
             g = t.grad
             saved = None
             if g is not None:
-                if _sole_owner(g):  # held weakly: a step's zero_grad frees it as the user's loop does
-                    saved, g = _GradCopy(g), None
+                if id(g) in self.grad_copies or _sole_owner(g):  # held weakly: zero_grad frees it as the loop does
+                    saved = self.grad_copies.get(id(g)) or self.grad_copies.setdefault(id(g), _GradCopy(g))
+                    g = None
                 elif g.layout == torch.strided:
                     self.add_plain(g)
                 else:
