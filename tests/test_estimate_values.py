@@ -333,3 +333,20 @@ def test_a_batch_resized_past_the_limit_keeps_no_copy_and_a_value_read_says_why(
     with pytest.raises(ValueError, match="larger than the estimate keeps values for"):
         vramnb.estimate(net, x, masked, None, batch_size=rows, device="cpu")
     vramnb.estimate(net, x, masked, None, batch_size=64, device="cpu")  # small enough: its values are kept
+
+
+def test_a_read_in_an_installed_package_is_not_called_your_code():
+    """A value read inside a library (torch_geometric's add_self_loops, transformers' masks) is that
+    package's line, not the user's."""
+    import os
+    import sysconfig
+
+    from vramnb.predict._value_reads import Read, notes
+
+    lib = os.path.join(sysconfig.get_paths()["purelib"], "torch_geometric", "utils", "loop.py") + ":650"
+    (line,) = notes([Read("index", lib, "edge_index = edge_index[:, mask]", "shape (2, 49996)", 1)])
+    assert line == (f"read from your batch: `index` at {lib} of the installed package torch_geometric "
+                    "(`edge_index = edge_index[:, mask]`) = shape (2, 49996)")
+    mine = f"{__file__}:1"
+    (line,) = notes([Read("index", mine, "", "shape (2,)", 1)])
+    assert line == f"read from your batch: `index` at {mine} of your code = shape (2,)"

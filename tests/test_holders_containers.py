@@ -363,3 +363,29 @@ def test_a_container_whose_entries_view_one_storage_counted_elsewhere_shares_it_
     assert row.nbytes == 1000 * 4
     by = _entries(row)
     assert by["state['b']"].detail == f"shares {format_bytes(1000 * 4)} with state['a'] (counted there)"
+
+
+class _Layer:  # the shape of a Hugging Face cache: an output's cache object, a cache per attention, layers
+    def __init__(self, n: int) -> None:
+        self.keys, self.values = torch.ones(n), torch.ones(n)
+
+
+class _LayerCache:
+    def __init__(self, n: int) -> None:
+        self.layers = [_Layer(n), _Layer(n)]
+
+
+class _TwoCaches:
+    def __init__(self, n: int) -> None:
+        self.self_attention_cache, self.cross_attention_cache = _LayerCache(n), _LayerCache(2 * n)
+
+
+def test_tensors_five_levels_below_a_name_are_that_names():
+    """An encoder-decoder's output keeps its key/value cache five levels down (output → cache →
+    cache per attention → its list of layers → a layer → keys): those bytes are the output's, and
+    deleting it frees them (transformers' EncoderDecoderCache; a Whisper's `out` held 5.9 MiB so)."""
+    logits = torch.ones(7)
+    out = {"logits": logits, "cache": _TwoCaches(100)}
+    cache_bytes = 4 * 2 * 2 * (100 + 200)  # keys and values of two layers of each cache
+    (row,) = find_holders({"out": out}, CPU)
+    assert row.nbytes == row.unique == 7 * 4 + cache_bytes

@@ -142,3 +142,30 @@ def test_every_public_function_has_a_docstring() -> None:
                          text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert re.match(r"\d+ public functions, 0 without a docstring", out.stdout), out.stdout
+
+
+def test_the_readmes_first_examples_are_the_quickstarts_stored_outputs() -> None:
+    """The README shows a `%%vram` report and a `%vram` listing "from notebooks/00_quickstart.ipynb":
+    each is that notebook's stored output, every line (a CPU report's process RSS lines included)."""
+    import json
+
+    path = ROOT / "notebooks" / "00_quickstart.ipynb"
+    if not path.exists():
+        pytest.skip("the notebooks are not here")
+    cells = json.loads(path.read_text())["cells"]
+
+    def stored(pred) -> str:  # type: ignore[no-untyped-def]
+        for c in cells:
+            src = "".join(c["source"])
+            if c["cell_type"] == "code" and pred(src):
+                for o in c.get("outputs", []):
+                    text = "".join(o.get("text", "")) or "".join(o.get("data", {}).get("text/plain", ""))
+                    if text.startswith("vram"):
+                        return text.rstrip("\n")
+        raise AssertionError("no such cell in the quickstart")
+
+    def shown(code: str) -> str:
+        return README.split(f"```\n{code}\n```\n```\n", 1)[1].split("\n```", 1)[0]
+
+    assert shown("%%vram\nloss = train_step(0)") == stored(lambda s: s.startswith("%%vram") and "train_step(0)" in s)
+    assert shown("%vram") == stored(lambda s: s.strip() == "%vram")

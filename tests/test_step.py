@@ -516,3 +516,73 @@ def test_a_model_whose_class_is_named_global_is_profiled():
     report = vramnb.profile_step(m, torch.randn(3, 4), lambda mm, b: mm(b).sum(),
                                  torch.optim.SGD(m.parameters(), lr=0.1))
     assert report.steps[0].mark("start")["parameters"] == (4 * 2 + 2) * 4
+
+
+def test_gradients_left_by_an_earlier_step_are_freed_by_the_steps_zero_grad():
+    """Gradients that only the parameters hold (a loop that calls zero_grad at its start, or none
+    yet) are freed by the step's zero_grad(set_to_none=True), as in the user's loop: the steady
+    step is the same as from a model without them, with no "other" bytes; and they come back."""
+    with_grads = mlp()
+    x = torch.randn(8, 64)
+    sq_loss(with_grads, x).backward()
+    saved = {n: (p.grad.clone(), p.grad.stride(), p.grad._version) for n, p in with_grads.named_parameters()}
+    p_bytes = sum(q.numel() for q in with_grads.parameters()) * F32
+    rep = profile_step(with_grads, x, sq_loss, torch.optim.SGD(with_grads.parameters(), lr=0.1))
+    check_sums(rep)
+    first, steady = rep.first, rep.steady
+    # step 1 accumulates into the earlier gradients, which it holds from its start
+    assert first.mark("start")["gradients"] == p_bytes
+    # after its zero_grad they are gone, as in the loop: nothing more is held beside the step
+    assert steady.mark("start")["other"] == first.mark("start")["other"]
+    assert steady.mark("start").allocated == first.mark("start").allocated - p_bytes
+    assert steady.peak.sources.get("other", 0) == first.mark("start")["other"]
+    for n, p in with_grads.named_parameters():
+        g, stride, version = saved[n]
+        assert torch.equal(p.grad, g) and p.grad.stride() == stride and p.grad.dtype == g.dtype
+        assert p.grad._version == version
+
+
+def test_gradients_the_user_also_holds_stay_for_every_step():
+    """A gradient the user keeps a name to is not freed by zero_grad in their loop either: it stays
+    (as "other" once the parameter lets go of it), and the same object comes back."""
+    model = mlp()
+    x = torch.randn(8, 64)
+    sq_loss(model, x).backward()
+    kept = [p.grad for p in model.parameters()]
+    p_bytes = sum(q.numel() for q in model.parameters()) * F32
+    rep = profile_step(model, x, sq_loss, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert rep.steady.mark("start")["other"] - rep.first.mark("start")["other"] == p_bytes
+    assert all(p.grad is g for p, g in zip(model.parameters(), kept))
+
+
+def test_a_setting_beside_the_batchs_tensors_is_refused_with_the_way_to_pass_it():
+    """`{"x": x, "scale": 2.0}` (or Hugging Face's return_loss=True) is refused before anything runs,
+    naming the loss function that passes it, and that loss function then profiles the step."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(64, 10)
+
+        def forward(self, x, scale=1.0):
+            return (self.lin(x) * scale).pow(2).sum()
+
+    model, x = Scaled(), torch.randn(8, 64)
+    with pytest.raises(ValueError) as info:  # vramnb's InputError
+        profile_step(model, {"x": x, "scale": 2.0})
+    msg = str(info.value)
+    assert "batch['scale'] is a float" in msg and "loss_fn=lambda m, b: m(**b, scale=2.0)" in msg
+    rep = profile_step(model, {"x": x}, lambda m, b: m(**b, scale=2.0))
+    assert rep.steady.mark("start")["input batch"] == 8 * 64 * F32
+
+
+def test_one_gradient_object_of_two_parameters_comes_back_as_one():
+    """Two parameters whose .grad is one tensor object (set so by hand) get one object back."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+    a, b = model[0].weight, model[1].weight
+    g = torch.randn(8, 8)
+    a.grad = g
+    b.grad = g
+    expected = g.clone()
+    del g
+    profile_step(model, torch.randn(4, 8), sq_loss, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert a.grad is b.grad and torch.equal(a.grad, expected)

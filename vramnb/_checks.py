@@ -8,6 +8,7 @@ Each raises :class:`InputError` (a ``ValueError``) naming the problem and what t
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,6 +65,12 @@ def _batch_tensors(batch: Any, path: str = "batch") -> list[tuple[str, torch.Ten
     if path == "batch" and isinstance(batch, torch.utils.data.DataLoader):  # never iterated here
         hint = (" (pass one of its batches, e.g. next(iter(loader)); vramnb.fit also takes the loader itself "
                 "and plans for its largest batch)")
+    elif path != "batch":  # a setting beside the tensors (return_loss=True, a scale): the loss function passes it
+        key = re.fullmatch(r"batch\[(['\"])([A-Za-z_]\w*)\1\]", path)
+        call = f"m(**b, {key.group(2)}={batch!r})" if key and len(repr(batch)) < 40 else "m(...)"
+        hint = (f"; pass a value that is not a tensor in your loss function instead, which calls the model as your "
+                f"loop does: loss_fn=lambda m, b: {call} (its .loss for a Hugging Face model), with the batch's "
+                "tensors alone")
     raise InputError(
         f"{path} is a {type(batch).__name__}; a batch must be a tensor, or a tuple, list or dict of tensors{hint}"
     )

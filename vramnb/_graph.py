@@ -47,7 +47,9 @@ import torch
 __all__ = ["MAX_DEPTH", "RUN", "collector_paused", "graph_tensors", "held_tensors", "module_attributes", "object_attributes",
            "plain_leaves", "saved_tensors_of"]
 
-MAX_DEPTH = 4
+# levels of containers and objects a walk follows below a name: 6 reaches a Hugging Face model output's
+# key/value cache (output → EncoderDecoderCache → DynamicCache → layers → a layer → keys) in a dict of outputs
+MAX_DEPTH = 6
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _PLAIN_TYPES = frozenset(_PLAIN)
 RUN = 4096  # items of a container checked, and handed to a ``bulk`` consumer, at once

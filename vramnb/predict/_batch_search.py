@@ -94,6 +94,12 @@ class BatchSearch(Rendered):
         t.note(f"{found} (predicted device memory {format_bytes(e.device_memory or 0)}, margin {e.margin:.0%}); "
                f"{self.estimates or len(self.tried)} estimates, no out-of-memory trial, {format_seconds(self.seconds)}",
                warn=self.at_limit or not self.batch_size)
+        room = int(e.target.memory * (1 - e.margin)) if e.target is not None and e.target.memory else None
+        if room is not None and any(mem > room for _, ok, mem in self.tried if ok):
+            # "fits" is the steps run within the card less the margin; device memory is on the whole card
+            t.note(f"fits: the steps run within {format_bytes(room)} (the card less the margin), the caching allocator "
+                   "giving back cached segments as it nears that; device memory: what the whole card would show, "
+                   "where it keeps them cached")
         if self.margin_reason:
             t.note(f"safety {self.safety!r}: margin {self.margin:.1%}: {self.margin_reason}")
         if self.verified is not None:
@@ -167,11 +173,22 @@ def max_batch_size(
     used = margin
 
     runs = [0]
+    ran: list[int] = []  # batch sizes whose step ran
 
     def run(n: int, m: float) -> Estimate:
         runs[0] += 1
-        e = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, batch_size=n,
-                     margin=m, expandable_segments=expandable_segments)
+        try:
+            e = estimate(model, batch, loss_fn, optimizer, recipe=recipe, target=target, batch_size=n,
+                         margin=m, expandable_segments=expandable_segments)
+        except Exception as err:
+            if ran and n != start and hasattr(err, "add_note"):  # the step ran at the batch's own size
+                err.add_note(
+                    f"max_batch_size: the step ran at your batch's size ({', '.join(map(str, sorted(set(ran))))}) and "
+                    f"raised this at batch size {n}: it changes the first dimension of the tensors in `batch` only; "
+                    "a tensor your loss function or model takes from elsewhere (a target, a mask, noise) keeps its "
+                    "size: pass it in the batch")
+            raise
+        ran.append(n)
         if e.fits is None:
             raise ValueError("max_batch_size needs a target with a size (a GPU name or a size such as '24GiB')")
         return e

@@ -606,11 +606,8 @@ def _next_batch(plan: StepPlan, fb: Any, recipe: Recipe | None, values: BatchVal
             REGISTRY[name].apply(plan, value)
 
 
-def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets: list[int], tgt: Target,
-                     expandable: bool, margin: float, outside: int) -> None:
-    """Replace the tracker's sums by what the caching allocator would read."""
-    blocks = [(k, round_size(o) if o else 0, round_size(n) if n else 0) for k, o, n in events]
-    rp = replay(blocks, expandable=expandable)
+def _fill_steps(est: Estimate, rp: Any, offsets: list[int], outside: int) -> None:
+    """Each step's peak and marks: allocated and reserved bytes from the allocator's replay ``rp``."""
 
     def at(i: int, series: list[int]) -> int:
         return series[i] if i >= 0 else 0
@@ -628,6 +625,14 @@ def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets:
             bd.non_pytorch = outside
         for bd in res.phase_peaks.values():
             bd.non_pytorch = outside
+
+
+def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets: list[int], tgt: Target,
+                     expandable: bool, margin: float, outside: int) -> None:
+    """Replace the tracker's sums by what the caching allocator would read."""
+    blocks = [(k, round_size(o) if o else 0, round_size(n) if n else 0) for k, o, n in events]
+    rp = replay(blocks, expandable=expandable)
+    _fill_steps(est, rp, offsets, outside)
     est.peak_allocated = max(s.peak.allocated for s in est.steps)
     est.peak_reserved = max(rp.reserved) if rp.reserved else 0
     est.outside_pytorch = outside
@@ -644,5 +649,7 @@ def _apply_allocator(est: Estimate, events: list[tuple[int, int, int]], offsets:
         if on_card.oom_at is None:
             est.peak_reserved = max(on_card.reserved) if on_card.reserved else 0
             est.device_memory = est.peak_reserved + outside
+            if on_card is not rp:  # the steps' table too: on the card, not on one without limit
+                _fill_steps(est, on_card, offsets, outside)
         if expandable:
             est.notes.append("allocator modelled with expandable_segments:True")

@@ -180,10 +180,10 @@ def explain(err: BaseException) -> BaseException:
     if isinstance(err, RuntimeError) and "data is not allocated yet" in str(err):
         # a C++ kernel reading a fake tensor's data below the dispatcher (an RNN's PackedSequence batch_sizes),
         # where no dispatch mode can give it the batch's values
-        from ._value_reads import line_of
+        from ._value_reads import line_of, whose
 
         where, source = line_of(err)
-        return ValueError(f"the step reads tensor data inside a PyTorch function at {where} of your code"
+        return ValueError(f"the step reads tensor data inside a PyTorch function at {where} of {whose(where)}"
                           + (f" (`{source}`)" if source else "") + " (e.g. an RNN on a PackedSequence reads its batch_sizes "
                           "in C++, below the dispatcher), which fake tensors cannot give it: measure the step with "
                           "vramnb.profile_step, or estimate it on padded batches without packing")

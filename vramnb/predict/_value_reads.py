@@ -16,7 +16,7 @@ import torch
 
 from .._units import format_bytes
 
-__all__ = ["CONSTANTS", "META", "RANDOMLY", "Read", "line_of", "notes", "refusal", "shown", "user_line"]
+__all__ = ["CONSTANTS", "META", "RANDOMLY", "Read", "line_of", "notes", "refusal", "shown", "user_line", "whose"]
 
 CONSTANTS = 64 * 2**20
 """Bytes: a shadow of constants alone (a factory such as ``torch.arange``, a real CPU constant) above this
@@ -52,6 +52,18 @@ def _skip_dirs() -> tuple[str, ...]:
 
 
 _SKIP = _skip_dirs()
+_LIBS = tuple(os.path.join(d, "") for d in {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")} if d)
+
+
+def whose(where: str) -> str:
+    """Whose code the line ``where`` (``file:line``, as :func:`user_line` gives it) is: ``"your code"``,
+    or an installed package's (a file under site-packages: transformers, torch_geometric...)."""
+    path = where.rsplit(":", 1)[0].removeprefix("the backward pass started by ")
+    for lib in _LIBS + tuple(os.path.join(d, "") for d in sys.path if d.endswith(("site-packages", "dist-packages"))):
+        if path.startswith(lib):
+            top = path[len(lib):].split(os.sep)[0].removesuffix(".py")
+            return f"the installed package {top}"
+    return "your code"
 
 
 def user_line() -> tuple[str, str]:
@@ -96,7 +108,7 @@ def refusal(op: str, where: str, source: str, reason: str | None, limit: int) ->
     (through a tensor larger than it keeps, ``limit`` bytes from the batch) or ``None`` (weights, activations)."""
     name = f"aten.{op}"
     what = _READS.get(op, "its output's shape follows the input's values")
-    line = f"`{name}` ({what}) at {where} of your code" + (f" (`{source}`)" if source else "")
+    line = f"`{name}` ({what}) at {where} of {whose(where)}" + (f" (`{source}`)" if source else "")
     if reason == META:
         return ValueError(f"the step reads a value of your batch: {line}; but the batch is on the meta device and "
                           "has no values. Pass a real batch (e.g. one batch from your DataLoader, on the CPU: "
@@ -126,5 +138,5 @@ def notes(reads: list[Read], repeated: str = "") -> list[str]:
         times = f" ({len(rs)} reads)" if len(rs) > 1 else ""
         origin = (f"read from your batch{repeated}" if batch == 1 else "read from constants of the step"
                   if not batch else "drawn at random by the estimate (your step draws its own values)")
-        lines.append(f"{origin}: `{op}` at {where} of your code{src} = {shown_}{times}")
+        lines.append(f"{origin}: `{op}` at {where} of {whose(where)}{src} = {shown_}{times}")
     return lines
