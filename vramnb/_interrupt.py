@@ -11,8 +11,10 @@ that decides, by walking the interrupted frames.
 from __future__ import annotations
 
 import _thread
+import importlib.util
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -130,36 +132,114 @@ def deliver_later(delay: float = 0.002) -> None:
 
 
 class outside_dispatch(InterruptGuard):  # noqa: N801 - used as a context manager, like held_back
-    """Raise ``KeyboardInterrupt`` anywhere but inside a dispatch mode's handling of a ``prim`` operator.
-    Under ``FakeTensorMode`` PyTorch's C++ asks a tensor's device through the dispatch modes
-    (``prim.device``), in places an exception cannot unwind: one raised there aborts the whole process
-    ("terminate called after throwing an instance of 'python_error'"; the kernel dies; seen for
-    ``prim.device`` in 5 of 27 calls of a Linear step with any exception). An interrupt that lands in a
-    ``__torch_dispatch__`` handling a ``prim`` operator is delivered again a moment later
-    (:func:`deliver_later`); anywhere else it is raised at once, as usual. Only the main thread
-    receives SIGINT; elsewhere it changes nothing."""
+    """Raise ``KeyboardInterrupt`` only where it can unwind to the caller: in the user's own code or vramnb's,
+    never inside an operator PyTorch is dispatching, and never lost.
+
+    Under ``FakeTensorMode`` PyTorch's C++ calls back into Python while it dispatches an operator (dispatch
+    modes, ``prim.device`` queries, its rule lookups, Python kernels), in places an exception cannot unwind:
+    one raised there aborts the whole process ("terminate called after throwing an instance of
+    'python_error'"). A Python signal handler runs between the bytecodes of whatever Python frame the main
+    thread executes, so where it lands is decided from the frames: it is raised at once when the innermost
+    frame is not PyTorch's own code and no frame out to this guard is an operator's dispatch (a
+    ``__torch_dispatch__``, PyTorch's operator or library machinery); anywhere else it is held (``pending``)
+    and SIGINT is delivered again 2 ms later from a timer of vramnb's own, until it lands at such a point, or
+    it is raised when the guard exits. One that Python swallows where it lands (a weakref callback, a
+    finalizer, a ``gc`` callback: "Exception ignored") reaches ``sys.unraisablehook``, which this guard
+    hooks while open: it is delivered again instead of lost. Each Ctrl-C is raised exactly once. Only the
+    main thread receives SIGINT; elsewhere it changes nothing."""
+
+    def __enter__(self) -> outside_dispatch:
+        super().__enter__()
+        self.outer = sys._getframe(1)
+        self.lock = threading.RLock()  # (the handler may run while this thread holds it)
+        self.timer: threading.Timer | None = None
+        if self.installed:
+            self.prev_hook = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
+        return self
 
     def _handler(self, signum: int, frame: Any) -> None:
-        if frame is not None and (frame.f_code.co_filename.endswith(_CALLED_FROM_DISPATCH)
-                                  or frame.f_code.co_filename.endswith(_SWALLOWED)
-                                  or frame.f_code.co_name in _SWALLOWED_NAMES):
-            # PyTorch's C++ dispatcher calls this lookup directly (no Python caller to unwind to): an
-            # interrupt redelivered while it runs aborted the process too; in a weakref callback or a
-            # finalizer Python would print "Exception ignored" and lose it
-            deliver_later()
+        with self.lock:
+            self.timer = None  # (this delivery is the timer's, or a new Ctrl-C: either way the next retry is new)
+        if not self.installed or _can_unwind(frame, self.outer):
+            self.pending = None
+            self._raise(signum, frame)
             return
-        f = frame
-        while f is not None:
-            if f.f_code.co_name == "__torch_dispatch__" and str(f.f_locals.get("func", "")).startswith("prim."):
-                deliver_later()
-                return
-            f = f.f_back
-        self._forward(signum, frame)
+        self.pending = (signum, frame)
+        self._retry()
+
+    def _raise(self, signum: int, frame: Any) -> None:
+        try:
+            self._forward(signum, frame)
+        except KeyboardInterrupt as err:
+            err._vramnb_signum = signum  # type: ignore[attr-defined]  # recognized if Python swallows it
+            raise
+
+    def _retry(self) -> None:
+        with self.lock:
+            if self.timer is None and self.installed:
+                self.timer = threading.Timer(0.002, self._deliver)
+                self.timer.daemon = True
+                self.timer._vramnb_own = True  # type: ignore[attr-defined]  # runs no user code
+                self.timer.start()
+
+    def _deliver(self) -> None:
+        with self.lock:  # (not once the guard is closed: it raises what is held itself)
+            if self.installed and self.timer is not None and self.pending is not None:
+                _thread.interrupt_main(signal.SIGINT)
+
+    def _unraisable(self, info: Any) -> None:
+        signum = getattr(info.exc_value, "_vramnb_signum", None)
+        if signum is None or not self.installed:
+            self.prev_hook(info)
+            return
+        self.pending = (signum, None)  # swallowed where it landed: delivered again where the program goes next
+        self._retry()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.installed:
+            try:
+                with self.lock:
+                    timer, self.timer = self.timer, None
+                    if timer is not None:
+                        timer.cancel()
+                # a delivery the timer made just before may still wait for a bytecode boundary: let it reach
+                # this handler (which raises it here, once) before the previous handler is back
+                for _ in range(100):
+                    pass
+            finally:
+                if sys.unraisablehook == self._unraisable:
+                    sys.unraisablehook = self.prev_hook
+                signal.signal(signal.SIGINT, self.previous)
+                self.installed = False
+        if self.pending is not None:
+            signum, frame = self.pending
+            self.pending = None
+            self._raise(signum, frame)
 
 
-# Python files whose functions PyTorch's C++ dispatcher calls while it dispatches an operator
-_CALLED_FROM_DISPATCH = (os.path.join("torch", "_library", "simple_registry.py"),)
-# where Python swallows an exception ("Exception ignored in ..."): weakref callbacks, finalizers; an
-# interrupt landing there would be lost, so it is delivered again where the program goes next
-_SWALLOWED = ("weakref.py",)
-_SWALLOWED_NAMES = frozenset({"__del__", "_freed"})  # finalizers; the CPU tracker's weakref callback
+def _can_unwind(frame: Any, outer: Any) -> bool:
+    """Whether a ``KeyboardInterrupt`` raised in ``frame`` unwinds through Python to ``outer`` (the frame that
+    opened the guard): the innermost frame is not PyTorch's own code, and no frame between is a dispatch of an
+    operator (where PyTorch's C++ called back into Python, and an exception may abort the process)."""
+    if frame is None or _in_torch(frame.f_code.co_filename):
+        return False
+    while frame is not None and frame is not outer:
+        code = frame.f_code
+        if code.co_name in _DISPATCH_ENTRIES or code.co_filename.startswith(_TORCH_DISPATCH_DIRS):
+            return False
+        frame = frame.f_back
+    return True
+
+
+def _in_torch(filename: str) -> bool:
+    return filename.startswith(_TORCH_DIR)
+
+
+_TORCH_SPEC = importlib.util.find_spec("torch")
+_TORCH_DIR = os.path.dirname(os.path.abspath(_TORCH_SPEC.origin)) + os.sep if _TORCH_SPEC and _TORCH_SPEC.origin else "\0"
+# PyTorch's Python that its C++ dispatcher calls while an operator runs: operator objects and the Python
+# dispatcher, its library of registered kernels and rules, the fake tensor implementation
+_TORCH_DISPATCH_DIRS = tuple(os.path.join(_TORCH_DIR, d) for d in ("_ops.py", "_library" + os.sep, "_subclasses" + os.sep,
+                                                                   "_prims" + os.sep, "_decomp" + os.sep))
+_DISPATCH_ENTRIES = frozenset({"__torch_dispatch__"})  # the protocol every dispatch mode and tensor subclass implements
