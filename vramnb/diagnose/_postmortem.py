@@ -525,6 +525,7 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
     from ._transient import transient_copy
 
     ctx = FailingCode()
+    only_grad_off = False
     try:
         ctx.autocast = _nesting() > 0
         ctx.grad = torch.is_grad_enabled()
@@ -553,6 +554,12 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
         if ctx.transient is None and not ctx.in_use:  # the innermost frame of the notebook's code
             try:
                 ctx.transient = transient_copy(frame, requested)
+                if ctx.transient is None:  # the operation of the line that asked, and its non-copying form
+                    from ._line_copies import line_copy, module_activation
+
+                    found = module_activation(frames, requested, [frame.f_globals]) or line_copy(frame, requested)
+                    if found is not None:
+                        ctx.transient, only_grad_off = found[:2], found[2]
             except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
                 pass
         names = set(code.co_names)
@@ -620,6 +627,8 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
             ctx.grad = False
     if ctx.phase == "backward":  # the autograd engine runs backward with gradients off: the code trains
         ctx.grad = True
+    if only_grad_off and ctx.grad:  # an in-place form is advice only where no backward needs the input
+        ctx.transient = None
     if not ctx.grad and model_obj is not None and ctx.model is not None:
         from ._grads_left import grad_bytes
 
