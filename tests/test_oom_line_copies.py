@@ -150,3 +150,55 @@ def test_boolean_mask_indexing_names_its_int64_indices_and_the_any_check():
                                "int64 indices of the kept positions (8 bytes per element, up to 7.8 KiB here)")
     assert found[1] == "if (torch.isinf(flat)).any():\n    flat = flat[~torch.isinf(flat)]"
     assert line_copy(frame, 999 * 8) is None
+
+
+_STEP_TECHNIQUES = ("autocast", "checkpoint", "compare", "smaller batch", "no_grad")
+
+
+def test_a_model_built_while_the_old_one_is_bound_is_named_with_del_and_no_step_technique(ip):
+    run(ip, "import torch.nn as nn\nmodel = nn.Linear(4, 4)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)")
+    oom = _oom(ip, "for lr in (1.0, 2.0):\n    model = nn.Linear(2**31, 2**20)")
+    assert oom.state.requested == 2**51 * 4
+    assert oom.state.context.phase == "constructor"
+    fixes = oom.verdict.fixes
+    built = [f for f in fixes if f.what.startswith("the failure is in a constructor")]
+    assert len(built) == 1
+    assert built[0].what.startswith("the failure is in a constructor, building a new model into `model` while "
+                                    "`model` still holds the previous Linear (80 B of parameters, buffers and "
+                                    "gradients), and `opt` refers to its parameters (its state: 0 B)")
+    assert built[0].code == "del model, opt  # before `model = nn.Linear(2**31, 2**20)` (at the end of each iteration)"
+    assert not any(t in f.what + f.code for f in fixes for t in _STEP_TECHNIQUES)
+
+
+def test_a_buffer_registered_in_every_layer_is_named_and_no_step_technique(ip):
+    run(ip, "import torch.nn as nn\nclass Block(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+            "        self.register_buffer('mask', torch.ones(n, n, dtype=torch.bool))\n")
+    oom = _oom(ip, "net = nn.Sequential(*[Block(2**26) for _ in range(4)])")
+    assert oom.state.requested == 2**52
+    fixes = oom.verdict.fixes
+    buf = [f for f in fixes if f.what.startswith("the failure is in Block.__init__")]
+    assert buf and buf[0].what.startswith(f"the failure is in Block.__init__, registering the buffer 'mask' of shape "
+                                          f"({2**26}, {2**26}) ({format_bytes(2**52)}): every Block built registers "
+                                          "its own copy")
+    assert "persistent=False" in buf[0].code
+    assert not any(t in f.what + f.code for f in fixes if f is not buf[0] for t in _STEP_TECHNIQUES)
+
+
+def test_an_embedding_tables_dense_gradient_is_named_with_sparse_and_no_step_technique(ip):
+    run(ip, "import torch.nn as nn\nemb = nn.Embedding(4, 4)\n"
+            "emb.weight = nn.Parameter(torch.zeros(1).expand(2**30, 2**20))\nidx = torch.tensor([1, 2])")
+    oom = _oom(ip, "emb(idx).sum().backward()")
+    want = 2**50 * 4
+    assert oom.state.requested == want
+    fixes = oom.verdict.fixes
+    assert fixes[0].what.startswith(f"the backward allocates the gradient of emb (Embedding ({2**30}, {2**20})) as a "
+                                    f"dense tensor the size of the whole table, {format_bytes(want)}")
+    assert "emb.sparse = True" in fixes[0].code
+    assert not any(t in f.what + f.code for f in fixes for t in ("autocast", "checkpoint", "compare("))
+
+
+def test_the_line_walk_builds_factories_on_meta_and_leaves_the_default_device():
+    n = 2**40  # a real torch.ones(n, n) could never be allocated
+    frame = _frame_at_failure("m = torch.ones(n, n, device='cpu').repeat(2, 1)\n", {"n": n}, torch.ops.aten.repeat)
+    assert line_copy(frame, 2 * n * n * 4) is None  # repeating a dimension longer than 1: nothing offered
+    assert torch.get_default_device() == torch.device("cpu")

@@ -175,6 +175,8 @@ class _Eval:
                 if k.arg is None:
                     raise _Unknown
                 kw[k.arg] = self.ev(k.value)
+            if "device" in kw:
+                kw["device"] = "meta"  # a factory: its size, never its memory
             return f(*args, **kw)
         raise _Unknown
 
@@ -184,15 +186,21 @@ def _fail() -> Any:
 
 
 def _walk(ev: _Eval, node: ast.AST) -> None:
-    """Evaluate every statement's expressions, keeping what could be computed."""
+    """Evaluate every statement's expressions, keeping what could be computed; factory
+    functions (``torch.ones(n, n)``) make meta tensors (``torch.device("meta")`` for the walk)."""
+    with torch.device("meta"):
+        _walk_in(ev, node)
+
+
+def _walk_in(ev: _Eval, node: ast.AST) -> None:
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.expr):
             try:
                 ev.ev(child)
             except Exception:  # noqa: BLE001 - an unknown value stops this subtree only
-                _walk(ev, child) if not isinstance(child, (ast.Name, ast.Constant)) else None
+                _walk_in(ev, child) if not isinstance(child, (ast.Name, ast.Constant)) else None
         else:
-            _walk(ev, child)
+            _walk_in(ev, child)
 
 
 def _source(frame: Any) -> str:
