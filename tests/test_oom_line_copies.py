@@ -202,3 +202,28 @@ def test_the_line_walk_builds_factories_on_meta_and_leaves_the_default_device():
     frame = _frame_at_failure("m = torch.ones(n, n, device='cpu').repeat(2, 1)\n", {"n": n}, torch.ops.aten.repeat)
     assert line_copy(frame, 2 * n * n * 4) is None  # repeating a dimension longer than 1: nothing offered
     assert torch.get_default_device() == torch.device("cpu")
+
+
+def test_other_code_shapes_of_the_same_copies_are_named():
+    q, k = torch.zeros(2, 4, 512, 8), torch.zeros(2, 4, 512, 8)
+    scores = 2 * 4 * 512 * 512 * 4
+    cases = [  # (line, op the dispatch mode fails, request from the shapes, start of the sentence)
+        ("s = torch.einsum('bhid,bhjd->bhij', q, k).softmax(-1)\n", torch.ops.aten.bmm, scores,
+         "`torch.einsum('bhid,bhjd->bhij', q, k)` on the failing line materialises a (512 x 512) matrix"),
+        ("s = torch.matmul(q, k.transpose(-1, -2)).softmax(-1)\n", torch.ops.aten.bmm, scores,
+         "`torch.matmul(q, k.transpose(-1, -2))` on the failing line materialises a (512 x 512) matrix"),
+        ("s = torch.stack([q, k]).double()\n", torch.ops.aten._to_copy, 2 * q.numel() * 8,
+         "`.double()` on the failing line converts the fresh result of `torch.stack([q, k])`"),
+        ("s = (q[:, :, :, None, :] - k[:, :, None, :, :]).norm(dim=-1)\n", torch.ops.aten.sub, 2 * 4 * 512 * 512 * 8 * 4,
+         "`q[:, :, :, None, :] - k[:, :, None, :, :]` on the failing line materialises the broadcast shape "
+         "(2, 4, 512, 512, 8)"),
+        ("s = q.unsqueeze(0).repeat(3, 1, 1, 1, 1)\n", torch.ops.aten.repeat, 3 * q.numel() * 4,
+         "`.repeat(3, 1, 1, 1, 1)` on the failing line copies q.unsqueeze(0) (128.0 KiB) 3 times"),
+    ]
+    for src, op, req, start in cases:
+        frame = _frame_at_failure(src, {"q": q, "k": k}, op)
+        found = line_copy(frame, req)
+        assert found is not None and found[0].startswith(start), (src, found)
+    # softmax in the line: scaled_dot_product_attention with the line's names
+    frame = _frame_at_failure(cases[0][0], {"q": q, "k": k}, torch.ops.aten.bmm)
+    assert line_copy(frame, scores)[1].startswith("out = torch.nn.functional.scaled_dot_product_attention(q, k, v)")

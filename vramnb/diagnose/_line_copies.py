@@ -226,11 +226,13 @@ def line_copy(frame: Any, requested: int | None) -> tuple[str, str, bool] | None
         found = _mask(sub, base, mask, requested, ev)
         if found is not None:
             return found
+    inputs = {id(ev.values[id(n)]) for n in ev.order if isinstance(n, ast.Name)
+              and isinstance(ev.values.get(id(n)), torch.Tensor)}
     for node in ev.order:
         v = ev.values.get(id(node))
         if not isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp)) or not isinstance(v, torch.Tensor) \
-                or v._base is not None or _nbytes(v) != requested:
-            continue  # a name, or a view: no allocation of this line
+                or id(v._base) in inputs or _nbytes(v) != requested:
+            continue  # a name, or a view of one: no allocation of this line
         for rule in (_repeat, _convert, _matmul, _broadcast, _activation):
             found = rule(node, v, ev, tree)
             if found is not None:
@@ -372,6 +374,9 @@ def _matmul(node: ast.AST, v: torch.Tensor, ev: _Eval, tree: ast.AST) -> tuple[s
         a, b = (node.func.value, node.args[0]) if len(node.args) == 1 and isinstance(node.func, ast.Attribute) \
             and not isinstance(ev.values.get(id(node.func.value)), types.ModuleType) else (node.args[0],
                                                                                            node.args[-1])
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "einsum" \
+            and len(node.args) == 3:
+        a, b = node.args[1], node.args[2]  # torch.einsum("bhid,bhjd->bhij", q, k)
     else:
         return None
     ta, tb = ev.values.get(id(a)), ev.values.get(id(b))
