@@ -113,7 +113,10 @@ class FailingCode:
             a failure inside backward counts as on (the engine turns them off while it runs).
         phase: ``"optimizer step"`` (the failure came inside ``torch.optim``: the optimizer's
             state or its step's temporaries), ``"backward"`` (inside ``torch.autograd``'s
-            backward), else ``""``.
+            backward), ``"constructor"`` (inside an ``nn.Module``'s ``__init__``: no forward or
+            backward ran), else ``""``.
+        built: ``(sentence, code)`` for a constructor failure (:mod:`._construct`).
+        dense_grad: the request is an embedding table's dense gradient (then ``transient`` says so).
         backward: the failing notebook code (the whole text of each cell the failing frames
             run in, read from :mod:`linecache`) calls a backward (``.backward(``,
             ``autograd.grad(``) or an optimizer's ``.step(``; ``None`` where no cell's text was
@@ -160,6 +163,8 @@ class FailingCode:
     summed: tuple[str, str, str, str] | None = None
     optim: OptimizerFacts | None = None
     transient: tuple[str, str] | None = None
+    built: list[tuple[str, str]] = field(default_factory=list)
+    dense_grad: bool = False
     grads: tuple[str, int] | None = None
     optim_is_model: bool = False
     grows: set[str] = field(default_factory=set)
@@ -536,6 +541,7 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
     from ._transient import transient_copy
 
     ctx = FailingCode()
+    only_grad_off = False
     try:
         ctx.autocast = _nesting() > 0
         ctx.grad = torch.is_grad_enabled()
@@ -564,6 +570,12 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
         if ctx.transient is None and not ctx.in_use:  # the innermost frame of the notebook's code
             try:
                 ctx.transient = transient_copy(frame, requested)
+                if ctx.transient is None:  # the operation of the line that asked, and its non-copying form
+                    from ._line_copies import line_copy, module_activation
+
+                    found = module_activation(frames, requested, [frame.f_globals]) or line_copy(frame, requested)
+                    if found is not None:
+                        ctx.transient, only_grad_off = found[:2], found[2]
             except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
                 pass
         names = set(code.co_names)
@@ -638,6 +650,17 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
             ctx.grad = False
     if ctx.phase == "backward":  # the autograd engine runs backward with gradients off: the code trains
         ctx.grad = True
+    from ._construct import constructing, constructor_fixes, dense_embedding_grad
+
+    if not ctx.phase and constructing(frames) is not None:  # no forward, no backward: parameters and buffers
+        ctx.phase = "constructor"
+        ctx.built = constructor_fixes(frames, requested)
+    if ctx.phase == "backward" and model_obj is not None:
+        dense = dense_embedding_grad(model_obj, ctx.model, requested)
+        if dense is not None:
+            ctx.transient, ctx.dense_grad = dense, True
+    if only_grad_off and ctx.grad:  # an in-place form is advice only where no backward needs the input
+        ctx.transient = None
     if not ctx.grad and model_obj is not None and ctx.model is not None:
         from ._grads_left import grad_bytes
 

@@ -233,6 +233,7 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
     else:
         whole = None if s.available is None else s.available + s.allocated
     line = [Fix(*ctx.transient)] if ctx is not None and ctx.transient else []  # the failing line's own copy
+    line += [Fix(*f) for f in ctx.built] if ctx is not None else []  # a constructor's: the old model, a buffer
     if s.requested and whole is not None and s.requested > whole:
         return line + [Fix("one request is larger than the whole device: read the shapes on the failing line "
                            "(an unintended broadcast, a batch or sequence far too large)", "")] + fixes
@@ -403,6 +404,10 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
     container that holds bytes (what a loop keeps grows)."""
     if ctx is not None and ctx.phase == "optimizer step":
         return _optimizer_fixes(ctx)
+    if ctx is not None and ctx.phase == "constructor":  # no forward or backward ran: no step technique applies
+        return []  # what it builds is said first (ctx.built)
+    if ctx is not None and ctx.dense_grad:  # the request is an embedding table's dense gradient, not activations
+        return []
     if ctx is not None and not ctx.trains:
         return []
     if ctx is not None and not ctx.grad:
