@@ -53,3 +53,21 @@ def test_a_half_precision_model_gets_no_bf16_autocast(ip):
         assert not any("autocast" in t for t in _texts(ctx)), _texts(ctx)
     ctx = _caught(ip, "loss = fnet(torch.ones(4, 8)).sum()\nloss.backward()\nraise RuntimeError('x')")
     assert ctx.model_fp32 is True and any("autocast" in t for t in _texts(ctx))
+
+
+def test_outputs_made_under_no_grad_and_joined_after_it_are_not_said_to_keep_activations(ip):
+    """A loop under ``torch.no_grad()`` collects outputs; the join after the ``with`` block fails with
+    gradients on, but nothing it holds has a graph: "gradients are on: each forward keeps its
+    activations" is false there (turning gradients off frees nothing)."""
+    run(ip, "gnet = torch.nn.Linear(8, 8)")
+    ctx = _caught(ip, "gouts = []\nwith torch.no_grad():\n    for i in range(3):\n        gouts.append(gnet(torch.ones(4, 8)))\n"
+                      "gall = torch.cat(gouts)\nraise RuntimeError('x')")
+    assert ctx.grad and ctx.backward is False and ctx.graphs is False
+    texts = _texts(ctx)
+    assert not any("gradients are on" in t or "turn gradients off" in t for t in texts), texts
+    # the same loop without no_grad: its outputs have graphs, and the line stays
+    ctx = _caught(ip, "houts = []\nfor i in range(3):\n    houts.append(gnet(torch.ones(4, 8)))\n"
+                      "hall = torch.cat(houts)\nraise RuntimeError('x')")
+    assert ctx.graphs is True
+    assert any(t.startswith("no backward runs in the failing code, yet gradients are on") for t in _texts(ctx))
+    run(ip, "del gouts, gall, houts, hall, gnet")

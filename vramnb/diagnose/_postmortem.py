@@ -146,6 +146,9 @@ class FailingCode:
             to a join of its old value (:func:`._growing.self_joins`: ``preds = torch.cat([preds,
             logits])``), with the bytes of the storage its tensor holds now and that tensor's device
             type (``0, ""`` where it is bound to no plain tensor).
+        graphs: with gradients on, a tensor the failing frames hold has a ``grad_fn``
+            (:func:`._graphs_held.holds_graph`; ``None``: not read or not known): where none has,
+            nothing is kept for a backward and turning gradients off frees nothing.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -171,6 +174,7 @@ class FailingCode:
     model_grad: bool | None = None
     model_fp32: bool | None = None
     joins: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
+    graphs: bool | None = None
 
 
 @dataclass
@@ -650,6 +654,10 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
             ctx.grad = False
     if ctx.phase == "backward":  # the autograd engine runs backward with gradients off: the code trains
         ctx.grad = True
+    elif ctx.grad:  # on: is anything the failing code holds saved for a backward?
+        from ._graphs_held import holds_graph
+
+        ctx.graphs = holds_graph(frames)
     from ._construct import constructing, constructor_fixes, dense_embedding_grad
 
     if not ctx.phase and constructing(frames) is not None:  # no forward, no backward: parameters and buffers

@@ -314,6 +314,7 @@ def _join_fixes(s: OOMState) -> list[Fix]:
 
 #: why nothing is saved for backward where gradients are on (:func:`_no_grad_fixes`'s ``why``)
 _FROZEN = "with no parameter of the model requiring grad (and no input that does)"
+_NO_GRAPH = "with no autograd graph behind anything the failing code holds"
 
 
 #: the general fixes about what a loop keeps (not capacity techniques)
@@ -415,6 +416,9 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
     if ctx is not None and ctx.backward is False and not ctx.phase and ctx.model_grad is False:
         # gradients on, but no parameter of the model requires grad: its forward saves nothing for backward
         return _no_grad_fixes(device, ctx, keeps, why=_FROZEN)
+    if ctx is not None and ctx.backward is False and not ctx.phase and ctx.graphs is False:
+        # gradients on, but nothing the failing code holds has a graph (outputs made under no_grad, joined after it)
+        return _no_grad_fixes(device, ctx, keeps, why=_NO_GRAPH)
     if ctx is not None and ctx.backward is False and not ctx.phase:
         return _forward_only_fixes(device, ctx, keeps)
     if ctx is not None and ctx.model is None:  # no notebook name for the model: no code with invented names

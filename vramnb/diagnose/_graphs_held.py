@@ -1,0 +1,68 @@
+"""Whether the failing code holds any autograd graph.
+
+"Gradients are on: each forward keeps its activations for a backward" is true of a failure only
+where something the failing code holds has a graph behind it. A loop under ``torch.no_grad()``
+that collects outputs and joins them after the ``with`` block fails with gradients on, yet
+nothing it holds was saved for a backward: turning gradients off frees nothing there.
+
+The failing frames' locals (up to IPython's own, leaving vramnb's out) and the containers they
+hold, two levels down, are read for a tensor with a ``grad_fn``; only exact built-in containers
+are entered (``list``/``tuple``/``dict``/``set``), so no user code runs. A budget bounds the
+walk: where it runs out before one is found, nothing is claimed."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+__all__ = ["holds_graph"]
+
+_OURS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "")
+_BUDGET = 20_000  # objects read at most
+
+
+def holds_graph(frames: list[Any], extra: list[Any] = ()) -> bool | None:  # type: ignore[assignment]
+    """``True`` where a tensor the frames' locals (or ``extra``: objects such as the containers
+    the failing code adds to) hold, directly or in built-in containers two levels down, has a
+    ``grad_fn``; ``False`` where none has and the walk read everything; ``None`` where the
+    budget ran out first (not known).
+
+    Args:
+        frames: the failing frames, innermost first; the walk stops at IPython's.
+        extra: further objects to read.
+    """
+    todo: list[tuple[Any, int]] = [(v, 0) for v in extra]
+    for f in frames:
+        name = f.f_code.co_filename
+        if "/IPython/" in name:
+            break
+        if name.startswith(_OURS):
+            continue
+        try:
+            todo.extend((v, 0) for v in dict.values(f.f_locals))
+        except Exception:  # noqa: BLE001 - a frame whose locals cannot be read: not known
+            return None
+    seen: set[int] = set()
+    budget = _BUDGET
+    while todo:
+        obj, depth = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        budget -= 1
+        if budget < 0:
+            return None
+        if isinstance(obj, torch.Tensor):
+            if obj.grad_fn is not None:
+                return True
+            continue
+        if depth >= 2:
+            continue
+        t = type(obj)
+        if t is list or t is tuple or t is set:
+            todo.extend((v, depth + 1) for v in obj)
+        elif t is dict:
+            todo.extend((v, depth + 1) for v in dict.values(obj))
+    return False
