@@ -71,3 +71,26 @@ def test_outputs_made_under_no_grad_and_joined_after_it_are_not_said_to_keep_act
     assert ctx.graphs is True
     assert any(t.startswith("no backward runs in the failing code, yet gradients are on") for t in _texts(ctx))
     run(ip, "del gouts, gall, houts, hall, gnet")
+
+
+def test_an_object_whose_update_keeps_every_calls_tensors_is_what_grows(ip):
+    """A metric object updated in place each step (``m.update(preds, target)`` appending to its own
+    lists) grows with the samples seen: "a smaller batch per evaluation step" is no fix there, and
+    the line about what the loop keeps names it."""
+    run(ip, "class GMetric:\n    def __init__(self):\n        self.preds = []\n        self.total = 0\n"
+            "    def update(self, p):\n        self.preds.append(p)\n        self.total += 1\n"
+            "gm = GMetric()\ngnet2 = torch.nn.Linear(8, 8)")
+    ctx = _caught(ip, "with torch.no_grad():\n    for i in range(3):\n        gm.update(gnet2(torch.ones(4, 8)))\n"
+                      "        if i == 2:\n            raise RuntimeError('x')")
+    assert "gm" in ctx.grows
+    texts = _texts(ctx)
+    assert "a smaller batch per evaluation step" not in texts, texts
+    assert any(t.startswith("with gradients off nothing is kept for backward: what grows is what the loop keeps (gm)")
+               for t in texts), texts
+    # an object updated in place whose attributes hold no list of tensors (a running count) is not growth
+    run(ip, "class GCount:\n    def __init__(self):\n        self.n = 0\n    def update(self, p):\n        self.n += 1\n"
+            "gc2 = GCount()")
+    ctx = _caught(ip, "with torch.no_grad():\n    for i in range(3):\n        gc2.update(gnet2(torch.ones(4, 8)))\n"
+                      "        if i == 2:\n            raise RuntimeError('x')")
+    assert "gc2" not in ctx.grows and "a smaller batch per evaluation step" in _texts(ctx)
+    run(ip, "del gm, gc2, gnet2, GMetric, GCount")

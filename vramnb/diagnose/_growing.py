@@ -120,12 +120,37 @@ def self_concatenated(tree: ast.AST) -> set[str]:
     return set(self_joins(tree))
 
 
+def _keeps_tensor_list(obj: Any) -> bool:
+    """Whether ``obj``'s own ``__dict__`` (read without running its code) has a public attribute
+    bound to a non-empty ``list``/``deque`` whose last entry is a tensor: an object updated in place
+    (a metric's ``update``, a logger's ``log``) that keeps every call's tensors."""
+    import torch
+
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except (AttributeError, TypeError):
+        return False
+    if type(d) is not dict:
+        return False
+    for k, v in list(d.items())[:256]:
+        if type(k) is str and not k.startswith("_") and type(v) in (list, deque) and v \
+                and isinstance(v[-1], torch.Tensor):
+            return True
+    return False
+
+
 def growing(mutated: set[str], source: str | None, namespace: Mapping[str, Any] | None) -> set[str]:
     """The containers the failing code grows: names it adds to in place that are bound to a
-    ``list``/``dict``/``set``/``deque`` in ``namespace`` (a running float total is not one), and
-    names its cell ``source`` joins onto themselves in a loop (:func:`self_joins`)."""
-    out = {n for n in mutated if namespace is not None and type(namespace) is dict
-           and issubclass(type(dict.get(namespace, n)), (list, dict, set, deque))}
+    ``list``/``dict``/``set``/``deque`` in ``namespace`` (a running float total is not one), or to
+    an object whose public attribute is a list of tensors (a metric's ``update(preds, target)``
+    keeping every call's tensors), and names its cell ``source`` joins onto themselves in a loop
+    (:func:`self_joins`)."""
+    out: set[str] = set()
+    if namespace is not None and type(namespace) is dict:
+        for n in mutated:
+            obj = dict.get(namespace, n)
+            if issubclass(type(obj), (list, dict, set, deque)) or _keeps_tensor_list(obj):
+                out.add(n)
     if source:
         try:
             out |= self_concatenated(ast.parse(source))

@@ -319,7 +319,7 @@ _NO_GRAPH = "with no autograd graph behind anything the failing code holds"
 
 #: the general fixes about what a loop keeps (not capacity techniques)
 _ABOUT_KEPT = ("no backward runs in the failing code", "with gradients off nothing is kept for backward",
-               f"{_FROZEN} nothing is kept for backward")
+               f"{_FROZEN} nothing is kept for backward", f"{_NO_GRAPH} nothing is kept for backward")
 
 
 def _kept_containers(s: OOMState) -> set[str]:
@@ -526,7 +526,8 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False,
                        f"{opt}.zero_grad(set_to_none=True)" if opt else f"{model}.zero_grad(set_to_none=True)",
                        held))
     if keeps or ctx.grows:
-        out.append(Fix(f"{why} nothing is kept for backward: what grows is what the loop keeps; keep "
+        grown = f" ({', '.join(sorted(ctx.grows))})" if ctx.grows else ""
+        out.append(Fix(f"{why} nothing is kept for backward: what grows is what the loop keeps{grown}; keep "
                        "each step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits "
                        "on the device", ""))
     if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
