@@ -227,3 +227,20 @@ def test_other_code_shapes_of_the_same_copies_are_named():
     # softmax in the line: scaled_dot_product_attention with the line's names
     frame = _frame_at_failure(cases[0][0], {"q": q, "k": k}, torch.ops.aten.bmm)
     assert line_copy(frame, scores)[1].startswith("out = torch.nn.functional.scaled_dot_product_attention(q, k, v)")
+
+
+def test_a_join_of_a_kept_list_is_named_with_a_preallocated_tensor_and_the_list_is_not_emptied(ip):
+    """``parts = torch.cat(parts)`` after a loop that kept every part: the join needs the whole twice
+    (the parts are alive while it is made); the fix fills one tensor as the parts are made, and
+    emptying the list (which the join needs) is not offered. Expanded parts make the request
+    enormous while the list holds 2 storages of 4 B."""
+    run(ip, "jparts = []\nfor i in range(2):\n    jparts.append(torch.zeros(1).expand(2**40))")
+    oom = _oom(ip, "jparts.append(torch.zeros(1).expand(2**40))\njoined = torch.cat(jparts)")
+    want = 3 * 2**40 * 4
+    assert oom.state.requested == want
+    f = oom.verdict.fixes[0]
+    assert f.what.startswith(f"`torch.cat(jparts)` on the failing line joins the 3 tensors of jparts (12 B) into a new "
+                             f"tensor of {format_bytes(want)} while every part is alive: the join needs the whole twice")
+    assert f.code.startswith(f"out = torch.empty(({3 * 2**40},), dtype=torch.float32)  # once, before the loop")
+    assert not any(g.code == "jparts.clear()" for g in oom.verdict.fixes), oom.verdict.fixes
+    run(ip, "del jparts")

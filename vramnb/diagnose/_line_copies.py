@@ -233,7 +233,7 @@ def line_copy(frame: Any, requested: int | None) -> tuple[str, str, bool] | None
         if not isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp)) or not isinstance(v, torch.Tensor) \
                 or id(v._base) in inputs or _nbytes(v) != requested:
             continue  # a name, or a view of one: no allocation of this line
-        for rule in (_repeat, _convert, _matmul, _broadcast, _activation):
+        for rule in (_repeat, _convert, _matmul, _broadcast, _activation, _join):
             found = rule(node, v, ev, tree)
             if found is not None:
                 return found
@@ -356,6 +356,66 @@ def _convert(node: ast.AST, v: torch.Tensor, ev: _Eval, tree: ast.AST) -> tuple[
                  and any(c is node for c in ast.walk(n))), None)
     code = ast.unparse(_replace(_clone(stmt), _find_same(_clone_map, node), recv)) if stmt is not None else \
         ast.unparse(recv)
+    return sentence, code, False
+
+
+_JOINS = ("cat", "concat", "concatenate", "stack")
+
+
+def _joined_seq(node: ast.AST) -> ast.Name | None:
+    """The name of the sequence ``node`` joins (``torch.cat(parts)``, ``torch.stack(parts, 0)``), else ``None``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _JOINS \
+            and node.args and isinstance(node.args[0], ast.Name):
+        return node.args[0]
+    return None
+
+
+def joined_names(frame: Any) -> set[str]:
+    """Names of the sequences the failing line of ``frame`` joins into a new tensor
+    (``torch.cat(parts)``): the join needs every part alive, so emptying them first is no fix."""
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    try:
+        tree = ast.parse(text.rstrip(":") if text.endswith(":") else text)
+    except SyntaxError:
+        return set()
+    return {seq.id for n in ast.walk(tree) if (seq := _joined_seq(n)) is not None}
+
+
+def _join(node: ast.AST, v: torch.Tensor, ev: _Eval, tree: ast.AST) -> tuple[str, str, bool] | None:
+    """A sequence of tensors joined at once (``torch.cat(parts)``): the result is as large as every
+    part together, and the parts are alive while it is made, so the join needs the whole twice."""
+    seq = _joined_seq(node)
+    parts = ev.values.get(id(seq)) if seq is not None else None
+    if not isinstance(parts, (list, tuple)) or len(parts) < 2 or not all(isinstance(p, torch.Tensor) for p in parts):
+        return None
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and seq is not None
+    fn = node.func.attr
+    shape = tuple(v.shape)
+    dtype = str(v.dtype).removeprefix("torch.")
+    from ._transient import _lookup
+
+    real = _lookup(ev.frame, seq.id)
+    first = real[0] if type(real) in (list, tuple) and real else None
+    dev = first.device if isinstance(first, torch.Tensor) and type(first) in (torch.Tensor, torch.nn.Parameter) \
+        else None
+    where = f", device={str(dev)!r}" if dev is not None and dev.type != "cpu" else ""
+    storages: dict[int, int] = {}
+    for p in real if type(real) in (list, tuple) else ():
+        if type(p) in (torch.Tensor, torch.nn.Parameter):  # what the parts hold: each storage once (views share)
+            st = p.untyped_storage()
+            storages[st.data_ptr() or id(st)] = st.nbytes()
+    held = sum(storages.values()) if storages else sum(_nbytes(p) for p in parts)
+    sentence = (f"`{ast.unparse(node)[:60]}` on the failing line joins the {len(parts)} tensors of {seq.id} "
+                f"({format_bytes(held)}) into a new tensor of {format_bytes(_nbytes(v))} while every part is alive: "
+                f"the join needs the whole twice; fill one tensor of the joined shape {shape} as the parts are made "
+                f"(allocated once, before the loop), instead of keeping the parts and joining them at the end, or "
+                f"write the parts to disk as they are made (torch.save) and join them where memory allows")
+    if fn == "stack":
+        code = (f"out = torch.empty({shape}, dtype=torch.{dtype}{where})  # once, before the loop\n"
+                f"out[i] = part  # in the loop, instead of {seq.id}.append(part)")
+    else:
+        code = (f"out = torch.empty({shape}, dtype=torch.{dtype}{where})  # once, before the loop; start = 0\n"
+                f"out[start:start + len(part)] = part; start += len(part)  # in the loop, instead of {seq.id}.append(part)")
     return sentence, code, False
 
 

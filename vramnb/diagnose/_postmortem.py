@@ -149,6 +149,8 @@ class FailingCode:
         graphs: with gradients on, a tensor the failing frames hold has a ``grad_fn``
             (:func:`._graphs_held.holds_graph`; ``None``: not read or not known): where none has,
             nothing is kept for a backward and turning gradients off frees nothing.
+        joined: names of the sequences the failing line joins into a new tensor where that join is
+            the request (``torch.cat(parts)``): the join needs every part, so emptying them is no fix.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -175,6 +177,7 @@ class FailingCode:
     model_fp32: bool | None = None
     joins: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
     graphs: bool | None = None
+    joined: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -575,11 +578,12 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
             try:
                 ctx.transient = transient_copy(frame, requested)
                 if ctx.transient is None:  # the operation of the line that asked, and its non-copying form
-                    from ._line_copies import line_copy, module_activation
+                    from ._line_copies import joined_names, line_copy, module_activation
 
                     found = module_activation(frames, requested, [frame.f_globals]) or line_copy(frame, requested)
                     if found is not None:
                         ctx.transient, only_grad_off = found[:2], found[2]
+                        ctx.joined = joined_names(frame)
             except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
                 pass
         names = set(code.co_names)

@@ -356,6 +356,8 @@ def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
         used = ctx is not None and root in ctx.in_use
         if used and (kind not in _CONTAINER_KINDS or ctx is None or root not in ctx.mutated):
             continue  # the training itself, or data the failing code only reads: emptying it is no fix
+        if used and ctx is not None and root in ctx.joined:
+            continue  # the parts the failing line joins: the join needs them (its own line says what instead)
         if used:
             instead = ctx.stores.get(root) if ctx is not None else None
             keep = f"keep less in it ({instead})" if instead else "keep numbers or reduced values, not whole tensors"
