@@ -517,8 +517,8 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False,
     for backward, so recomputing in backward is no fix. Gradients left from training
     (``ctx.grads``) first; the outputs a loop keeps only where the failing code adds to a
     container that holds bytes (``keeps``) or grows one with every step's results
-    (``ctx.grows``); then each step's own activations (a smaller batch only where nothing grows
-    with the samples seen)."""
+    (``ctx.grows``); then each step's own activations (a smaller batch, bf16 autocast: only where
+    nothing grows with the samples seen)."""
     out = []
     if ctx.grads:
         model, held = ctx.grads
@@ -534,7 +534,8 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False,
                        "on the device", ""))
     if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
         out.append(Fix("a smaller batch per evaluation step", ""))
-    if not ctx.autocast and ctx.model and ctx.model_fp32 is not False:  # a half-precision model: nothing to halve
+    # a half-precision model: nothing to halve; what grows with the samples seen: halving a step is no fix
+    if not ctx.autocast and ctx.model and ctx.model_fp32 is not False and not ctx.grows:
         kind = device.split(":")[0]
         out.append(Fix("bf16 autocast around the forward: activations and outputs in half the bytes",
                        f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    out = {ctx.model}(batch)"
