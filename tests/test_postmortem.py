@@ -338,3 +338,19 @@ def test_failing_frames_say_a_storage_is_shared_only_where_two_variables_share_o
     text = str(vramnb.history()[-1]._table())
     assert ("held by the failing frames: a 2.0 MiB (together:4) (a storage two of them share counts for the first)"
             in text)
+
+
+def test_regrowth_of_a_list_of_kept_models_names_what_each_keeps_beside_its_weights(ip):
+    """A list that gains one trained model per run is the user's result: emptying it is no fix.
+    Each entry (a trainer object wrapping its module) keeps its training data, (1024, 256)
+    float32 = 1.0 MiB, beside 4 x 4 + 4 = 20 float32 weights (80 B): that attribute is named."""
+    run(ip, "class KTrainer:\n    def __init__(self):\n        self.module = torch.nn.Linear(4, 4)\n"
+            "    def fit(self, X):\n        self.data = {'X': X}\n        return self\nktrained = []")
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nktrained.append(KTrainer().fit(torch.ones(1024, 256)))")
+    notes = " ".join(vramnb.history()[-1].notes)
+    assert ("ktrained keeps a model per run, and each keeps 1.0 MiB in `.data` beside its weights (the last one's): "
+            "drop that from the models you keep (`for m in ktrained: m.data = None`) rather than emptying ktrained"
+            ) in notes, notes
+    assert "ktrained.clear()" not in notes
+    run(ip, "del ktrained, KTrainer")

@@ -391,6 +391,14 @@ def regrowth_advice(name: str, obj: Any, source: str) -> str | None:
         return (f"this cell does not name {name}: code it calls (a function, a hook) adds to it on every run; empty it "
                 f"when done ({empty}) or stop what fills it")
     graph = any(t.grad_fn is not None for t in _entries(obj, MAX_DEPTH) if issubclass(type(t), torch.Tensor))
+    if not graph and issubclass(type(obj), list):
+        from ._kept_models import model_payload
+
+        pay = model_payload(list(container_items(obj)))
+        if pay is not None:  # each entry is a trained model: the result; what it keeps beside its weights goes
+            return (f"{name} keeps a model per run, and each keeps {format_bytes(pay.nbytes)} in `.{pay.attr}` beside "
+                    f"its weights (the last one's): drop that from the models you keep (`for m in {name}: "
+                    f"m.{pay.attr} = None`) rather than emptying {name}")
     if not graph:
         return (f"{name} is added to on every run and its tensors keep no graph: what grows is what it stores; empty "
                 f"it when done ({empty}) or store less (reduced values, not whole tensors)")
