@@ -94,3 +94,14 @@ def test_an_object_whose_update_keeps_every_calls_tensors_is_what_grows(ip):
                       "        if i == 2:\n            raise RuntimeError('x')")
     assert "gc2" not in ctx.grows and "a smaller batch per evaluation step" in _texts(ctx)
     run(ip, "del gm, gc2, gnet2, GMetric, GCount")
+
+
+def test_on_the_cpu_outputs_are_not_told_to_move_to_the_cpu(ip):
+    """"keep each step's outputs on the CPU (.cpu())" frees nothing where they are on the CPU already."""
+    run(ip, "cnet = torch.nn.Linear(8, 8)\ncouts = []")
+    ctx = _caught(ip, "with torch.no_grad():\n    for i in range(3):\n        couts.append(cnet(torch.ones(4, 8)))\n"
+                      "        if i == 2:\n            raise RuntimeError('x')")
+    texts = _texts(ctx)  # a CPU state
+    assert any(t.endswith("keep each step's outputs reduced (predictions, metrics), not whole logits") for t in texts), texts
+    assert not any(".cpu()" in t for t in texts), texts
+    run(ip, "del cnet, couts")

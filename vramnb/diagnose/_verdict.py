@@ -529,9 +529,11 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False,
                        held))
     if keeps or ctx.grows:
         grown = f" ({', '.join(sorted(ctx.grows))})" if ctx.grows else ""
+        # on the CPU the outputs are on the CPU already: moving them there frees nothing
+        where = "on the CPU (.cpu()) or " if device.split(":")[0] != "cpu" else ""
         out.append(Fix(f"{why} nothing is kept for backward: what grows is what the loop keeps{grown}; keep "
-                       "each step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits "
-                       "on the device", ""))
+                       f"each step's outputs {where}reduced (predictions, metrics), not whole logits"
+                       + (" on the device" if where else ""), ""))
     if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
         out.append(Fix("a smaller batch per evaluation step", ""))
     # a half-precision model: nothing to halve; what grows with the samples seen: halving a step is no fix
