@@ -36,7 +36,6 @@ on the main thread is held back until it is done, then raised
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -72,56 +71,6 @@ def _save_grad(g: torch.Tensor) -> Any:
         raise ValueError(f"a gradient has layout {g.layout}; vramnb can restore strided and sparse COO gradients only: "
                          "call model.zero_grad(set_to_none=True) before profiling")
     return save_bytes(g)
-
-
-def _sole_owner(g: torch.Tensor) -> bool:
-    """Whether ``g`` is a plain strided gradient whose storage nothing but ``g`` holds (no view,
-    no flat buffer it is carved from, no graph it belongs to)."""
-    if type(g) is not torch.Tensor or g.layout != torch.strided or g.requires_grad or g.device.type == "meta":
-        return False
-    try:
-        # the storage object made here holds one reference, g the other
-        return torch._C._storage_Use_Count(g.untyped_storage()._cdata) == 2
-    except (AttributeError, RuntimeError, NotImplementedError, TypeError):
-        return False
-
-
-class _GradCopy:
-    """A gradient only its tensor's ``.grad`` holds, recorded as a training loop holds it: weakly.
-
-    A step's ``zero_grad(set_to_none=True)`` then frees it as it does in the user's loop (a
-    snapshot that kept it would add its bytes to every later step, as memory held before the
-    step). Its bytes, layout and version are kept in host memory: :meth:`tensor` gives the same
-    object back if something else kept it alive, else a new tensor on a new storage with the
-    same bytes, size, offset, shape, strides and dtype (nothing else held the old one, so
-    nothing can tell them apart)."""
-
-    def __init__(self, g: torch.Tensor) -> None:
-        self.ref = weakref.ref(g)
-        self.nbytes = g.untyped_storage().nbytes()
-        self.layout = (g.storage_offset(), tuple(g.shape), tuple(g.stride()), g.dtype, g.device)
-        self.bytes = save_bytes(g)
-        self.version = _version(g)
-        self.rebuilt: torch.Tensor | None = None
-
-    def tensor(self) -> torch.Tensor:
-        if self.rebuilt is not None:  # one gradient object of several tensors: one object back
-            return self.rebuilt
-        offset, shape, stride, dtype, device = self.layout
-        g = self.ref()
-        with torch.no_grad():
-            if g is None or (g.storage_offset(), tuple(g.shape), tuple(g.stride()), g.dtype, g.device) != self.layout:
-                st = torch.UntypedStorage(self.nbytes, device=device)
-                new = torch.empty(0, dtype=dtype, device=device).set_(st, offset, shape, stride)
-                if g is None:
-                    g = new
-                else:
-                    g.data = new
-            load_bytes(g, self.bytes)
-        if self.version is not None:
-            _set_versions([(g, self.version)])
-        self.rebuilt = g
-        return g
 
 
 def _load_grad(g: torch.Tensor, saved: Any) -> None:
@@ -273,7 +222,6 @@ class Snapshot:
         self.flags: list[tuple[torch.Tensor, bool]] = []
         self.grads: list[tuple[torch.Tensor, torch.Tensor | None, Any]] = []
         self.grad_versions: list[tuple[torch.Tensor, int | None]] = []  # sparse gradients' (not in tensors)
-        self.grad_copies: dict[int, _GradCopy] = {}  # by the gradient's id, while the snapshot is taken
         self.tensor_hooks: list[tuple[torch.Tensor, str, list[Any]]] = []
         self.modules: list[tuple[torch.nn.Module, type, dict[str, Any], list[tuple[Any, Any]]]] = []
         self.module_ids: set[int] = set()
@@ -361,10 +309,7 @@ class Snapshot:
             g = t.grad
             saved = None
             if g is not None:
-                if id(g) in self.grad_copies or _sole_owner(g):  # held weakly: zero_grad frees it as the loop does
-                    saved = self.grad_copies.get(id(g)) or self.grad_copies.setdefault(id(g), _GradCopy(g))
-                    g = None
-                elif g.layout == torch.strided:
+                if g.layout == torch.strided:
                     self.add_plain(g)
                 else:  # a sparse gradient: its parts copied, its version counter kept here
                     saved = _save_grad(g)
@@ -424,9 +369,7 @@ class Snapshot:
                 if t.is_leaf and t.requires_grad != flag:
                     t.requires_grad_(flag)
             for t, g, saved in self.grads:
-                if isinstance(saved, _GradCopy):
-                    g = saved.tensor()
-                elif g is not None and saved is not None:
+                if g is not None and saved is not None:
                     _load_grad(g, saved)
                 t.grad = g
         for t, name, saved in self.tensor_hooks:

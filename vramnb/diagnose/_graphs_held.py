@@ -40,8 +40,14 @@ def holds_graph(frames: list[Any], extra: list[Any] = ()) -> bool | None:  # typ
             break
         if name.startswith(_OURS):
             continue
-        try:
-            todo.extend((v, 0) for v in dict.values(f.f_locals))
+        from .._graph import frame_locals
+
+        try:  # never frame.f_locals: on Python < 3.13 that stores a snapshot dict on the frame, keeping its values
+            if f.f_code.co_name == "<module>":  # a cell's code: its locals are the notebook's namespace
+                g = f.f_globals
+                todo.extend((v, 0) for v in (dict.values(g) if type(g) is dict else ()))
+            else:
+                todo.extend((v, 0) for _, v in frame_locals(f))
         except Exception:  # noqa: BLE001 - a frame whose locals cannot be read: not known
             return None
     seen: set[int] = set()
