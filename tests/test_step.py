@@ -518,9 +518,6 @@ def test_a_model_whose_class_is_named_global_is_profiled():
     assert report.steps[0].mark("start")["parameters"] == (4 * 2 + 2) * 4
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28, new-user finding F1, open: recording such gradients weakly freed them "
-                   "as the loop does but gave back a new gradient object (test_techniques checks p.grad's identity); "
-                   "reverted until the restore can keep the object and free its storage")
 def test_gradients_left_by_an_earlier_step_are_freed_by_the_steps_zero_grad():
     """Gradients that only the parameters hold (a loop that calls zero_grad at its start, or none
     yet) are freed by the step's zero_grad(set_to_none=True), as in the user's loop: the steady
