@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import vramnb
-from tests.conftest import F32, Tally, mlp, sq_loss
+from tests.conftest import F32, Tally, flat_grads, mlp, sq_loss
 from vramnb._step import profile_step
 
 
@@ -200,11 +200,7 @@ def test_set_to_none_false_keeps_gradients():
 def test_gradients_as_views_of_one_flat_buffer():
     model = mlp()
     params = list(model.parameters())
-    flat = torch.zeros(sum(p.numel() for p in params))
-    offset = 0
-    for p in params:
-        p.grad = flat[offset : offset + p.numel()].view_as(p)
-        offset += p.numel()
+    flat = flat_grads(model)
     rep = profile_step(model, torch.randn(8, 64), sq_loss, torch.optim.SGD(params, lr=0.1), set_to_none=False)
     check_sums(rep)
     assert rep.first.mark("after backward")["gradients"] == flat.numel() * F32

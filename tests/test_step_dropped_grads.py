@@ -11,7 +11,7 @@ import weakref
 import torch
 from torch import nn
 
-from tests.conftest import F32, mlp, sq_loss
+from tests.conftest import F32, flat_grads, mlp, sq_loss
 from vramnb._step import profile_step
 
 
@@ -64,11 +64,7 @@ def test_gradient_views_of_one_flat_buffer_nothing_else_holds_are_freed_with_it(
     zero_grad; the views come back sharing one storage."""
     model, x = mlp(), torch.randn(8, 64)
     params = list(model.parameters())
-    flat = torch.zeros(sum(p.numel() for p in params))
-    i = 0
-    for p in params:
-        p.grad = flat[i:i + p.numel()].view_as(p)
-        i += p.numel()
+    flat = flat_grads(model)
     sq_loss(model, x).backward()
     nbytes = flat.untyped_storage().nbytes()
     del flat
@@ -81,11 +77,7 @@ def test_gradient_views_of_one_flat_buffer_nothing_else_holds_are_freed_with_it(
 def test_gradient_views_of_a_buffer_the_user_keeps_are_not_freed():
     model, x = mlp(), torch.randn(8, 64)
     params = list(model.parameters())
-    flat = torch.zeros(sum(p.numel() for p in params))
-    i = 0
-    for p in params:
-        p.grad = flat[i:i + p.numel()].view_as(p)
-        i += p.numel()
+    flat = flat_grads(model)
     sq_loss(model, x).backward()
     recorded = _record(model)
     assert _freed(model, x) == 0

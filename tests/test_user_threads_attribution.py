@@ -6,61 +6,26 @@ changed to a real value is not (a plain dict write): left, with a note, while an
 from __future__ import annotations
 
 import sys
-import threading
 
 import pytest
 import torch
 
 import vramnb
+from tests.conftest import another_user_thread, while_the_step_waits
 
 MODEL = torch.nn.Linear(8, 8)
 
 
-def _step_zeroes_the_users_grads(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
-    MODEL.zero_grad(set_to_none=True)  # the notebook's model by name, not the argument
-    return m(b).sum()
-
-
-def _monitor(stop: threading.Event) -> None:
-    """As tqdm's monitor thread: a daemon that sleeps and reads."""
-    while not stop.wait(0.01):
-        _ = MODEL.weight.shape
-
-
-def test_step_setting_the_users_grads_to_none_is_undone_beside_a_monitor_thread() -> None:
-    MODEL.zero_grad(set_to_none=True)
-    MODEL(torch.randn(2, 8)).sum().backward()
-    g = MODEL.weight.grad
-    stop = threading.Event()
-    t = threading.Thread(target=_monitor, args=(stop,), daemon=True)
-    t.start()
-    try:
-        with pytest.raises(ValueError, match="replaced a parameter's .grad"):
-            vramnb.estimate(MODEL, torch.randn(4, 8), _step_zeroes_the_users_grads, target="24GiB")
-    finally:
-        stop.set()
-        t.join()
-    assert MODEL.weight.grad is g
+def _monitor() -> None:
+    """As tqdm's monitor thread reads its bars (every 10 ms, in a daemon thread)."""
+    _ = MODEL.weight.shape
 
 
 def test_another_threads_write_to_the_model_meanwhile_stays() -> None:
     """A thread that sets the model's gradients while the estimate runs: its write is its own and stays."""
     model = torch.nn.Linear(8, 8)
-    started, written = threading.Event(), threading.Event()
     mine = torch.ones(8, 8)
-
-    def loss_fn(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
-        started.set()
-        assert written.wait(30)
-        return m(b).sum()
-
-    def writer() -> None:
-        assert started.wait(30)
-        model.weight.grad = mine
-        written.set()
-
-    t = threading.Thread(target=writer)
-    t.start()
+    loss_fn, t = while_the_step_waits(lambda: setattr(model.weight, "grad", mine))
     vramnb.estimate(model, torch.randn(4, 8), loss_fn, target="24GiB")
     t.join()
     assert model.weight.grad is mine
@@ -69,24 +34,15 @@ def test_another_threads_write_to_the_model_meanwhile_stays() -> None:
 REAL_GRAD = torch.zeros(8, 8)
 
 
-def _beside_a_monitor(fn):  # type: ignore[no-untyped-def]
-    """Run ``fn()`` while a daemon thread of the user's (tqdm's monitor, say) is alive."""
-    stop = threading.Event()
-    t = threading.Thread(target=_monitor, args=(stop,), daemon=True)
-    t.start()
-    try:
-        return fn()
-    finally:
-        stop.set()
-        t.join()
-
-
-@pytest.mark.parametrize("change", ["real", "del"])
-def test_step_giving_the_users_grad_a_real_tensor_or_deleting_it_is_undone_beside_a_monitor(change: str) -> None:
-    """``.grad = <a real tensor of the notebook's>`` or ``del .grad`` on the notebook's model in loss_fn:
-    the estimate's thread made it (followed per thread), so it is put back and refused."""
+@pytest.mark.parametrize("change", ["zero_grad", "real", "del"])
+def test_step_changing_the_users_grads_is_undone_beside_a_monitor_thread(change: str) -> None:
+    """``MODEL.zero_grad(set_to_none=True)``, ``.grad = <a real tensor of the notebook's>`` or ``del .grad`` on
+    the notebook's model (by name, not the argument) in loss_fn: the estimate's thread made it (followed per
+    thread), so it is put back and refused, while a monitor thread of the user's (tqdm's) is alive."""
     def loss_fn(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
-        if change == "real":
+        if change == "zero_grad":
+            MODEL.zero_grad(set_to_none=True)
+        elif change == "real":
             MODEL.weight.grad = REAL_GRAD
         else:
             del MODEL.weight.grad
@@ -95,8 +51,8 @@ def test_step_giving_the_users_grad_a_real_tensor_or_deleting_it_is_undone_besid
     MODEL.zero_grad(set_to_none=True)
     MODEL(torch.randn(2, 8)).sum().backward()
     g = MODEL.weight.grad
-    with pytest.raises(ValueError, match="replaced a parameter's .grad"):
-        _beside_a_monitor(lambda: vramnb.estimate(MODEL, torch.randn(4, 8), loss_fn, target="24GiB"))
+    with another_user_thread(_monitor), pytest.raises(ValueError, match="replaced a parameter's .grad"):
+        vramnb.estimate(MODEL, torch.randn(4, 8), loss_fn, target="24GiB")
     assert MODEL.weight.grad is g
 
 
@@ -105,20 +61,7 @@ def test_another_threads_zero_grad_meanwhile_stays_beside_the_steps_own() -> Non
     work and stays (no error, no note), though another thread (the step's) also ran."""
     model = torch.nn.Linear(8, 8)
     model(torch.randn(2, 8)).sum().backward()
-    started, written = threading.Event(), threading.Event()
-
-    def loss_fn(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
-        started.set()
-        assert written.wait(30)
-        return m(b).sum()
-
-    def trainer() -> None:
-        assert started.wait(30)
-        model.zero_grad(set_to_none=True)
-        written.set()
-
-    t = threading.Thread(target=trainer)
-    t.start()
+    loss_fn, t = while_the_step_waits(lambda: model.zero_grad(set_to_none=True))
     est = vramnb.estimate(model, torch.randn(4, 8), loss_fn, target="24GiB")
     t.join()
     assert model.weight.grad is None and model.bias.grad is None
@@ -141,7 +84,8 @@ def test_a_slot_change_beside_another_thread_is_left_with_a_note_that_says_so() 
         return m(b).sum()
 
     try:
-        est = _beside_a_monitor(lambda: vramnb.estimate(SLOTTED, torch.randn(4, 8), loss_fn, target="24GiB"))
+        with another_user_thread(_monitor):
+            est = vramnb.estimate(SLOTTED, torch.randn(4, 8), loss_fn, target="24GiB")
         assert SLOTTED._buffers["extra"] is EXTRA
     finally:
         SLOTTED._buffers.pop("extra", None)

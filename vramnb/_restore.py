@@ -18,6 +18,11 @@ hooks; the batch's bytes and ``.grad``; and random generators (see
 :mod:`vramnb._rng_state`). Modules, optimizers and leaves outside the model that
 the step reaches are added while it runs (:mod:`vramnb._reach`).
 
+A gradient only the snapshot still holds once the step's ``zero_grad(set_to_none=True)``
+dropped it (left by an earlier step of the user's) is freed there, as the user's loop frees
+it: its storage is resized to 0 bytes and given back by the restore, the same object
+(:meth:`Snapshot.release_dropped_grads`).
+
 Bytes are copied per storage, once, and only the ranges the recorded tensors
 cover (:mod:`vramnb._storage_copy`): parameters that are views of one flat
 buffer cost one copy; a batch sliced from a dataset copies the slice.
