@@ -211,3 +211,47 @@ def test_a_sparse_gradient_the_user_keeps_is_not_freed():
     assert rep.first.mark("start").allocated - rep.steady.mark("start").allocated == _param_bytes(model[1])
     assert rep.steady.mark("start")["other"] - rep.first.mark("start")["other"] == _sparse_bytes(kept, ids)
     assert model[0].weight.grad is kept and torch.equal(kept.to_dense(), dense)
+
+
+def test_gradients_an_optimizers_state_keeps_are_not_freed():
+    """A custom optimizer that keeps each step's gradient object in its state holds them past
+    zero_grad in the loop too: nothing is freed, and everything comes back."""
+    class KeepsGrad(torch.optim.SGD):
+        @torch.no_grad()
+        def step(self, closure=None):  # type: ignore[no-untyped-def, override]
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self.state[p]["last"] = p.grad
+            return super().step(closure)
+
+    model, x = mlp(), torch.randn(8, 64)
+    sq_loss(model, x).backward()
+    opt = KeepsGrad(model.parameters(), lr=0.1)
+    for p in model.parameters():
+        opt.state[p]["last"] = p.grad  # as after an earlier step
+    recorded = _record(model)
+    assert _freed(model, x, opt) == 0
+    _check_restored(recorded)
+    assert all(opt.state[p]["last"] is p.grad for p in model.parameters())
+
+
+
+def test_compare_gives_the_earlier_gradients_back_as_the_same_objects():
+    import vramnb
+
+    model, x = mlp(), torch.randn(8, 64)
+    sq_loss(model, x).backward()
+    recorded = _record(model)
+    vramnb.compare(model, x, sq_loss, torch.optim.SGD(model.parameters(), lr=0.1),
+                   recipes=[{"zero_grad": "zeros"}, {"mode": "no_grad"}], progress=False)
+    _check_restored(recorded)
+
+
+def test_zero_grad_without_set_to_none_frees_nothing():
+    model, x = mlp(), torch.randn(8, 64)
+    sq_loss(model, x).backward()
+    recorded = _record(model)
+    rep = profile_step(model, x, sq_loss, torch.optim.SGD(model.parameters(), lr=0.1), set_to_none=False)
+    assert rep.first.mark("start").allocated == rep.steady.mark("start").allocated
+    _check_restored(recorded)
