@@ -3,6 +3,7 @@ with vramnb loaded fresh for each test that asks for ``ip``."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 
 import pytest
@@ -180,3 +181,101 @@ class Tally:
         if not found:
             raise KeyError(key)
         return found[-1]
+
+
+def measured_oom(shell, cell):  # type: ignore[no-untyped-def]
+    """Run ``cell`` under ``%%vram -d cpu`` (it must fail); return its out-of-memory post-mortem
+    (``vramnb.history()[-1].oom``) and the captured output."""
+    import vramnb
+
+    res, cap = run(shell, "%%vram -d cpu\n" + cell)
+    assert res.error_in_exec is not None
+    return vramnb.history()[-1].oom, cap
+
+
+def while_the_step_waits(work):  # type: ignore[no-untyped-def]
+    """A loss function ``m(b).sum()`` that, once the step runs it, waits (30 s at most) for a started
+    thread of the user's to run ``work()`` meanwhile; returns (loss_fn, thread): join it after the call."""
+    import threading
+
+    in_step, done = threading.Event(), threading.Event()
+
+    def loss_fn(m, b):  # type: ignore[no-untyped-def]
+        in_step.set()
+        assert done.wait(30)
+        return m(b).sum()
+
+    def user_thread():  # type: ignore[no-untyped-def]
+        assert in_step.wait(30)
+        work()
+        done.set()
+
+    t = threading.Thread(target=user_thread)
+    t.start()
+    return loss_fn, t
+
+
+@contextlib.contextmanager
+def another_user_thread(poll=None):  # type: ignore[no-untyped-def]
+    """A thread of the user's alive for the block (a daemon that calls ``poll()`` every 10 ms, as tqdm's
+    monitor reads its bars, or only waits); stopped and joined after."""
+    import threading
+
+    stop = threading.Event()
+
+    def body():  # type: ignore[no-untyped-def]
+        while not stop.wait(0.01):
+            if poll is not None:
+                poll()
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    try:
+        yield t
+    finally:
+        stop.set()
+        t.join()
+
+
+class Counted:
+    """Calls of the accessors the classes below override (a walk that must run none of the user's code)."""
+
+    calls = 0
+
+
+class LazyDict(dict):  # type: ignore[type-arg]
+    def values(self):  # type: ignore[no-untyped-def]
+        Counted.calls += 1
+        return super().values()
+
+    def items(self):  # type: ignore[no-untyped-def]
+        Counted.calls += 1
+        return super().items()
+
+
+class LazyList(list):  # type: ignore[type-arg]
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        Counted.calls += 1
+        return super().__getitem__(i)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        Counted.calls += 1
+        return super().__iter__()
+
+
+class LazyTuple(tuple):  # type: ignore[type-arg]
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        Counted.calls += 1
+        return super().__iter__()
+
+
+def flat_grads(model):  # type: ignore[no-untyped-def]
+    """Give each parameter of ``model`` a gradient that is a view of one zero flat buffer (as a flattening
+    optimizer or DDP's gradient-as-bucket-view leaves them); returns the buffer."""
+    params = list(model.parameters())
+    flat = torch.zeros(sum(p.numel() for p in params))
+    offset = 0
+    for p in params:
+        p.grad = flat[offset:offset + p.numel()].view_as(p)
+        offset += p.numel()
+    return flat

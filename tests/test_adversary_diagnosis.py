@@ -17,7 +17,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 import vramnb
-from tests.conftest import Tally, run
+from tests.conftest import Counted, LazyDict, LazyList, LazyTuple, Tally, run
 from vramnb._holders import find_holders
 
 MiB = 2**20
@@ -64,28 +64,6 @@ def test_postmortem_runs_no_user_code_and_counts_every_layout():
             Counting.calls += 1
             return super().__torch_function__(func, types, args, kwargs or {})
 
-    class LazyDict(dict):
-        calls = 0
-
-        def values(self):
-            LazyDict.calls += 1
-            return super().values()
-
-        def items(self):
-            LazyDict.calls += 1
-            return super().items()
-
-    class LazyList(list):
-        calls = 0
-
-        def __getitem__(self, i):
-            LazyList.calls += 1
-            return super().__getitem__(i)
-
-        def __iter__(self):
-            LazyList.calls += 1
-            return super().__iter__()
-
     nnz = 1 << 16
 
     def frame() -> None:
@@ -94,7 +72,7 @@ def test_postmortem_runs_no_user_code_and_counts_every_layout():
         mk = mock.MagicMock(spec=torch.Tensor)
         d = LazyDict(a=torch.ones(1 << 17))  # 512 KiB
         lst = LazyList([torch.ones(1 << 16)])  # 256 KiB
-        Counting.calls = 0
+        Counting.calls = Counted.calls = 0
         _fail()
         del sub, sp, mk, d, lst
 
@@ -103,7 +81,7 @@ def test_postmortem_runs_no_user_code_and_counts_every_layout():
             frame()
     got = {var: n for _, var, n, *_ in m.report.oom.state.frames}
     assert got == {"sub": MiB, "sp": 2 * nnz * 8 + nnz * 4, "d": MiB // 2, "lst": MiB // 4}
-    assert (Counting.calls, LazyDict.calls, LazyList.calls) == (0, 0, 0)
+    assert (Counting.calls, Counted.calls) == (0, 0)
 
 
 # -- the user's exception stays theirs ------------------------------------------------------
@@ -168,36 +146,14 @@ def test_report_is_of_the_failure_that_ended_the_block_not_an_earlier_caught_one
 
 # -- the holders walk (%vram, the re-run verdict, the holders at a failure) ------------------
 def test_holders_walk_runs_no_overridden_container_accessor():
-    class LazyDict(dict):
-        calls = 0
-
-        def values(self):
-            LazyDict.calls += 1
-            return super().values()
-
-        def items(self):
-            LazyDict.calls += 1
-            return super().items()
-
-    class LazyList(list):
-        calls = 0
-
-        def __iter__(self):
-            LazyDict.calls += 1
-            return super().__iter__()
-
-    class LazyTuple(tuple):
-        def __iter__(self):
-            LazyDict.calls += 1
-            return super().__iter__()
-
+    Counted.calls = 0
     ns = {"d": LazyDict(a=torch.ones(1 << 18)), "l": LazyList([torch.ones(1 << 17)]),
           "t": LazyTuple((torch.ones(1 << 16),))}
     rows = find_holders(ns, torch.device("cpu"))
     assert {r.name: r.nbytes for r in rows} == {"d": MiB, "l": MiB // 2, "t": MiB // 4}
     assert {e.name: e.nbytes for r in rows for e in r.entries} == {"d['a']": MiB, "l[0]": MiB // 2,
                                                                     "t[0]": MiB // 4}
-    assert LazyDict.calls == 0
+    assert Counted.calls == 0
 
 
 def test_holders_walk_does_not_touch_mocks_or_run_torch_function():

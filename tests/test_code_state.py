@@ -89,6 +89,18 @@ def _user_state(rec: Recorder, store: dict[str, int]) -> dict[str, object]:
             "rec": dict(vars(rec)), "store": dict(store)}
 
 
+def _linear_running(forward):  # type: ignore[no-untyped-def]
+    """A module with one ``nn.Linear(8, 8)`` as ``self.l`` whose forward is ``forward`` (code compiled in a
+    namespace of the test's, whose globals the forward reaches by name)."""
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(8, 8)
+
+    M.forward = forward
+    return M()
+
+
 @pytest.fixture
 def setup():
     torch.manual_seed(0)
@@ -237,14 +249,7 @@ def test_a_helper_module_a_closure_cell_and_a_new_global(tmp_path, monkeypatch):
             return m(b)
         return loss
 
-    class M(nn.Module):
-        forward = ns["fwd"]
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.l = nn.Linear(8, 8)
-
-    m = M()
+    m = _linear_running(ns["fwd"])
     loss = make_loss()
     for run in (lambda: vramnb.estimate(m, torch.randn(4, 8), loss, None, target="24GiB"),
                 lambda: vramnb.profile_step(m, torch.randn(4, 8), loss, None)):
@@ -519,14 +524,7 @@ def test_a_module_imported_inside_forward_and_state_reached_through_weak_referen
          "    weak['b'].n += 1\n"
          "    return self.l(x)\n", ns)
 
-    class M(nn.Module):
-        forward = ns["fwd"]
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.l = nn.Linear(8, 8)
-
-    m = M()
+    m = _linear_running(ns["fwd"])
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     loss = lambda mm, b: mm(b).sum()  # noqa: E731
     runs = {"estimate": lambda: vramnb.estimate(m, torch.randn(4, 8), loss, opt, target="24GiB"),

@@ -6,7 +6,7 @@ during a no-grad evaluation."""
 from __future__ import annotations
 
 import vramnb
-from tests.conftest import run
+from tests.conftest import measured_oom, run
 from vramnb._units import format_bytes
 from vramnb.diagnose import OOMState, verdict
 from vramnb.diagnose._postmortem import FailingCode
@@ -16,9 +16,7 @@ HUGE = "torch.empty(1 << 60, dtype=torch.uint8)"  # the CPU allocator refuses 1 
 
 
 def _oom(ip, cell):
-    res, _ = run(ip, "%%vram -d cpu\n" + cell)
-    assert res.error_in_exec is not None
-    return vramnb.history()[-1].oom
+    return measured_oom(ip, cell)[0]
 
 
 def test_a_whole_copy_before_a_slice_is_named_with_the_slice_first(ip):

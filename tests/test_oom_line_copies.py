@@ -14,16 +14,13 @@ import sys
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import vramnb
-from tests.conftest import run
+from tests.conftest import measured_oom, run
 from vramnb._units import format_bytes
 from vramnb.diagnose._line_copies import line_copy
 
 
 def _oom(ip, cell):
-    res, _ = run(ip, "%%vram -d cpu\n" + cell)
-    assert res.error_in_exec is not None
-    return vramnb.history()[-1].oom
+    return measured_oom(ip, cell)[0]
 
 
 def test_repeat_is_named_with_its_copy_and_the_expand_form(ip):

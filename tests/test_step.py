@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import vramnb
-from tests.conftest import F32, Tally, mlp, sq_loss
+from tests.conftest import F32, Tally, flat_grads, mlp, sq_loss
 from vramnb._step import profile_step
 
 
@@ -200,11 +200,7 @@ def test_set_to_none_false_keeps_gradients():
 def test_gradients_as_views_of_one_flat_buffer():
     model = mlp()
     params = list(model.parameters())
-    flat = torch.zeros(sum(p.numel() for p in params))
-    offset = 0
-    for p in params:
-        p.grad = flat[offset : offset + p.numel()].view_as(p)
-        offset += p.numel()
+    flat = flat_grads(model)
     rep = profile_step(model, torch.randn(8, 64), sq_loss, torch.optim.SGD(params, lr=0.1), set_to_none=False)
     check_sums(rep)
     assert rep.first.mark("after backward")["gradients"] == flat.numel() * F32
@@ -518,9 +514,6 @@ def test_a_model_whose_class_is_named_global_is_profiled():
     assert report.steps[0].mark("start")["parameters"] == (4 * 2 + 2) * 4
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28, new-user finding F1, open: recording such gradients weakly freed them "
-                   "as the loop does but gave back a new gradient object (test_techniques checks p.grad's identity); "
-                   "reverted until the restore can keep the object and free its storage")
 def test_gradients_left_by_an_earlier_step_are_freed_by_the_steps_zero_grad():
     """Gradients that only the parameters hold (a loop that calls zero_grad at its start, or none
     yet) are freed by the step's zero_grad(set_to_none=True), as in the user's loop: the steady

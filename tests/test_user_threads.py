@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import vramnb
+from tests.conftest import another_user_thread, while_the_step_waits
 from vramnb._compiled import compiled_eagerly
 
 
@@ -26,23 +27,14 @@ def test_profile_step_keeps_what_another_thread_trains_meanwhile() -> None:
     opt1 = torch.optim.SGD(m1.parameters(), lr=0.1)
     m2 = torch.nn.Linear(8, 8)
     opt2 = torch.optim.Adam(m2.parameters(), lr=0.1)
-    in_step, trained = threading.Event(), threading.Event()
-
-    def loss_fn(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
-        in_step.set()
-        assert trained.wait(30)
-        return model(batch).sum()
 
     def train_other() -> None:
-        assert in_step.wait(30)
         for _ in range(3):
             opt2.zero_grad()
             m2(x).pow(2).sum().backward()
             opt2.step()
-        trained.set()
 
-    t = threading.Thread(target=train_other)
-    t.start()
+    loss_fn, t = while_the_step_waits(train_other)
     w1, w2 = m1.weight.detach().clone(), m2.weight.detach().clone()
     vramnb.profile_step(m1, x, loss_fn, opt1)
     t.join()
@@ -134,24 +126,15 @@ def test_estimate_keeps_what_another_thread_trains_on_the_same_model() -> None:
     torch.manual_seed(0)
     m, x = torch.nn.Linear(8, 8), torch.randn(4, 8)
     opt = torch.optim.Adam(m.parameters(), lr=0.1)
-    in_step, trained = threading.Event(), threading.Event()
-
-    def loss_fn(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
-        in_step.set()
-        assert trained.wait(30)
-        return model(batch).sum()
 
     def train() -> None:
-        assert in_step.wait(30)
         for _ in range(3):
             opt.zero_grad(set_to_none=True)
             m(x).pow(2).sum().backward()
             opt.step()
-        trained.set()
 
     ref = vramnb.estimate(m, x, lambda mm, b: mm(b).sum(), opt, device="cpu")
-    t = threading.Thread(target=train)
-    t.start()
+    loss_fn, t = while_the_step_waits(train)
     est = vramnb.estimate(m, x, loss_fn, opt, device="cpu")
     t.join()
     assert est.steady.peak.sources["parameters"] == (8 * 8 + 8) * 4  # float32 weight and bias
@@ -166,19 +149,13 @@ def test_a_fake_gradient_the_step_sets_is_put_back_while_another_thread_runs() -
     m, x = torch.nn.Linear(8, 8), torch.randn(4, 8)
     g = torch.ones(8, 8)
     m.weight.grad = g
-    stop = threading.Event()
-    t = threading.Thread(target=stop.wait, args=(30,))
-    t.start()
-    try:
-        def loss_fn(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
-            m.weight.grad = torch.zeros(8, 8)  # made under the fake mode: a fake tensor
-            return model(batch).sum()
 
-        with pytest.raises(ValueError, match="replaced a parameter's .grad of yours"):
-            vramnb.estimate(m, x, loss_fn, target="24GiB")
-    finally:
-        stop.set()
-        t.join()
+    def loss_fn(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        m.weight.grad = torch.zeros(8, 8)  # made under the fake mode: a fake tensor
+        return model(batch).sum()
+
+    with another_user_thread(), pytest.raises(ValueError, match="replaced a parameter's .grad of yours"):
+        vramnb.estimate(m, x, loss_fn, target="24GiB")
     assert m.weight.grad is g
 
 
@@ -200,21 +177,8 @@ def test_another_threads_cpu_autocast_runs_as_without_an_estimate() -> None:
     the user's bf16 autocast got float32 linear/conv/bmm/attention while the estimate ran."""
     plain = _autocast_dtypes()
     assert plain["linear"] == plain["conv1d"] == plain["bmm"] == plain["sdpa"] == torch.bfloat16
-    in_est, done = threading.Event(), threading.Event()
     got: dict[str, Any] = {}
-
-    def loss_fn(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
-        in_est.set()
-        assert done.wait(30)
-        return m(b).sum()
-
-    def user_thread() -> None:
-        assert in_est.wait(30)
-        got.update(_autocast_dtypes())
-        done.set()
-
-    t = threading.Thread(target=user_thread)
-    t.start()
+    loss_fn, t = while_the_step_waits(lambda: got.update(_autocast_dtypes()))
     est = vramnb.estimate(torch.nn.Linear(4, 4), torch.ones(2, 4), loss_fn, target="24GiB")
     t.join()
     assert got == plain
@@ -232,23 +196,14 @@ def test_the_users_global_hooks_keep_running_in_other_threads_and_stay_removed()
     handle = register_module_forward_hook(lambda mod, args, out: log.append(type(mod).__name__))
     other = register_module_forward_hook(lambda mod, args, out: log.append("kept"))
     mine = torch.nn.Linear(4, 4)
-    in_est, done = threading.Event(), threading.Event()
     seen: dict[str, Any] = {}
 
-    def loss_fn(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
-        in_est.set()
-        assert done.wait(30)
-        return m(b).sum()
-
     def user_thread() -> None:
-        assert in_est.wait(30)
         mine(torch.ones(1, 4))
         seen["log"] = list(log)
         handle.remove()
-        done.set()
 
-    t = threading.Thread(target=user_thread)
-    t.start()
+    loss_fn, t = while_the_step_waits(user_thread)
     try:
         e = vramnb.estimate(torch.nn.Linear(4, 4), torch.ones(2, 4), loss_fn, device="cpu")
         t.join()

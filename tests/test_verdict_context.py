@@ -8,7 +8,7 @@ import torch
 
 import vramnb
 from vramnb._units import format_bytes
-from tests.conftest import run
+from tests.conftest import measured_oom, run
 from vramnb.diagnose import OOMState, verdict
 from vramnb.diagnose._postmortem import FailingCode
 
@@ -16,18 +16,12 @@ MiB = 2**20
 HUGE = "torch.empty(1 << 60, dtype=torch.uint8)"  # the CPU allocator refuses 1 EiB
 
 
-def _oom(ip, cell):
-    res, cap = run(ip, "%%vram -d cpu\n" + cell)
-    assert res.error_in_exec is not None
-    return vramnb.history()[-1].oom, cap
-
-
 def test_failing_code_names_the_model_and_optimizer_in_use_and_sees_autocast(ip):
     run(ip, "model = torch.nn.Linear(256, 256)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
             "small = torch.nn.Linear(2, 2)\n"
             "def train_step(x):\n    loss = model(x).sum()\n    loss.backward(); opt.step()\n"
             "    return " + HUGE)
-    oom, _ = _oom(ip, "with torch.autocast('cpu', dtype=torch.bfloat16):\n    train_step(torch.ones(4, 256))")
+    oom, _ = measured_oom(ip, "with torch.autocast('cpu', dtype=torch.bfloat16):\n    train_step(torch.ones(4, 256))")
     ctx = oom.state.context
     assert ctx.trains and ctx.model == "model" and ctx.optimizer == "opt" and ctx.autocast
     assert {"train_step", "model", "opt"} <= ctx.in_use and "small" not in ctx.in_use
@@ -37,7 +31,7 @@ def test_failing_code_names_the_model_and_optimizer_in_use_and_sees_autocast(ip)
 def test_failing_frames_count_modules_nested_containers_and_the_graph_cut_short(ip):
     run(ip, "def step(model, x):\n    cfg = {'a': {'t': torch.ones(1000)}}\n    pair = [torch.ones(500), [torch.ones(250)]]\n"
             "    h = torch.relu(model(x))\n    g = h * 2\n    " + HUGE)
-    oom, _ = _oom(ip, "step(torch.nn.Linear(64, 64), torch.ones(8, 64, requires_grad=True))")
+    oom, _ = measured_oom(ip, "step(torch.nn.Linear(64, 64), torch.ones(8, 64, requires_grad=True))")
     frames = {var: n for _, var, n, *_ in oom.state.frames}
     assert frames["model"] == (64 * 64 + 64) * 4  # a module local: its parameters
     assert frames["cfg"] == 1000 * 4 and frames["pair"] == 750 * 4  # nested containers
@@ -55,7 +49,7 @@ def test_out_of_sight_bytes_are_what_vram_free_would_release(ip):
             "def fail():\n    ref = kept; tmp = torch.ones(500_000); raise ValueError('x')")
     run(ip, "fail()")  # the last exception keeps tmp (2 MB) and, through ref, kept (a name: not out of sight)
     run(ip, "torch.ones(1_000_000)")  # Out and _ keep 4 MB
-    oom, _ = _oom(ip, HUGE)
+    oom, _ = measured_oom(ip, HUGE)
     assert oom.state.hidden == 500_000 * 4 + 1_000_000 * 4
     assert dict(oom.state.hidden_by) == {"last exception": 500_000 * 4, "output history": 1_000_000 * 4}
 
@@ -63,7 +57,7 @@ def test_out_of_sight_bytes_are_what_vram_free_would_release(ip):
 def test_failing_code_knows_which_containers_it_adds_to_and_which_it_only_reads(ip):
     # field case loss_parts_summed_oom: the loop only iterates parts; results and seen are added to
     run(ip, "parts = [torch.ones(4) for _ in range(3)]\nresults = []\nseen = {}\ncount = [0]\n")
-    oom, _ = _oom(ip, "for part in parts:\n    results.append(part * 2)\n    seen[len(seen)] = part\n"
+    oom, _ = measured_oom(ip, "for part in parts:\n    results.append(part * 2)\n    seen[len(seen)] = part\n"
                       "    count[0] += 1\n    x = parts[0] + " + HUGE)
     ctx = oom.state.context
     assert {"parts", "results", "seen", "count"} <= ctx.in_use
@@ -71,7 +65,7 @@ def test_failing_code_knows_which_containers_it_adds_to_and_which_it_only_reads(
     # inside a function: only that function's own lines count
     run(ip, "def other():\n    parts.append(1)\n\ndef step():\n    for p in parts:\n        results.extend([p])\n"
             "    return " + HUGE)
-    oom, _ = _oom(ip, "step()")
+    oom, _ = measured_oom(ip, "step()")
     assert "parts" in oom.state.context.in_use and "parts" not in oom.state.context.mutated
     assert "results" in oom.state.context.mutated
 

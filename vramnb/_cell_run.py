@@ -176,12 +176,6 @@ async def run_nodes(shell: Any, nodes: list[ast.stmt], name: str, interactivity:
         sys.displayhook = hook
 
 
-# Frames the CPU tracker puts between a user's operator call and the operator:
-# its dispatch mode (wrapped by torch in a dynamo-disable shim) and its
-# ``UntypedStorage.resize_`` wrapper, then torch's ``OpOverload.__call__``.
-_TRACKER_MODULES = ("vramnb._tracker", "vramnb._tracker_patch", "vramnb._saved")
-_ABOVE = ("torch._compile", "torch._dynamo.eval_frame", "torch.utils._python_dispatch")
-_BELOW = ("torch._ops", "torch.utils._python_dispatch")
 
 
 def _module(tb: Any) -> str:
@@ -193,6 +187,9 @@ def strip_tracker_frames(exc: BaseException | None) -> None:
     that it calls) from ``exc``'s traceback and those of its causes and
     contexts, so the traceback is the one the user's code has without vramnb.
     The first entry (IPython's ``run_code``) and every other frame stay."""
+    # the frames the CPU tracker puts between a user's operator call and the operator
+    from ._tracker import CALLED_MODULES as _BELOW, SHIM_MODULES as _ABOVE, TRACKER_MODULES as _TRACKER_MODULES
+
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

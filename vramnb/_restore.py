@@ -18,6 +18,11 @@ hooks; the batch's bytes and ``.grad``; and random generators (see
 :mod:`vramnb._rng_state`). Modules, optimizers and leaves outside the model that
 the step reaches are added while it runs (:mod:`vramnb._reach`).
 
+A gradient only the snapshot still holds once the step's ``zero_grad(set_to_none=True)``
+dropped it (left by an earlier step of the user's) is freed there, as the user's loop frees
+it: its storage is resized to 0 bytes and given back by the restore, the same object
+(:meth:`Snapshot.release_dropped_grads`).
+
 Bytes are copied per storage, once, and only the ranges the recorded tensors
 cover (:mod:`vramnb._storage_copy`): parameters that are views of one flat
 buffer cost one copy; a batch sliced from a dataset copies the slice.
@@ -36,6 +41,7 @@ on the main thread is held back until it is done, then raised
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -135,6 +141,67 @@ def _attribute_tensors(obj_dict: dict[str, Any]) -> list[torch.Tensor]:
 
 def _tensor_meta(t: torch.Tensor) -> tuple[Any, ...]:
     return (type(t), t.untyped_storage(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def _storage_uses(t: torch.Tensor) -> int:
+    """How many tensors and storage objects hold ``t``'s storage (one of them the storage object
+    this makes or finds), or 0 where it cannot be read."""
+    try:
+        return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+    except (AttributeError, RuntimeError, NotImplementedError, TypeError):
+        return 0
+
+
+def _dropped(grads: list[tuple[torch.Tensor, torch.Tensor | None, Any]]) -> dict[int, list[torch.Tensor]]:
+    """The recorded plain gradients no longer any tensor's ``.grad``, by storage (each once)."""
+    groups: dict[int, list[torch.Tensor]] = {}
+    for t, g, saved in grads:
+        if (g is not None and saved is None and t.grad is not g and type(g) is torch.Tensor
+                and g.layout == torch.strided and not g.requires_grad and g.device.type != "meta"):
+            group = groups.setdefault(g.untyped_storage()._cdata, [])
+            if all(x is not g for x in group):
+                group.append(g)
+    return groups
+
+
+def _only_here(group: list[torch.Tensor], mine: dict[int, int]) -> bool:
+    """Whether the tensors of ``group`` (gradients on one storage) and the storage are held by
+    nothing but each other, their bases and ``mine`` (the references the snapshot holds, by id).
+
+    ``group`` gets the gradients' bases appended (a view keeps its base, which keeps the storage).
+    Python reference counts are compared: PyTorch keeps a tensor's or a storage's Python object
+    alive, with one reference, while C++ holds the object (a ``.grad`` slot, a graph's saved
+    tensor, a view's base), so a holder of any kind shows as one reference more."""
+    for g in list(group):
+        b = g._base
+        if b is not None and all(x is not b for x in group):
+            group.append(b)
+        del g, b  # no reference of this frame's but the group's
+    bases = {id(g._base) for g in group if g._base is not None}
+    st = group[0].untyped_storage()
+    # each object: in group, in the generator's name and in getrefcount's argument (the storage: in st);
+    # the storage is held by each tensor and its Python object, so its object also by PyTorch
+    return (_storage_uses(group[0]) == len(group) + 1 and sys.getrefcount(st) == mine.get(id(st), 0) + 3
+            and all(sys.getrefcount(x) == mine.get(id(x), 0) + 3 + (id(x) in bases) for x in group))
+
+
+def _free_sparse(g: torch.Tensor, mine: dict[int, int]) -> int:
+    """Free a sparse gradient's indices and values (resized to 0 bytes) where nothing but ``mine``
+    (the snapshot's references, by id) holds it or them; the bytes freed. :func:`_load_grad`
+    writes them back (``copy_`` gives the parts their sizes again)."""
+    # g: here, in the caller's name and in getrefcount's argument; no C++ holder (a .grad slot, a graph)
+    if sys.getrefcount(g) != mine.get(id(g), 0) + 3:
+        return 0
+    parts = [x.untyped_storage() for x in (g._indices(), g._values())]
+    # each storage: held by g's part and its Python object (made here: in parts, the name, the argument,
+    # and PyTorch's reference while a tensor holds it), nothing else
+    if any(torch._C._storage_Use_Count(st._cdata) != 2 or sys.getrefcount(st) != 4 for st in parts):
+        return 0
+    freed = 0
+    for st in parts:
+        freed += st.nbytes()
+        st.resize_(0)
+    return freed
 
 
 def _version(t: torch.Tensor) -> int | None:
@@ -318,6 +385,47 @@ class Snapshot:
         for name in ("_backward_hooks", "_post_accumulate_grad_hooks"):
             d = getattr(t, name, None)  # None until a first hook: then restored to empty
             self.tensor_hooks.append((t, name, shallow_copy(d) if isinstance(d, dict) else []))
+
+    def release_dropped_grads(self) -> int:
+        """Free the storage of each recorded gradient that the step's ``zero_grad(set_to_none=True)``
+        dropped and that nothing but this snapshot holds, as the user's loop frees it there: without
+        this, a gradient left by an earlier step would stay allocated for every later step. The tensor
+        object is kept and its storage resized to 0 bytes (its bytes are in the host copy);
+        :meth:`restore` gives the same storage its size and bytes back, so ``p.grad`` is the same
+        object with the same storage, offset, shape, strides, values and version.
+
+        A gradient is left alone when anything else holds it or its storage: a name or container of
+        the user's (Python references beyond the snapshot's), a tensor whose ``.grad`` it still is or a
+        graph that saved it (PyTorch then owns its Python object: one more reference), another tensor
+        on its storage that is not such a dropped gradient, the storage object itself, or a part of the
+        storage not copied. Called by the step right after its ``zero_grad``; returns the bytes freed."""
+        mine: dict[int, int] = {}  # the snapshot's own references to each object
+        for t, meta, _ in self.tensors:
+            mine[id(t)] = mine.get(id(t), 0) + 1
+            mine[id(meta[1])] = mine.get(id(meta[1]), 0) + 1
+        for t, g, saved in self.grads:
+            if g is not None:
+                mine[id(g)] = mine.get(id(g), 0) + 1
+        for g, _ in self.grad_versions:
+            mine[id(g)] = mine.get(id(g), 0) + 1
+        for e in self.storages.entries.values():
+            mine[id(e.storage)] = mine.get(id(e.storage), 0) + 1
+        freed = 0
+        for t, g, saved in self.grads:  # sparse gradients: their indices' and values' storages (copied in saved)
+            if isinstance(saved, _SparseCopy) and g is not None and t.grad is not g and not g.requires_grad:
+                freed += _free_sparse(g, mine)
+        for key, group in _dropped(self.grads).items():
+            entry = self.storages.entries.get(key)
+            if entry is None or not _only_here(group, mine):
+                continue
+            st = entry.storage
+            if st.nbytes() != entry.nbytes or not st.nbytes():
+                continue
+            # the bytes no gradient covers: nothing wrote them since the snapshot (nothing else holds them)
+            self.storages.add_whole(group[0])
+            freed += st.nbytes()
+            st.resize_(0)
+        return freed
 
     def tensor_state(self) -> list[torch.Tensor]:
         """The optimizer-state tensors recorded (what :class:`SetAside` can move aside)."""

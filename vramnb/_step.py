@@ -275,6 +275,8 @@ class _StepRun:
                 self.optimizer.zero_grad(set_to_none=plan.set_to_none)
             else:
                 self.model.zero_grad(set_to_none=plan.set_to_none)
+            if self.reach is not None:  # gradients only the snapshot still holds: freed, as in the loop
+                self.reach.snap.release_dropped_grads()
         self.mark("after zero_grad")
 
 

@@ -122,6 +122,14 @@ class StorageCopies:
             e = self.entries[st._cdata] = _Entry(st)
         e.add(*tensor_range(t))
 
+    def add_whole(self, t: torch.Tensor) -> None:
+        """Copy all of ``t``'s storage (what is already copied is not copied again)."""
+        st = t.untyped_storage()
+        e = self.entries.get(st._cdata)
+        if e is None:
+            e = self.entries[st._cdata] = _Entry(st)
+        e.add(0, e.nbytes)
+
     def covers(self, t: torch.Tensor) -> bool:
         e = self.entries.get(t.untyped_storage()._cdata)
         if e is None:

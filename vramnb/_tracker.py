@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import sys
 import threading
 import time
 import weakref
@@ -98,12 +99,60 @@ def _failed_allocation(tracker: StorageTracker, exc: RuntimeError) -> None:
         pass
 
 
+# Frames the tracker puts between a user's operator call and the operator, which without vramnb runs
+# from C++ with no Python frame: torch's dynamo-disable shim that calls the mode's __torch_dispatch__
+# (SHIM_MODULES), the tracker's own (TRACKER_MODULES: also its UntypedStorage.resize_ wrapper), and
+# torch's OpOverload.__call__ that it calls (CALLED_MODULES). Each holds the operator's arguments.
+TRACKER_MODULES = ("vramnb._tracker", "vramnb._tracker_patch", "vramnb._saved")
+SHIM_MODULES = ("torch._compile", "torch._dynamo.eval_frame", "torch.utils._python_dispatch")
+CALLED_MODULES = ("torch._ops", "torch.utils._python_dispatch")
+
+
+def _module(frame: Any) -> str:
+    return str(frame.f_globals.get("__name__", ""))
+
+
+def _clear_frames(frames: list[Any]) -> None:
+    for f in frames:
+        with contextlib.suppress(RuntimeError):  # (one still running: none is, where this is called)
+            f.clear()
+
+
 class _Mode(TorchDispatchMode):
     _vramnb_tracks = True  # left in a forked child (vramnb._tracker_patch._untrack_child)
 
     def __init__(self, tracker: StorageTracker) -> None:
         super().__init__()
         self.tracker = tracker
+        self.unwound: list[Any] = []  # frames of a failed operator, cleared once finished (see _failed)
+
+    def _failed(self, exc: BaseException, frame: Any) -> None:
+        """An operator raised in ``frame`` (this mode's ``__torch_dispatch__``): drop the arguments that
+        the frames vramnb added keep in the exception's traceback, which a user's ``except ... as err``
+        would keep (their traceback without vramnb keeps no such frame). The frames below (torch's
+        ``OpOverload.__call__``) have finished and are cleared now; this one and torch's shim above it
+        are still running, and are cleared at this mode's next operator or at its exit, when they have
+        finished: before the next allocation that this mode sees."""
+        below = []
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame is not frame:
+            tb = tb.tb_next
+        tb = tb.tb_next if tb is not None else None
+        while tb is not None and _module(tb.tb_frame) in CALLED_MODULES:
+            below.append(tb.tb_frame)
+            tb = tb.tb_next
+        _clear_frames(below)
+        self.unwound.append(frame)
+        f = frame.f_back
+        while f is not None and _module(f) in SHIM_MODULES:
+            self.unwound.append(f)
+            f = f.f_back
+
+    def __exit__(self, *exc: Any) -> Any:
+        if self.unwound:
+            unwound, self.unwound = self.unwound, []
+            _clear_frames(unwound)
+        return super().__exit__(*exc)
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -113,12 +162,17 @@ class _Mode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         __tracebackhide__ = True
+        if self.unwound:  # an earlier operator's failure has unwound: its frames let go of its arguments
+            unwound, self.unwound = self.unwound, []
+            _clear_frames(unwound)
+            del unwound
         try:
             out = func(*args, **(kwargs or {}))
         except BaseException as e:
             del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
             if self.tracker.device_type == "cpu" and isinstance(e, RuntimeError):
                 _failed_allocation(self.tracker, e)
+            self._failed(e, sys._getframe())
             raise
         self.tracker.ops += 1
         add = self.tracker.add_tensor

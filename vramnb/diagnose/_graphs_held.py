@@ -23,25 +23,23 @@ _OURS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "")
 _BUDGET = 20_000  # objects read at most
 
 
-def holds_graph(frames: list[Any], extra: list[Any] = ()) -> bool | None:  # type: ignore[assignment]
-    """``True`` where a tensor the frames' locals (or ``extra``: objects such as the containers
-    the failing code adds to) hold, directly or in built-in containers two levels down, has a
-    ``grad_fn``; ``False`` where none has and the walk read everything; ``None`` where the
-    budget ran out first (not known).
+def holds_graph(frames: list[Any]) -> bool | None:
+    """``True`` where a tensor the frames' locals hold, directly or in built-in containers two
+    levels down, has a ``grad_fn``; ``False`` where none has and the walk read everything; ``None``
+    where the budget ran out first (not known).
 
     Args:
         frames: the failing frames, innermost first; the walk stops at IPython's.
-        extra: further objects to read.
     """
-    todo: list[tuple[Any, int]] = [(v, 0) for v in extra]
+    from .._graph import frame_locals
+
+    todo: list[tuple[Any, int]] = []
     for f in frames:
         name = f.f_code.co_filename
         if "/IPython/" in name:
             break
         if name.startswith(_OURS):
             continue
-        from .._graph import frame_locals
-
         try:  # never frame.f_locals: on Python < 3.13 that stores a snapshot dict on the frame, keeping its values
             if f.f_code.co_name == "<module>":  # a cell's code: its locals are the notebook's namespace
                 g = f.f_globals

@@ -29,28 +29,6 @@ class Payload:
     nbytes: int
 
 
-def _bytes(obj: Any, seen: set[int], depth: int = 3) -> int:
-    """Bytes of the distinct storages of the tensors ``obj`` is or holds (built-in containers and
-    plain objects' attribute dicts, ``depth`` levels), each storage once across calls (``seen``)."""
-    if issubclass(type(obj), torch.Tensor):
-        try:
-            st = obj.untyped_storage()
-        except (RuntimeError, NotImplementedError, TypeError):
-            return 0
-        key = st.data_ptr() or id(st)
-        if key in seen:
-            return 0
-        seen.add(key)
-        return st.nbytes()
-    if depth <= 0 or isinstance(obj, torch.nn.Module):
-        return 0
-    items = container_items(obj)
-    if not items:
-        d = _instance_dict(obj)
-        items = list(d.values()) if d is not None else []
-    return sum(_bytes(v, seen, depth - 1) for v in items[:10_000])
-
-
 def _has_model(obj: Any, d: dict[str, Any]) -> bool:
     return isinstance(obj, torch.nn.Module) or any(isinstance(v, torch.nn.Module) for v in d.values())
 
@@ -58,7 +36,9 @@ def _has_model(obj: Any, d: dict[str, Any]) -> bool:
 def model_payload(entries: list[Any]) -> Payload | None:
     """For a list whose last entry is a model, or an object holding one (a trainer wrapping its
     module), the one attribute of that entry that keeps the most tensor bytes beside the model's
-    own parameters, buffers and submodules, where it keeps more than they do; else ``None``."""
+    own parameters, buffers and submodules, where it keeps more than they do; else ``None``. An
+    attribute's bytes are those the holders listing counts for it (``_holders.storages_held``, on
+    the models' device), but the weights' storages."""
     if not entries:
         return None
     e = entries[-1]
@@ -67,19 +47,20 @@ def model_payload(entries: list[Any]) -> Payload | None:
     d = _instance_dict(e)
     if d is None or not _has_model(e, d):
         return None
-    seen: set[int] = set()
-    weights = 0
+    from .._holders import storages_held
+    from .._storages import storages_of_tensor
     from ._failing_module import raw_parameters
 
     models = [e] if isinstance(e, torch.nn.Module) else [v for v in d.values() if isinstance(v, torch.nn.Module)]
-    for m in models:  # the models' own weights (their parameters), read without running their code
-        for t in raw_parameters(m):
-            weights += _bytes(t, seen, 1) if t is not None else 0
+    params = [t for m in models for t in raw_parameters(m) if t is not None]
+    device = params[0].device if params else torch.device("cpu")
+    # the models' own weights (their parameters' storages), read without running their code
+    weights = {key: st.nbytes() for t in params for key, st in storages_of_tensor(t)}
     best: Payload | None = None
     for k, v in d.items():
         if type(k) is not str or k in _MODULE_SLOTS or isinstance(v, torch.nn.Module):
             continue
-        n = _bytes(v, seen)
+        n = sum(b for key, b in storages_held(v, device).items() if key not in weights)
         if n and (best is None or n > best.nbytes):
             best = Payload(k, n)
-    return best if best is not None and best.nbytes > weights else None
+    return best if best is not None and best.nbytes > sum(weights.values()) else None

@@ -380,10 +380,12 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     code = CodeState.take(user_model, [model if user_model is None else None, loss_fn,
                                        None if isinstance(optimizer, torch.optim.Optimizer) else optimizer], optimizer)
     try:
-        est = _predict(model, batch, loss_fn, optimizer, guard, code, recipe=recipe, tgt=tgt, device=device,
-                       batch_size=batch_size, expandable_segments=expandable_segments, margin=margin, steps=steps,
-                       warm_optimizer=warm_optimizer, set_to_none=set_to_none, module_depth=module_depth,
-                       label=label, world_size=world_size, parallel=parallel, step_time=step_time, more=more)
+        with state.watching():
+            est = _predict(model, batch, loss_fn, optimizer, guard, code, recipe=recipe, tgt=tgt, device=device,
+                           batch_size=batch_size, expandable_segments=expandable_segments, margin=margin,
+                           steps=steps, warm_optimizer=warm_optimizer, set_to_none=set_to_none,
+                           module_depth=module_depth, label=label, world_size=world_size, parallel=parallel,
+                           step_time=step_time, more=more)
     except BaseException:
         with held_back():  # an interrupt waits until the user's objects are back
             try:
@@ -392,7 +394,9 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
                 with contextlib.suppress(ValueError):  # put back what was swapped; the step's own error is the one to see
                     state.check_and_restore()
         raise
-    state.check_and_restore()
+    left = state.check_and_restore()
+    if left:  # a change vramnb cannot attribute: "nothing of yours was changed" would not be known
+        est.notes[:] = [n.replace(_UNCHANGED, _UNCHANGED[:-len(" or changed")], 1) for n in est.notes] + left
     est.runtime = time.perf_counter() - t0
     return est
 
@@ -577,9 +581,12 @@ def _is_array(shared: str) -> bool:
     return shared.rsplit(", ", 1)[-1].endswith("B") and "(cannot be copied" not in shared
 
 
+_UNCHANGED = ": nothing of yours was allocated or changed"
+
+
 def _untouched(where: str, put_back: list[str], unchecked: list[str], services: list[str]) -> str:
     """The estimate's last word on the user's objects: only what was checked is claimed."""
-    head = f"predicted for {where} without running on it: nothing of yours was allocated"
+    head = f"predicted for {where} without running on it{_UNCHANGED[:-len(' or changed')]}"
     if not put_back and not unchecked and not services:
         return head + " or changed"
     parts = [head]

@@ -29,11 +29,14 @@ fake tensor, where another thread of the user's runs, is that thread's, and stay
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, is_fake
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -159,23 +162,47 @@ _OTHER_HINT = ("Estimate a module that holds both models (e.g. an nn.ModuleDict 
                "other.eval()) so that the step only reads it; nothing of yours was changed")
 
 
+_GRAD = torch._C.TensorBase.grad  # ``.grad`` and ``._grad`` (one descriptor): set, deleted, read
+
+
+class _GradSets(TorchFunctionMode):
+    """Records the tensors whose ``.grad`` this thread sets or deletes (``p.grad = ...``,
+    ``del p.grad``, ``zero_grad(set_to_none=True)``): PyTorch hands every such Python-level
+    assignment to the torch-function modes of the thread that makes it (the mode stack is per
+    thread), so another thread's assignments are not seen here."""
+
+    def __init__(self, out: set[int]) -> None:
+        super().__init__()
+        self.out = out
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if args and getattr(func, "__self__", None) is _GRAD and getattr(func, "__name__", "") != "__get__":
+            self.out.add(id(args[0]))
+        return func(*args, **(kwargs or {}))
+
+
 class UserState:
     """The user's model and optimizer tensors as they were: gradients and slot contents (no
     copies of values). :meth:`check_and_restore` puts back what the fake step swapped in.
 
-    What the fake step swapped in is put back: a fake tensor where the user's gradient,
-    parameter, buffer or optimizer state was is always the step's (the step makes only fake
-    tensors). Any other change (a ``.grad`` set to ``None``, a real tensor) is the step's only
-    where no other thread of the user's runs: one that trains the same model while the estimate
-    runs (``zero_grad(set_to_none=True)``, its backward, Adam's first step) changes exactly these,
-    and putting them back would undo its work (a stale gradient its next backward adds to), so
-    they are left then. In-place writes need no check here: every operator of the estimate's
-    thread goes through :class:`RealTensorGuard`, which refuses the user's tensors before anything
-    is written (dispatch modes are per thread, so another thread's writes are neither refused nor undone).
+    What the fake step changed is put back: a fake tensor where the user's gradient, parameter,
+    buffer or optimizer state was is always the step's (the step makes only fake tensors); a
+    ``.grad`` the estimate's thread set or deleted (``zero_grad(set_to_none=True)`` on the
+    notebook's model by name) is known as the step's by :class:`_GradSets`, which
+    :meth:`watching` keeps on that thread, whatever other threads run. Any other change (a slot
+    of a module's ``_parameters``/``_buffers`` or an optimizer's state replaced by a real value or
+    emptied: plain dict writes, which no hook of PyTorch sees per thread) is the step's only where
+    no other thread of the user's runs: one that trains the same model while the estimate runs
+    changes exactly these, and putting them back would undo its work, so they are left then, and
+    :meth:`check_and_restore` returns a note saying so. In-place writes need no check here: every
+    operator of the estimate's thread goes through :class:`RealTensorGuard`, which refuses the
+    user's tensors before anything is written (dispatch modes are per thread, so another thread's
+    writes are neither refused nor undone).
     """
 
     def __init__(self, model: torch.nn.Module | None, optimizer: Any) -> None:
         self.threads = _user_threads()  # (with those alive at the end: a thread may finish meanwhile)
+        self.set_here: set[int] = set()  # ids of the tensors whose .grad the estimate's thread set or deleted
         self.slots: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.grads: list[tuple[torch.Tensor, Any]] = []
         if model is not None:
@@ -195,33 +222,58 @@ class UserState:
         else:
             self.optimizer = None
 
-    def check_and_restore(self) -> None:
-        """Put back what the step swapped in for the user's values; raise if it did.
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """Around the estimate on its own thread: records which tensors' ``.grad`` it sets."""
+        with _GradSets(self.set_here):
+            yield
+
+    def check_and_restore(self) -> list[str]:
+        """Put back what the step changed of the user's values; raise if it did. Returns the notes on
+        changes left as found (made while another thread of the user's ran, by it or by the step).
 
         Raises:
             ValueError: the estimate's step replaced the user's gradients, parameters, buffers or
                 optimizer state (put back before raising; the message names what).
         """
-        alone = not (self.threads or _user_threads())
-        changed = []
+        others = {*self.threads, *_user_threads()}
+        alone = not others
+        changed: list[str] = []
+        left: list[str] = []
         for d, was in self.slots:
             if _put_back(d, was, alone):
                 changed.append("a module's parameters or buffers")
+            elif _differs(d, was):
+                left.append("a module's parameters or buffers")
         for p, g in self.grads:
-            if p.grad is not g and (alone or is_fake(p.grad)):
+            if p.grad is not g and (alone or is_fake(p.grad) or id(p) in self.set_here):
                 changed.append("a parameter's .grad")
                 p.grad = g
         for st, was in self.opt_state:
             if _put_back(st, was, alone):
                 changed.append("optimizer state")
+            elif _differs(st, was):
+                left.append("optimizer state")
         if self.optimizer is not None:
             for p in set(self.optimizer.state) - self.opt_keys:
                 if alone or any(is_fake(v) for v in self.optimizer.state[p].values()):
                     changed.append("optimizer state")
                     del self.optimizer.state[p]
+                else:
+                    left.append("optimizer state")
         if changed:
             raise ValueError(f"the estimate's step replaced {', '.join(sorted(set(changed)))} of yours (put back as "
                              f"they were): {_MODEL_HINT}")
+        if not left:
+            return []
+        names = ", ".join(sorted(th.name for th in others))
+        return [f"left as found: {', '.join(sorted(set(left)))} of yours changed during the estimate while another "
+                f"thread of yours ran ({names}); vramnb cannot tell whether that thread or the step changed it (a "
+                "change by the step is put back only where it is a fake tensor or a .grad)"]
+
+
+def _differs(d: dict[str, Any], was: dict[str, Any]) -> bool:
+    return d.keys() != was.keys() or any(d[k] is not was[k] for k in d)
 
 
 def _put_back(d: dict[str, Any], was: dict[str, Any], alone: bool) -> bool:
