@@ -1,0 +1,234 @@
+"""How a holder holds its memory, classified by what it is at run time (diagnose._holding), and the
+fix that follows: every sentence checked against the object (CPU, exact bytes from shapes).
+
+Cases differ from the field's validation-5 on purpose (other names, nesting, library-like classes
+whose ``reset`` comes from a base class, dicts instead of lists)."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from tests.conftest import run
+from vramnb._units import format_bytes
+
+def holding(*a):  # type: ignore[no-untyped-def]
+    from vramnb.diagnose._holding import holding as h
+
+    return h(*a)
+
+
+def holding_note(*a):  # type: ignore[no-untyped-def]
+    from vramnb.diagnose._holding import holding_note as h
+
+    return h(*a)
+
+CPU = torch.device("cpu")
+KiB = 1024
+
+
+def _ns(ip):  # type: ignore[no-untyped-def]
+    return {k: v for k, v in ip.user_ns.items() if not k.startswith("_")}
+
+
+# -- an object's state: reset() where the class has a callable one ------------------------------
+def test_an_object_keeping_entries_gets_its_inherited_reset(ip):  # type: ignore[no-untyped-def]
+    run(ip, "class _MetricBase:\n    def reset(self):\n        self.dets, self.gts = {}, {}\n"
+            "class DetectionAP(_MetricBase):\n    def __init__(self):\n        self.reset()\n"
+            "    def update(self, i, d, g):\n        self.dets[i] = d; self.gts[i] = g\n"
+            "ap = DetectionAP()\nfor i in range(5):\n    ap.update(i, torch.zeros(100, 6), torch.zeros(50, 5))")
+    h = holding("ap", ip.user_ns["ap"], CPU, _ns(ip))
+    n = 5 * (100 * 6 + 50 * 5) * 4
+    assert (h.kind, h.path, h.nbytes) == ("object state", "ap", n)
+    assert h.sentence == (
+        f"ap (a DetectionAP) keeps {format_bytes(n)} in ap.dets (a dict of 5 tensors) and ap.gts (a dict of 5 "
+        "tensors): containers that keep every entry added to them since they were made or emptied: DetectionAP has "
+        "a reset(): call `ap.reset()` once its result is read (e.g. at the end of each epoch), so that it starts empty")
+
+
+def test_a_reset_that_is_not_callable_is_not_offered(ip):  # type: ignore[no-untyped-def]
+    run(ip, "class Recorder:\n    reset = None\n    def __init__(self):\n        self.frames = []\n"
+            "rec = Recorder()\nrec.frames += [torch.zeros(256) for _ in range(4)]")
+    h = holding("rec", ip.user_ns["rec"], CPU, _ns(ip))
+    # one attribute holds it all: it is followed into, and named as an attribute of rec
+    assert (h.kind, h.path, h.nbytes) == ("object state", "rec.frames", 4 * 256 * 4)
+    assert "reset()" not in h.sentence and h.sentence == (
+        f"rec.frames (a list of 4 tensors, {format_bytes(4 * 256 * 4)}) is an attribute of rec (a Recorder): it "
+        "stays alive as long as rec does, not only while it is used: `del rec.frames` frees it where it is no longer "
+        "needed (or have Recorder's code not keep it: a local variable, or `del self.frames` once used)")
+
+
+def test_a_model_kept_as_an_attribute_gets_no_object_line(ip):  # type: ignore[no-untyped-def]
+    run(ip, "class Wrapper:\n    def __init__(self):\n        self.net = torch.nn.Linear(64, 64)\nw = Wrapper()")
+    assert holding_note("w", ip.user_ns["w"], CPU, _ns(ip)) is None
+
+
+# -- tensors carrying their graphs in a container -------------------------------------------------
+def test_a_logger_keeping_tensors_with_graphs_is_told_item_or_detach(ip):  # type: ignore[no-untyped-def]
+    run(ip, "class Tracker2:\n    def __init__(self):\n        self.store = {'train': [], 'val': []}\n"
+            "w = torch.ones(256, requires_grad=True)\ntr = Tracker2()\n"
+            "for i in range(3):\n    tr.store['train'].append((w * torch.full((256,), float(i))).sum())")
+    h = holding("tr", ip.user_ns["tr"], CPU, _ns(ip))
+    # each product saves its plain operand (256 float32) for backward; w is a leaf (its own owner's)
+    assert (h.kind, h.path) == ("graphs", "tr.store")
+    assert h.sentence.startswith(
+        f"tr.store keeps 3 tensors with an autograd graph (grad_fn), which keep what their forward saved for "
+        f"backward ({format_bytes(3 * 256 * 4)}): store numbers (`.item()`) or detached tensors (`.detach()`)")
+    # detached, nothing is said about graphs
+    run(ip, "tr.store['train'] = [t.detach() for t in tr.store['train']]")
+    assert "autograd graph" not in (holding_note("tr", ip.user_ns["tr"], CPU, _ns(ip)) or "")
+
+
+def test_a_bare_tensor_with_a_graph_is_left_to_the_kept_graph_line(ip):  # type: ignore[no-untyped-def]
+    run(ip, "w = torch.ones(1024, requires_grad=True)\nloss = (w * torch.ones(1024)).sum()")
+    assert holding_note("loss", ip.user_ns["loss"], CPU, _ns(ip)) is None
+
+
+# -- a class attribute ----------------------------------------------------------------------------
+def test_a_class_level_list_is_named_with_its_instance_attribute_fix(ip):  # type: ignore[no-untyped-def]
+    run(ip, "class FeatureCache:\n    seen = []\n    def add(self, x):\n        self.seen.append(x.clone())\n"
+            "for k in range(3):\n    FeatureCache().add(torch.zeros(64, 64))")
+    h = holding("FeatureCache", ip.user_ns["FeatureCache"], CPU, _ns(ip))
+    n = 3 * 64 * 64 * 4
+    assert (h.kind, h.path, h.nbytes) == ("class attribute", "FeatureCache.seen", n)
+    assert h.sentence == (
+        f"FeatureCache.seen (a list of 3 tensors, {format_bytes(n)}) is a class attribute: one object for "
+        "FeatureCache and every instance that does not set its own, alive as long as the class, so what any of "
+        "them adds stays: make it an instance attribute (`self.seen = []` in `__init__`), or empty it when done "
+        "(`FeatureCache.seen.clear()`)")
+
+
+def test_a_class_attribute_grown_on_every_run_gets_the_line(ip):  # type: ignore[no-untyped-def]
+    import vramnb
+
+    run(ip, "class Memo:\n    table = {}\n    def __init__(self, k):\n        self.k = k\n"
+            "    def put(self, x):\n        self.table[(self.k, len(self.table))] = x * 2\n")
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nMemo(0).put(torch.ones(128, 128))")
+    line = [n for n in vramnb.history()[-1].notes if "each run of this cell" in n]
+    assert line and f"Memo grew by {format_bytes(128 * 128 * 4)}" in line[0], vramnb.history()[-1].notes
+    assert "Memo.table (a dict of 3 tensors" in line[0] and "`self.table = {}` in `__init__`" in line[0]
+
+
+# -- exceptions kept with their tracebacks ---------------------------------------------------------
+def test_exceptions_kept_in_a_dict_name_the_frames_locals(ip):  # type: ignore[no-untyped-def]
+    run(ip, "def inner(n):\n    b = torch.zeros(n, 32)\n    raise ValueError(n)\n"
+            "def outer(n):\n    a = torch.zeros(n, 16)\n    inner(n)\n"
+            "errors = {}\nfor n in (64, 128):\n    try:\n        outer(n)\n    except ValueError as e:\n"
+            "        errors[n] = e")
+    h = holding("errors", ip.user_ns["errors"], CPU, _ns(ip))
+    n = (64 + 128) * (16 + 32) * 4
+    assert (h.kind, h.nbytes) == ("exceptions", n)
+    assert h.sentence == (
+        "errors keeps 2 exceptions (ValueError): an exception keeps its traceback, and the traceback the frames it "
+        f"was raised through with their local variables (a in outer(), b in inner(): {format_bytes(n)}): keep the "
+        "message instead (`str(e)`), or drop the traceback before keeping the exception (`e.__traceback__ = None`, "
+        "or `e.with_traceback(None)`)")
+    # dropped tracebacks: nothing held, nothing said
+    run(ip, "for e in errors.values():\n    e.__traceback__ = None")
+    assert holding_note("errors", ip.user_ns["errors"], CPU, _ns(ip)) is None
+
+
+def test_exceptions_appended_every_run_get_the_traceback_line(ip):  # type: ignore[no-untyped-def]
+    import vramnb
+
+    run(ip, "def check(n):\n    h = torch.zeros(n, 256)\n    raise RuntimeError('too big')\nrejected = []")
+    cell = "%%vram -d cpu\nfor n in (64, 32):\n    try:\n        check(n)\n    except RuntimeError as err:\n" \
+           "        rejected.append(err)"
+    for _ in range(3):
+        run(ip, cell)
+    line = [n for n in vramnb.history()[-1].notes if "each run of this cell" in n]
+    assert line and f"rejected grew by {format_bytes(96 * 256 * 4)}" in line[0]
+    assert "h in check()" in line[0] and "`e.__traceback__ = None`" in line[0] and ".clear()" not in line[0]
+
+
+# -- copies of weights -------------------------------------------------------------------------------
+def test_state_dict_copies_keyed_by_step_get_keep_the_best(ip):  # type: ignore[no-untyped-def]
+    run(ip, "net = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.BatchNorm1d(16))\n"
+            "snapshots = {}\nfor step in (100, 200, 300):\n"
+            "    snapshots[step] = {k: v.clone() for k, v in net.state_dict().items()}")
+    h = holding("snapshots", ip.user_ns["snapshots"], CPU, _ns(ip))
+    # Linear 32x16 + 16, BatchNorm weight, bias, running mean and var (16 each) float32, num_batches_tracked int64
+    each = (32 * 16 + 16 + 4 * 16) * 4 + 8
+    assert (h.kind, h.nbytes) == ("weight copies", 3 * each)
+    assert h.sentence == (
+        f"snapshots keeps 3 copies of net's weights (net.state_dict()), about {format_bytes(each)} each "
+        f"({format_bytes(3 * each)}): keep only the copies you will load (the last and the best: replace, don't "
+        "add), or save each to disk (`torch.save`) and keep its file name")
+
+
+def test_state_dicts_kept_without_clone_are_no_copies(ip):  # type: ignore[no-untyped-def]
+    run(ip, "net = torch.nn.Linear(32, 16)\nviews = [net.state_dict() for _ in range(3)]")
+    assert "copies" not in (holding_note("views", ip.user_ns["views"], CPU, _ns(ip)) or "")
+
+
+# -- the %vram listing and the out-of-memory post-mortem ----------------------------------------------
+def test_vram_listing_explains_a_loader_keeping_its_last_batch(ip):  # type: ignore[no-untyped-def]
+    run(ip, "class Prefetcher:\n    def __init__(self, n):\n        self.n = n\n    def __iter__(self):\n"
+            "        for i in range(self.n):\n            self.pending = {'img': torch.zeros(32, 3, 64, 64), "
+            "'lbl': torch.zeros(32, dtype=torch.long)}\n            yield self.pending['img'].mean()\n"
+            "pf = Prefetcher(3)\nfor m in pf:\n    pass")
+    res, _ = run(ip, "%vram -d cpu")
+    n = 32 * 3 * 64 * 64 * 4 + 32 * 8  # at least 1 MiB: %vram explains only holders that size
+    assert any(note.startswith(f"pf.pending (a dict of 2 tensors, {format_bytes(n)}) is an attribute of pf (a "
+                               "Prefetcher): it stays alive as long as pf does") for note in res.result.notes), \
+        res.result.notes
+    # below 1 MiB, %vram says nothing about it
+    run(ip, "pf.pending = {'img': torch.zeros(4)}")
+    res, _ = run(ip, "%vram -d cpu")
+    assert not any("pf.pending" in note for note in res.result.notes)
+
+
+def test_out_of_memory_names_how_the_largest_holder_holds(ip):  # type: ignore[no-untyped-def]
+    """The largest holder's line comes with the post-mortem's holders (a fifth item), rendered under
+    "largest holders"."""
+    from vramnb._report import OOMInfo, oom_lines
+
+    run(ip, "class Bank:\n    def __init__(self):\n        self.a, self.b = [], []\n    def clear(self):\n"
+            "        self.a.clear(); self.b.clear()\nbank = Bank()\n"
+            "for i in range(4):\n    bank.a.append(torch.zeros(256, 256)); bank.b.append(torch.zeros(256, 256))")
+    magics = ip.magics_manager.registry["VramMagics"]
+    rows = magics._holders_fn("cpu", explain=True)()
+    assert rows[0][:2] == ("bank", 8 * 256 * 256 * 4)
+    lines = oom_lines(OOMInfo(1 << 30, rows[0][1], rows))
+    assert lines[-1] == (f"bank (a Bank) keeps {format_bytes(8 * 256 * 256 * 4)} in bank.a (a list of 4 tensors) "
+                         "and bank.b (a list of 4 tensors): containers that keep every entry added to them since they "
+                         "were made or emptied: Bank has a clear(): call `bank.clear()` once its result is read (e.g. "
+                         "at the end of each epoch), so that it starts empty")
+
+
+def test_a_generator_frame_holding_the_previous_value_gets_del_before_yield() -> None:
+    """Read where the allocation fails (as capture_cpu_oom reads it): the failing frame is a
+    generator's, and its line rebinds the variable the frame still holds."""
+    from vramnb._report import OOMInfo, oom_lines
+    from vramnb.diagnose import OOMState
+    from vramnb.diagnose._postmortem import _stack, failing_code, frame_sharing
+
+    seen: dict = {}
+
+    def probe() -> torch.Tensor:
+        seen["frames"] = frame_sharing(CPU)[0]
+        seen["ctx"] = failing_code(_stack(sys._getframe(1)))
+        return torch.zeros(1)
+
+    def chunks(n):  # type: ignore[no-untyped-def]
+        chunk = None
+        for i in range(n):
+            chunk = torch.zeros(512, 1024) if i == 0 else probe()
+            yield chunk.sum()
+
+    list(chunks(2))
+    st = OOMState("cpu", True, 2 << 20, 2 << 20, frames=seen["frames"], context=seen["ctx"])
+    lines = oom_lines(OOMInfo(2 << 20, 2 << 20, [], "", st))
+    assert any(f[1] == "chunk" and f[2] == 512 * 1024 * 4 for f in st.frames)
+    assert ("test_a_generator_frame_holding_the_previous_value_gets_del_before_yield.<locals>.chunks is a generator: "
+            "its frame keeps its local variables between `yield`s, so the previous chunk (2.0 MiB) was still bound "
+            "while this line built its replacement: `del chunk` once it is used, before the `yield` (yield only what "
+            "the caller needs), so that the next one is not built beside it") in lines
+
+
+def test_a_plain_function_frame_gets_no_generator_line() -> None:
+    from vramnb.diagnose._postmortem import generator_frame
+
+    assert generator_frame(sys._getframe()) is None
