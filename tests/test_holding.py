@@ -43,8 +43,8 @@ def test_an_object_keeping_entries_gets_its_inherited_reset(ip):  # type: ignore
     assert (h.kind, h.path, h.nbytes) == ("object state", "ap", n)
     assert h.sentence == (
         f"ap (a DetectionAP) keeps {format_bytes(n)} in ap.dets (a dict of 5 tensors) and ap.gts (a dict of 5 "
-        "tensors): containers that keep every entry added to them since they were made or emptied: DetectionAP has "
-        "a reset(): call `ap.reset()` once its result is read (e.g. at the end of each epoch), so that it starts empty")
+        "tensors): containers, which keep what is added to them until it is removed: DetectionAP has a reset(): "
+        "call `ap.reset()` once its result is read (e.g. at the end of each epoch)")
 
 
 def test_a_reset_that_is_not_callable_is_not_offered(ip):  # type: ignore[no-untyped-def]
@@ -55,7 +55,7 @@ def test_a_reset_that_is_not_callable_is_not_offered(ip):  # type: ignore[no-unt
     assert (h.kind, h.path, h.nbytes) == ("object state", "rec.frames", 4 * 256 * 4)
     assert "reset()" not in h.sentence and h.sentence == (
         f"rec.frames (a list of 4 tensors, {format_bytes(4 * 256 * 4)}) is an attribute of rec (a Recorder): it "
-        "stays alive as long as rec does, not only while it is used: `del rec.frames` frees it where it is no longer "
+        "stays alive as long as rec does, not only while it is used: `del rec.frames` lets it go where it is no longer "
         "needed (or have Recorder's code not keep it: a local variable, or `del self.frames` once used)")
 
 
@@ -94,9 +94,9 @@ def test_a_class_level_list_is_named_with_its_instance_attribute_fix(ip):  # typ
     assert (h.kind, h.path, h.nbytes) == ("class attribute", "FeatureCache.seen", n)
     assert h.sentence == (
         f"FeatureCache.seen (a list of 3 tensors, {format_bytes(n)}) is a class attribute: one object for "
-        "FeatureCache and every instance that does not set its own, alive as long as the class, so what any of "
-        "them adds stays: make it an instance attribute (`self.seen = []` in `__init__`), or empty it when done "
-        "(`FeatureCache.seen.clear()`)")
+        "FeatureCache and every instance that does not set its own, alive as long as the class, so what is added "
+        "to it through any of them stays until it is removed: make it an instance attribute (`self.seen = []` in "
+        "`__init__`), or empty it when done (`FeatureCache.seen.clear()`)")
 
 
 def test_a_class_attribute_grown_on_every_run_gets_the_line(ip):  # type: ignore[no-untyped-def]
@@ -193,9 +193,9 @@ def test_out_of_memory_names_how_the_largest_holder_holds(ip):  # type: ignore[n
     assert rows[0][:2] == ("bank", 8 * 256 * 256 * 4)
     lines = oom_lines(OOMInfo(1 << 30, rows[0][1], rows))
     assert lines[-1] == (f"bank (a Bank) keeps {format_bytes(8 * 256 * 256 * 4)} in bank.a (a list of 4 tensors) "
-                         "and bank.b (a list of 4 tensors): containers that keep every entry added to them since they "
-                         "were made or emptied: Bank has a clear(): call `bank.clear()` once its result is read (e.g. "
-                         "at the end of each epoch), so that it starts empty")
+                         "and bank.b (a list of 4 tensors): containers, which keep what is added to them until it is "
+                         "removed: Bank has a clear(): call `bank.clear()` once its result is read (e.g. at the end of "
+                         "each epoch)")
 
 
 def test_a_generator_frame_holding_the_previous_value_gets_del_before_yield() -> None:

@@ -279,7 +279,8 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
                f"make it an instance attribute, or `del {path}` when done")
         return Holding(path, "class attribute", nbytes, (
             f"{path} ({_what(node)}, {size}) is a class attribute: one object for {owner_path} and every "
-            f"instance that does not set its own, alive as long as the class, so what any of them adds stays: "
+            f"instance that does not set its own, alive as long as the class, so what is added to it through any of "
+            f"them stays until it is removed: "
             f"{fix}"))
     if owner is not None and not issubclass(type(owner), (*_CONTAINERS, torch.nn.Module, torch.optim.Optimizer)) \
             and not issubclass(type(node), (torch.nn.Module, torch.optim.Optimizer)):
@@ -299,7 +300,7 @@ def _object_state(path: str, node: Any, owner: Any, owner_path: str, nbytes: int
         fix = (f"{cls} has a {reset}(): call `{owner_path}.{reset}()` once what it holds has been used (e.g. "
                f"each epoch, after its result is read)")
     else:
-        fix = (f"`del {path}` frees it where it is no longer needed (or have {cls}'s code not keep it: a local "
+        fix = (f"`del {path}` lets it go where it is no longer needed (or have {cls}'s code not keep it: a local "
                f"variable, or `del self.{path.rsplit('.', 1)[-1]}` once used)")
     return Holding(path, "object state", nbytes, (
         f"{path} ({_what(node)}, {size}) is an attribute of {owner_path} ({_a(cls)}): it stays alive as long as "
@@ -318,16 +319,15 @@ def _object_parts(path: str, node: Any, nbytes: int) -> Holding:
     grows = [s for s, v in parts if issubclass(type(v), (list, dict, collections.deque))]
     reset = next((m for m in ("reset", "clear") if _class_has(type(node), m)), None)
     if reset:
-        fix = (f"{cls} has a {reset}(): call `{path}.{reset}()` once its result is read (e.g. at the end of each "
-               f"epoch), so that it starts empty")
+        fix = f"{cls} has a {reset}(): call `{path}.{reset}()` once its result is read (e.g. at the end of each epoch)"
     elif grows:
         empties = ", ".join(f"`{path}{s}.clear()`" for s in grows[:3])
         fix = (f"{cls} has no reset(): empty them once the result is read ({empties}), or, where the result can "
                f"be accumulated, keep a running value per batch (a sum and a count) instead of every entry")
     else:
-        fix = f"`del {path}{parts[0][0]}` frees what it holds once it is no longer needed"
+        fix = f"`del {path}{parts[0][0]}` lets it go once it is no longer needed"
     what = (f"{path} ({_a(cls)}) keeps {size} in {shown}" +
-            (": containers that keep every entry added to them since they were made or emptied" if grows else ""))
+            (": containers, which keep what is added to them until it is removed" if grows else ""))
     return Holding(path, "object state", nbytes, f"{what}: {fix}")
 
 
