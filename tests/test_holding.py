@@ -232,3 +232,31 @@ def test_a_plain_function_frame_gets_no_generator_line() -> None:
     from vramnb.diagnose._postmortem import generator_frame
 
     assert generator_frame(sys._getframe()) is None
+
+
+def test_a_metric_module_keeping_its_states_gets_its_reset(ip):  # type: ignore[no-untyped-def]
+    """A torchmetrics-like metric is an nn.Module whose list states are plain attributes: named
+    with the bytes of those lists alone (not its parameters), and its reset()."""
+    run(ip, "class MeanIoU(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.scale = torch.nn.Parameter(torch.ones(1024))\n        self.reset()\n"
+            "    def reset(self):\n        self.preds, self.targets = [], []\n"
+            "    def update(self, p, t):\n        self.preds.append(p); self.targets.append(t)\n"
+            "miou = MeanIoU()\nfor i in range(3):\n    miou.update(torch.zeros(8, 64, dtype=torch.long), "
+            "torch.zeros(8, 64, dtype=torch.long))")
+    h = holding("miou", ip.user_ns["miou"], CPU, _ns(ip))
+    n = 2 * 3 * 8 * 64 * 8  # int64 states; the 4 KiB parameter is not theirs
+    assert h.sentence == (
+        f"miou (a MeanIoU) keeps {format_bytes(n)} in miou.preds (a list of 3 tensors) and miou.targets (a list of 3 "
+        "tensors): containers, which keep what is added to them until it is removed: MeanIoU has a reset(): call "
+        "`miou.reset()` once its result is read (e.g. at the end of each epoch)")
+
+
+def test_an_object_named_with_a_model_beside_its_lists_counts_only_the_lists(ip):  # type: ignore[no-untyped-def]
+    run(ip, "class Trainer:\n    def __init__(self):\n        self.model = torch.nn.Linear(256, 256)\n"
+            "        self.outputs, self.labels = [], []\ntrn = Trainer()\n"
+            "for i in range(2):\n    trn.outputs.append(torch.zeros(64, 256)); trn.labels.append(torch.zeros(64))")
+    note = holding_note("trn", ip.user_ns["trn"], CPU, _ns(ip))
+    n = 2 * 64 * 256 * 4 + 2 * 64 * 4
+    assert note is not None and note.startswith(
+        f"trn (a Trainer) keeps {format_bytes(n)} in trn.outputs (a list of 2 tensors) and trn.labels (a list of 2 "
+        "tensors): containers, which keep what is added to them until it is removed: Trainer has no reset()")

@@ -287,7 +287,14 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
         return _object_state(path, node, owner, owner_path, nbytes)
     if owner is None and not issubclass(type(node), (*_CONTAINERS, torch.Tensor, torch.nn.Module,
                                                          torch.optim.Optimizer, type)) and not is_tooling(node):
-        return _object_parts(path, node, nbytes)
+        return _object_parts(path, node, _parts(node), device)
+    if issubclass(type(node), torch.nn.Module):  # lists and dicts in its plain attributes (a metric module's states)
+        from .._holder_entries import items_of
+
+        kept = [(s, v) for s, v, _ in items_of(node)
+                if issubclass(type(v), (list, dict, collections.deque)) and _tensors(v)]
+        if kept:
+            return _object_parts(path, node, kept, device)
     return Holding(path, "", nbytes, "")
 
 
@@ -307,12 +314,19 @@ def _object_state(path: str, node: Any, owner: Any, owner_path: str, nbytes: int
         f"{owner_path} does, not only while it is used: {fix}"))
 
 
-def _object_parts(path: str, node: Any, nbytes: int) -> Holding:
-    """A plain object whose several attributes hold the bytes (``ssim.preds`` and ``ssim.target``)."""
-    size = format_bytes(nbytes)
-    parts = [(s, v) for s, v in _parts(node) if _tensors(v)]
+def _object_parts(path: str, node: Any, candidates: list[tuple[str, Any]], device: torch.device) -> Holding:
+    """An object whose several attributes hold the bytes (``ssim.preds`` and ``ssim.target``); the
+    bytes said are those of the attributes named, each storage once."""
+    parts = [(s, v) for s, v in candidates if _tensors(v)]
     if not parts:
         return Holding(path, "", 0, "")
+    held: dict[int, int] = {}
+    for _, v in parts[:3]:
+        held.update(_bytes(v, device))
+    nbytes = sum(held.values())
+    if not nbytes:
+        return Holding(path, "", 0, "")
+    size = format_bytes(nbytes)
     cls = type(node).__name__
     shown = " and ".join(f"{path}{s} ({_what(v)})" for s, v in parts[:3]) + (
         f" and {len(parts) - 3} more" if len(parts) > 3 else "")
