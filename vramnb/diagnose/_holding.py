@@ -291,10 +291,10 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
     if issubclass(type(node), torch.nn.Module):  # lists and dicts in its plain attributes (a metric module's states)
         from .._holder_entries import items_of
 
-        kept = [(s, v) for s, v, _ in items_of(node)
-                if issubclass(type(v), (list, dict, collections.deque)) and _tensors(v)]
-        if kept:
-            return _object_parts(path, node, kept, device)
+        states = [(s, v) for s, v, _ in items_of(node)
+                  if issubclass(type(v), (list, dict, collections.deque)) and _tensors(v)]
+        if states:
+            return _object_parts(path, node, states, device)
     return Holding(path, "", nbytes, "")
 
 
