@@ -336,7 +336,7 @@ class VramMagics(Magics):
 
                 names = self._users_names()
                 top = shown[0]
-                note = holding_note(top.name, names[top.name], dev, names) if top.name in names else None
+                note = holding_note(top.name, names[top.name], dev, names, top.nbytes) if top.name in names else None
                 out[0] = (*out[0], note or "")
             return out
 

@@ -45,6 +45,8 @@ _SHARE = 0.9  # a part holding at least this share of its parent's bytes is foll
 _PART = 0.1  # parts holding at least this share are named
 _MIN = 1 << 20  # a holder below this is not explained in %vram
 _CONTAINERS = (list, tuple, dict, collections.deque)
+_MAX_PARTS = 256  # a node with more parts is not searched for one that holds nearly all
+_NOTHING = (int, float, complex, bool, str, bytes, type(None))  # parts that hold no device memory
 
 
 @dataclass
@@ -67,6 +69,10 @@ class Holding:
 
 def _bytes(obj: Any, device: torch.device, graphs: bool = True, grads: bool = True) -> dict[int, int]:
     """``{storage key: bytes}`` of the storages on ``device`` that ``obj`` keeps alive."""
+    if graphs and grads:  # the holders' own walk (plain tensors of a container read in bulk, in C)
+        from .._holders import storages_held
+
+        return storages_held(obj, device, _DEPTH)
     out: dict[int, int] = {}
     with torch._C.DisableTorchFunctionSubclass():
         for t in held_tensors(obj, _DEPTH, {}, graphs=graphs, grads=grads):
@@ -76,9 +82,12 @@ def _bytes(obj: Any, device: torch.device, graphs: bool = True, grads: bool = Tr
     return out
 
 
-def _parts(obj: Any) -> list[tuple[str, Any]]:
-    """``(path suffix, value)`` of the parts of ``obj`` the walk can follow into."""
+def _parts(obj: Any, limit: int | None = None) -> list[tuple[str, Any]]:
+    """``(path suffix, value)`` of the parts of ``obj`` the walk can follow into (``[]`` for a
+    container of more than ``limit`` entries)."""
     tp = type(obj)
+    if limit is not None and issubclass(tp, (*_CONTAINERS, set, frozenset)) and len(container_items(obj)) > limit:
+        return []
     if issubclass(tp, type):
         if not notebook_class(obj):
             return []
@@ -107,13 +116,21 @@ def _class_has(cls: type, method: str) -> bool:
     return False
 
 
-def _tensors(obj: Any, depth: int = 3) -> list[torch.Tensor]:
-    """The tensors ``obj`` is or holds as entries of lists, tuples and dict values."""
+def _tensors(obj: Any, depth: int = 3, limit: int | None = None) -> list[torch.Tensor]:
+    """The tensors ``obj`` is or holds as entries of lists, tuples and dict values (of the first
+    ``limit`` entries of ``obj`` itself, where given)."""
     if issubclass(type(obj), torch.Tensor):
         return [obj]
     if depth <= 0 or not issubclass(type(obj), _CONTAINERS):
         return []
-    return [t for v in container_items(obj) for t in _tensors(v, depth - 1)]
+    return [t for v in container_items(obj)[:limit] for t in _tensors(v, depth - 1)]
+
+
+def _has_graph(obj: Any) -> bool:
+    """A tensor ``obj`` holds (among its first entries first: a cheap no) carries a ``grad_fn``."""
+    if not any(t.grad_fn is not None for t in _tensors(obj, limit=_MAX_PARTS)):
+        return False
+    return True
 
 
 def _a(word: str) -> str:
@@ -140,6 +157,8 @@ def _exceptions(obj: Any) -> list[BaseException]:
         return [obj]
     if issubclass(type(obj), _CONTAINERS):
         items = container_items(obj)
+        if not any(issubclass(type(e), BaseException) for e in items[:_MAX_PARTS]):
+            return []
         found = [e for e in items if issubclass(type(e), BaseException)]
         return found if found and len(found) * 2 >= len(items) else []
     return []
@@ -205,28 +224,34 @@ def _graph_only(obj: Any, device: torch.device) -> int:
     return sum(b for k, b in with_graphs.items() if k not in own and k not in leaves)
 
 
-def holding(name: str, obj: Any, device: torch.device, names: Mapping[str, Any] | None = None) -> Holding:
+def holding(name: str, obj: Any, device: torch.device, names: Mapping[str, Any] | None = None,
+            nbytes: int | None = None) -> Holding:
     """How ``obj`` (the notebook's ``name``) holds its memory on ``device``: see the module's
-    docstring. ``names``: the notebook's namespace (to name the module whose weights are copied)."""
+    docstring. ``names``: the notebook's namespace (to name the module whose weights are copied);
+    ``nbytes``: what ``obj`` holds on ``device``, where the caller has it already (the holders'
+    listing: :func:`vramnb._holders.storages_held` at the same depth)."""
     names = names or {}
     path, node, owner, owner_path = name, obj, None, ""
-    total = _bytes(obj, device)
+    here = sum(_bytes(obj, device).values()) if nbytes is None else nbytes
     for _ in range(_DEPTH):
-        if _exceptions(node) or any(t.grad_fn is not None for t in _tensors(node)):
+        found = _parts(node, _MAX_PARTS)  # many entries: the container is the holder
+        if not here or not found or _exceptions(node) or _has_graph(node):
             break
-        parts = [(suffix, v, _bytes(v, device)) for suffix, v in _parts(node)]
-        here = sum(total.values())
-        if not here or not parts:
+        found = [(suffix, v) for suffix, v in found if not issubclass(type(v), _NOTHING)]
+        if len(found) == 1:  # the only part that can hold anything holds what its parent holds: no second walk
+            (suffix, v), held = found[0], here
+        elif found:
+            parts = [(suffix, v, sum(_bytes(v, device).values())) for suffix, v in found]
+            suffix, v, held = max(parts, key=lambda p: p[2])
+        else:
             break
-        suffix, v, held = max(parts, key=lambda p: sum(p[2].values()))
-        if sum(held.values()) < _SHARE * here:
+        if held < _SHARE * here:
             break
         if issubclass(type(node), _CONTAINERS) and issubclass(type(v), torch.Tensor):
             break  # a container's one large tensor: the container (an object's attribute) is what keeps it
         owner, owner_path = node, path
-        path, node, total = path + suffix, v, held
-    nbytes = sum(total.values())
-    return _classify(path, node, owner, owner_path, nbytes, device, names)
+        path, node, here = path + suffix, v, held
+    return _classify(path, node, owner, owner_path, here, device, names)
 
 
 def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, device: torch.device,
@@ -248,8 +273,7 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
                 f"with their local variables ({shown}: {format_bytes(via)}): keep the message instead ({store}), "
                 f"or drop the traceback before keeping the exception (`e.__traceback__ = None`, or "
                 f"`e.with_traceback(None)`)"))
-    ts = _tensors(node)
-    graphs = [t for t in ts if t.grad_fn is not None]
+    graphs = [t for t in _tensors(node) if t.grad_fn is not None] if _has_graph(node) else []
     if graphs and not issubclass(type(node), torch.Tensor):  # a name's own graph: kept_graph_note's
         saved = _graph_only(node, device)
         if saved:
@@ -261,7 +285,7 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
                 f"detached tensors (`.detach()`) instead, or compute what is stored under `torch.no_grad()` if no "
                 f"backward needs it"))
     entries = container_items(node) if issubclass(type(node), _CONTAINERS) else []
-    copies = [e for e in entries if _state_dict_like(e)]
+    copies = [e for e in entries if _state_dict_like(e)] if entries and _state_dict_like(entries[0]) else []
     if len(copies) >= 2 and len(copies) == len(entries) and all(set(c) == set(copies[0]) for c in copies):
         of = _weights_of(copies, names)
         if of is not None and not _copies_share(copies, names[of]):
@@ -345,11 +369,12 @@ def _object_parts(path: str, node: Any, candidates: list[tuple[str, Any]], devic
     return Holding(path, "object state", nbytes, f"{what}: {fix}")
 
 
-def holding_note(name: str, obj: Any, device: torch.device, names: Mapping[str, Any] | None = None) -> str | None:
+def holding_note(name: str, obj: Any, device: torch.device, names: Mapping[str, Any] | None = None,
+                 nbytes: int | None = None) -> str | None:
     """The one-line mechanism and fix for ``name`` (:func:`holding`), ``None`` where no kind applies
     or reading the object failed."""
     try:
-        h = holding(name, obj, device, names)
+        h = holding(name, obj, device, names, nbytes)
     except Exception:  # noqa: BLE001 - a note must never break a report
         return None
     return h.sentence or None
@@ -362,7 +387,7 @@ def holding_notes(names: Mapping[str, Any], device: torch.device, rows: list[Any
     for h in [r for r in rows if not getattr(r, "hidden", False) and r.nbytes >= _MIN][:limit]:
         if h.name not in names:
             continue
-        note = holding_note(h.name, names[h.name], device, names)
+        note = holding_note(h.name, names[h.name], device, names, h.nbytes)
         if note:
             out.append(note)
     return out
