@@ -260,3 +260,11 @@ def test_an_object_named_with_a_model_beside_its_lists_counts_only_the_lists(ip)
     assert note is not None and note.startswith(
         f"trn (a Trainer) keeps {format_bytes(n)} in trn.outputs (a list of 2 tensors) and trn.labels (a list of 2 "
         "tensors): containers, which keep what is added to them until it is removed: Trainer has no reset()")
+
+
+def test_a_model_whose_layers_keep_lists_gets_no_reset_sentence(ip):  # type: ignore[no-untyped-def]
+    """A model without reset() whose layers keep lists (filled by hooks, say) is left to the hook and
+    Module advice: no "has no reset()" or running-value line for a model."""
+    run(ip, "net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())\nnet[0].acts = []\n"
+            "for i in range(3):\n    net[0].acts.append(torch.zeros(1024, 64))")
+    assert holding_note("net", ip.user_ns["net"], CPU, _ns(ip)) is None

@@ -312,7 +312,9 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
     if owner is None and not issubclass(type(node), (*_CONTAINERS, torch.Tensor, torch.nn.Module,
                                                          torch.optim.Optimizer, type)) and not is_tooling(node):
         return _object_parts(path, node, _parts(node), device)
-    if issubclass(type(node), torch.nn.Module):  # lists and dicts in its plain attributes (a metric module's states)
+    if issubclass(type(node), torch.nn.Module) and any(_class_has(type(node), m) for m in ("reset", "clear")):
+        # a metric module: its states are lists and dicts in plain attributes (a model's lists filled by hooks
+        # are hook_advice's, a module without reset() the re-run line's own Module advice)
         from .._holder_entries import items_of
 
         states = [(s, v) for s, v, _ in items_of(node)
