@@ -268,3 +268,27 @@ def test_a_model_whose_layers_keep_lists_gets_no_reset_sentence(ip):  # type: ig
     run(ip, "net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())\nnet[0].acts = []\n"
             "for i in range(3):\n    net[0].acts.append(torch.zeros(1024, 64))")
     assert holding_note("net", ip.user_ns["net"], CPU, _ns(ip)) is None
+
+
+def test_a_class_level_tensor_is_not_said_to_be_added_to(ip):  # type: ignore[no-untyped-def]
+    run(ip, "class Rope:\n    table = torch.zeros(2048, 64)\n")
+    h = holding("Rope", ip.user_ns["Rope"], CPU, _ns(ip))
+    assert h.sentence == (
+        f"Rope.table (a tensor, {format_bytes(2048 * 64 * 4)}) is a class attribute: one object for Rope and every "
+        "instance that does not set its own, alive as long as the class: make it an instance attribute, or "
+        "`del Rope.table` when done")
+
+
+def test_a_mapping_object_with_clear_and_a_slotted_record(ip):  # type: ignore[no-untyped-def]
+    """A UserDict subclass (its items in .data, clear() from MutableMapping) and a slotted dataclass: the
+    attribute is read through the slots, and clear() is named only where the class has it."""
+    run(ip, "import collections, dataclasses\nclass FrameCache(collections.UserDict):\n    pass\n"
+            "fc = FrameCache()\nfor k in range(3):\n    fc[k] = torch.zeros(128, 128)\n"
+            "@dataclasses.dataclass(slots=True)\nclass Episode:\n    steps: list\n"
+            "ep = Episode([torch.zeros(64, 64) for _ in range(2)])")
+    h = holding("fc", ip.user_ns["fc"], CPU, _ns(ip))
+    assert (h.path, h.nbytes) == ("fc.data", 3 * 128 * 128 * 4)
+    assert "FrameCache has a clear(): call `fc.clear()`" in h.sentence
+    h = holding("ep", ip.user_ns["ep"], CPU, _ns(ip))
+    assert (h.path, h.nbytes) == ("ep.steps", 2 * 64 * 64 * 4) and "`del ep.steps`" in h.sentence
+    assert "reset()" not in h.sentence and "clear()" not in h.sentence

@@ -301,11 +301,10 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
         fix = (f"make it an instance attribute (`self.{attr} = {empty}` in `__init__`), or "
                f"empty it when done (`{path}.clear()`)" if mutable else
                f"make it an instance attribute, or `del {path}` when done")
+        stays = (", so what is added to it through any of them stays until it is removed" if mutable else "")
         return Holding(path, "class attribute", nbytes, (
             f"{path} ({_what(node)}, {size}) is a class attribute: one object for {owner_path} and every "
-            f"instance that does not set its own, alive as long as the class, so what is added to it through any of "
-            f"them stays until it is removed: "
-            f"{fix}"))
+            f"instance that does not set its own, alive as long as the class{stays}: {fix}"))
     if owner is not None and not issubclass(type(owner), (*_CONTAINERS, torch.nn.Module, torch.optim.Optimizer)) \
             and not issubclass(type(node), (torch.nn.Module, torch.optim.Optimizer)):
         return _object_state(path, node, owner, owner_path, nbytes)
