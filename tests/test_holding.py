@@ -292,3 +292,18 @@ def test_a_mapping_object_with_clear_and_a_slotted_record(ip):  # type: ignore[n
     h = holding("ep", ip.user_ns["ep"], CPU, _ns(ip))
     assert (h.path, h.nbytes) == ("ep.steps", 2 * 64 * 64 * 4) and "`del ep.steps`" in h.sentence
     assert "reset()" not in h.sentence and "clear()" not in h.sentence
+
+
+def test_a_running_sum_attribute_with_a_graph_is_told_item(ip):  # type: ignore[no-untyped-def]
+    """An attribute that is one tensor carrying a graph (a metric's running sum) gets the graph line,
+    not "keep it in a local variable"."""
+    run(ip, "class Avg:\n    def __init__(self):\n        self.total = torch.zeros(())\n"
+            "    def update(self, v):\n        self.total = self.total + v\n"
+            "w = torch.ones(4096, requires_grad=True)\navg = Avg()\nfor i in range(3):\n"
+            "    avg.update((w * torch.full((4096,), float(i))).sum())")
+    h = holding("avg", ip.user_ns["avg"], CPU, _ns(ip))
+    # each product saved its plain operand (4096 float32); the adds save nothing
+    assert (h.kind, h.path) == ("graphs", "avg.total")
+    assert h.sentence.startswith(
+        f"avg.total keeps 1 tensor with an autograd graph (grad_fn), which keeps what its forward saved for backward "
+        f"({format_bytes(3 * 4096 * 4)}): store numbers (`.item()`)")

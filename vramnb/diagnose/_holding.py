@@ -274,7 +274,7 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
                 f"or drop the traceback before keeping the exception (`e.__traceback__ = None`, or "
                 f"`e.with_traceback(None)`)"))
     graphs = [t for t in _tensors(node) if t.grad_fn is not None] if _has_graph(node) else []
-    if graphs and not issubclass(type(node), torch.Tensor):  # a name's own graph: kept_graph_note's
+    if graphs and (owner is not None or not issubclass(type(node), torch.Tensor)):  # a name's own: kept_graph_note's
         saved = _graph_only(node, device)
         if saved:
             n = len(graphs)
