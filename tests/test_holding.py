@@ -307,3 +307,17 @@ def test_a_running_sum_attribute_with_a_graph_is_told_item(ip):  # type: ignore[
     assert h.sentence.startswith(
         f"avg.total keeps 1 tensor with an autograd graph (grad_fn), which keeps what its forward saved for backward "
         f"({format_bytes(3 * 4096 * 4)}): store numbers (`.item()`)")
+
+
+def test_vram_listing_names_the_hooks_of_an_object_whose_methods_fill_its_lists(ip):  # type: ignore[no-untyped-def]
+    """A Grad-CAM-like helper: %vram's line for it is the hooks' (remove them), not "no reset()" nor a
+    running value per batch."""
+    run(ip, "gnet = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU())\n"
+            "class Saver:\n    def __init__(self, layer):\n        self.acts = []\n"
+            "        self.handle = layer.register_forward_hook(self.save)\n"
+            "    def save(self, m, i, o):\n        self.acts.append(o.detach())\n"
+            "saver = Saver(gnet[0])\nfor i in range(4):\n    gnet(torch.ones(256, 256))")
+    res, _ = run(ip, "%vram -d cpu")
+    (line,) = [n for n in res.result.notes if n.startswith("saver ")]
+    assert line.startswith(f"saver holds {format_bytes(4 * 256 * 256 * 4)}: ") and "remove the hooks" in line
+    assert "reset()" not in line and "running value" not in line

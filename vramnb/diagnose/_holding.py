@@ -361,8 +361,10 @@ def _object_parts(path: str, node: Any, candidates: list[tuple[str, Any]], devic
         fix = f"{cls} has a {reset}(): call `{path}.{reset}()` once its result is read (e.g. at the end of each epoch)"
     elif grows:
         empties = ", ".join(f"`{path}{s}.clear()`" for s in grows[:3])
-        fix = (f"{cls} has no reset(): empty them once the result is read ({empties}), or, where the result can "
-               f"be accumulated, keep a running value per batch (a sum and a count) instead of every entry")
+        fix = f"{cls} has no reset(): empty them once the result is read ({empties})"
+        if any(_class_has(type(node), m) for m in ("compute", "update")):  # a metric: a value per batch may do
+            fix += (", or, where the result can be accumulated, keep a running value per batch (a sum and a count) "
+                    "instead of every entry")
     else:
         fix = f"`del {path}{parts[0][0]}` lets it go once it is no longer needed"
     what = (f"{path} ({_a(cls)}) keeps {size} in {shown}" +
@@ -388,7 +390,14 @@ def holding_notes(names: Mapping[str, Any], device: torch.device, rows: list[Any
     for h in [r for r in rows if not getattr(r, "hidden", False) and r.nbytes >= _MIN][:limit]:
         if h.name not in names:
             continue
-        note = holding_note(h.name, names[h.name], device, names, h.nbytes)
+        from ._hook_owners import hook_advice
+
+        try:  # an object whose methods are hooks on the notebook's modules: removing the hooks comes first
+            hooks = hook_advice(h.name, names[h.name], names)
+        except Exception:  # noqa: BLE001 - a note must never break %vram
+            hooks = None
+        note = hooks and f"{h.name} holds {format_bytes(h.nbytes)}: {hooks}" or holding_note(
+            h.name, names[h.name], device, names, h.nbytes)
         if note:
             out.append(note)
     return out
