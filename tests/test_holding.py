@@ -321,3 +321,12 @@ def test_vram_listing_names_the_hooks_of_an_object_whose_methods_fill_its_lists(
     (line,) = [n for n in res.result.notes if n.startswith("saver ")]
     assert line.startswith(f"saver holds {format_bytes(4 * 256 * 256 * 4)}: ") and "remove the hooks" in line
     assert "reset()" not in line and "running value" not in line
+
+
+def test_an_attribute_reaching_only_a_models_leaves_through_a_graph_gets_no_line(ip):  # type: ignore[no-untyped-def]
+    """After backward the running sum's graph saves nothing: what it reaches is the model's parameters and
+    gradients, so no "attribute of" line (it would blame the model's bytes on the attribute)."""
+    run(ip, "lin = torch.nn.Linear(512, 512)\nclass Meter:\n    def __init__(self):\n"
+            "        self.total = torch.tensor(0.)\nmeter = Meter()\nfor i in range(3):\n"
+            "    loss = lin(torch.ones(4, 512)).pow(2).mean()\n    loss.backward()\n    meter.total += loss")
+    assert holding_note("meter", ip.user_ns["meter"], CPU, _ns(ip)) is None

@@ -307,7 +307,10 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
             f"instance that does not set its own, alive as long as the class{stays}: {fix}"))
     if owner is not None and not issubclass(type(owner), (*_CONTAINERS, torch.nn.Module, torch.optim.Optimizer)) \
             and not issubclass(type(node), (torch.nn.Module, torch.optim.Optimizer)):
-        return _object_state(path, node, owner, owner_path, nbytes)
+        own = sum(_bytes(node, device, graphs=False).values())  # not what a graph reaches (a model's leaves)
+        if own * 2 < nbytes:  # mostly what a graph reaches: the graph line's, or a model's own bytes
+            return Holding(path, "", nbytes, "")
+        return _object_state(path, node, owner, owner_path, own)
     if owner is None and not issubclass(type(node), (*_CONTAINERS, torch.Tensor, torch.nn.Module,
                                                          torch.optim.Optimizer, type)) and not is_tooling(node):
         return _object_parts(path, node, _parts(node), device)
@@ -346,11 +349,13 @@ def _object_parts(path: str, node: Any, candidates: list[tuple[str, Any]], devic
     if not parts:
         return Holding(path, "", 0, "")
     held: dict[int, int] = {}
+    reached: dict[int, int] = {}
     for _, v in parts[:3]:
-        held.update(_bytes(v, device))
+        held.update(_bytes(v, device, graphs=False))  # what they hold themselves, not what a graph reaches
+        reached.update(_bytes(v, device))
     nbytes = sum(held.values())
-    if not nbytes:
-        return Holding(path, "", 0, "")
+    if nbytes * 2 < sum(reached.values()):
+        return Holding(path, "", 0, "")  # mostly what a graph reaches: the graph line's, or a model's own bytes
     size = format_bytes(nbytes)
     cls = type(node).__name__
     shown = " and ".join(f"{path}{s} ({_what(v)})" for s, v in parts[:3]) + (
