@@ -125,8 +125,8 @@ def test_regrowth_lets_the_first_run_differ_and_fits_the_advice_to_a_list(ip):
     notes = vramnb.history()[-1].notes
     assert ("each run of this cell leaves 1.0 MiB more (the last 2 of 3 runs in a row that grew): keep grew by "
             "1.0 MiB: it keeps what each run makes (keep is added to on every run and its tensors keep no graph: "
-            "what grows is what it stores; empty it when done (`keep.clear()`) or store less (reduced values, not "
-            "whole tensors))") in notes, notes
+            "what grows is what it stores; store less in it (reduced values, not whole tensors), or empty it once "
+            "what it holds has been used (`keep.clear()`))") in notes, notes
 
 
 def test_regrowth_advice_fits_what_grew_and_names_only_what_the_cell_has(ip):

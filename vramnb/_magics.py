@@ -173,7 +173,7 @@ class VramMagics(Magics):
         label = raw.splitlines()[0][:80] if raw else ""
         a = self._auto
         assert a is not None  # pre_run_cell checked
-        cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"]), names=self._users_names,
+        cm = vram(a["device"], label=label, holders=self._holders_fn(a["device"], explain=True), names=self._users_names,
                   hidden=self._hidden_fn(a["device"]),
                   budget=a["budget"], reset_peak=a["reset_peak"], warn=False, timed=times_itself(raw))
         # an interrupt in its scan: the next scan walks everything again (StorageTracker.scan). The block is
@@ -309,11 +309,13 @@ class VramMagics(Magics):
         else:
             display(obj)
 
-    def _holders_fn(self, device: Any, limit: int = 3, hidden_too: bool = False) -> Any:
+    def _holders_fn(self, device: Any, limit: int = 3, hidden_too: bool = False, explain: bool = False) -> Any:
         """A function giving ``(name, bytes it keeps, bytes deleting it frees, kind)`` of the ``limit``
         names of the notebook that hold the most on ``device``, then of up to ``limit`` others whose
         deletion alone frees the most (at least 1 MiB) (kind: ``Tensor``, ``Module``, ``list``...;
-        ``hidden_too``: the out-of-sight holders as well, e.g. ``("(Out, _ __ ___)", …, "output history")``)."""
+        ``hidden_too``: the out-of-sight holders as well, e.g. ``("(Out, _ __ ___)", …, "output history")``).
+        ``explain``: the largest one's tuple has a fifth item, how it holds its bytes and the fix
+        (:func:`vramnb.diagnose._holding.holding_note`; ``""`` where none applies)."""
         def top() -> list[tuple[str, int, int, str]]:
             dev = resolve_device(device)
             # what deleting a name frees: not what the output history, a kept exception's frames
@@ -328,7 +330,15 @@ class VramMagics(Magics):
             # then those whose deletion alone frees the most (an idle copy of a model beside the model in
             # use, which holds more but shares it with the optimizer and the loss): the fixes need them
             alone = sorted((h for h in visible[limit:] if h.unique >= 1 << 20), key=lambda h: -h.unique)[:limit]
-            return [(h.name, h.nbytes, h.unique, h.kind) for h in shown + alone]
+            out: list[tuple[Any, ...]] = [(h.name, h.nbytes, h.unique, h.kind) for h in shown + alone]
+            if explain and shown and shown[0].nbytes >= 1 << 20:
+                from .diagnose._holding import holding_note
+
+                names = self._users_names()
+                top = shown[0]
+                note = holding_note(top.name, names[top.name], dev, names, top.nbytes) if top.name in names else None
+                out[0] = (*out[0], note or "")
+            return out
 
         return top
 
@@ -345,7 +355,8 @@ class VramMagics(Magics):
 
                 if name not in names:
                     return None
-                return hook_advice(name, names[name], names) or regrowth_advice(name, names[name], source)
+                return hook_advice(name, names[name], names) or regrowth_advice(name, names[name], source,
+                                                                                resolve_device(device), names)
 
             note = self._regrowth.observe(source, report.delta_allocated,
                                           self._holders_fn(device, limit=50, hidden_too=True), advise)
@@ -557,7 +568,7 @@ class VramMagics(Magics):
         label = next((ln.strip() for ln in cell.splitlines() if ln.strip()), "")[:80]
         if self._depth == 1 and dev.type == "cpu":
             self._cpu_cell = True
-        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev),
+        cm = vram(dev, reset_peak=not args.no_reset, budget=budget, label=label, holders=self._holders_fn(dev, explain=True),
                   names=self._users_names,
                   hidden=self._hidden_fn(dev), warn=False,
                   breakdown=shell.user_ns if args.breakdown else None, timed=times_itself(cell))
@@ -789,6 +800,12 @@ class VramMagics(Magics):
             from .diagnose._state_graphs import state_graph_notes
 
             notes += state_graph_notes(self._users_names())
+        except Exception:  # noqa: BLE001 - a verdict must never break %vram
+            pass
+        try:
+            from .diagnose._holding import holding_notes
+
+            notes += holding_notes(self._users_names(), dev, list(rows))
         except Exception:  # noqa: BLE001 - a verdict must never break %vram
             pass
         if sample.allocated is not None and sample.allocated > rows.total:  # held by no name: a leaf .grad cycle?

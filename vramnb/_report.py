@@ -276,6 +276,7 @@ def oom_lines(oom: OOMInfo) -> list[str]:
         top = ", ".join(_frame_text(f) for f in st.frames[:4])
         shared = " (a storage two of them share counts for the first)" if st.frames_share else ""
         lines.append(f"held by the failing frames: {top}{shared}")
+        lines += _generator_lines(st)
     if st is not None and getattr(st, "handled", None):
         kept = ", ".join(_frame_text(f) for f in st.handled[:4])
         total = sum(f[2] for f in st.handled)
@@ -284,8 +285,33 @@ def oom_lines(oom: OOMInfo) -> list[str]:
                      f"ends ({format_bytes(total)}): {kept}; run the retry (or whatever the block runs) after the "
                      "except block ends: note the failure in it, act on it outside")
     if oom.holders:
-        lines.append("largest holders: " + ", ".join(_holder_text(h) for h in sorted(oom.holders, key=lambda h: -h[1])[:3]))
+        largest = sorted(oom.holders, key=lambda h: -h[1])
+        lines.append("largest holders: " + ", ".join(_holder_text(h) for h in largest[:3]))
+        how = next((h[4] for h in largest[:3] if len(h) > 4 and h[4]), "")
+        if how:  # how the largest one holds its memory, and the fix (diagnose._holding)
+            lines.append(str(how))
     return lines
+
+
+def _generator_lines(st: Any) -> list[str]:
+    """For each failing frame that is a generator's (``context.suspended``) and holds device memory in
+    its variables: that a generator's frame keeps them bound between ``yield`` statements, and the ``del``."""
+    out = []
+    for where, gen, assigned in getattr(getattr(st, "context", None), "suspended", None) or []:
+        held = [(f[1], f[2]) for f in st.frames if f[0] == where and f[2] >= 1 << 20]
+        if not held:
+            continue
+        var, n = held[0]
+        if var in assigned:
+            out.append(f"{gen} is a generator: its frame keeps its local variables between `yield`s, so the previous "
+                       f"{var} ({format_bytes(n)}) was still bound while this line built its replacement: `del {var}` "
+                       f"once it is used, before the `yield` (yield only what the caller needs), so that the next "
+                       f"one is not built beside it")
+        else:
+            out.append(f"{gen} is a generator: its frame keeps its local variables between `yield`s ({var} "
+                       f"{format_bytes(n)} was bound at the failure): `del {var}` before the `yield` once it is "
+                       f"no longer needed")
+    return out
 
 
 def _frame_text(f: tuple) -> str:

@@ -69,7 +69,9 @@ class Regrowth:
             same += 1
         if len(runs) < self.RUNS or same < 2 or before is None:
             return None
-        who, advice = "", "no name of the notebook grew by it: %vram lists what holds the memory"
+        who, advice = "", ("no name that vramnb's listing walks grew by it (it may be held where the listing does not "
+                           "reach: a function's cache or closure, another module's globals): %vram lists what holds "
+                           "the memory")
         for i in (0, 1):
             grew = sorted(((int(sizes[n][i]) - int(before.get(n, (0, 0, ""))[i]), n) for n in sizes), reverse=True)
             if grew and grew[0][0] > 0:

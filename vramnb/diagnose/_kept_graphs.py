@@ -356,13 +356,22 @@ def _subscript_totals(source: str) -> dict[str, str]:
     return out
 
 
-def regrowth_advice(name: str, obj: Any, source: str) -> str | None:
+def regrowth_advice(name: str, obj: Any, source: str, device: torch.device | None = None,
+                    names: Mapping[str, Any] | None = None) -> str | None:
     """The fix for a notebook name that grows on every run of the cell ``source``, from what it
     is and what the cell does with it: a running total (``x += loss``: ``loss.item()``), a
     carried state (``h = rnn(x, h)``: ``h.detach()``), a container whose tensors keep their
-    graphs (``.detach()`` what is stored, with the cell's own expression) or keep no graph
-    (empty it), a container the cell does not name (code it calls fills it). ``None`` where
-    none of these fits (the caller's general line then)."""
+    graphs (``.detach()`` what is stored, with the cell's own expression); else how the object
+    holds its bytes on ``device`` (:func:`._holding.holding_note`: stored exceptions' tracebacks,
+    copies of weights, a class attribute, an object's state and its ``reset()``); else a container
+    whose tensors keep no graph (store less), one the cell does not name (code it calls fills
+    it). ``None`` where none of these fits (the caller's general line then). ``names``: the
+    notebook's namespace."""
+    from ._holding import holding_note
+
+    def how() -> str | None:
+        return holding_note(name, obj, device or torch.device("cpu"), names)
+
     totals, appends = cell_accumulators(source)
     if issubclass(type(obj), torch.Tensor):
         if not _has_graph(obj):
@@ -380,7 +389,7 @@ def regrowth_advice(name: str, obj: Any, source: str) -> str | None:
         from ._attr_sums import attribute_sums
 
         found = [f for f in attribute_sums({name: obj}, source) if f.path.startswith(name)]
-        return "; ".join(f.fix() for f in found) or None
+        return "; ".join(f.fix() for f in found) or how()
     try:
         tree = ast.parse(source)
         named = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(tree))
@@ -388,8 +397,8 @@ def regrowth_advice(name: str, obj: Any, source: str) -> str | None:
         return None
     empty = f"`{name}.clear()`"
     if not named:
-        return (f"this cell does not name {name}: code it calls (a function, a hook) adds to it on every run; empty it "
-                f"when done ({empty}) or stop what fills it")
+        return how() or (f"this cell does not name {name}: code it calls (a function, a hook) adds to it on every "
+                         f"run; empty it when done ({empty}) or stop what fills it")
     graph = any(t.grad_fn is not None for t in _entries(obj, MAX_DEPTH) if issubclass(type(t), torch.Tensor))
     if not graph and issubclass(type(obj), list):
         from ._kept_models import model_payload
@@ -400,8 +409,9 @@ def regrowth_advice(name: str, obj: Any, source: str) -> str | None:
                     f"its weights (the last one's): drop that from the models you keep (`for m in {name}: "
                     f"m.{pay.attr} = None`) rather than emptying {name}")
     if not graph:
-        return (f"{name} is added to on every run and its tensors keep no graph: what grows is what it stores; empty "
-                f"it when done ({empty}) or store less (reduced values, not whole tensors)")
+        return how() or (f"{name} is added to on every run and its tensors keep no graph: what grows is what it "
+                         f"stores; store less in it (reduced values, not whole tensors), or empty it once what it "
+                         f"holds has been used ({empty})")
     if name in appends:
         expr = appends[name]
         each = _detached(expr, {}, obj[-1] if issubclass(type(obj), list) and obj else None)
@@ -412,5 +422,5 @@ def regrowth_advice(name: str, obj: Any, source: str) -> str | None:
     if sub:
         value = sub.split("+=", 1)[1].strip()
         return f"`{sub}` chains each step's graph onto {name}'s entries: add `{_item(value)}` instead"
-    return (f"{name}'s tensors keep their autograd graphs: store them detached (`.detach()`, or `.item()` for a "
-            f"scalar), or empty it when done ({empty})")
+    return how() or (f"{name}'s tensors keep their autograd graphs: store them detached (`.detach()`, or `.item()` "
+                     f"for a scalar)")

@@ -22,6 +22,7 @@ Neither keeps a reference to a tensor or a frame: the state is bytes and names.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import sys
@@ -151,6 +152,9 @@ class FailingCode:
             nothing is kept for a backward and turning gradients off frees nothing.
         joined: names of the sequences the failing line joins into a new tensor where that join is
             the request (``torch.cat(parts)``): the join needs every part, so emptying them is no fix.
+        suspended: ``(frame, generator, names its current line assigns)`` for each failing frame that
+            is a generator's (``frame`` as :func:`frame_holders` names it, ``batches:5``): its local
+            variables stay bound between ``yield`` statements (:func:`generator_frame`).
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -178,6 +182,7 @@ class FailingCode:
     joins: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
     graphs: bool | None = None
     joined: set[str] = field(default_factory=set)
+    suspended: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
 
 
 @dataclass
@@ -540,6 +545,32 @@ def _user_frame(frame: Any) -> bool:
             and not f.startswith("<frozen"))
 
 
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+
+
+def generator_frame(frame: Any) -> tuple[str, str, tuple[str, ...]] | None:
+    """``(frame as frame_holders names it, the generator's name, the names the frame's current line
+    assigns)`` where ``frame`` is a generator's (``CO_GENERATOR``, ``CO_ASYNC_GENERATOR``), else
+    ``None``. The line is read from :mod:`linecache` (no user code runs); an unreadable line assigns
+    nothing."""
+    code = frame.f_code
+    if not code.co_flags & _GENERATOR_FLAGS:
+        return None
+    name = getattr(code, "co_qualname", code.co_name)
+    assigned: tuple[str, ...] = ()
+    try:
+        import ast
+        import linecache
+
+        line = linecache.getline(code.co_filename, frame.f_lineno).strip()
+        tree = ast.parse(line)
+        assigned = tuple(dict.fromkeys(n.id for n in ast.walk(tree)
+                                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)))
+    except (SyntaxError, ValueError):
+        pass
+    return f"{name}:{frame.f_lineno}", name, assigned
+
+
 def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode:
     """:class:`FailingCode` from the frames of a failure, innermost first. Reads code
     objects' names and the frames' globals by name (``dict.get``: no user code runs);
@@ -574,6 +605,9 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
             continue
         if "/IPython/" in code.co_filename:
             continue
+        gen = generator_frame(frame)
+        if gen is not None:
+            ctx.suspended.append(gen)
         if ctx.transient is None and not ctx.in_use:  # the innermost frame of the notebook's code
             try:
                 ctx.transient = transient_copy(frame, requested)
