@@ -1,0 +1,48 @@
+"""Numbers round (e): figures a report prints that disagreed with bytes computed from shapes
+(exact bytes on CPU). Each test failed before its fix."""
+
+import gc
+
+import vramnb
+from tests.conftest import run
+
+F32 = 4
+MiB = 1 << 20
+
+
+def rows(rep):
+    return {name: (a, b, p) for name, a, b, p in rep.sources}
+
+
+def test_a_storage_resize_keeps_old_and_new_buffers_in_the_at_peak_column(ip):
+    # c10's resize_bytes_cpu allocates the new buffer, copies, then frees the old one: for a moment
+    # both are alive. The peak said so; the by-source table's "at peak" column lost one of them.
+    gc.collect()
+    for old, new in ((2 * MiB, MiB), (MiB, 2 * MiB)):
+        run(ip, f"%%vram -d cpu --breakdown\nn3_r = torch.zeros({old // F32})\n"
+                f"n3_r.untyped_storage().resize_({new});")
+        rep = vramnb.history()[-1]
+        r = rows(rep)
+        assert rep.peak_allocated - rep.start_allocated == old + new
+        assert sum(p for _, _, _, p in rep.sources) == rep.peak_allocated
+        assert r["tensor n3_r"][1] == new
+        run(ip, "del n3_r")
+
+
+def test_a_nested_or_per_channel_quantized_tensors_metadata_is_the_names(ip):
+    # a nested tensor keeps its sizes, strides and offsets (int64 tensors of its own), a per-channel
+    # quantized tensor its scales (float64) and zero points (int64): `%vram` counted them for the
+    # name, the breakdown called them "held by no name above"
+    gc.collect()
+    run(ip, "%%vram -d cpu --breakdown\nn3_nt = torch.nested.nested_tensor([torch.zeros(100, 10), torch.zeros(50, 10)])\n"
+            "n3_q = torch.quantize_per_channel(torch.zeros(64, 1000), torch.ones(64, dtype=torch.float64), "
+            "torch.zeros(64, dtype=torch.int64), 0, torch.qint8)")
+    rep = vramnb.history()[-1]
+    r = rows(rep)
+    nested = (100 + 50) * 10 * F32 + 3 * (2 * 2 * 8)  # data; sizes and strides (2, 2) int64, offsets (2,) int64
+    nested -= 2 * 8  # the offsets are (2,), not (2, 2)
+    assert r["tensor n3_nt"][1] == nested
+    assert r["tensor n3_q"][1] == 64 * 1000 + 64 * 8 + 64 * 8
+    assert not any(name.startswith("alive after the cell") for name in r)
+    assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated
+    run(ip, "del n3_nt, n3_q")
