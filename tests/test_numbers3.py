@@ -46,3 +46,26 @@ def test_a_nested_or_per_channel_quantized_tensors_metadata_is_the_names(ip):
     assert not any(name.startswith("alive after the cell") for name in r)
     assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated
     run(ip, "del n3_nt, n3_q")
+
+
+def test_vram_counts_the_mapping_that_mmap_loaded_tensors_keep(ip, tmp_path):
+    # torch.load(mmap=True) maps the whole file; each tensor's storage is a slice of that mapping,
+    # and any one of them keeps all of it mapped: the tracker counts the file's bytes once. `%vram`
+    # counted each slice's own bytes, then said the rest (the deleted tensor's slice and the
+    # file's headers) was "held by no name listed ... a function's cache, a class attribute ..."
+    import os
+
+    import torch
+
+    path = tmp_path / "sd.pt"
+    torch.save({"a": torch.zeros(1 << 20), "b": torch.zeros(1 << 18), "c": torch.zeros(1 << 16)}, path)
+    size = os.path.getsize(path)  # the mapping: every tensor's bytes, and the archive's headers
+    gc.collect()
+    run(ip, f"n3_sd = torch.load({str(path)!r}, mmap=True)\nn3_a = n3_sd['a']\ndel n3_sd['b']")
+    rep = ip.run_line_magic("vram", "-d cpu")
+    h = {x.name: x for x in rep.holders}
+    assert (h["n3_sd"].nbytes, h["n3_sd"].unique) == (size, 0)
+    assert (h["n3_a"].nbytes, h["n3_a"].unique) == (size, 0)
+    text = rep._repr_mimebundle_()["text/plain"]
+    assert "held by no name listed" not in text
+    run(ip, "del n3_sd, n3_a")
