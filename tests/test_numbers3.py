@@ -69,3 +69,28 @@ def test_vram_counts_the_mapping_that_mmap_loaded_tensors_keep(ip, tmp_path):
     text = rep._repr_mimebundle_()["text/plain"]
     assert "held by no name listed" not in text
     run(ip, "del n3_sd, n3_a")
+
+
+def test_estimate_counts_a_sparse_embedding_gradient_as_the_real_step_does():
+    # Embedding(sparse=True)'s gradient keeps the looked-up indices (int64) and one row of the
+    # output's gradient per token; under FakeTensorMode the sparse result was built empty (nnz 0),
+    # so the estimate lost those bytes (25,344 B here) from the gradients and the peak
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(5000, 64, sparse=True), torch.nn.Flatten(), torch.nn.Linear(12 * 64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    tok, y = torch.randint(0, 5000, (8, 12)), torch.randint(0, 10, (8,))
+
+    def loss_fn(m, b):
+        return torch.nn.functional.cross_entropy(m(b[0]), b[1])
+
+    real = vramnb.profile_step(model, (tok, y), loss_fn, opt, steps=2)
+    est = vramnb.estimate(model, (tok, y), loss_fn, opt, device="cpu", steps=2)
+    dense = (12 * 64 * 10 + 10) * F32
+    sparse = 8 * 12 * 8 + 8 * 12 * 64 * F32  # indices (1, 96) int64, values (96, 64) float32
+    for r, e in zip(real.steps, est.steps):
+        grads = dict(r.marks)["after backward"].sources["gradients"]
+        assert grads == dense + sparse
+        assert dict(e.marks)["after backward"].sources["gradients"] == grads
+        assert e.peak.allocated == r.peak.allocated
