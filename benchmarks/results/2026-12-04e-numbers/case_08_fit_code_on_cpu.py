@@ -30,7 +30,7 @@ for p in plan.plans:
     setup, _, each = p.code.partition("# each step:\n")
     out["codes"][str(p.recipe)] = [setup, each]
     out["peaks"][str(p.recipe)] = [p.estimate.steps[-1].peak.allocated, p.estimate.steps[-1].peak.reserved]
-    if "precision" in str(p.recipe):  # CUDA autocast in the code: measured on the GPU
+    if "precision" in str(p.recipe) or not each:  # CUDA autocast: measured on the GPU; Recipe(): no code (your loop)
         continue
     est = vramnb.estimate(model, batch, optimizer=opt, device="cpu", recipe=p.recipe)
     m = transformers.GPT2LMHeadModel(cfg)
