@@ -64,7 +64,11 @@ def keys_of(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor]
         k = key(t)
         if k is not None:
             out.add(k)
-        elif isinstance(t, torch.Tensor) and (t.layout != torch.strided or type(t) not in (torch.Tensor, torch.nn.Parameter)):
+        if isinstance(t, torch.Tensor) and (
+                (k is None and (t.layout != torch.strided or type(t) not in (torch.Tensor, torch.nn.Parameter)))
+                or (k is not None and (t.is_nested or t.is_quantized))):
+            # besides its own storage, a nested tensor keeps its sizes, strides and offsets, a
+            # per-channel quantized one its scales and zero points (storages_of_tensor names them)
             for _, st in storages_of_tensor(t):
                 kv = key(_byte_view(st))
                 if kv is not None:

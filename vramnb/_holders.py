@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from ._graph import MAX_DEPTH, collector_paused, held_tensors
+from ._tracker import cpu_tracker
 from ._holder_entries import (
     MAX_ENTRIES,
     MAX_LEVELS,
@@ -148,19 +149,27 @@ def _plain_into(out: dict[int, int], ts: list[Any], device: torch.device, ranges
     return True
 
 
-def _same_bytes_once(helds: list[dict[int, int]], ranges: RangeLog) -> Canon:
+def _same_bytes_once(helds: list[dict[int, int]], ranges: RangeLog, device: torch.device | None = None) -> Canon:
     """Rename, in place, storages over another one's bytes to that one (one
     memory reached through two ``StorageImpl`` objects counts once); returns
-    the renaming, for the dicts found later."""
+    the renaming, for the dicts found later. On CPU, a storage the tracker counts
+    as part of a live storage no name reaches (a tensor of ``torch.load(mmap=True)``:
+    a slice of the file's mapping, which it keeps mapped whole) is renamed to that
+    storage, with its bytes, as the tracker's total counts them."""
     alias = ranges.same_memory()
+    tracker = cpu_tracker() if device is not None and device.type == "cpu" else None
 
     def canon(held: dict[int, int]) -> dict[int, int]:
-        if not alias or alias.keys().isdisjoint(held.keys()):
+        inside = tracker.counted_as(held.keys()) if tracker is not None else {}
+        if not inside and (not alias or alias.keys().isdisjoint(held.keys())):
             return held
         out: dict[int, int] = {}
         for k, n in held.items():
             if k in alias:
                 owner, size = alias[k]
+                out[owner] = size
+            elif k in inside:
+                owner, size = inside[k]
                 out[owner] = size
             else:
                 out[k] = n
@@ -486,7 +495,7 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
         held = storages_held(obj, device, ranges=ranges)
         if held:
             found.append((f"({name})", kind, obj, held, True))
-    canon = _same_bytes_once([r[3] for r in found] + others, ranges)
+    canon = _same_bytes_once([r[3] for r in found] + others, ranges, device)
     twice = _kept_twice([r[3] for r in found] + others)  # storages more than one root keeps
     rows = HolderRows()
     kept: dict[int, tuple[Any, dict[int, int]]] = {}  # id(row) -> (object, storages)

@@ -72,6 +72,22 @@ class SameMemory:
         the live storage whose data contains its data."""
         return self._alias_of.get(key, key)
 
+    def counted_as(self, keys: Any) -> dict[int, tuple[int, int]]:
+        """``{key: (container key, its bytes)}`` for those of ``keys`` that are aliases: the storage
+        whose bytes are counted for them, and its size (``torch.load(mmap=True)``: each tensor's
+        storage is a slice of the whole file's mapping, which any one of them keeps mapped)."""
+        alias_of = self._alias_of
+        if not alias_of or alias_of.keys().isdisjoint(keys):
+            return {}
+        out = {}
+        for k in keys:
+            c = alias_of.get(k)
+            if c is not None:
+                entry = self._entries.get(c)
+                if entry is not None:
+                    out[k] = (c, entry.nbytes)
+        return out
+
     def _container(self, rng: tuple[int, int]) -> int | None:
         """The live counted storage whose data contains ``rng``."""
         while True:

@@ -17,11 +17,33 @@ from typing import Any
 
 import torch
 from sortedcontainers import SortedList
+from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = ["storage_of", "storages_of_tensor", "storages_of_plain", "storage_key", "live_tensors", "data_range",
-           "same_memory", "RangeLog"]
+           "same_memory", "RangeLog", "note_sparse_parts",
+           "sparse_parts_of"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+# a fake sparse COO tensor's own indices and values: FakeTensorMode builds the result of
+# ``_sparse_coo_tensor_with_dims_and_tensors`` with none (nnz 0), while the real operator keeps the
+# tensors it was given (an embedding's sparse gradient: the looked-up indices and the output's
+# gradient rows); the tracker's mode notes them here (:func:`note_sparse_parts`)
+_SPARSE_PARTS: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def note_sparse_parts(t: torch.Tensor, indices: Any, values: Any) -> None:
+    """Remember that the sparse COO tensor ``t`` holds ``indices`` and ``values`` (kept alive as
+    long as ``t`` is), where its own ``_indices()``/``_values()`` are not them (a fake tensor's)."""
+    if isinstance(indices, torch.Tensor) and isinstance(values, torch.Tensor):
+        _SPARSE_PARTS[t] = (indices, values)
+
+
+def sparse_parts_of(t: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The indices and values noted for the sparse tensor ``t`` (:func:`note_sparse_parts`), or ``None``."""
+    try:
+        return _SPARSE_PARTS.get(t) if isinstance(t, torch.Tensor) else None
+    except Exception:  # noqa: BLE001 - a tensor that cannot be looked up has none
+        return None
 _PER_CHANNEL = (torch.per_channel_affine, torch.per_channel_symmetric, torch.per_channel_affine_float_qparams)
 
 
@@ -82,7 +104,8 @@ def storages_of_tensor(t: Any, _depth: int = 0) -> list[tuple[int, torch.Untyped
             return ([] if own is None else [(storage_key(own), own)]) + [
                 kv for p in meta for kv in storages_of_tensor(p, _depth + 1)]
         if layout == torch.sparse_coo:
-            return storages_of_tensor(t._indices(), _depth + 1) + storages_of_tensor(t._values(), _depth + 1)
+            indices, values = _SPARSE_PARTS.get(t) or (t._indices(), t._values())
+            return storages_of_tensor(indices, _depth + 1) + storages_of_tensor(values, _depth + 1)
         if layout in (torch.sparse_csr, torch.sparse_bsr):
             parts = (t.crow_indices(), t.col_indices(), t.values())
             return [kv for p in parts for kv in storages_of_tensor(p, _depth + 1)]

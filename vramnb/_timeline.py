@@ -96,13 +96,18 @@ class CpuRecorder:
         tl = self.timeline
         ev = tl.n_events
         tl.n_events += 1
-        if old:
-            idx = self.open.pop(key, None)
-            if idx is not None:
-                tl.intervals[idx].end = ev
+        idx = self.open.pop(key, None) if old else None
         if new:
             self.open[key] = len(tl.intervals)
             tl.intervals.append(Interval(key, new, ev))
+            if idx is not None:
+                # a resize (both non-zero): c10's resize_bytes_cpu allocates the new buffer and
+                # copies before it frees the old one, so the old one ends one event later (the
+                # tracker's peak counts both too)
+                ev = tl.n_events
+                tl.n_events += 1
+        if idx is not None:
+            tl.intervals[idx].end = ev
 
     def mark(self, name: str) -> None:
         self.timeline.marks[name] = self.timeline.n_events

@@ -44,7 +44,8 @@ from ._tracker_patch import _ON_FORK, _exit_mode, _patch_acquire, _patch_release
 from ._young import YoungWatch, generations_supported
 from ._interrupt import deliver_later
 from ._storages import (
-    _PLAIN, DataRanges, _live_tensors_and_storages, data_range, storage_key, storage_of, storages_of_tensor,
+    _PLAIN, DataRanges, _live_tensors_and_storages, data_range, note_sparse_parts, sparse_parts_of, storage_key,
+    storage_of, storages_of_tensor,
 )
 
 _TO_COPY = torch.ops.aten._to_copy.default  # the cast autocast's weight-cast cache keeps (diagnose._autocast_cache)
@@ -118,6 +119,33 @@ def _clear_frames(frames: list[Any]) -> None:
             f.clear()
 
 
+_SPARSE_COO = torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors.default
+_CLONE = torch.ops.aten.clone.default
+
+
+def _sparse_parts(out: torch.Tensor, indices: Any, values: Any) -> None:
+    """A sparse COO tensor made from ``indices`` and ``values`` keeps them (no copy); a fake
+    one is made without them (nnz 0): note them, so that its storages are theirs."""
+    try:
+        if (isinstance(values, torch.Tensor) and out.layout == torch.sparse_coo
+                and out._values().shape != values.shape):
+            note_sparse_parts(out, indices, values)
+    except Exception:  # noqa: BLE001 - a tensor that cannot say: counted as it is
+        pass
+
+
+def _sparse_copy(tracker: StorageTracker, out: torch.Tensor, src: Any) -> None:
+    try:
+        indices, values = sparse_parts_of(src) or (src._indices(), src._values())
+        if out._values().shape != values.shape:
+            parts = (indices.clone(), values.clone())
+            for p in parts:
+                tracker.add_tensor(p)
+            note_sparse_parts(out, *parts)
+    except Exception:  # noqa: BLE001 - a tensor that cannot say: counted as it is
+        pass
+
+
 class _Mode(TorchDispatchMode):
     _vramnb_tracks = True  # left in a forked child (vramnb._tracker_patch._untrack_child)
 
@@ -175,6 +203,12 @@ class _Mode(TorchDispatchMode):
             self._failed(e, sys._getframe())
             raise
         self.tracker.ops += 1
+        if func is _SPARSE_COO and isinstance(out, torch.Tensor) and len(args) >= 5:
+            _sparse_parts(out, args[3], args[4])  # (sparse_dim, dense_dim, size, indices, values)
+        elif func is _CLONE and args and isinstance(out, torch.Tensor) and out.layout == torch.sparse_coo:
+            # a fake clone of a sparse tensor (AccumulateGrad's copy of an embedding's sparse gradient)
+            # is made empty: copies of the source's parts, as the real clone allocates them
+            _sparse_copy(self.tracker, out, args[0])
         add = self.tracker.add_tensor
         if isinstance(out, torch.Tensor):
             add(out)
