@@ -61,9 +61,10 @@ def main() -> None:
     step("scan", f"gc.get_objects() ({len(gc.get_objects())} objects) + type filter",
          _live_tensors_and_storages)
     step("scan", "type of each tensor (set)", lambda: set(map(type, ts)))
-    for a in ("requires_grad", "is_nested", "is_quantized", "layout"):
+    for a in ("requires_grad", "is_nested", "is_quantized"):
         g = attrgetter(a)
         step("scan", f"tensor.{a}", lambda g=g: any(map(g, ts)))
+    step("scan", "tensor.layout", lambda: list(map(attrgetter("layout"), ts)).count(torch.strided))
     step("scan", "tensor.untyped_storage() (preserved object)", lambda: list(map(torch.Tensor.untyped_storage, ts)))
     step("scan", "storage._cdata (its key)", lambda: list(map(attrgetter("_cdata"), sts)))
     step("scan", "the registry's verified (address, size) by key", lambda: list(map(get, keys)))
