@@ -3,15 +3,16 @@
 Issue 28, item 16: 8.1 s at 1e6 live tensors on a quiet 2-core host; goal <= 1 s. Run from the
 repository root (or with ``PYTHONPATH`` naming the vramnb to time):
 ``PYTHONPATH=. python benchmarks/bench_holders_speed.py [N ...] [--layouts one,1000]
-[--exception none,plain,tensor] [--profile N]``.
+[--exception none,plain,tensor] [--profile N] [--runs R]``.
 Each N builds N one-element float tensors (``torch.zeros(1)``, :func:`build`) kept in one list
 (``one``) or in N/1000 lists of 1000 (``1000``), with IPython's last exception left by a failed
 cell or not (``--exception``: ``none``; ``plain``, a function that raised holding no tensor;
 ``tensor``, one whose frame holds a 4 MiB tensor, whose frames ``%vram`` must then decide about),
-runs ``%vram`` once (its first full scan registers them), then times 3 more ``%vram`` calls and
+runs ``%vram`` once (its first full scan registers them), then times R (default 3) more ``%vram`` calls and
 prints the median and the minimum in seconds (wall clock, and the process's user CPU time from
-``resource.getrusage``, less affected by other processes on a loaded host), with the numbers ``%vram`` reported (so a change that
-alters them shows) and the load average (``/proc/loadavg``, 1 minute) before and after.
+``resource.getrusage``, less affected by other processes on a loaded host, and its system CPU
+time), with the numbers ``%vram`` reported (so a change that alters them shows) and the load
+average (``/proc/loadavg``, 1 minute) before and after.
 ``--profile N`` prints a cProfile of one ``%vram`` at N tensors instead.
 """
 
@@ -81,6 +82,7 @@ def main() -> None:
     if "--exception" in args:
         exceptions = args[args.index("--exception") + 1].split(",")
     prof = int(float(args[args.index("--profile") + 1])) if "--profile" in args else None
+    runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 3
     values = {i + 1 for i, a in enumerate(args) if a.startswith("--")}  # an option's value is no size
     sizes = [int(float(a)) for i, a in enumerate(args) if i not in values and a[:1].isdigit()] or [10**4, 10**5, 10**6]
     shell = shell_with_vramnb()
@@ -108,17 +110,20 @@ def main() -> None:
                 with capture_output():
                     shell.run_line_magic("vram", "-d cpu")  # the first one's full scan registers them
                 before = load()
-                times, cpu = [], []
-                for _ in range(3):
-                    t, u = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
+                times, cpu, sys_cpu = [], [], []
+                for _ in range(runs):
+                    r0, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
                     with capture_output():
                         rep = shell.run_line_magic("vram", "-d cpu")
                     times.append(time.perf_counter() - t)
-                    cpu.append(resource.getrusage(resource.RUSAGE_SELF).ru_utime - u)
+                    r1 = resource.getrusage(resource.RUSAGE_SELF)
+                    cpu.append(r1.ru_utime - r0.ru_utime)
+                    sys_cpu.append(r1.ru_stime - r0.ru_stime)
                 rows = [(h.name, h.nbytes, h.unique) for h in rep.holders][:3]
                 print(f"{n:>9} tensors ({layout:>4}, exception {exception:>6}): median {statistics.median(times):.3f} s, "
                       f"min {min(times):.3f} s (runs {', '.join(f'{x:.3f}' for x in times)}); user CPU median "
-                      f"{statistics.median(cpu):.3f} s, min {min(cpu):.3f} s; total {rep.total} B; "
+                      f"{statistics.median(cpu):.3f} s, min {min(cpu):.3f} s; system CPU median "
+                      f"{statistics.median(sys_cpu):.3f} s; total {rep.total} B; "
                       f"allocated {rep.allocated} B; first rows {rows}; load {before:.2f} -> {load():.2f}", flush=True)
                 del rep
             shell.user_ns.pop("ts", None)

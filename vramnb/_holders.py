@@ -41,7 +41,7 @@ from ._holder_entries import (
     own_storages,
 )
 from ._render import Rendered, Table
-from ._storages import RangeLog, data_range, storages_of_plain, storages_of_tensor
+from ._storages import RangeLog, ScanTable, data_range, storages_of_plain, storages_of_tensor
 from ._units import format_bytes
 
 __all__ = ["Holder", "HoldersReport", "find_holders", "storages_held"]
@@ -58,7 +58,7 @@ def _same_device(d: torch.device, device: torch.device) -> bool:
 
 
 def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH,
-                  ranges: RangeLog | None = None) -> dict[int, int]:
+                  ranges: RangeLog | None = None, known: ScanTable | None = None) -> dict[int, int]:
     """``{storage key: bytes}`` of the storages on ``device`` that ``obj`` keeps alive.
 
     Follows tensors (a leaf tensor's ``.grad``; for a result that requires
@@ -71,16 +71,18 @@ def storages_held(obj: Any, device: torch.device, depth: int = _MAX_DEPTH,
     levels of nesting (see :func:`vramnb._graph.held_tensors`). Fake and meta
     tensors hold no device memory and are skipped. ``ranges``, if given, gets each
     storage's data range (:func:`vramnb._storages.data_range`), to find storages
-    over the same bytes.
+    over the same bytes. ``known``: what this call's scan read of the plain tensors it found
+    unchanged (:class:`vramnb._storages.ScanTable`), taken for those of them met in a
+    container's run instead of reading each again.
     """
     out: dict[int, int] = {}
     with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's code
-        _storages_into(out, obj, device, depth, ranges)
+        _storages_into(out, obj, device, depth, ranges, known)
     return out
 
 
 def _storages_into(out: dict[int, int], obj: Any, device: torch.device, depth: int,
-                   ranges: RangeLog | None) -> None:
+                   ranges: RangeLog | None, known: ScanTable | None = None) -> None:
     def one(t: Any) -> None:
         for key, st in storages_of_tensor(t):
             if _on_device(st, device):
@@ -91,7 +93,7 @@ def _storages_into(out: dict[int, int], obj: Any, device: torch.device, depth: i
                         ranges.add(key, r)
 
     def bulk(ts: list[Any]) -> None:  # plain leaves of a container: what one(t) does for each, in C
-        if not _plain_into(out, ts, device, ranges):
+        if not _plain_into(out, ts, device, ranges, known):
             for t in ts:
                 one(t)
 
@@ -104,14 +106,23 @@ _DEVICE = attrgetter("device")
 _IS_CPU = attrgetter("is_cpu")
 
 
-def _plain_storages_on(ts: list[Any], device: torch.device, ranges: bool = False) -> tuple[Any, ...] | None:
+def _plain_storages_on(ts: list[Any], device: torch.device, ranges: bool = False,
+                       known: ScanTable | None = None) -> tuple[Any, ...] | None:
     """``(keys, sizes, starts)`` of the storages of plain leaves ``ts``
     (:func:`vramnb._graph.plain_leaves`), one each, in order, each step in C over the whole
     list (``starts``, their data addresses, only with ``ranges``, else ``None``); ``None``
     where they need the general path: sparse, nested or quantized tensors, storages on
-    another device, or anything that raises."""
+    another device, or anything that raises. Where ``ts`` are a stretch of ``known``'s tensors
+    (found unchanged by this call's scan, on ``device``'s type), what the scan read of them."""
     if device.type == "meta":
         return None
+    if known is not None and known.device_type == device.type == "cpu":  # (the CPU tracker's scan)
+        found = known.lookup(ts)
+        if found is not None:
+            try:
+                return found[0], array("q", found[1]), array("q", found[2]) if ranges else None
+            except OverflowError:  # an address past 63 bits: read again below
+                pass
     try:
         if device.type == "cpu":  # a plain strided tensor is on its storage's device
             if not all(map(_IS_CPU, ts)):
@@ -131,12 +142,13 @@ def _plain_storages_on(ts: list[Any], device: torch.device, ranges: bool = False
     return keys, sizes, starts
 
 
-def _plain_into(out: dict[int, int], ts: list[Any], device: torch.device, ranges: RangeLog | None) -> bool:
+def _plain_into(out: dict[int, int], ts: list[Any], device: torch.device, ranges: RangeLog | None,
+                known: ScanTable | None = None) -> bool:
     """Record the storages of plain leaves ``ts`` (:func:`vramnb._graph.plain_leaves`)
     as :func:`_storages_into` records each one's, in order, each step in C
     over the whole list; False (nothing recorded) where they need the general
     path (see :func:`_plain_storages_on`)."""
-    found = _plain_storages_on(ts, device, ranges is not None)
+    found = _plain_storages_on(ts, device, ranges is not None, known)
     if found is None:
         return False
     keys, sizes, starts = found
@@ -444,6 +456,7 @@ def find_holders(
     limit: int | None = None,
     entries: bool = True,
     max_entries: int = MAX_ENTRIES,
+    known: ScanTable | None = None,
 ) -> HolderRows:
     """Rank the names in ``namespace`` (and the out-of-sight ``hidden`` holders)
     by the device memory they keep alive.
@@ -461,6 +474,9 @@ def find_holders(
             ``MAX_LEVELS`` levels beneath the name.
         max_entries: entries listed per container; the rest are summed in
             :attr:`Holder.more`, ``more_bytes``, ``more_unique``.
+        known: what the scan just made read of the plain tensors it found unchanged
+            (:class:`vramnb._storages.ScanTable`, from :meth:`vramnb._tracker.StorageTracker.scan`):
+            taken for those met in containers instead of reading each again (the same rows).
 
     Returns:
         :class:`Holder` rows, largest first (a :class:`HolderRows` whose
@@ -472,11 +488,12 @@ def find_holders(
         variable's).
     """
     with torch._C.DisableTorchFunctionSubclass(), collector_paused():  # __torch_function__ is the user's code
-        return _find_holders(namespace, device, hidden, skip, limit, entries, max_entries)
+        return _find_holders(namespace, device, hidden, skip, limit, entries, max_entries, known)
 
 
 def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Mapping[str, tuple[str, Any]] | None,
-                  skip: Iterable[str], limit: int | None, entries: bool, max_entries: int) -> HolderRows:
+                  skip: Iterable[str], limit: int | None, entries: bool, max_entries: int,
+                  known: ScanTable | None = None) -> HolderRows:
     skip = set(skip)
     ranges = RangeLog()
     found: list[tuple[str, str, Any, dict[int, int], bool]] = []
@@ -484,7 +501,7 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
     for name, obj in list(namespace.items()):
         if obj is namespace:
             continue
-        held = storages_held(obj, device, ranges=ranges)
+        held = storages_held(obj, device, ranges=ranges, known=known)
         if not held:
             continue
         if name in skip:
@@ -492,7 +509,7 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
         else:
             found.append((name, _kind(obj), obj, held, False))
     for name, (kind, obj) in (hidden or {}).items():
-        held = storages_held(obj, device, ranges=ranges)
+        held = storages_held(obj, device, ranges=ranges, known=known)
         if held:
             found.append((f"({name})", kind, obj, held, True))
     canon = _same_bytes_once([r[3] for r in found] + others, ranges, device)
@@ -527,7 +544,7 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
 
     def walk_plain(values: list[Any]) -> list[dict[int, int]] | None:
         """``walk`` of each of ``values`` (plain leaf tensors), in bulk."""
-        found = _plain_storages_on(values, device)
+        found = _plain_storages_on(values, device, known=known)
         if found is None:
             return None
         return [canon({k: n}) for k, n in zip(found[0], found[1])]

@@ -36,6 +36,7 @@ from . import _magic_args as opts
 from ._holders import HoldersReport, find_holders
 from ._measure import _HISTORY, history, vram
 from ._probe import CpuProbe, probe_for, resolve_device
+from ._storages import ScanTable
 from ._versions import versions
 
 if TYPE_CHECKING:
@@ -783,12 +784,19 @@ class VramMagics(Magics):
     def state(self, dev: torch.device) -> HoldersReport:
         """What holds memory on ``dev`` now."""
         probe = probe_for(dev)
-        if isinstance(probe, CpuProbe):
-            probe.tracker.scan()
-        sample = probe.sample(device_info=probe.active())
-        # the user's own names; IPython's (Out, _, _3) are the out-of-sight output history holder
-        hidden = hidden_holders(self.shell, dev)
-        rows = find_holders(self._users_names(), dev, hidden=hidden)
+        # what the scan read of the plain tensors it found unchanged, for the listing (it holds
+        # those tensors: emptied right after, also when the listing raises)
+        known = ScanTable(probe.tracker.device_type) if isinstance(probe, CpuProbe) else None
+        try:
+            if isinstance(probe, CpuProbe):
+                probe.tracker.scan(table=known)
+            sample = probe.sample(device_info=probe.active())
+            # the user's own names; IPython's (Out, _, _3) are the out-of-sight output history holder
+            hidden = hidden_holders(self.shell, dev)
+            rows = find_holders(self._users_names(), dev, hidden=hidden, known=known)
+        finally:
+            if known is not None:
+                known.clear()
         notes = []
         try:
             note = grad_graph_note(self._users_names(), dev)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import gc
 import itertools
+import operator
 from array import array
 from collections.abc import Iterable
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import torch
@@ -20,8 +21,7 @@ from sortedcontainers import SortedList
 from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = ["storage_of", "storages_of_tensor", "storages_of_plain", "storage_key", "live_tensors", "data_range",
-           "same_memory", "RangeLog", "note_sparse_parts",
-           "sparse_parts_of"]
+           "same_memory", "RangeLog", "ScanTable", "note_sparse_parts", "sparse_parts_of"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 # a fake sparse COO tensor's own indices and values: FakeTensorMode builds the result of
@@ -421,3 +421,71 @@ class DataRanges:
         finally:
             self._busy = False
         return found
+
+
+_SIZE = itemgetter(1)
+_START = itemgetter(0)
+
+
+class ScanTable:
+    """What a full scan read of the plain tensors it found unchanged, for the holders listing
+    of the same ``%vram`` call, which would read it again (:meth:`lookup`): the tensors
+    (``torch.Tensor`` or ``nn.Parameter``, strided, not requiring grad, neither nested nor
+    quantized), in the scan's order, and each one's storage key and its storage's
+    ``(data address, size in bytes)`` as the scan read them (registered, alive, counted at that
+    size and address on ``device_type``: :meth:`vramnb._tracker.StorageTracker._unknown`).
+
+    It holds the tensors themselves, so that no id in it is reused while it lives: make one per
+    call and drop it at the call's end (a tensor another thread frees meanwhile is freed then).
+    The listing's answer is what these tensors were at the scan, the moment the tracker's total
+    (``allocated``) was read."""
+
+    _STRIDE = 16  # every 16th tensor is indexed by id: a run of 16 or more contiguous ones is found
+
+    def __init__(self, device_type: str = "cpu") -> None:
+        self.device_type = device_type
+        self.tensors: list[Any] = []
+        self.keys: list[int] = []
+        self.spans: list[tuple[int, int]] = []  # (data address, bytes) of each one's storage
+        self._index: dict[int, int] | None = None
+        self.hits = 0  # tensors answered from the table (tests read it)
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    def add(self, tensors: list[Any], keys: list[int], spans: list[tuple[int, int]]) -> None:
+        """Append a run the scan found unchanged (three lists of the same length, in order)."""
+        self.tensors += tensors
+        self.keys += keys
+        self.spans += spans
+        self._index = None
+
+    def clear(self) -> None:
+        self.tensors, self.keys, self.spans, self._index = [], [], [], None
+
+    def lookup(self, ts: list[Any]) -> tuple[list[int], list[int], list[int]] | None:
+        """``(keys, sizes, data addresses)`` of the storages of ``ts`` (plain tensors), in order,
+        where ``ts`` is a contiguous stretch of the table's tensors (the very objects: compared
+        by identity); else ``None``."""
+        n = len(ts)
+        if n < self._STRIDE or n > len(self.tensors):
+            return None
+        index = self._index
+        if index is None:
+            step = self._STRIDE
+            index = self._index = dict(zip(map(id, self.tensors[::step]), range(0, len(self.tensors), step)))
+        get = index.get
+        for j in range(self._STRIDE):
+            pos = get(id(ts[j]))
+            if pos is not None:
+                break
+        else:
+            return None
+        start = pos - j
+        if start < 0 or start + n > len(self.tensors):
+            return None
+        if not all(map(operator.is_, ts, self.tensors[start:start + n])):
+            return None
+        spans = self.spans[start:start + n]
+        self.hits += n
+        return self.keys[start:start + n], list(map(_SIZE, spans)), list(map(_START, spans))

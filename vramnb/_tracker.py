@@ -44,8 +44,8 @@ from ._tracker_patch import _ON_FORK, _exit_mode, _patch_acquire, _patch_release
 from ._young import YoungWatch, generations_supported
 from ._interrupt import deliver_later
 from ._storages import (
-    _PLAIN, DataRanges, _live_tensors_and_storages, data_range, note_sparse_parts, sparse_parts_of, storage_key,
-    storage_of, storages_of_tensor,
+    _PLAIN, DataRanges, ScanTable, _live_tensors_and_storages, data_range, note_sparse_parts, sparse_parts_of,
+    storage_key, storage_of, storages_of_tensor,
 )
 
 _TO_COPY = torch.ops.aten._to_copy.default  # the cast autocast's weight-cast cache keeps (diagnose._autocast_cache)
@@ -621,7 +621,7 @@ class StorageTracker(SameMemory):
             return True
         return False
 
-    def scan(self, full: bool | None = None, *, block_starts: bool = False) -> int:
+    def scan(self, full: bool | None = None, *, block_starts: bool = False, table: ScanTable | None = None) -> int:
         """Register storages that exist now: those of every tensor and bare
         storage (``UntypedStorage``, ``TypedStorage``) the garbage collector
         knows, the ``.grad`` of leaf tensors, and what live autograd graphs keep
@@ -640,7 +640,9 @@ class StorageTracker(SameMemory):
         ``block_starts``: a tracked block starts right after this scan (a
         measurement's start), so a full scan leaves the registry complete
         (``stale`` cleared); other scans leave ``stale`` as it was, since
-        untracked code follows them. ``last_scan`` says which ran and how long
+        untracked code follows them. ``table``, if given (for this tracker's device
+        type), gets what a full scan read of the plain tensors it found unchanged (see
+        :class:`vramnb._storages.ScanTable`), for the holders listing that follows it. ``last_scan`` says which ran and how long
         it took. The garbage collector is paused while scanning (each storage
         registered allocates; the collections that set off made a full scan
         about twice as slow) and resumed as it was."""
@@ -657,7 +659,7 @@ class StorageTracker(SameMemory):
             self._scanning = True
             try:
                 if full:
-                    self._scan_all()
+                    self._scan_all(table if table is not None and table.device_type == self.device_type else None)
                 else:
                     self._scan_young(leaves=True)
             except BaseException:
@@ -677,18 +679,19 @@ class StorageTracker(SameMemory):
         self.last_scan = ("full" if full else "young", time.perf_counter() - t0, added)
         return added
 
-    def _scan_all(self) -> None:
+    def _scan_all(self, table: ScanTable | None = None) -> None:
         tensors, storages = _live_tensors_and_storages()
         self._pending.clear()
         self._leaves.clear()
-        self._register(tensors, storages, young=False)
+        self._register(tensors, storages, young=False, table=table)
 
-    def _register(self, tensors: list[Any], storages: list[Any], young: bool) -> None:
+    def _register(self, tensors: list[Any], storages: list[Any], young: bool, table: ScanTable | None = None) -> None:
         """Register the storages and tensors a scan found (the lists are emptied), the
-        tensors with their ``.grad`` and what their graphs keep (see :meth:`_scan_tensors`)."""
+        tensors with their ``.grad`` and what their graphs keep (see :meth:`_scan_tensors`);
+        ``table``: see :meth:`scan`."""
         ok: set[Any] = set()  # storages found unchanged through a tensor (a bare one needs no second look)
         pending: list[Any] = []  # storages looked at and registered below: verified once they are
-        tensors = self._unknown(tensors, ok, pending)
+        tensors = self._unknown(tensors, ok, pending) if table is None else self._unknown(tensors, ok, pending, table)
         if ok and storages:
             if set(map(type, storages)) == {torch.UntypedStorage}:  # (a TypedStorage may hash by value)
                 storages = list(itertools.filterfalse(ok.__contains__, storages))
@@ -738,7 +741,8 @@ class StorageTracker(SameMemory):
                     verified[key] = (ptr, nbytes)
         sts.clear()
 
-    def _unknown(self, objs: list[Any], ok: set[Any] | None, pending: list[Any]) -> list[Any]:
+    def _unknown(self, objs: list[Any], ok: set[Any] | None, pending: list[Any],
+                 table: ScanTable | None = None) -> list[Any]:
         """``objs`` (tensors or bare storages a scan found) less those whose registration
         would change nothing: a plain strided tensor that does not require grad (nothing of
         it but its storage is read) or a bare ``UntypedStorage``, whose storage is the very
@@ -750,7 +754,8 @@ class StorageTracker(SameMemory):
         of it: :meth:`_unverify`). A run where any object is not such a tensor or storage, or
         any storage is not in ``_verified`` as it is now, is checked one object at a time as
         before; its storages are added to ``pending``, for :meth:`_verify` after registration.
-        ``ok``, if given, gets the storages of the tensors skipped."""
+        ``ok``, if given, gets the storages of the tensors skipped; ``table``, if given, the
+        tensors skipped with their storages' keys and (data address, size) as read here."""
         rest: list[Any] = []
         verified_get = self._verified.get
         with torch._C.DisableTorchFunctionSubclass():
@@ -759,7 +764,8 @@ class StorageTracker(SameMemory):
                 sts = _plain_storages(run)
                 if sts is not None:
                     # what _verified holds for each storage, in the run's order (None: not verified)
-                    was = list(map(verified_get, map(_CDATA, sts)))
+                    keys = list(map(_CDATA, sts))
+                    was = list(map(verified_get, keys))
                     same = False
                     # the data addresses are read only of storages verified before: a storage of the
                     # user's fake tensors (never registered) is not asked for one (deprecated there)
@@ -771,6 +777,8 @@ class StorageTracker(SameMemory):
                     if same:
                         if ok is not None:
                             ok.update(sts)
+                        if table is not None and sts is not run:  # (tensors, not bare storages)
+                            table.add(run, keys, was)  # type: ignore[arg-type]  # (no None: same)
                         continue
                 self._unknown_one_by_one(run, rest, pending)
         objs.clear()

@@ -1,0 +1,161 @@
+"""``%vram``'s listing takes what the scan just read of the plain tensors it found unchanged
+(``vramnb._storages.ScanTable``, issue 28 item 16) instead of reading each again: the rows must be
+those of the listing that reads every tensor itself, on random nests (``tests/_random_nests.py``:
+lists, dicts, objects, views, repeats, storages over another's bytes, bare storages, parameters,
+gradients, graphs, modules, shuffled and long runs), with untracked changes between scans, and
+against the commit before the table (run in a subprocess).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests import _random_nests
+from vramnb import _tracker
+from vramnb._holders import find_holders
+from vramnb._storages import ScanTable
+from vramnb._tracker import cpu_tracker
+
+CPU = torch.device("cpu")
+ROOT = Path(__file__).resolve().parent.parent
+BEFORE = "a0b515f"  # the commit before the scan table
+
+
+def _rows(rows: Any) -> tuple[Any, ...]:
+    return [dataclasses.asdict(r) for r in rows], rows.total, rows.out_of_sight, rows.blocks
+
+
+def _table(monkeypatch: pytest.MonkeyPatch, seed: int, ns: dict[str, Any]) -> ScanTable:
+    """A full scan that registers ``ns``, untracked changes for some seeds, then the full scan
+    that fills the table (``_RUN`` small: a state of a few tensors takes the bulk path too)."""
+    monkeypatch.setattr(_tracker, "_RUN", (32, 7, 200)[seed % 3])
+    monkeypatch.setattr(ScanTable, "_STRIDE", (16, 4, 2, 1)[seed % 4])
+    tracker = cpu_tracker()
+    tracker.stale = True
+    tracker.scan()
+    if seed % 4 == 3:
+        _random_nests.mutate(seed, ns)
+    tracker.stale = True
+    table = ScanTable("cpu")
+    tracker.scan(table=table)
+    return table
+
+
+@pytest.mark.parametrize("first", range(0, 300, 60))
+def test_random_nests_same_rows(first: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    hits = seeds_hit = 0
+    for seed in range(first, first + 60):
+        ns = _random_nests.build(seed)
+        table = _table(monkeypatch, seed, ns)
+        with_table = _rows(find_holders(ns, CPU, known=table))
+        reading = _rows(find_holders(ns, CPU))
+        assert with_table == reading, seed
+        hits += table.hits
+        seeds_hit += table.hits > 0
+        table.clear()
+    assert seeds_hit >= 10 and hits >= 1000  # the table answered (the comparison is not vacuous)
+
+
+def test_table_answers_only_for_the_same_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list of the scan's tensors in another order, a copy with one tensor replaced by another
+    over the same storage, and a run with a tensor the scan did not find unchanged: read again."""
+    base = [torch.zeros(i % 5 + 1) for i in range(64)]
+    ns = {"base": base}
+    table = _table(monkeypatch, 0, ns)
+    monkeypatch.setattr(_tracker, "_RUN", 1)  # (no run of the scan mixes them with other tensors)
+    table.clear()
+    tr = cpu_tracker()
+    tr.stale = True
+    tr.scan(table=table)
+    assert table.lookup(base) is not None
+    swapped = base[::-1]
+    assert table.lookup(swapped) is None
+    other = list(base)
+    other[20] = base[20].detach()  # another tensor object over the same storage
+    assert table.lookup(other) is None
+    for ns2 in ({"r": swapped, "o": other}, {"b": base, "r": swapped}):
+        assert _rows(find_holders(ns2, CPU, known=table)) == _rows(find_holders(ns2, CPU))
+    base[5].resize_(100)  # changed after the scan: the table's answer is the scan's
+    keys, sizes, starts = table.lookup(base)  # type: ignore[misc]
+    assert sizes[5] == 4 * (5 % 5 + 1) and sizes[:5] == [4 * (i % 5 + 1) for i in range(5)]
+    table.clear()
+    assert len(table) == 0 and table.lookup(base) is None
+
+
+def test_vram_keeps_no_tensor(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table holds the tensors it found only while ``%vram`` lists: after it (also after a
+    listing that raised) a tensor deleted is freed, and nothing else holds the table."""
+    import weakref
+
+    from vramnb import _magics
+
+    monkeypatch.setattr(_tracker, "_RUN", 8)  # (runs of the scan that hold only these tensors)
+    ts = [torch.zeros(3) for _ in range(50)]
+    ip.user_ns["ts_keep"] = ts
+    ip.run_line_magic("vram", "-d cpu -q")
+    made: list[Any] = []
+    real = _magics.ScanTable
+
+    def keep(*a: Any) -> Any:
+        made.append(real(*a))
+        return made[-1]
+
+    monkeypatch.setattr(_magics, "ScanTable", keep)
+    ip.run_line_magic("vram", "-d cpu -q")
+    assert made and made[0].hits >= 16 and len(made[0]) == 0  # filled, used, then emptied
+    ref = weakref.ref(ts[10])
+
+    def fails(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("listing failed")
+
+    monkeypatch.setattr(_magics, "find_holders", fails)
+    with pytest.raises(RuntimeError, match="listing failed"):
+        ip.run_line_magic("vram", "-d cpu -q")
+    assert len(made) == 2 and len(made[1]) == 0
+    del ip.user_ns["ts_keep"], ts
+    assert ref() is None
+
+
+def _old_vramnb(tmp: Path) -> Path | None:
+    try:
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE, "vramnb"], capture_output=True, check=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(tmp, filter="data")
+    return tmp
+
+
+def _records(path: Path, seeds: list[int]) -> list[Any]:
+    env = {**os.environ, "PYTHONPATH": f"{path}{os.pathsep}{ROOT}"}
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "_random_nests.py"), *map(str, seeds)], env=env,
+                         capture_output=True, text=True, timeout=1200, cwd=str(ROOT))
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def test_same_rows_as_before_the_table(tmp_path: Path) -> None:
+    """``%vram -d cpu``'s rows on 40 random states, twice per state (odd seeds changed by
+    untracked code between the two), with this code and with the commit before the table."""
+    old = _old_vramnb(tmp_path)
+    if old is None:
+        pytest.skip(f"git archive {BEFORE} is not available here")
+    seeds = list(range(1000, 1040))
+    before = _records(old, seeds)
+    now = _records(ROOT, seeds)
+    assert len(before) == len(now) == len(seeds)
+    for b, n in zip(before, now):
+        assert b == n, b["seed"]
+    assert any(r["rows"] for r in now)
