@@ -44,6 +44,8 @@ def sparse_parts_of(t: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
         return _SPARSE_PARTS.get(t) if isinstance(t, torch.Tensor) else None
     except Exception:  # noqa: BLE001 - a tensor that cannot be looked up has none
         return None
+
+
 _PER_CHANNEL = (torch.per_channel_affine, torch.per_channel_symmetric, torch.per_channel_affine_float_qparams)
 
 
