@@ -2,20 +2,14 @@
 (``vramnb._storages.ScanTable``, issue 28 item 16) instead of reading each again: the rows must be
 those of the listing that reads every tensor itself, on random nests (``tests/_random_nests.py``:
 lists, dicts, objects, views, repeats, storages over another's bytes, bare storages, parameters,
-gradients, graphs, modules, shuffled and long runs), with untracked changes between scans, and
-against the commit before the table (run in a subprocess).
+gradients, graphs, modules, shuffled and long runs), with untracked changes between scans.
+(The comparison with the commit before the table, a0b515f, was a one-time check in a
+subprocess: benchmarks/results/2026-12-04e-holders-speed/.)
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
-import tarfile
-import io
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +22,6 @@ from vramnb._storages import ScanTable
 from vramnb._tracker import cpu_tracker
 
 CPU = torch.device("cpu")
-ROOT = Path(__file__).resolve().parent.parent
-BEFORE = "a0b515f"  # the commit before the scan table
 
 
 def _rows(rows: Any) -> tuple[Any, ...]:
@@ -52,10 +44,10 @@ def _table(monkeypatch: pytest.MonkeyPatch, seed: int, ns: dict[str, Any]) -> Sc
     return table
 
 
-@pytest.mark.parametrize("first", range(0, 300, 60))
+@pytest.mark.parametrize("first", range(0, 60, 20))
 def test_random_nests_same_rows(first: int, monkeypatch: pytest.MonkeyPatch) -> None:
     hits = seeds_hit = 0
-    for seed in range(first, first + 60):
+    for seed in range(first, first + 20):
         ns = _random_nests.build(seed)
         table = _table(monkeypatch, seed, ns)
         with_table = _rows(find_holders(ns, CPU, known=table))
@@ -64,7 +56,7 @@ def test_random_nests_same_rows(first: int, monkeypatch: pytest.MonkeyPatch) -> 
         hits += table.hits
         seeds_hit += table.hits > 0
         table.clear()
-    assert seeds_hit >= 10 and hits >= 1000  # the table answered (the comparison is not vacuous)
+    assert seeds_hit >= 3 and hits >= 300  # the table answered (the comparison is not vacuous)
 
 
 def test_table_answers_only_for_the_same_objects(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,37 +117,3 @@ def test_vram_keeps_no_tensor(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(made) == 2 and len(made[1]) == 0
     del ip.user_ns["ts_keep"], ts
     assert ref() is None
-
-
-def _old_vramnb(tmp: Path) -> Path | None:
-    try:
-        tar = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE, "vramnb"], capture_output=True, check=True,
-                             timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
-        t.extractall(tmp, filter="data")
-    return tmp
-
-
-def _records(path: Path, seeds: list[int]) -> list[Any]:
-    env = {**os.environ, "PYTHONPATH": f"{path}{os.pathsep}{ROOT}"}
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "_random_nests.py"), *map(str, seeds)], env=env,
-                         capture_output=True, text=True, timeout=1200, cwd=str(ROOT))
-    assert out.returncode == 0, out.stderr[-3000:]
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-
-
-def test_same_rows_as_before_the_table(tmp_path: Path) -> None:
-    """``%vram -d cpu``'s rows on 40 random states, twice per state (odd seeds changed by
-    untracked code between the two), with this code and with the commit before the table."""
-    old = _old_vramnb(tmp_path)
-    if old is None:
-        pytest.skip(f"git archive {BEFORE} is not available here")
-    seeds = list(range(1000, 1040))
-    before = _records(old, seeds)
-    now = _records(ROOT, seeds)
-    assert len(before) == len(now) == len(seeds)
-    for b, n in zip(before, now):
-        assert b == n, b["seed"]
-    assert any(r["rows"] for r in now)
