@@ -305,12 +305,60 @@ def _guard() -> Iterator[None]:
                         first.restore()
 
 
+def _subclasses(values: Any) -> list[type]:
+    """The user's own tensor subclasses among the tensors of the call's arguments (a model's parameters and
+    buffers, a tensor, the tensors in a list, tuple or dict one level down)."""
+    from ._code_state import users_class
+
+    tensors: list[Any] = []
+    for v in values:
+        if isinstance(v, torch.nn.Module):
+            tensors += [*v.parameters(), *v.buffers()]
+        elif isinstance(v, (list, tuple)):
+            tensors += [t for t in v if isinstance(t, torch.Tensor)]
+        elif isinstance(v, dict):
+            tensors += [t for t in v.values() if isinstance(t, torch.Tensor)]
+        elif isinstance(v, torch.Tensor):
+            tensors.append(v)
+    out: list[type] = []
+    for t in tensors:
+        for c in type(t).__mro__:
+            if c not in out and users_class(c):
+                out.append(c)
+    return out
+
+
+@contextlib.contextmanager
+def _classes_kept(values: Any) -> Iterator[None]:
+    """Keep the attributes of the user's tensor subclasses (and the entries of their dicts, lists and sets)
+    as found: their ``__torch_function__`` runs for the user's step and for vramnb's own reads of the
+    tensors (a class-level call counter, a list of the functions seen)."""
+    from ._deep_state import put_back, shallow_copy
+
+    found = [(c, dict(vars(c))) for c in _subclasses(values)]
+    inner = [(v, shallow_copy(v)) for _, attrs in found for v in attrs.values() if isinstance(v, (dict, list, set))]
+    try:
+        yield
+    finally:
+        with held_back():
+            for c, attrs in found:
+                live = dict(vars(c))
+                for k in live.keys() - attrs.keys():
+                    delattr(c, k)
+                for k, v in attrs.items():
+                    if live.get(k) is not v and k not in ("__dict__", "__weakref__"):
+                        setattr(c, k, v)
+            for live_v, saved in inner:
+                put_back(live_v, saved)
+
+
 def kept_as_found(fn: F) -> F:
-    """Decorate an entry point: it leaves every global state in this module's docstring as found."""
+    """Decorate an entry point: it leaves every global state in this module's docstring as found, and the
+    class attributes of the user's tensor subclasses among its arguments' tensors."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with _guard():
+        with _guard(), _classes_kept([*args, *kwargs.values()]):
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
