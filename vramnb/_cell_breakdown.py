@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import torch
 
+from ._optim_state import state_tensors
 from ._attribution import Labels, SavedTensors, key_fn, keys_of, label_intervals, saved_in_live_graphs, sum_by_label, tensor_keys
 from ._graph import MAX_DEPTH, held_tensors, is_tooling, module_attributes
 from ._holder_entries import _grad_graphs
@@ -45,12 +46,13 @@ def _objects(ns: Mapping[str, Any]) -> tuple[dict[str, torch.nn.Module], dict[st
     for name, obj in list(ns.items()):
         if name.startswith("_") or obj is ns:
             continue
+        t = type(obj)  # not isinstance: that reads obj.__class__, which a proxy's property computes (user code)
         try:
-            if isinstance(obj, torch.nn.Module):
+            if issubclass(t, torch.nn.Module):
                 mods[name] = obj
-            elif isinstance(obj, torch.optim.Optimizer):
+            elif issubclass(t, torch.optim.Optimizer):
                 opts[name] = obj
-            elif isinstance(obj, torch.Tensor):
+            elif issubclass(t, torch.Tensor):
                 tens[name] = obj
             elif not is_tooling(obj):
                 rest[name] = obj
@@ -112,7 +114,7 @@ class CellAttribution:
                 continue
         for name, o in opts.items():
             try:
-                state = [v for s in o.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+                state = state_tensors(o)
                 out.append((f"state of {name}", keys_of(state, key)))
             except Exception:
                 continue

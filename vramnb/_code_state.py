@@ -86,7 +86,7 @@ import torch
 
 from ._deep_state import put_back, same, shallow_copy
 
-__all__ = ["CodeState", "DEPTH", "MAX_ARRAY_BYTES", "user_functions"]
+__all__ = ["CodeState", "DEPTH", "MAX_ARRAY_BYTES", "MAX_DEEP_TENSOR_BYTES", "user_functions", "users_class"]
 
 DEPTH = 8
 """How many levels of functions named by functions are walked; a function of the user's deeper than that is
@@ -99,6 +99,19 @@ left is named in :attr:`CodeState.unchecked` (a dataset of objects a loss functi
 MAX_ARRAY_BYTES = 256 * 2**20
 """NumPy arrays reached up to this size have their bytes copied (and put back); larger ones are named as
 not checked."""
+
+MAX_DEEP_TENSOR_BYTES = 256 * 2**20
+"""Tensors the code reaches more than one container or attribute below a name (an EMA's dict of shadow
+tensors behind a hook) have their bytes recorded up to this many bytes in all; past it they are named as
+not checked."""
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError, TypeError):  # no storage of its own (a wrapper subclass)
+        return int(t.numel() * t.element_size())
+
 
 _ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis), type(NotImplemented),
           torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, types.CodeType,
@@ -126,6 +139,11 @@ def _users_code(code: types.CodeType) -> bool:
     if f.startswith("<"):  # a notebook cell (<ipython-input-…>), exec'd code
         return True
     return not os.path.abspath(f).startswith(_not_users())
+
+
+def users_class(cls: type) -> bool:
+    """Whether ``cls`` is the user's (defined in a notebook, a script or the user's own modules)."""
+    return _users_class(cls)
 
 
 def _users_class(cls: type) -> bool:
@@ -198,7 +216,8 @@ def _imported(code: types.CodeType, package: str | None) -> set[str]:
 
 def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (), optimizer: Any = None) -> list[Any]:
     """The functions of the user's that a step runs: ``functions`` (the loss function, factories), the methods
-    of the model's module classes and the optimizer's class (the user's classes only), a ``forward`` set on an
+    of the model's module classes, of its parameters' and buffers' tensor subclasses and the optimizer's class
+    (the user's classes only), a ``forward`` set on an
     instance, every module hook and parameter/buffer hook of the model, and PyTorch's global module hooks."""
     import torch.nn.modules.module as mm
 
@@ -219,6 +238,9 @@ def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (),
             d = getattr(t, "_backward_hooks", None) if t is not None else None
             if isinstance(d, dict):
                 out += list(d.values())
+            for c in type(t).__mro__ if t is not None else ():  # a tensor subclass of the user's: its
+                if c not in classes and _users_class(c):  # __torch_function__ runs in the step (a call counter)
+                    classes.append(c)
     if optimizer is not None and isinstance(optimizer, torch.optim.Optimizer):
         classes += [c for c in type(optimizer).__mro__ if c not in classes and _users_class(c)]
     for c in classes:
@@ -254,6 +276,8 @@ class CodeState:
         self._bound: set[tuple[int, str]] = set()
         self._keep: list[Any] = []  # what the ids above stand for stays alive
         self._walked = 0
+        self._deep_bytes = 0  # bytes of tensors deeper than one level handed to add_tensor
+        self._tensors: set[int] = set()  # the tensors handed to add_tensor
 
     @classmethod
     def take(cls, model: torch.nn.Module | None, functions: Iterable[Any] = (), optimizer: Any = None,
@@ -406,10 +430,21 @@ class CodeState:
                     stack.append((owner, path, d))
                 continue
             if issubclass(t, torch.Tensor):
-                # the model's own are the snapshot's; a tensor deeper than one container or attribute from the
-                # name (a dataset inside a loader named by the code) is kept by its binding, not copied
-                if self.add_tensor is not None and not in_model and d <= 1:
-                    self.add_tensor(v)
+                # handed to the real step's snapshot, which records each tensor once (the model's parameters,
+                # buffers and the tensors in its attributes' containers it has already): one a module keeps in a
+                # plain object (``self.stats.total``), an EMA's shadow dict behind a hook. Deeper than one
+                # container or attribute from the name, only up to MAX_DEEP_TENSOR_BYTES in all (a dataset
+                # inside a loader named by the code is kept by its binding, and named as not checked)
+                if self.add_tensor is not None and id(v) not in self._tensors:
+                    size = _nbytes(v)
+                    if d <= 1 or self._deep_bytes + size <= MAX_DEEP_TENSOR_BYTES:
+                        self._tensors.add(id(v))
+                        self._keep.append(v)
+                        self._deep_bytes += size if d > 1 else 0
+                        self.add_tensor(v)
+                    else:
+                        self.unchecked.append(f"{_path(path)} (a tensor of {size} bytes, past "
+                                              f"{MAX_DEEP_TENSOR_BYTES} bytes of tensors this deep)")
                 continue
             if issubclass(t, _ATOMS) or id(v) in self._seen_val or v is builtins.__dict__:
                 continue

@@ -76,8 +76,34 @@ def _flags() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
                      torch.is_deterministic_algorithms_warn_only_enabled()),
             lambda v: torch.use_deterministic_algorithms(v[0], warn_only=v[1])),
         "intra-op threads": _flag(torch.get_num_threads, torch.set_num_threads),
-        "float32 matmul precision": _flag(torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+        # before the per-backend fp32 precisions below: setting it rewrites some of them
+        "float32 matmul precision": _flag(_matmul_precision, _set_matmul_precision),
+        **_fp32_precisions(),
+        "warn always": _flag(torch.is_warn_always_enabled, torch.set_warn_always),
+        "autograd multithreading": _flag(torch.autograd.is_multithreading_enabled,
+                                         torch.autograd.set_multithreading_enabled),
+        "flush denormal": _flag(_flushes_denormals, torch.set_flush_denormal),
+        "recursion limit": _flag(sys.getrecursionlimit, sys.setrecursionlimit),
+        "working directory": _flag(_cwd, _chdir),
     }
+    for dev in ("cpu", "cuda"):
+        out[f"autocast dtype ({dev})"] = _flag(functools.partial(torch.get_autocast_dtype, dev),
+                                               functools.partial(torch.set_autocast_dtype, dev))
+    out["autocast cache"] = _flag(torch.is_autocast_cache_enabled, torch.set_autocast_cache_enabled)
+    mha = getattr(torch.backends, "mha", None)
+    if mha is not None:
+        out["multi-head attention fast path"] = _flag(mha.get_fastpath_enabled, mha.set_fastpath_enabled)
+    for name in ("preferred_linalg_library", "preferred_blas_library"):
+        lib = getattr(torch.backends.cuda, name, None)
+        if lib is not None:  # each both reads (no argument) and sets
+            out[name.replace("_", " ")] = _flag(lib, lib)
+    np = sys.modules.get("numpy")
+    if np is not None:  # set by the user's code only where NumPy is imported
+        out["numpy error handling"] = _flag(np.geterr, lambda v: np.seterr(**v))
+        out["numpy print options"] = _flag(np.get_printoptions, lambda v: np.set_printoptions(**v))
+    dynamo = sys.modules.get("torch._dynamo.config")
+    if dynamo is not None:  # read only where dynamo is imported (importing it takes seconds)
+        out["dynamo config"] = _flag(dynamo.get_config_copy, _set_config(dynamo))
     if hasattr(torch, "_GLOBAL_DEVICE_CONTEXT"):
         out["default device"] = _flag(_default_device, torch.set_default_device)
     for name in ("enabled", "benchmark", "deterministic", "allow_tf32"):
@@ -96,6 +122,70 @@ def _flags() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
     out["print options"] = _flag(lambda: dict(vars(torch._tensor_str.PRINT_OPTS)),
                                  lambda v: vars(torch._tensor_str.PRINT_OPTS).update(v))
     return out
+
+
+_UNREADABLE = "unreadable: the legacy and the per-backend fp32 precision APIs were mixed"
+
+# PyTorch's per-backend fp32 precisions (``torch.backends.fp32_precision``,
+# ``torch.backends.cuda.matmul.fp32_precision``, ``torch.backends.mkldnn.conv.fp32_precision``, ...), as
+# (backend, operation) pairs of ``torch._C._get_fp32_precision_getter``, which those attributes read: a
+# parent first, as setting ``("generic", "all")`` or a backend's ``"all"`` rewrites its children
+_FP32 = (("generic", "all"), ("cuda", "all"), ("mkldnn", "all"), ("cuda", "matmul"), ("cuda", "conv"),
+         ("cuda", "rnn"), ("mkldnn", "matmul"), ("mkldnn", "conv"), ("mkldnn", "rnn"))
+
+
+def _fp32_precisions() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
+    get = getattr(torch._C, "_get_fp32_precision_getter", None)
+    set_ = getattr(torch._C, "_set_fp32_precision_setter", None)
+    if get is None or set_ is None:  # PyTorch before 2.9
+        return {}
+    return {f"fp32 precision ({b}, {op})": _flag(functools.partial(get, b, op), functools.partial(set_, b, op))
+            for b, op in _FP32}
+
+
+def _matmul_precision() -> str:
+    """``torch.get_float32_matmul_precision()``; it raises once the user mixed it with the per-backend API
+    (``torch.backends.mkldnn.matmul.fp32_precision = "bf16"``), which is theirs to do: then a marker."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return _UNREADABLE
+
+
+def _set_matmul_precision(v: str) -> None:
+    if v != _UNREADABLE:  # where it could not be read, the per-backend values put it back
+        torch.set_float32_matmul_precision(v)
+
+
+def _flushes_denormals() -> bool:
+    """Whether this thread flushes denormal floats to zero (``torch.set_flush_denormal``, which has no
+    getter, sets the CPU's flush-to-zero and denormals-are-zero bits, which Python's own float arithmetic
+    obeys too): a denormal double times one reads zero then. No tensor is made."""
+    denormal = float("1e-310")
+    return denormal * 1.0 == 0.0
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the working directory was removed
+        return None
+
+
+def _chdir(path: str | None) -> None:
+    if path is not None:
+        os.chdir(path)
+
+
+def _set_config(config: Any) -> Callable[[dict[str, Any]], None]:
+    """Put back the entries of a ``torch`` config module (dynamo's) that differ from those found: one by
+    one, as ``load_config`` of all of them warns about each deprecated entry."""
+    def set_(found: dict[str, Any]) -> None:
+        now = config.get_config_copy()
+        for k, v in found.items():
+            if k in now and not _same(now[k], v):
+                setattr(config, k, v)
+    return set_
 
 
 def _default_device() -> Any:
@@ -215,12 +305,60 @@ def _guard() -> Iterator[None]:
                         first.restore()
 
 
+def _subclasses(values: Any) -> list[type]:
+    """The user's own tensor subclasses among the tensors of the call's arguments (a model's parameters and
+    buffers, a tensor, the tensors in a list, tuple or dict one level down)."""
+    from ._code_state import users_class
+
+    tensors: list[Any] = []
+    for v in values:
+        if isinstance(v, torch.nn.Module):
+            tensors += [*v.parameters(), *v.buffers()]
+        elif isinstance(v, (list, tuple)):
+            tensors += [t for t in v if isinstance(t, torch.Tensor)]
+        elif isinstance(v, dict):
+            tensors += [t for t in v.values() if isinstance(t, torch.Tensor)]
+        elif isinstance(v, torch.Tensor):
+            tensors.append(v)
+    out: list[type] = []
+    for t in tensors:
+        for c in type(t).__mro__:
+            if c not in out and users_class(c):
+                out.append(c)
+    return out
+
+
+@contextlib.contextmanager
+def _classes_kept(values: Any) -> Iterator[None]:
+    """Keep the attributes of the user's tensor subclasses (and the entries of their dicts, lists and sets)
+    as found: their ``__torch_function__`` runs for the user's step and for vramnb's own reads of the
+    tensors (a class-level call counter, a list of the functions seen)."""
+    from ._deep_state import put_back, shallow_copy
+
+    found = [(c, dict(vars(c))) for c in _subclasses(values)]
+    inner = [(v, shallow_copy(v)) for _, attrs in found for v in attrs.values() if isinstance(v, (dict, list, set))]
+    try:
+        yield
+    finally:
+        with held_back():
+            for c, attrs in found:
+                live = dict(vars(c))
+                for k in live.keys() - attrs.keys():
+                    delattr(c, k)
+                for k, v in attrs.items():
+                    if live.get(k) is not v and k not in ("__dict__", "__weakref__"):
+                        setattr(c, k, v)
+            for live_v, saved in inner:
+                put_back(live_v, saved)
+
+
 def kept_as_found(fn: F) -> F:
-    """Decorate an entry point: it leaves every global state in this module's docstring as found."""
+    """Decorate an entry point: it leaves every global state in this module's docstring as found, and the
+    class attributes of the user's tensor subclasses among its arguments' tensors."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with _guard():
+        with _guard(), _classes_kept([*args, *kwargs.values()]):
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -306,8 +306,8 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             for group in obj.param_groups:
                 for p in group["params"]:
                     yield from held_tensors(p, 0, seen, grads=grads, graphs=graphs)
-            for state in obj.state.values():
-                for v in state.values():
+            for state in list(obj.state.values()):
+                for v in state.values() if type(state) is dict else ():  # a custom entry: state["step"] = 3
                     if isinstance(v, torch.Tensor):
                         yield v
             for name, v in list(vars(obj).items()):  # plain attributes (an EMA copy, a cache)

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from ._optim_state import state_tensors
 from ._graph import (
     _MODULE_OWN,
     _SKIP_TYPES,
@@ -110,7 +111,7 @@ def parts_of(obj: Any, held: Held, device: torch.device, canon: Canon,
             rest = "other attributes"
         elif issubclass(type(obj), torch.optim.Optimizer):
             params = [p for g in obj.param_groups for p in g["params"]]
-            state = [v for s in obj.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+            state = state_tensors(obj)
             named = [("state", _own(state, device, on_device)),
                      ("parameters", _own(params, device, on_device)),
                      ("gradients", _own((p.grad for p in params), device, on_device)),
@@ -146,7 +147,7 @@ def own_storages(obj: Any, device: torch.device, canon: Canon, on_device: Callab
     try:
         if issubclass(type(obj), torch.optim.Optimizer):
             params = [p for g in obj.param_groups for p in g["params"]]
-            state = [v for st in obj.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+            state = state_tensors(obj)
             keys = _own([*state, *params, *(p.grad for p in params)], device, on_device)
         elif issubclass(type(obj), torch.nn.Module) and not issubclass(type(obj), _CONTAINER_MODULES):
             params = list(obj.parameters())

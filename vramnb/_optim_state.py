@@ -14,9 +14,21 @@ from typing import Any
 
 import torch
 
-__all__ = ["SMALL", "State", "claimed_state_bits", "read_state"]
+__all__ = ["SMALL", "State", "claimed_state_bits", "per_parameter", "read_state", "state_tensors"]
 
 SMALL = 4096  # bitsandbytes' min_8bit_size and torchao's threshold: smaller tensors keep 32-bit state
+
+
+def per_parameter(optimizer: Any) -> list[dict[Any, Any]]:
+    """The per-parameter dicts of ``optimizer.state``. PyTorch allows other entries there (a custom
+    optimizer's ``self.state["global_step"] = 3``; ``state_dict()`` keeps them as they are): those are
+    left out, as they are no parameter's state."""
+    return [st for st in list(optimizer.state.values()) if isinstance(st, dict)]
+
+
+def state_tensors(optimizer: Any) -> list[torch.Tensor]:
+    """The tensors in ``optimizer.state``'s per-parameter dicts (:func:`per_parameter`)."""
+    return [v for st in per_parameter(optimizer) for v in st.values() if isinstance(v, torch.Tensor)]
 
 
 def claimed_state_bits(optimizer: Any) -> int | None:

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ._optim_state import per_parameter, state_tensors
 from ._breakdown import Breakdown, ModuleMemory, StepReport, StepResult
 from ._plan import StepPlan
 from .techniques import Recipe
@@ -65,7 +66,7 @@ from ._checks import (  # noqa: E402,F401 - the checks live in _checks; imported
 def _state_tensors(optimizer: torch.optim.Optimizer | None) -> list[torch.Tensor]:
     if optimizer is None:
         return []
-    return [v for st in optimizer.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+    return state_tensors(optimizer)
 
 
 # -- one step ---------------------------------------------------------------------
@@ -361,7 +362,7 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
               reach: Reach | None = None, effects: EffectWatch | None = None) -> tuple[StepResult, BaseException | None]:
     model, optimizer, device = plan.model, plan.optimizer, plan.device
     run = _StepRun(plan, module_depth, reach, effects)
-    fresh = optimizer is None or not any(len(s) for s in optimizer.state.values())
+    fresh = optimizer is None or not any(len(s) for s in per_parameter(optimizer))
     kind = "first step" if index == 0 and fresh else "steady state"
     key = run.key
     start_claims = [
@@ -444,7 +445,7 @@ def _set_aside(plan: StepPlan, user: Any, batch: list[torch.Tensor]) -> SetAside
     """When a technique replaced the user's optimizer, move the user's optimizer
     state out of device memory for the steps: a run with that optimizer would not
     hold it (the state of tensors the model or batch shares stays)."""
-    if user is None or plan.optimizer is user or not any(len(s) for s in user.state.values()):
+    if user is None or plan.optimizer is user or not any(len(s) for s in per_parameter(user)):
         return None
     mine = {t.untyped_storage()._cdata for t in [*plan.model.parameters(), *plan.model.buffers(), *batch]}
     mine |= {p.grad.untyped_storage()._cdata for p in plan.model.parameters()

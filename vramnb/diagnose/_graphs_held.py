@@ -58,13 +58,13 @@ def holds_graph(frames: list[Any]) -> bool | None:
         budget -= 1
         if budget < 0:
             return None
-        if isinstance(obj, torch.Tensor):
+        t = type(obj)  # not isinstance: that reads obj.__class__, which a proxy's property computes (user code)
+        if issubclass(t, torch.Tensor):
             if obj.grad_fn is not None:
                 return True
             continue
         if depth >= 2:
             continue
-        t = type(obj)
         if t is list or t is tuple or t is set:
             todo.extend((v, depth + 1) for v in obj)
         elif t is dict:

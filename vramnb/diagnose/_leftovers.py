@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .._optim_state import state_tensors
 from .._graph import MAX_DEPTH
 from .._holder_entries import MAX_LEVELS, items_of
 from .._units import format_bytes
@@ -300,7 +301,7 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
         what = [f"{len(entries)} trained entries ({len(mods)} models, {len(optims)} optimizers)"]
         held = [f"parameters {format_bytes(_bytes_once(params))}",
                 f"gradients {format_bytes(_bytes_once([p.grad for p in params]))}"]
-        state = [v for o in optims for st in o.state.values() for v in st.values()]
+        state = [v for o in optims for v in state_tensors(o)]
         if _bytes_once(state):
             held.append(f"optimizer state {format_bytes(_bytes_once(state))}")
         dels = [(f"{n}{suffix}", free.get(f"{n}{suffix}", 0)) for suffix, _, _ in entries]

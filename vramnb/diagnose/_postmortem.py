@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from .._optim_state import state_tensors
 from .._graph import frame_locals
 from .._storages import storages_of_tensor
 
@@ -339,7 +340,7 @@ def held_outside(now: int, device: torch.device, model: torch.nn.Module, optimiz
     tensors: list[torch.Tensor] = list(model.parameters()) + list(model.buffers()) + list(batch)
     tensors += [p.grad for p in model.parameters() if p.grad is not None]
     if optimizer is not None:
-        tensors += [v for st in optimizer.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+        tensors += state_tensors(optimizer)
     seen: dict[int, int] = {}
     for t in tensors:
         try:

@@ -112,13 +112,22 @@ def measure_achieved(device: torch.device) -> Achieved:
                                                                                  dtype=torch.bfloat16)
     tensor = 2 * 8192 * 4096 * 4096 / _best_seconds(lambda: a @ b) / peak.bf16  # noqa: F821 - pyflakes reads the lambda after the del below
     del a, b
-    precision = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
+    # CUDA's own fp32 matmul switch (PyTorch >= 2.9), not the legacy one: that raises once the user mixed both
+    get = getattr(torch._C, "_get_fp32_precision_getter", None)
+    set_ = getattr(torch._C, "_set_fp32_precision_setter", None)
+    precision = get("cuda", "matmul") if get is not None else torch.get_float32_matmul_precision()
+    if set_ is not None:
+        set_("cuda", "matmul", "ieee")
+    else:
+        torch.set_float32_matmul_precision("highest")
     try:
         a, b = torch.randn(4096, 2048, device=device), torch.randn(2048, 2048, device=device)
         cuda = 2 * 4096 * 2048 * 2048 / _best_seconds(lambda: a @ b) / peak.fp32  # noqa: F821 - pyflakes reads the lambda after the del below
     finally:
-        torch.set_float32_matmul_precision(precision)
+        if set_ is not None:
+            set_("cuda", "matmul", precision)
+        else:
+            torch.set_float32_matmul_precision(precision)
     del a, b
     src = torch.empty(64 * 2**20, device=device)
     dst = torch.empty_like(src)

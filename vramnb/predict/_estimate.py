@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from .._optim_state import state_tensors
 from .._compiled import compiled_note
 from .._interrupt import outside_dispatch
 from .._versions import versions
@@ -185,7 +186,7 @@ def _start_tensors(fmodel: torch.nn.Module, fbatch: Any, fopt: Any) -> list[torc
     out += list(fmodel.buffers())
     out += [t for _, t in _batch_tensors(fbatch)]
     if fopt is not None:
-        out += [v for st in fopt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+        out += state_tensors(fopt)
     return out
 
 

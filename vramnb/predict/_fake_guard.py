@@ -40,6 +40,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .._optim_state import per_parameter
+
 __all__ = ["RealTensorGuard", "UserState", "owned_tensors"]
 
 _MODEL_HINT = ("loss_fn uses the notebook's model, not its first argument: write lambda m, b: m(b)... (and an "
@@ -65,7 +67,7 @@ def owned_tensors(model: torch.nn.Module | None, batch_named: list[tuple[str, to
     for n, t in batch_named:
         owned.setdefault(id(t), f"the notebook's batch ({n})")
     if isinstance(optimizer, torch.optim.Optimizer):
-        for st in optimizer.state.values():
+        for st in per_parameter(optimizer):
             for k, v in st.items():
                 if isinstance(v, torch.Tensor):
                     owned.setdefault(id(v), f"the notebook's optimizer state ({k!r})")
@@ -217,7 +219,7 @@ class UserState:
         if isinstance(optimizer, torch.optim.Optimizer):
             self.opt_keys = set(optimizer.state)
             self.optimizer = optimizer
-            for st in optimizer.state.values():
+            for st in per_parameter(optimizer):
                 self.opt_state.append((st, dict(st)))
         else:
             self.optimizer = None
@@ -256,7 +258,8 @@ class UserState:
                 left.append("optimizer state")
         if self.optimizer is not None:
             for p in set(self.optimizer.state) - self.opt_keys:
-                if alone or any(is_fake(v) for v in self.optimizer.state[p].values()):
+                st = self.optimizer.state[p]
+                if alone or any(is_fake(v) for v in (st.values() if isinstance(st, dict) else [st])):
                     changed.append("optimizer state")
                     del self.optimizer.state[p]
                 else:

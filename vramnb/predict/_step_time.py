@@ -108,6 +108,22 @@ def replay(kernels: list[tuple[float, bool, bool]], host: Host) -> float:
     return max(h, d)
 
 
+def fp32_matmul_precision() -> str:
+    """What CUDA's float32 matmuls run at, in ``torch.get_float32_matmul_precision()``'s words
+    (``"highest"``: IEEE fp32; else TF32). That function raises once the per-backend API was used too
+    (``torch.backends.cuda.matmul.fp32_precision = "tf32"``): then that setting is read (``"none"``
+    takes its parent's: CUDA's, then the generic one)."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        get = torch._C._get_fp32_precision_getter
+        for backend, op in (("cuda", "matmul"), ("cuda", "all"), ("generic", "all")):
+            found = get(backend, op)
+            if found != "none":
+                return "high" if found == "tf32" else "highest"
+        return "highest"
+
+
 def _rate(rates: Throughput, dtype: torch.dtype, conv: bool, matmul_fp32: str) -> float:
     if dtype == torch.bfloat16:
         return rates.bf16
@@ -135,7 +151,7 @@ class StepTimeMode(TorchDispatchMode):
         self._running: list[str] = []
         self.time = StepTime(sources=(host.source, achieved.source))
         self.registry = flop_registry
-        self.matmul_fp32 = torch.get_float32_matmul_precision()
+        self.matmul_fp32 = fp32_matmul_precision()
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
