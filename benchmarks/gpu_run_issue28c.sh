@@ -12,7 +12,7 @@ python3 -c "import bitsandbytes, torchao; print('bitsandbytes', bitsandbytes.__v
 echo "== cuda tests" | tee -a $LOG
 timeout 420 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m cuda -rfEs tests 2>&1 | tail -40 | tee -a $LOG
 echo "== low-bit tests on this machine's torch" | tee -a $LOG
-timeout 150 python3 -m pytest -q -o addopts="" -p no:cacheprovider -rfEs tests/test_no_effect.py tests/test_step.py 2>&1 | tail -15 | tee -a $LOG
+timeout 300 python3 -m pytest -q -o addopts="" -p no:cacheprovider -rfEs tests/test_no_effect.py tests/test_step.py tests/test_step_dropped_grads.py tests/test_global_state_settings.py tests/test_optimizer_custom_state_entries.py tests/test_step_writes_beside_the_model.py tests/test_numbers3.py tests/test_failed_op_frames.py 2>&1 | tail -15 | tee -a $LOG
 echo "== adversary defect 21" | tee -a $LOG
 timeout 120 python3 benchmarks/results/2026-12-04-adversary/defect_21.py 2>&1 | tail -3 | tee -a $LOG
 echo "== bench_low_bit" | tee -a $LOG
