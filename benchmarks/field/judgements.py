@@ -606,3 +606,14 @@ JUDGEMENTS_V5: dict[str, tuple[str, str, str]] = {
         _P, "by-source 'BatchLoader loader +48.0 MiB' and %vram loader.samples (16 x (3, 512, 512)): the cause's "
             "holder; no fix (`del samples` in the loader, the PR)", _P),
 }
+
+
+# -- validation-6 (held out; written and judged by helper judge6) -------------------------------------------------
+# Judged by hand after the runs: before (vramnb at a0b515f) and after (the checkout named in JUDGED_AT_V6_AFTER).
+JUDGED_AT_V6_BEFORE = "a0b515f (vramnb/ as at main a0b515f, run from fix-judge6; judged by judge6)"
+
+JUDGEMENTS_V6_BEFORE: dict[str, tuple[str, str, str]] = {}
+
+JUDGED_AT_V6_AFTER = "(not yet run)"
+
+JUDGEMENTS_V6_AFTER: dict[str, tuple[str, str, str]] = {}
