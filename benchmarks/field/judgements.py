@@ -689,6 +689,74 @@ JUDGEMENTS_V6_BEFORE: dict[str, tuple[str, str, str]] = {
             "needs)", _P),
 }
 
-JUDGED_AT_V6_AFTER = "(not yet run)"
+JUDGED_AT_V6_AFTER = ("5d16b37 (vramnb/ of /work/wt/after6 at 5d16b37, fixes made without seeing this part; run from "
+                      "fix-judge6; judged by judge6)")
 
-JUDGEMENTS_V6_AFTER: dict[str, tuple[str, str, str]] = {}
+_ALIVE = ("new false by-source row 'alive after the cell, held by no name above ... {x}' while the same report's "
+          "'allocated' is {y} after the cell (the failed call's temporaries were freed by the error)")
+
+JUDGEMENTS_V6_AFTER: dict[str, tuple[str, str, str]] = {
+    "einsum_four_operands_intermediate_oom": (
+        _W, _ALIVE.format(x="+3.8 MiB", y="117.2 KiB, change ±0 B") + "; otherwise as before: only the limit and "
+            "'read the shapes on the failing line'; nothing on einsum's n^4 intermediate", _M),
+    "pruning_threshold_full_sort_oom": (
+        _W, "unchanged: 'a smaller batch', bf16 autocast around a forward that does not exist; false 'the allocation of "
+            "256.0 MiB needs more than 506.9 MiB available'; no kthvalue", _M),
+    "sparse_operand_densified_for_matmul_oom": (
+        _M, "unchanged: only the limit and 'temporaries 256.0 MiB'; nothing on to_dense / sparse @ sparse", _M),
+    "embedding_matrix_tolist_oom": (
+        _M, "unchanged: the MemoryError gets no out-of-memory reading, only the generic RSS line", _M),
+    "per_sample_gradients_whole_batch_vmap_oom": (
+        _W, "new false by-source row 'alive after the cell, held by no name above ... +1.0 MiB' (the same report: "
+            "allocated +514.0 KiB after the cell, '514.0 KiB ... held by no name listed', %vram free released 514.0 "
+            "KiB; before it said 514.0 KiB); otherwise only the limit; no micro-batches", _M),
+    "tall_jacobian_jacrev_oom": (
+        _M, "unchanged: the limit and a true 'traceback keeps 244.2 MiB'; no jacfwd / chunk_size", _M),
+    "torch_tensor_copies_numpy_array_oom": (
+        _W, "unchanged bf16 autocast / 'a smaller batch' for a copy made before any forward; and "
+            + _ALIVE.format(x="+192.0 MiB", y="128 B, change ±0 B") + " (before: 'temporaries 192.0 MiB', true)", _M),
+    "padding_to_model_max_length_oom": (
+        _W, "fix 'read the shapes on the failing line (... a batch or sequence far too large)' dropped; still bf16 "
+            "autocast, which cannot change the failing nn.Embedding output (float32 under CPU autocast), and 'a smaller "
+            "batch'; input_ids (32, 12288) still visible in largest holders and %vram", _P),
+    "one_hot_segmentation_targets_oom": (
+        _W, "unchanged 'del logits' (the loss's input) and the int64 one-hot/.float() reading; and "
+            + _ALIVE.format(x="+256.0 MiB", y="136.0 MiB, change ±0 B"), _P),
+    "unfold_as_convolution_oom": (
+        _M, "unchanged: only the limit and 'read the shapes on the failing line'", _M),
+    "saved_view_loads_whole_storage_oom": (
+        _W, "the false 'one request of 10.8 MiB is more than the 0 B all tensors hold ...' is gone, replaced by an "
+            "equally false 'verdict: capacity: the allocation of 10.8 MiB needs more than 77.7 MiB available, with 0 B "
+            "of tensors alive after the error unwound'; now no fix line at all; nothing on the saved views' storages", _M),
+    "combinations_materialises_grid_oom": (
+        _W, "unchanged false 'the allocation of 119.2 MiB needs more than 170.2 MiB available'; and "
+            + _ALIVE.format(x="+14.9 MiB", y="2.0 KiB, change ±0 B") + "; no fix line", _M),
+    "retrieval_similarity_matrix_oom": (
+        _W, "unchanged: right cause and fix (the einsum's (4096 x 16384) matrix, 'compute it in chunks of rows'), with "
+            "the false 'it grows with the square of the sequence length'", _D),
+    "iterative_global_pruning_keeps_mask_copies": (
+        _M, "the false 'no name of the notebook grew by it' is now hedged and true ('no name that vramnb's listing walks "
+            "grew by it (it may be held where the listing does not reach ...)'); still '24.0 MiB ... held by no name "
+            "listed', nothing on the pruning hooks' mask copies or prune.remove", _M),
+    "tensor_hook_registered_every_call": (
+        _W, "regrowth line hedged (true now); still false '`del region` at the end of the loop body ... frees them' "
+            "(the hooks on input_image keep every region); new, true but beside the point: 'del explainer.gradients' "
+            "(3.0 MiB); nothing on the hooks piling up or handle.remove()", _M),
+    "mutable_default_argument_keeps_outputs": (
+        _P, "unchanged: 'clip_features grew by 32.0 MiB' points at embed_frames; the default list is 'held by no name "
+            "listed'; no features=None", _P),
+    "replay_buffer_filling_to_capacity": (
+        _W, "new advice destroys the agent's data: 'memory.buffer (a deque of 3000 entries, 80.8 MiB) ... `del "
+            "memory.buffer` lets it go ... (or have ReplayMemory's code not keep it: a local variable, or `del "
+            "self.buffer` once used)' - a replay memory exists to keep it; still nothing on its capacity (maxlen "
+            "300000: it stops growing there, no leak)", _P),
+    "tensor_keyed_dict_keeps_tensors": (
+        _W, "regrowth line hedged (true now); still false '`del x, h, out, loss` at the end of the loop body ... frees "
+            "them' (reporter.tensor_name keeps them as keys); reporter still not listed", _M),
+    "event_registry_keeps_subscribers": (
+        _W, "regrowth line hedged (true now); still false '`del viewer, parts` at the end of the loop body ... frees "
+            "them' (the _callbacks registry keeps the viewers); new '`del viewer.index` lets it go' for the last viewer "
+            "only (0.8 MiB of 90 MiB); no weak references", _M),
+    "graph_executor_keeps_intermediates": (
+        _P, "unchanged: graph._values node0..node15 (68.0 MiB) named exactly; no fix", _P),
+}
