@@ -606,3 +606,157 @@ JUDGEMENTS_V5: dict[str, tuple[str, str, str]] = {
         _P, "by-source 'BatchLoader loader +48.0 MiB' and %vram loader.samples (16 x (3, 512, 512)): the cause's "
             "holder; no fix (`del samples` in the loader, the PR)", _P),
 }
+
+
+# -- validation-6 (held out; written and judged by helper judge6) -------------------------------------------------
+# Judged by hand after the runs: before (vramnb at a0b515f) and after (the checkout named in JUDGED_AT_V6_AFTER).
+JUDGED_AT_V6_BEFORE = "a0b515f (vramnb/ as at main a0b515f, run from fix-judge6; judged by judge6)"
+
+JUDGEMENTS_V6_BEFORE: dict[str, tuple[str, str, str]] = {
+    "einsum_four_operands_intermediate_oom": (
+        _M, "only the limit and 'one request of 381.5 MiB ... read the shapes on the failing line (an unintended "
+            "broadcast, a batch or sequence far too large)': the failing line's shapes are 100 x 100; nothing on "
+            "einsum's left-to-right intermediate (n^4), A @ (B ** 2) @ C or opt_einsum", _M),
+    "pruning_threshold_full_sort_oom": (
+        _W, "verdict 'capacity', fix 1 'a smaller batch per evaluation step', fix 2 bf16 autocast around the forward: "
+            "no batch and no forward (a sort of 32M scores); false: 'the allocation of 256.0 MiB needs more than 506.9 "
+            "MiB available'; nothing on sort's int64 indices or kthvalue (the PR)", _M),
+    "sparse_operand_densified_for_matmul_oom": (
+        _M, "only the limit; by-source 'temporaries ... 256.0 MiB' at peak (B.to_dense()), A and B 1.9 MiB sparse; "
+            "nothing on to_dense or sparse @ sparse (torch.sparse.mm(A, B))", _M),
+    "embedding_matrix_tolist_oom": (
+        _M, "the MemoryError gets no out-of-memory reading at all: only the generic RSS line ('377.4 MiB of RSS is "
+            "outside tensors ... the interpreter, Python objects ...'); nothing on .tolist() or writing row by row", _M),
+    "per_sample_gradients_whole_batch_vmap_oom": (
+        _M, "only the limit and holders model/params/x (2.5 MiB); nothing on vmap over the whole batch or micro-batches "
+            "(the PR)", _M),
+    "tall_jacobian_jacrev_oom": (
+        _M, "the limit and 'the error's traceback keeps 244.2 MiB alive ... %vram free releases it' (true: it released "
+            "244.2 MiB, jacrev's 8000 x 8000 basis); nothing on jacrev vs jacfwd or chunk_size", _M),
+    "torch_tensor_copies_numpy_array_oom": (
+        _W, "fix 3 bf16 autocast around the forward cannot help (the failing line is torch.tensor(batch), a float32 copy "
+            "made before any forward), fix 2 'a smaller batch per evaluation step' changes the data received; the copy "
+            "is only 'temporaries 192.0 MiB'; nothing on torch.tensor copying vs torch.from_numpy (the PR)", _M),
+    "padding_to_model_max_length_oom": (
+        _W, "fix 4 bf16 autocast cannot help: the failing allocation is nn.Embedding's output, which CPU autocast keeps "
+            "in float32; fix 2 'read the shapes ... (a batch or sequence far too large)' with %vram input_ids (32, "
+            "12288) int64 lets the user see the padding; no 'pad to the longest'", _P),
+    "one_hot_segmentation_targets_oom": (
+        _W, "fix 1 'logits keeps 128.0 MiB; deleting it frees 128.0 MiB: del logits' destroys what the loss is computed "
+            "from; fix 2 names the one-hot result (256 MiB in int64) and its .float() copy (the cause, in part) but "
+            "'drop .float()' still fails on the next line; no cross_entropy with class indices", _P),
+    "unfold_as_convolution_oom": (
+        _M, "only the limit and 'read the shapes on the failing line' (x is (4, 64, 160, 160), nothing large); nothing "
+            "on unfold's 9x patches or F.conv2d", _M),
+    "saved_view_loads_whole_storage_oom": (
+        _W, "false: 'one request of 10.8 MiB is more than the 0 B all tensors hold and the 2.9 MiB still free together: "
+            "read the shapes on the failing line (an unintended broadcast, a batch or sequence far too large)' - at the "
+            "failure the loaded list held ~173 MiB (peak 184.1 MiB); the 10.8 MiB request is one file; nothing on the "
+            "saved views' whole storages or .clone() before saving", _M),
+    "combinations_materialises_grid_oom": (
+        _W, "false: verdict 'capacity: the allocation of 119.2 MiB needs more than 170.2 MiB available'; no fix line "
+            "at all; nothing on torch.combinations' n^r grid", _M),
+    "retrieval_similarity_matrix_oom": (
+        _W, "fix 1 is right: the einsum 'materialises a (4096 x 16384) matrix ... 256.0 MiB ... compute it in chunks of "
+            "rows (or only the entries you need)' (the PR's chunks); false in the same sentence: 'it grows with the "
+            "square of the sequence length' (queries x database images, no sequence)", _D),
+    "iterative_global_pruning_keeps_mask_copies": (
+        _W, "'each run of this cell leaves 8.0 MiB more ... (no name of the notebook grew by it ...)' is false: model's "
+            "forward-pre-hooks (the CustomFromMask/PruningContainer masks) hold it; %vram '24.0 MiB ... held by no name "
+            "listed'; nothing on the hook's mask copies or prune.remove", _M),
+    "tensor_hook_registered_every_call": (
+        _W, "false: 'no name of the notebook grew by it' (input_image's hooks keep every call's region) and '`del "
+            "region` at the end of the loop body ... frees them' (the hook closures keep every region: del frees 0 B); "
+            "nothing on the hooks piling up on input_image or handle.remove()", _M),
+    "mutable_default_argument_keeps_outputs": (
+        _P, "'clip_features grew by 32.0 MiB: it keeps what each run makes' with %vram clip_features (48, 512, 1024) "
+            "points at embed_frames returning every earlier frame; the default list itself (96 MiB) is 'held by no "
+            "name listed' (hedged: 'such as a function's cache'); no features=None", _P),
+    "replay_buffer_filling_to_capacity": (
+        _P, "'memory grew by 26.9 MiB: it keeps what each run makes' and %vram memory.buffer deque 80.8 MiB (the "
+            "holder); nothing on the capacity (maxlen 300000) it will grow to, i.e. that it is not a leak", _P),
+    "tensor_keyed_dict_keeps_tensors": (
+        _W, "false: 'no name of the notebook grew by it' (reporter.tensor_name keeps every step's x, h, out) and '`del "
+            "x, h, out, loss` at the end of the loop body ... frees them' (the dict's keys keep them); reporter is not "
+            "listed by %vram ('43.5 MiB ... held by no name listed'); nothing on tensors as dict keys", _M),
+    "event_registry_keeps_subscribers": (
+        _W, "false: 'no name of the notebook grew by it' (the notebook's _callbacks keeps every viewer through its "
+            "bound method) and '`del viewer, parts` at the end of the loop body ... frees them' (the registry keeps "
+            "the viewers); '90.0 MiB ... held by no name listed'; nothing on weak references", _M),
+    "graph_executor_keeps_intermediates": (
+        _P, "%vram graph._values with node0 ... node15 (68.0 MiB) and by-source 'attributes of graph 60.0 MiB': the "
+            "holder, exactly; no statement that forward keeps every intermediate, no fix (drop values no later node "
+            "needs)", _P),
+}
+
+JUDGED_AT_V6_AFTER = ("5d16b37 (vramnb/ of /work/wt/after6 at 5d16b37, fixes made without seeing this part; run from "
+                      "fix-judge6; judged by judge6)")
+
+_ALIVE = ("new false by-source row 'alive after the cell, held by no name above ... {x}' while the same report's "
+          "'allocated' is {y} after the cell (the failed call's temporaries were freed by the error)")
+
+JUDGEMENTS_V6_AFTER: dict[str, tuple[str, str, str]] = {
+    "einsum_four_operands_intermediate_oom": (
+        _W, _ALIVE.format(x="+3.8 MiB", y="117.2 KiB, change ±0 B") + "; otherwise as before: only the limit and "
+            "'read the shapes on the failing line'; nothing on einsum's n^4 intermediate", _M),
+    "pruning_threshold_full_sort_oom": (
+        _W, "unchanged: 'a smaller batch', bf16 autocast around a forward that does not exist; false 'the allocation of "
+            "256.0 MiB needs more than 506.9 MiB available'; no kthvalue", _M),
+    "sparse_operand_densified_for_matmul_oom": (
+        _M, "unchanged: only the limit and 'temporaries 256.0 MiB'; nothing on to_dense / sparse @ sparse", _M),
+    "embedding_matrix_tolist_oom": (
+        _M, "unchanged: the MemoryError gets no out-of-memory reading, only the generic RSS line", _M),
+    "per_sample_gradients_whole_batch_vmap_oom": (
+        _W, "new false by-source row 'alive after the cell, held by no name above ... +1.0 MiB' (the same report: "
+            "allocated +514.0 KiB after the cell, '514.0 KiB ... held by no name listed', %vram free released 514.0 "
+            "KiB; before it said 514.0 KiB); otherwise only the limit; no micro-batches", _M),
+    "tall_jacobian_jacrev_oom": (
+        _M, "unchanged: the limit and a true 'traceback keeps 244.2 MiB'; no jacfwd / chunk_size", _M),
+    "torch_tensor_copies_numpy_array_oom": (
+        _W, "unchanged bf16 autocast / 'a smaller batch' for a copy made before any forward; and "
+            + _ALIVE.format(x="+192.0 MiB", y="128 B, change ±0 B") + " (before: 'temporaries 192.0 MiB', true)", _M),
+    "padding_to_model_max_length_oom": (
+        _W, "fix 'read the shapes on the failing line (... a batch or sequence far too large)' dropped; still bf16 "
+            "autocast, which cannot change the failing nn.Embedding output (float32 under CPU autocast), and 'a smaller "
+            "batch'; input_ids (32, 12288) still visible in largest holders and %vram", _P),
+    "one_hot_segmentation_targets_oom": (
+        _W, "unchanged 'del logits' (the loss's input) and the int64 one-hot/.float() reading; and "
+            + _ALIVE.format(x="+256.0 MiB", y="136.0 MiB, change ±0 B"), _P),
+    "unfold_as_convolution_oom": (
+        _M, "unchanged: only the limit and 'read the shapes on the failing line'", _M),
+    "saved_view_loads_whole_storage_oom": (
+        _W, "the false 'one request of 10.8 MiB is more than the 0 B all tensors hold ...' is gone, replaced by an "
+            "equally false 'verdict: capacity: the allocation of 10.8 MiB needs more than 77.7 MiB available, with 0 B "
+            "of tensors alive after the error unwound'; now no fix line at all; nothing on the saved views' storages", _M),
+    "combinations_materialises_grid_oom": (
+        _W, "unchanged false 'the allocation of 119.2 MiB needs more than 170.2 MiB available'; and "
+            + _ALIVE.format(x="+14.9 MiB", y="2.0 KiB, change ±0 B") + "; no fix line", _M),
+    "retrieval_similarity_matrix_oom": (
+        _W, "unchanged: right cause and fix (the einsum's (4096 x 16384) matrix, 'compute it in chunks of rows'), with "
+            "the false 'it grows with the square of the sequence length'", _D),
+    "iterative_global_pruning_keeps_mask_copies": (
+        _M, "the false 'no name of the notebook grew by it' is now hedged and true ('no name that vramnb's listing walks "
+            "grew by it (it may be held where the listing does not reach ...)'); still '24.0 MiB ... held by no name "
+            "listed', nothing on the pruning hooks' mask copies or prune.remove", _M),
+    "tensor_hook_registered_every_call": (
+        _W, "regrowth line hedged (true now); still false '`del region` at the end of the loop body ... frees them' "
+            "(the hooks on input_image keep every region); new, true but beside the point: 'del explainer.gradients' "
+            "(3.0 MiB); nothing on the hooks piling up or handle.remove()", _M),
+    "mutable_default_argument_keeps_outputs": (
+        _P, "unchanged: 'clip_features grew by 32.0 MiB' points at embed_frames; the default list is 'held by no name "
+            "listed'; no features=None", _P),
+    "replay_buffer_filling_to_capacity": (
+        _W, "new advice destroys the agent's data: 'memory.buffer (a deque of 3000 entries, 80.8 MiB) ... `del "
+            "memory.buffer` lets it go ... (or have ReplayMemory's code not keep it: a local variable, or `del "
+            "self.buffer` once used)' - a replay memory exists to keep it; still nothing on its capacity (maxlen "
+            "300000: it stops growing there, no leak)", _P),
+    "tensor_keyed_dict_keeps_tensors": (
+        _W, "regrowth line hedged (true now); still false '`del x, h, out, loss` at the end of the loop body ... frees "
+            "them' (reporter.tensor_name keeps them as keys); reporter still not listed", _M),
+    "event_registry_keeps_subscribers": (
+        _W, "regrowth line hedged (true now); still false '`del viewer, parts` at the end of the loop body ... frees "
+            "them' (the _callbacks registry keeps the viewers); new '`del viewer.index` lets it go' for the last viewer "
+            "only (0.8 MiB of 90 MiB); no weak references", _M),
+    "graph_executor_keeps_intermediates": (
+        _P, "unchanged: graph._values node0..node15 (68.0 MiB) named exactly; no fix", _P),
+}

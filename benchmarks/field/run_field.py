@@ -25,6 +25,8 @@ validation-4 after advice fixes merge)::
         --judgements v4 --out DIR
     MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-5 --checkout /work/main \
         --judgements v5 --out DIR
+    MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-6 --checkout /work/main \
+        --judgements v6-before --out DIR
 
 ``--checkout DIR`` puts ``DIR`` first on the children's ``PYTHONPATH`` (so ``vramnb`` is imported from there; the
 run stops if it is not) and records the last commit that changed that checkout's ``vramnb/`` (``-dirty`` when it has
@@ -243,7 +245,8 @@ def main() -> None:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
-    ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4", "v5"), default="before",
+    ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4", "v5", "v6-before",
+                                                 "v6-after"), default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
     a = ap.parse_args()
@@ -328,6 +331,10 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
         return f"validation-4: {j.JUDGED_AT_V4}", dict(j.JUDGEMENTS_V4)
     if judged_set == "v5":
         return f"validation-5: {j.JUDGED_AT_V5}", dict(j.JUDGEMENTS_V5)
+    if judged_set == "v6-before":
+        return f"validation-6: {j.JUDGED_AT_V6_BEFORE}", dict(j.JUDGEMENTS_V6_BEFORE)
+    if judged_set == "v6-after":
+        return f"validation-6: {j.JUDGED_AT_V6_AFTER}", dict(j.JUDGEMENTS_V6_AFTER)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -347,12 +354,14 @@ def _rescore(folder: Path, judged_set: str) -> None:
 
 
 SCORES = ("diagnosed", "partly", "missed", "wrong")
-PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4", "validation-5")
+PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4", "validation-5", "validation-6")
 # what the judgements' third field scores (judgements.py)
 THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
                "v3": "were the false sentence or the inapplicable advice named in the reason absent",
                "v4": "were the false sentence or the inapplicable advice named in the reason absent",
-               "v5": "were the false sentence or the inapplicable advice named in the reason absent"}
+               "v5": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v6-before": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v6-after": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
