@@ -81,3 +81,21 @@ def test_a_failed_ops_traceback_keeps_what_it_keeps_without_vramnb(ip, cell, nam
     assert plain == 512 * 512 * 4  # f's x, in both ways (the temporary x * 2 is freed as the error unwinds)
 
     assert measured == plain
+
+
+def test_a_failed_ops_temporary_is_no_memory_alive_after_the_cell(ip):  # type: ignore[no-untyped-def]
+    """The by-source table of a cell whose operator failed: the temporary it was given (``x * 2``,
+    1 MiB) was freed when the error unwound, as without vramnb; the end column adds up to what is
+    allocated and names no memory alive after the cell (the frames vramnb's mode added are let go
+    before the end is marked, not at the mode's exit after the recorder stopped)."""
+    import vramnb
+
+    run(ip, DEF)
+    run(ip, "%%vram -d cpu -q --breakdown\ny = f(x)")
+    rep = vramnb.history()[-1]
+    rows = {name: (a, b, p) for name, a, b, p in rep.sources}
+    assert "alive after the cell, held by no name above" not in rows, rows
+    assert rows["temporaries"] == (0, 0, 512 * 512 * 4 + 5 * 5 * 4)  # x * 2 and the ones, at the peak only
+    assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated == rep.start_allocated
+    run(ip, "%reset -f")
+    run(ip, "import torch")

@@ -170,7 +170,11 @@ class CellAttribution:
         self.recorder.mark("start")
         try:
             with stack, saved.observing_all_threads():
-                yield
+                try:
+                    yield
+                finally:
+                    if tracker is not None:  # a failed operator's temporaries go while the recorder listens
+                        tracker.settle()
         finally:
             if self.casts is not None:
                 self.casts.locate = None

@@ -171,6 +171,7 @@ class CpuProbe:
 
     def sample(self, *, device_info: bool = True, sync: bool = True) -> Sample:
         t = self.tracker
+        t.settle()  # a failed operator's frames let go first, as its C++ call would have
         sample = Sample(t.current, t.peak)
         if device_info:
             sample.total, sample.free = _host_memory()

@@ -113,10 +113,16 @@ def _module(frame: Any) -> str:
     return str(frame.f_globals.get("__name__", ""))
 
 
-def _clear_frames(frames: list[Any]) -> None:
+def _clear_frames(frames: list[Any]) -> list[Any]:
+    """Clear each finished frame of ``frames`` (its locals let go); return those still running,
+    which ``frame.clear()`` refuses (RuntimeError), to be cleared later."""
+    running = []
     for f in frames:
-        with contextlib.suppress(RuntimeError):  # (one still running: none is, where this is called)
+        try:
             f.clear()
+        except RuntimeError:
+            running.append(f)
+    return running
 
 
 _SPARSE_COO = torch.ops.aten._sparse_coo_tensor_with_dims_and_tensors.default
@@ -176,10 +182,14 @@ class _Mode(TorchDispatchMode):
             self.unwound.append(f)
             f = f.f_back
 
-    def __exit__(self, *exc: Any) -> Any:
+    def let_go(self) -> None:
+        """Clear the frames of an earlier failed operator that have finished (see :meth:`_failed`)."""
         if self.unwound:
             unwound, self.unwound = self.unwound, []
-            _clear_frames(unwound)
+            self.unwound.extend(_clear_frames(unwound))
+
+    def __exit__(self, *exc: Any) -> Any:
+        self.let_go()
         return super().__exit__(*exc)
 
     @classmethod
@@ -191,9 +201,7 @@ class _Mode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         __tracebackhide__ = True
         if self.unwound:  # an earlier operator's failure has unwound: its frames let go of its arguments
-            unwound, self.unwound = self.unwound, []
-            _clear_frames(unwound)
-            del unwound
+            self.let_go()
         try:
             out = func(*args, **(kwargs or {}))
         except BaseException as e:
@@ -263,6 +271,7 @@ class StorageTracker(SameMemory):
         # (listener, the thread whose changes it gets or None for all, its thread, that thread's name)
         self._listeners: list[tuple[Callable[[int, int, int], None], int | None, int, str]] = []
         self._tracking: dict[int, int] = {}  # thread ident -> nesting depth of tracking() and owning()
+        self._modes: weakref.WeakSet[_Mode] = weakref.WeakSet()  # the modes of open tracking() blocks
         self.resets = 0  # times reset_peak was called (lets a measurement notice a reset)
         self.ops = 0  # ATen operators seen by the dispatch mode (what tracking slows down)
         # watchers of casts and new peaks (``cast(args, out)``, ``new_peak()``): autocast's
@@ -453,6 +462,14 @@ class StorageTracker(SameMemory):
         entry = self._entries.get(key)
         return entry.nbytes if entry is not None else 0
 
+    def settle(self) -> None:
+        """Let go of what the frames of a failed operator still keep (its arguments and temporaries, in
+        the traceback of an exception the tracker's mode saw raised) once those frames have finished:
+        a block's end is read after it (the cell's last column, its allocated bytes), as without vramnb
+        the operator's C++ call would have freed them while the error unwound."""
+        for mode in list(self._modes):
+            mode.let_go()
+
     def live(self, thread: Any = "auto") -> dict[int, int]:
         """A copy of ``{storage key: bytes}`` for the live registered storages
         a listener of ``thread`` (default: the calling thread; ``None``: all)
@@ -517,6 +534,7 @@ class StorageTracker(SameMemory):
         (owned by no thread)."""
         me = threading.get_ident()
         mode = _Mode(self)
+        self._modes.add(mode)
         counted = acquired = False
         try:  # each step is undone if an interrupt (or an error) lands before the block is open
             with self._lock:
@@ -537,6 +555,7 @@ class StorageTracker(SameMemory):
             try:
                 _exit_mode(mode)
             finally:
+                self._modes.discard(mode)
                 _patch_release(self)
                 self._untrack(me)
 
