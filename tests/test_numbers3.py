@@ -61,13 +61,15 @@ def test_vram_counts_the_mapping_that_mmap_loaded_tensors_keep(ip, tmp_path):
     torch.save({"a": torch.zeros(1 << 20), "b": torch.zeros(1 << 18), "c": torch.zeros(1 << 16)}, path)
     size = os.path.getsize(path)  # the mapping: every tensor's bytes, and the archive's headers
     gc.collect()
+    before = ip.run_line_magic("vram", "-d cpu")  # what no name holds already (other tests' leftovers)
     run(ip, f"n3_sd = torch.load({str(path)!r}, mmap=True)\nn3_a = n3_sd['a']\ndel n3_sd['b']")
+    gc.collect()
     rep = ip.run_line_magic("vram", "-d cpu")
     h = {x.name: x for x in rep.holders}
     assert (h["n3_sd"].nbytes, h["n3_sd"].unique) == (size, 0)
     assert (h["n3_a"].nbytes, h["n3_a"].unique) == (size, 0)
-    text = rep._repr_mimebundle_()["text/plain"]
-    assert "held by no name listed" not in text
+    # nothing more is held by no name listed than before: the mapping is the two names'
+    assert rep.allocated - rep.total == before.allocated - before.total
     run(ip, "del n3_sd, n3_a")
 
 
@@ -93,4 +95,7 @@ def test_estimate_counts_a_sparse_embedding_gradient_as_the_real_step_does():
         grads = dict(r.marks)["after backward"].sources["gradients"]
         assert grads == dense + sparse
         assert dict(e.marks)["after backward"].sources["gradients"] == grads
-        assert e.peak.allocated == r.peak.allocated
+        # at the peak, every source but "other" (what else the process holds: on CPU the real step
+        # counts the whole process, other tests' leftovers included; the estimate only the step)
+        mine = {k: v for k, v in r.peak.sources.items() if k != "other"}
+        assert {k: v for k, v in e.peak.sources.items() if k != "other"} == mine
