@@ -60,8 +60,9 @@ def holds_graph(frames: list[Any]) -> bool | None:
             return None
         t = type(obj)  # not isinstance: that reads obj.__class__, which a proxy's property computes (user code)
         if issubclass(t, torch.Tensor):
-            if obj.grad_fn is not None:
-                return True
+            with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ is the user's code
+                if obj.grad_fn is not None:
+                    return True
             continue
         if depth >= 2:
             continue
