@@ -130,6 +130,21 @@ def test_batch_size_row_is_what_a_loop_running_that_batch_gets(setup, size):
     assert not any(n.startswith("the batch as given") for n in base.notes)
 
 
+def test_batch_size_row_keeps_a_dataset_the_batch_is_sliced_from(setup):
+    """A batch that views part of a dataset held in one tensor: the dataset stays in a loop of any batch
+    size, so the resized step's figures keep it (as 'other') and no note says anything was left out."""
+    model, opt, _ = setup
+    data = torch.randint(0, 50, (64, 24))
+    batch = data[16:32]
+    comp = vramnb.compare(model, batch, lm_loss, opt, recipes=[{}, {"batch_size": 4}], progress=False)
+    base, resized = (v.report for v in comp.variants)
+    assert not any(n.startswith("the batch as given") for n in resized.notes)
+    # the baseline's input batch is the 16 viewed rows; the dataset's other 48 rows are 'other' in both
+    assert base.steady.mark("start")["input batch"] == 16 * 24 * 8
+    assert resized.steady.mark("start")["input batch"] == 4 * 24 * 8
+    assert resized.steady.mark("start")["other"] - base.steady.mark("start")["other"] == 16 * 24 * 8
+
+
 def test_freeze_and_modes(setup):
     model = setup[0]
     emb = model.emb.weight.numel() * F32

@@ -386,14 +386,19 @@ def _storage_bytes(tensors: Collection[torch.Tensor]) -> int:
 
 def _batch_apart(plan: StepPlan, given: list[torch.Tensor]) -> list[torch.Tensor]:
     """The tensors of the batch as given whose storages the plan's (resized) batches, the model and the
-    optimizer do not use: a recipe replaced them (``batch_size``), so a loop that runs it would not hold them."""
+    optimizer do not use and the batch covers whole: a recipe replaced them (``batch_size``), so a loop
+    that runs it would not hold them."""
     used = {t.untyped_storage()._cdata for b in plan.batches for _, t in _batch_tensors(b)}
     if not given or {t.untyped_storage()._cdata for t in given} <= used:
         return []
     used |= {t.untyped_storage()._cdata for t in [*plan.model.parameters(), *plan.model.buffers()]}
     if plan.optimizer is not None:
         used |= {t.untyped_storage()._cdata for t in _state_tensors(plan.optimizer)}
-    return [t for t in given if t.untyped_storage()._cdata not in used]
+    # only storages the batch covers whole: a batch sliced from a dataset held in one tensor views part of
+    # it, and a loop that runs another batch size slices the same dataset, which stays
+    viewed = viewed_bytes_of(given, lambda t: t.untyped_storage()._cdata)
+    return [t for t in given if t.untyped_storage()._cdata not in used
+            and viewed.get(t.untyped_storage()._cdata, 0) >= t.untyped_storage().nbytes()]  # whole: _WHOLE
 
 
 def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None, index: int = 0,
