@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import vramnb
+from tests.conftest import assert_same_steps
 
 F32 = 4
 
@@ -49,10 +50,6 @@ if hasattr(torch.optim, "Adafactor"):
 def _id(case: tuple[str, dict[str, object]]) -> str:
     name, kw = case
     return name + "".join(f"-{k}={v}" for k, v in kw.items())
-
-
-def _mine(bd):
-    return {k: v for k, v in bd.sources.items() if k != "other"}
 
 
 def _model():
@@ -92,12 +89,7 @@ def test_estimate_of_a_warm_optimizer_equals_its_real_steps(case, warm):
         for k, v in st.items():
             assert torch.equal(v, saved[id(p)][k]) if isinstance(v, torch.Tensor) else v == saved[id(p)][k]
     real = vramnb.profile_step(model, batch, loss_fn, opt, steps=3, module_depth=None)
-    assert len(est.steps) == len(real.steps) == 3
-    for e, r in zip(est.steps, real.steps):
-        assert _mine(e.peak) == _mine(r.peak)
-        assert e.peak_phase == r.peak_phase
-        for (m1, b1), (m2, b2) in zip(e.marks, r.marks):
-            assert m1 == m2 and _mine(b1) == _mine(b2)
+    assert_same_steps(est, real, 3)
     # the parameters' bytes from shapes, and a warm state's bytes as the user's optimizer holds them
     n_param = sum(p.numel() for p in model.parameters()) * F32
     assert est.steps[-1].mark("start").sources["parameters"] == n_param
