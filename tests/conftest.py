@@ -134,6 +134,49 @@ def sq_loss(model, batch):  # type: ignore[no-untyped-def]
     return model(batch).square().mean()
 
 
+def _entry(name: str, **options):  # type: ignore[no-untyped-def]
+    """``vramnb.<name>(model, batch, sq_loss, optimizer, **options)`` as ``entry(model, batch, optimizer)``
+    (vramnb imported when called, as the fixtures here do)."""
+    def entry(m, b, o):  # type: ignore[no-untyped-def]
+        import vramnb
+
+        return getattr(vramnb, name)(m, b, sq_loss, o, **options)
+
+    return entry
+
+
+#: the entry points that run real steps on the user's model, each called as ``entry(model, batch, optimizer)``
+#: with :func:`sq_loss` (compare with a precision toggle: two recipes)
+REAL_STEPS = {
+    "profile_step": _entry("profile_step"),
+    "compare": _entry("compare", toggles={"precision": ["fp32", "bf16"]}, progress=False),
+}
+#: every entry point that runs the user's step, real or fake (estimate, max_batch_size and fit on made-up
+#: cards large enough for the small test models), called as the entries of :data:`REAL_STEPS` are
+ENTRY_POINTS = {
+    **REAL_STEPS,
+    "estimate": _entry("estimate", target="8GiB"),
+    "max_batch_size": _entry("max_batch_size", target="1GiB", limit=16, progress=False),
+    "fit": _entry("fit", target="8GiB", progress=False),
+}
+
+
+def assert_same_steps(est, real, steps: int) -> None:  # type: ignore[no-untyped-def]
+    """An estimate's ``steps`` steps and a CPU measurement's of the same steps agree byte for byte: the
+    peak and every mark by source (all but "other", which counts the rest of the test process), the
+    peak's phase and the marks' order."""
+    def mine(bd):  # type: ignore[no-untyped-def]
+        return {k: v for k, v in bd.sources.items() if k != "other"}
+
+    assert len(est.steps) == len(real.steps) == steps
+    for e, r in zip(est.steps, real.steps):
+        assert mine(e.peak) == mine(r.peak)
+        assert e.peak_phase == r.peak_phase
+        assert [m for m, _ in e.marks] == [m for m, _ in r.marks]
+        for (_, b1), (_, b2) in zip(e.marks, r.marks):
+            assert mine(b1) == mine(b2)
+
+
 def mlp():  # type: ignore[no-untyped-def]
     """The small model of the step tests (64 -> 128 -> 10), the same weights every time."""
     torch.manual_seed(0)

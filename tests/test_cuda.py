@@ -427,3 +427,22 @@ def test_fit_verify_peak_is_within_three_percent_of_the_prediction():
     assert abs(measured - predicted) <= 0.03 * predicted, (
         measured, predicted, r.best.recipe, r.verified.steady.peak_phase, r.verified.steady.peak.sources,
         r.best.estimate.steps[-1].peak_phase, r.best.estimate.steps[-1].peak.sources)
+
+
+def test_batch_size_row_leaves_out_the_given_batch_on_cuda():
+    """compare's batch_size row on CUDA: the given batch's blocks are not in the resized step's figures,
+    which equal a step run with the resized batch alone (the given batch freed)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 8)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    batch = torch.randn(64, 256, device="cuda")  # 64 KiB: 128 blocks of 512 bytes
+    loss_fn = lambda m, b: m(b).square().mean()  # noqa: E731
+    comp = vramnb.compare(model, batch, loss_fn, opt, recipes=[{}, {"batch_size": 8}], progress=False)
+    resized = comp.variants[1].report
+    small = batch[:8].clone()
+    del batch, comp
+    torch.cuda.synchronize()
+    alone = vramnb.profile_step(model, small, loss_fn, opt, module_depth=None)
+    for r, a in zip(resized.steps, alone.steps):
+        assert r.peak.allocated == a.peak.allocated
+        assert r.mark("start").allocated == a.mark("start").allocated

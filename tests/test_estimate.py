@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import vramnb
+from tests.conftest import assert_same_steps
 from vramnb.predict._allocator import LARGE_BUFFER, MiB, SMALL_BUFFER, AllocatorModel, replay, round_size, segment_size
 from vramnb.predict._cuda_model import LIBRARY_MEMORY
 from vramnb.predict._gpus import GPUS
@@ -56,12 +57,7 @@ def test_cpu_estimate_equals_cpu_measurement(make, recipe):
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert not opt.state and all(p.grad is None for p in model.parameters())
     real = vramnb.profile_step(model, batch, loss_fn, opt, recipe=recipe, module_depth=None)
-    assert len(est.steps) == len(real.steps) == 2
-    for e, r in zip(est.steps, real.steps):
-        assert _mine(e.peak) == _mine(r.peak)
-        assert e.peak_phase == r.peak_phase
-        for (m1, b1), (m2, b2) in zip(e.marks, r.marks):
-            assert m1 == m2 and _mine(b1) == _mine(b2)
+    assert_same_steps(est, real, 2)
     # and the exact parameter bytes, from shapes
     n_param = sum(p.numel() * p.element_size() for p in model.parameters())
     assert est.steady.peak.sources["parameters"] == n_param

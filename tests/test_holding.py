@@ -13,16 +13,18 @@ import torch
 from tests.conftest import run
 from vramnb._units import format_bytes
 
-def holding(*a):  # type: ignore[no-untyped-def]
-    from vramnb.diagnose._holding import holding as h
+def held(ip, name):  # type: ignore[no-untyped-def]
+    """How the notebook name ``name`` holds its memory (diagnose._holding.holding), on CPU."""
+    from vramnb.diagnose._holding import holding
 
-    return h(*a)
+    return holding(name, ip.user_ns[name], CPU, _ns(ip))
 
 
-def holding_note(*a):  # type: ignore[no-untyped-def]
-    from vramnb.diagnose._holding import holding_note as h
+def held_note(ip, name):  # type: ignore[no-untyped-def]
+    """The line the listing gives ``name`` (diagnose._holding.holding_note), on CPU, or None."""
+    from vramnb.diagnose._holding import holding_note
 
-    return h(*a)
+    return holding_note(name, ip.user_ns[name], CPU, _ns(ip))
 
 CPU = torch.device("cpu")
 KiB = 1024
@@ -38,7 +40,7 @@ def test_an_object_keeping_entries_gets_its_inherited_reset(ip):  # type: ignore
             "class DetectionAP(_MetricBase):\n    def __init__(self):\n        self.reset()\n"
             "    def update(self, i, d, g):\n        self.dets[i] = d; self.gts[i] = g\n"
             "ap = DetectionAP()\nfor i in range(5):\n    ap.update(i, torch.zeros(100, 6), torch.zeros(50, 5))")
-    h = holding("ap", ip.user_ns["ap"], CPU, _ns(ip))
+    h = held(ip, "ap")
     n = 5 * (100 * 6 + 50 * 5) * 4
     assert (h.kind, h.path, h.nbytes) == ("object state", "ap", n)
     assert h.sentence == (
@@ -50,7 +52,7 @@ def test_an_object_keeping_entries_gets_its_inherited_reset(ip):  # type: ignore
 def test_a_reset_that_is_not_callable_is_not_offered(ip):  # type: ignore[no-untyped-def]
     run(ip, "class Recorder:\n    reset = None\n    def __init__(self):\n        self.frames = []\n"
             "rec = Recorder()\nrec.frames += [torch.zeros(256) for _ in range(4)]")
-    h = holding("rec", ip.user_ns["rec"], CPU, _ns(ip))
+    h = held(ip, "rec")
     # one attribute holds it all: it is followed into, and named as an attribute of rec
     assert (h.kind, h.path, h.nbytes) == ("object state", "rec.frames", 4 * 256 * 4)
     assert "reset()" not in h.sentence and h.sentence == (
@@ -61,7 +63,7 @@ def test_a_reset_that_is_not_callable_is_not_offered(ip):  # type: ignore[no-unt
 
 def test_a_model_kept_as_an_attribute_gets_no_object_line(ip):  # type: ignore[no-untyped-def]
     run(ip, "class Wrapper:\n    def __init__(self):\n        self.net = torch.nn.Linear(64, 64)\nw = Wrapper()")
-    assert holding_note("w", ip.user_ns["w"], CPU, _ns(ip)) is None
+    assert held_note(ip, "w") is None
 
 
 # -- tensors carrying their graphs in a container -------------------------------------------------
@@ -69,7 +71,7 @@ def test_a_logger_keeping_tensors_with_graphs_is_told_item_or_detach(ip):  # typ
     run(ip, "class Tracker2:\n    def __init__(self):\n        self.store = {'train': [], 'val': []}\n"
             "w = torch.ones(256, requires_grad=True)\ntr = Tracker2()\n"
             "for i in range(3):\n    tr.store['train'].append((w * torch.full((256,), float(i))).sum())")
-    h = holding("tr", ip.user_ns["tr"], CPU, _ns(ip))
+    h = held(ip, "tr")
     # each product saves its plain operand (256 float32) for backward; w is a leaf (its own owner's)
     assert (h.kind, h.path) == ("graphs", "tr.store")
     assert h.sentence.startswith(
@@ -77,19 +79,19 @@ def test_a_logger_keeping_tensors_with_graphs_is_told_item_or_detach(ip):  # typ
         f"backward ({format_bytes(3 * 256 * 4)}): store numbers (`.item()`) or detached tensors (`.detach()`)")
     # detached, nothing is said about graphs
     run(ip, "tr.store['train'] = [t.detach() for t in tr.store['train']]")
-    assert "autograd graph" not in (holding_note("tr", ip.user_ns["tr"], CPU, _ns(ip)) or "")
+    assert "autograd graph" not in (held_note(ip, "tr") or "")
 
 
 def test_a_bare_tensor_with_a_graph_is_left_to_the_kept_graph_line(ip):  # type: ignore[no-untyped-def]
     run(ip, "w = torch.ones(1024, requires_grad=True)\nloss = (w * torch.ones(1024)).sum()")
-    assert holding_note("loss", ip.user_ns["loss"], CPU, _ns(ip)) is None
+    assert held_note(ip, "loss") is None
 
 
 # -- a class attribute ----------------------------------------------------------------------------
 def test_a_class_level_list_is_named_with_its_instance_attribute_fix(ip):  # type: ignore[no-untyped-def]
     run(ip, "class FeatureCache:\n    seen = []\n    def add(self, x):\n        self.seen.append(x.clone())\n"
             "for k in range(3):\n    FeatureCache().add(torch.zeros(64, 64))")
-    h = holding("FeatureCache", ip.user_ns["FeatureCache"], CPU, _ns(ip))
+    h = held(ip, "FeatureCache")
     n = 3 * 64 * 64 * 4
     assert (h.kind, h.path, h.nbytes) == ("class attribute", "FeatureCache.seen", n)
     assert h.sentence == (
@@ -117,7 +119,7 @@ def test_exceptions_kept_in_a_dict_name_the_frames_locals(ip):  # type: ignore[n
             "def outer(n):\n    a = torch.zeros(n, 16)\n    inner(n)\n"
             "errors = {}\nfor n in (64, 128):\n    try:\n        outer(n)\n    except ValueError as e:\n"
             "        errors[n] = e")
-    h = holding("errors", ip.user_ns["errors"], CPU, _ns(ip))
+    h = held(ip, "errors")
     n = (64 + 128) * (16 + 32) * 4
     assert (h.kind, h.nbytes) == ("exceptions", n)
     assert h.sentence == (
@@ -127,7 +129,7 @@ def test_exceptions_kept_in_a_dict_name_the_frames_locals(ip):  # type: ignore[n
         "or `e.with_traceback(None)`)")
     # dropped tracebacks: nothing held, nothing said
     run(ip, "for e in errors.values():\n    e.__traceback__ = None")
-    assert holding_note("errors", ip.user_ns["errors"], CPU, _ns(ip)) is None
+    assert held_note(ip, "errors") is None
 
 
 def test_exceptions_appended_every_run_get_the_traceback_line(ip):  # type: ignore[no-untyped-def]
@@ -148,7 +150,7 @@ def test_state_dict_copies_keyed_by_step_get_keep_the_best(ip):  # type: ignore[
     run(ip, "net = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.BatchNorm1d(16))\n"
             "snapshots = {}\nfor step in (100, 200, 300):\n"
             "    snapshots[step] = {k: v.clone() for k, v in net.state_dict().items()}")
-    h = holding("snapshots", ip.user_ns["snapshots"], CPU, _ns(ip))
+    h = held(ip, "snapshots")
     # Linear 32x16 + 16, BatchNorm weight, bias, running mean and var (16 each) float32, num_batches_tracked int64
     each = (32 * 16 + 16 + 4 * 16) * 4 + 8
     assert (h.kind, h.nbytes) == ("weight copies", 3 * each)
@@ -160,7 +162,7 @@ def test_state_dict_copies_keyed_by_step_get_keep_the_best(ip):  # type: ignore[
 
 def test_state_dicts_kept_without_clone_are_no_copies(ip):  # type: ignore[no-untyped-def]
     run(ip, "net = torch.nn.Linear(32, 16)\nviews = [net.state_dict() for _ in range(3)]")
-    assert "copies" not in (holding_note("views", ip.user_ns["views"], CPU, _ns(ip)) or "")
+    assert "copies" not in (held_note(ip, "views") or "")
 
 
 # -- the %vram listing and the out-of-memory post-mortem ----------------------------------------------
@@ -243,7 +245,7 @@ def test_a_metric_module_keeping_its_states_gets_its_reset(ip):  # type: ignore[
             "    def update(self, p, t):\n        self.preds.append(p); self.targets.append(t)\n"
             "miou = MeanIoU()\nfor i in range(3):\n    miou.update(torch.zeros(8, 64, dtype=torch.long), "
             "torch.zeros(8, 64, dtype=torch.long))")
-    h = holding("miou", ip.user_ns["miou"], CPU, _ns(ip))
+    h = held(ip, "miou")
     n = 2 * 3 * 8 * 64 * 8  # int64 states; the 4 KiB parameter is not theirs
     assert h.sentence == (
         f"miou (a MeanIoU) keeps {format_bytes(n)} in miou.preds (a list of 3 tensors) and miou.targets (a list of 3 "
@@ -255,7 +257,7 @@ def test_an_object_named_with_a_model_beside_its_lists_counts_only_the_lists(ip)
     run(ip, "class Trainer:\n    def __init__(self):\n        self.model = torch.nn.Linear(256, 256)\n"
             "        self.outputs, self.labels = [], []\ntrn = Trainer()\n"
             "for i in range(2):\n    trn.outputs.append(torch.zeros(64, 256)); trn.labels.append(torch.zeros(64))")
-    note = holding_note("trn", ip.user_ns["trn"], CPU, _ns(ip))
+    note = held_note(ip, "trn")
     n = 2 * 64 * 256 * 4 + 2 * 64 * 4
     assert note is not None and note.startswith(
         f"trn (a Trainer) keeps {format_bytes(n)} in trn.outputs (a list of 2 tensors) and trn.labels (a list of 2 "
@@ -267,12 +269,12 @@ def test_a_model_whose_layers_keep_lists_gets_no_reset_sentence(ip):  # type: ig
     Module advice: no "has no reset()" or running-value line for a model."""
     run(ip, "net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())\nnet[0].acts = []\n"
             "for i in range(3):\n    net[0].acts.append(torch.zeros(1024, 64))")
-    assert holding_note("net", ip.user_ns["net"], CPU, _ns(ip)) is None
+    assert held_note(ip, "net") is None
 
 
 def test_a_class_level_tensor_is_not_said_to_be_added_to(ip):  # type: ignore[no-untyped-def]
     run(ip, "class Rope:\n    table = torch.zeros(2048, 64)\n")
-    h = holding("Rope", ip.user_ns["Rope"], CPU, _ns(ip))
+    h = held(ip, "Rope")
     assert h.sentence == (
         f"Rope.table (a tensor, {format_bytes(2048 * 64 * 4)}) is a class attribute: one object for Rope and every "
         "instance that does not set its own, alive as long as the class: make it an instance attribute, or "
@@ -286,10 +288,10 @@ def test_a_mapping_object_with_clear_and_a_slotted_record(ip):  # type: ignore[n
             "fc = FrameCache()\nfor k in range(3):\n    fc[k] = torch.zeros(128, 128)\n"
             "@dataclasses.dataclass(slots=True)\nclass Episode:\n    steps: list\n"
             "ep = Episode([torch.zeros(64, 64) for _ in range(2)])")
-    h = holding("fc", ip.user_ns["fc"], CPU, _ns(ip))
+    h = held(ip, "fc")
     assert (h.path, h.nbytes) == ("fc.data", 3 * 128 * 128 * 4)
     assert "FrameCache has a clear(): call `fc.clear()`" in h.sentence
-    h = holding("ep", ip.user_ns["ep"], CPU, _ns(ip))
+    h = held(ip, "ep")
     assert (h.path, h.nbytes) == ("ep.steps", 2 * 64 * 64 * 4) and "`del ep.steps`" in h.sentence
     assert "reset()" not in h.sentence and "clear()" not in h.sentence
 
@@ -301,7 +303,7 @@ def test_a_running_sum_attribute_with_a_graph_is_told_item(ip):  # type: ignore[
             "    def update(self, v):\n        self.total = self.total + v\n"
             "w = torch.ones(4096, requires_grad=True)\navg = Avg()\nfor i in range(3):\n"
             "    avg.update((w * torch.full((4096,), float(i))).sum())")
-    h = holding("avg", ip.user_ns["avg"], CPU, _ns(ip))
+    h = held(ip, "avg")
     # each product saved its plain operand (4096 float32); the adds save nothing
     assert (h.kind, h.path) == ("graphs", "avg.total")
     assert h.sentence.startswith(
@@ -329,4 +331,4 @@ def test_an_attribute_reaching_only_a_models_leaves_through_a_graph_gets_no_line
     run(ip, "lin = torch.nn.Linear(512, 512)\nclass Meter:\n    def __init__(self):\n"
             "        self.total = torch.tensor(0.)\nmeter = Meter()\nfor i in range(3):\n"
             "    loss = lin(torch.ones(4, 512)).pow(2).mean()\n    loss.backward()\n    meter.total += loss")
-    assert holding_note("meter", ip.user_ns["meter"], CPU, _ns(ip)) is None
+    assert held_note(ip, "meter") is None

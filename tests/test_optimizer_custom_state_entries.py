@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import vramnb
+from tests.conftest import ENTRY_POINTS, sq_loss
 
 
 class StringKeyed(torch.optim.SGD):
@@ -21,22 +21,7 @@ class StringKeyed(torch.optim.SGD):
         return super().step(closure)
 
 
-def _loss(m: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
-    return m(b).square().mean()
-
-
-ENTRY = {
-    "profile_step": lambda m, b, o: vramnb.profile_step(m, b, _loss, o),
-    "compare": lambda m, b, o: vramnb.compare(m, b, _loss, o, toggles={"precision": ["fp32", "bf16"]},
-                                              progress=False),
-    "estimate": lambda m, b, o: vramnb.estimate(m, b, _loss, o, target="8GiB"),
-    "max_batch_size": lambda m, b, o: vramnb.max_batch_size(m, b, _loss, o, target="1GiB", limit=16,
-                                                            progress=False),
-    "fit": lambda m, b, o: vramnb.fit(m, b, _loss, o, target="8GiB", progress=False),
-}
-
-
-@pytest.mark.parametrize("entry", list(ENTRY))
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
 def test_an_optimizer_state_entry_that_is_no_parameters_is_kept(entry: str) -> None:
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
@@ -44,10 +29,10 @@ def test_an_optimizer_state_entry_that_is_no_parameters_is_kept(entry: str) -> N
     x = torch.randn(4, 8)
     for _ in range(2):
         opt.zero_grad()
-        _loss(m, x).backward()
+        sq_loss(m, x).backward()
         opt.step()
     history = opt.state["history"]
     momenta = [(opt.state[p]["momentum_buffer"], opt.state[p]["momentum_buffer"].clone()) for p in m.parameters()]
-    ENTRY[entry](m, x, opt)
+    ENTRY_POINTS[entry](m, x, opt)
     assert opt.state["global_step"] == 2 and opt.state["history"] is history and history == [1, 2]
     assert all(opt.state[p]["momentum_buffer"] is t and torch.equal(t, c) for p, (t, c) in zip(m.parameters(), momenta))

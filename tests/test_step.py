@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import pytest
 import torch
@@ -522,6 +523,8 @@ def test_gradients_left_by_an_earlier_step_are_freed_by_the_steps_zero_grad():
     x = torch.randn(8, 64)
     sq_loss(with_grads, x).backward()
     saved = {n: (p.grad.clone(), p.grad.stride(), p.grad._version) for n, p in with_grads.named_parameters()}
+    # weak references: a strong one would be a name of the user's that keeps the gradient for every step
+    objects = {n: (weakref.ref(p.grad), p.grad.untyped_storage()._cdata) for n, p in with_grads.named_parameters()}
     p_bytes = sum(q.numel() for q in with_grads.parameters()) * F32
     rep = profile_step(with_grads, x, sq_loss, torch.optim.SGD(with_grads.parameters(), lr=0.1))
     check_sums(rep)
@@ -536,6 +539,8 @@ def test_gradients_left_by_an_earlier_step_are_freed_by_the_steps_zero_grad():
         g, stride, version = saved[n]
         assert torch.equal(p.grad, g) and p.grad.stride() == stride and p.grad.dtype == g.dtype
         assert p.grad._version == version
+        assert objects[n][0]() is p.grad  # the same gradient object, on the same storage
+        assert objects[n][1] == p.grad.untyped_storage()._cdata
 
 
 def test_gradients_the_user_also_holds_stay_for_every_step():

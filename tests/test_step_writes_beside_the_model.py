@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-import vramnb
+from tests.conftest import ENTRY_POINTS, REAL_STEPS
 
 
 class Stats:
@@ -49,30 +49,19 @@ class EMA:
                 self.shadow[k].lerp_(v, 0.1)
 
 
-def _loss(m: nn.Module, b: torch.Tensor) -> torch.Tensor:
-    return m(b).square().mean()
-
-
-REAL = {
-    "profile_step": lambda m, b, o: vramnb.profile_step(m, b, _loss, o),
-    "compare": lambda m, b, o: vramnb.compare(m, b, _loss, o, toggles={"precision": ["fp32", "bf16"]},
-                                              progress=False),
-}
-
-
-@pytest.mark.parametrize("entry", list(REAL))
+@pytest.mark.parametrize("entry", list(REAL_STEPS))
 def test_a_tensor_in_a_modules_helper_object_is_put_back(entry: str) -> None:
     torch.manual_seed(0)
     m = WithHelper()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     total = m.stats.total
     before, version = total.clone(), total._version
-    REAL[entry](m, torch.randn(4, 8), opt)
+    REAL_STEPS[entry](m, torch.randn(4, 8), opt)
     assert m.stats.total is total and m.stats.n == 0
     assert torch.equal(total, before) and total._version == version
 
 
-@pytest.mark.parametrize("entry", list(REAL))
+@pytest.mark.parametrize("entry", list(REAL_STEPS))
 def test_an_ema_hooks_shadow_tensors_are_put_back(entry: str) -> None:
     torch.manual_seed(0)
     m = nn.Linear(8, 2)
@@ -82,7 +71,7 @@ def test_an_ema_hooks_shadow_tensors_are_put_back(entry: str) -> None:
     m.register_forward_hook(ema.hook)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     before = {k: (v, v.clone(), v._version) for k, v in ema.shadow.items()}
-    REAL[entry](m, torch.randn(4, 8), opt)
+    REAL_STEPS[entry](m, torch.randn(4, 8), opt)
     for k, (t, copy, version) in before.items():
         assert ema.shadow[k] is t and torch.equal(t, copy) and t._version == version, k
 
@@ -98,16 +87,7 @@ class Counted(torch.Tensor):
         return super().__torch_function__(func, types, args, kwargs or {})
 
 
-ALL = {
-    **REAL,
-    "estimate": lambda m, b, o: vramnb.estimate(m, b, _loss, o, target="8GiB"),
-    "max_batch_size": lambda m, b, o: vramnb.max_batch_size(m, b, _loss, o, target="1GiB", limit=16,
-                                                            progress=False),
-    "fit": lambda m, b, o: vramnb.fit(m, b, _loss, o, target="8GiB", progress=False),
-}
-
-
-@pytest.mark.parametrize("entry", list(ALL))
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
 def test_a_tensor_subclass_parameters_class_state_is_kept(entry: str) -> None:
     torch.manual_seed(0)
     m = nn.Linear(8, 2)
@@ -115,5 +95,5 @@ def test_a_tensor_subclass_parameters_class_state_is_kept(entry: str) -> None:
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     Counted.calls, Counted.seen = 0, []
     seen = Counted.seen
-    ALL[entry](m, torch.randn(4, 8), opt)
+    ENTRY_POINTS[entry](m, torch.randn(4, 8), opt)
     assert Counted.calls == 0 and Counted.seen is seen and seen == []

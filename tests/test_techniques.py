@@ -104,6 +104,47 @@ def test_batch_size_scales_activations(setup):
     assert double.mark("start")["input batch"] == 32 * 24 * 8
 
 
+@pytest.mark.parametrize("size", [4, 32], ids=["smaller", "larger"])
+def test_batch_size_row_is_what_a_loop_running_that_batch_gets(setup, size):
+    """compare's batch_size row leaves out the batch as given (the notebook keeps it; a loop that runs
+    the resized batch would not): its peak and every source equal a step run on that batch alone."""
+    model, opt, batch = setup
+    comp = vramnb.compare(model, batch, lm_loss, opt, recipes=[{}, {"batch_size": size}], progress=False)
+    base, resized = (v.report for v in comp.variants)
+    given = batch.numel() * batch.element_size()
+    for step in resized.steps:  # the resized batch is the step's only input, from shapes
+        assert step.mark("start")["input batch"] == size * 24 * 8
+        assert step.mark("start").allocated == sum(step.mark("start").sources.values())
+    # what the same steps give with only that batch in memory (the batch as given let go)
+    alone = vramnb.profile_step(model, batch[torch.arange(size) % len(batch)].clone(), lm_loss, opt, module_depth=None)
+    assert resized.steady.peak.sources["other"] == base.steady.peak.sources["other"]  # the same process beside it
+    for r, a in zip(resized.steps, alone.steps):
+        assert {k: v for k, v in r.peak.sources.items() if k != "other"} == {
+            k: v for k, v in a.peak.sources.items() if k != "other"}
+        assert r.peak.allocated - r.peak.sources["other"] == a.peak.allocated - a.peak.sources["other"]
+    # the row's peak (what its saving is computed from) counts nothing of the given batch
+    assert comp.variants[1].peak == resized.steady.peak.allocated == sum(resized.steady.peak.sources.values())
+    note = [n for n in resized.notes if n.startswith("the batch as given")]
+    assert note == [f"the batch as given ({vramnb.format_bytes(given)}) is left out of these steps' figures: they ran "
+                    "the recipe's resized batch, and a loop that runs that batch does not hold the given one"]
+    assert not any(n.startswith("the batch as given") for n in base.notes)
+
+
+def test_batch_size_row_keeps_a_dataset_the_batch_is_sliced_from(setup):
+    """A batch that views part of a dataset held in one tensor: the dataset stays in a loop of any batch
+    size, so the resized step's figures keep it (as 'other') and no note says anything was left out."""
+    model, opt, _ = setup
+    data = torch.randint(0, 50, (64, 24))
+    batch = data[16:32]
+    comp = vramnb.compare(model, batch, lm_loss, opt, recipes=[{}, {"batch_size": 4}], progress=False)
+    base, resized = (v.report for v in comp.variants)
+    assert not any(n.startswith("the batch as given") for n in resized.notes)
+    # the baseline's input batch is the 16 viewed rows; the dataset's other 48 rows are 'other' in both
+    assert base.steady.mark("start")["input batch"] == 16 * 24 * 8
+    assert resized.steady.mark("start")["input batch"] == 4 * 24 * 8
+    assert resized.steady.mark("start")["other"] - base.steady.mark("start")["other"] == 16 * 24 * 8
+
+
 def test_freeze_and_modes(setup):
     model = setup[0]
     emb = model.emb.weight.numel() * F32

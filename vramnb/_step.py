@@ -21,6 +21,7 @@ waiting in reference cycles is collected first: it is not counted).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import pickle
 import time
@@ -42,7 +43,7 @@ from ._exclusive import one_at_a_time
 from ._no_effect import EffectWatch
 from ._reach import Reach
 from ._attribution import SavedTensors, key_fn, keys_of, label_intervals, sum_by_label, tensor_keys, viewed_bytes_of
-from ._timeline import CpuRecorder, CudaRecorder, Timeline, history_enabled
+from ._timeline import CpuRecorder, CudaRecorder, Timeline, block_size, history_enabled
 from ._tracker import cpu_tracker
 from ._compiled import compiled_note
 from ._units import format_bytes
@@ -358,8 +359,51 @@ def _module_memory(run: _StepRun, tl: Timeline, labels: list[str], positions: An
     return list(out.values())
 
 
+def _leave_out(run: _StepRun, tl: Timeline, apart: Collection[torch.Tensor]) -> None:
+    """Take ``apart``'s storages (the batch as given, which a recipe's resized batch replaced) out of the
+    step's figures: on CPU their intervals held from before the step count 0 bytes; the counters read at
+    the marks (CUDA's: the caching allocator's blocks, 512-byte multiples) count that much less. A loop
+    that runs the resized batch does not hold the given one."""
+    nbytes = 0
+    if run.cuda:  # the trace starts at the step: the counters read at the marks hold the batch's blocks
+        nbytes = sum(block_size(n) for n in {t.untyped_storage()._cdata: t.untyped_storage().nbytes()
+                                             for t in apart}.values() if n)
+    else:
+        gone = keys_of(apart, run.key)
+        for iv in tl.intervals:
+            if iv.start < 0 and iv.key in gone:
+                nbytes += iv.size
+                iv.size = 0
+    if nbytes:
+        run.samples = {m: s if s is None else dataclasses.replace(s, allocated=s.allocated - nbytes, peak=s.peak - nbytes)
+                       for m, s in run.samples.items()}
+
+
+def _storage_bytes(tensors: Collection[torch.Tensor]) -> int:
+    """The bytes of the storages behind ``tensors``, each once."""
+    return sum({t.untyped_storage()._cdata: t.untyped_storage().nbytes() for t in tensors}.values())
+
+
+def _batch_apart(plan: StepPlan, given: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors of the batch as given whose storages the plan's (resized) batches, the model and the
+    optimizer do not use and the batch covers whole: a recipe replaced them (``batch_size``), so a loop
+    that runs it would not hold them."""
+    used = {t.untyped_storage()._cdata for b in plan.batches for _, t in _batch_tensors(b)}
+    if not given or {t.untyped_storage()._cdata for t in given} <= used:
+        return []
+    used |= {t.untyped_storage()._cdata for t in [*plan.model.parameters(), *plan.model.buffers()]}
+    if plan.optimizer is not None:
+        used |= {t.untyped_storage()._cdata for t in _state_tensors(plan.optimizer)}
+    # only storages the batch covers whole: a batch sliced from a dataset held in one tensor views part of
+    # it, and a loop that runs another batch size slices the same dataset, which stays
+    viewed = viewed_bytes_of(given, lambda t: t.untyped_storage()._cdata)
+    return [t for t in given if t.untyped_storage()._cdata not in used
+            and viewed.get(t.untyped_storage()._cdata, 0) >= t.untyped_storage().nbytes()]  # whole: _WHOLE
+
+
 def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None, index: int = 0,
-              reach: Reach | None = None, effects: EffectWatch | None = None) -> tuple[StepResult, BaseException | None]:
+              reach: Reach | None = None, effects: EffectWatch | None = None,
+              apart: Collection[torch.Tensor] = ()) -> tuple[StepResult, BaseException | None]:
     model, optimizer, device = plan.model, plan.optimizer, plan.device
     run = _StepRun(plan, module_depth, reach, effects)
     fresh = optimizer is None or not any(len(s) for s in per_parameter(optimizer))
@@ -373,6 +417,8 @@ def _one_step(plan: StepPlan, module_depth: int | None, trace: str | None = None
     keys_start = tensor_keys(device) if run.cuda else None
     with effects.watching() if effects is not None else contextlib.nullcontext():
         tl, elapsed, err = run.run()
+    if apart:
+        _leave_out(run, tl, apart)
     if effects is not None and err is None:
         effects.after_step(plan.optimizer if plan.mode == "train" else None)
     keys_end = tensor_keys(device) if run.cuda else None
@@ -607,6 +653,7 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     plan = StepPlan(model, [batch], loss_fn or default_loss, optimizer, device, set_to_none=set_to_none,
                     user_optimizer=optimizer)
     aside: SetAside | None = None
+    apart: list[torch.Tensor] = []  # the batch as given, where a recipe replaced it
     reach: Reach | None = None
     effects = EffectWatch()
     failures: list[OOMState] = []  # the state at an out-of-memory failure in the steps, taken there
@@ -618,6 +665,7 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
             recipe.apply(plan)  # may raise ValueError (not available here); restored below
         effects.scan(plan)
         aside = _set_aside(plan, optimizer, batch_tensors)
+        apart = _batch_apart(plan, batch_tensors)
         reach = None
         if snap is not None:  # the recipe's own modules and optimizer are its to undo
             mine = {id(m) for m in plan.model.modules()} - snap.module_ids
@@ -625,7 +673,7 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
             reach = Reach(snap, [plan.optimizer] if plan.optimizer is not optimizer else [], mine, adapters)
         for i in range(steps):
             guard.check()  # an interrupt held back in vramnb's own bookkeeping stops here
-            res, err = _one_step(plan, module_depth, trace, i, reach, effects)
+            res, err = _one_step(plan, module_depth, trace, i, reach, effects, apart)
             results.append(res)
             if err is not None:
                 break
@@ -656,6 +704,10 @@ def _profile(guard: InterruptGuard, model: Any, batch: Any, loss_fn: Any, optimi
     compiled = compiled_note(model, "the profiled steps")
     if compiled is not None:
         report.notes.append(compiled)
+    if apart:
+        report.notes.append(f"the batch as given ({format_bytes(_storage_bytes(apart))}) is left out of these steps' "
+                            "figures: they ran the recipe's resized batch, and a loop that runs that batch does not "
+                            "hold the given one")
     if aside is not None:
         report.notes.append(f"your optimizer's state ({format_bytes(aside.nbytes)}) was moved to host memory for "
                             "these steps, which train with the recipe's optimizer instead")

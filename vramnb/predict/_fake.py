@@ -10,7 +10,9 @@ size, which the storage tracker counts (``StorageTracker("meta")``).
 from __future__ import annotations
 
 import copy
+import math
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -233,6 +235,30 @@ def _fp32_tensors(args: Any) -> bool:
     return any(isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args[:2])
 
 
+#: factories whose one-element result the optimizer's step keeps as scalar state -> the value they fill in
+_SCALAR_FACTORIES: dict[Any, Callable[[tuple, dict[str, Any]], Any]] = {
+    torch.ops.aten.zeros.default: lambda args, kwargs: 0,
+    torch.ops.aten.ones.default: lambda args, kwargs: 1,
+    torch.ops.aten.full.default: lambda args, kwargs: args[1] if len(args) > 1 else kwargs.get("fill_value"),
+}
+
+
+def _constant_scalar(func: Any, args: tuple, kwargs: dict[str, Any]) -> torch.Tensor | None:
+    """A one-element CPU tensor from a factory as a constant of the fake mode below (``torch.tensor``
+    of its value, which the fake mode lifts as a constant), or None where it is anything else."""
+    size = args[0] if args else kwargs.get("size")
+    if size is None or math.prod(size) != 1:
+        return None
+    device = torch.device(kwargs["device"]) if kwargs.get("device") is not None else torch.device("cpu")
+    if device.type != "cpu" or kwargs.get("layout") not in (None, torch.strided) or kwargs.get("pin_memory"):
+        return None
+    value = _SCALAR_FACTORIES[func](args, kwargs)
+    if not isinstance(value, (bool, int, float)):
+        return None
+    dtype = kwargs.get("dtype") or torch.get_default_dtype()
+    return torch.tensor(value, dtype=dtype).reshape(tuple(size))
+
+
 class KernelFixes(TorchDispatchMode):
     """Where a fake (meta) kernel allocates other than the real kernels, make it
     allocate what they do. Known case: batch norm on 16-bit input saves its
@@ -247,16 +273,29 @@ class KernelFixes(TorchDispatchMode):
     kernel of PyTorch 2.11-2.13 refuses anything but bf16; the output's shape is the meta
     kernel's for bf16 inputs, in fp32.
 
-    While :attr:`scalar_reads` is on (the optimizer's step), reading a fake
-    scalar (``.item()``: Adafactor's parameter norm) gives 1: such values set
-    step sizes, not what is allocated."""
+    While :attr:`scalar_reads` is on (the optimizer's step), the step's scalar state is read as the
+    real optimizer reads it: a one-element tensor the step makes from a size and a value (ASGD's
+    ``torch.ones(())`` for ``mu``, ``torch.zeros(())`` for its ``step``) is made a constant of the
+    fake mode, as ``torch.tensor(0.0)`` (Adam's, NAdam's ``step`` and ``mu_product``) and a warm
+    state's scalars (:func:`fake_optimizer`) already are, and the fake mode carries its value
+    through the step's arithmetic; reading it (``.item()``: bias corrections, NAdam's
+    ``1 - mu_product``, RAdam's rectification and ASGD's averaging branches, which decide what is
+    allocated) gives that value. Reading a scalar whose value is not known (computed from
+    parameters or gradients: Adafactor's parameter norm) gives 1: such values set step sizes,
+    not what is allocated."""
 
     scalar_reads = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         if self.scalar_reads and func is torch.ops.aten._local_scalar_dense.default:
             t = args[0]
+            if getattr(t, "constant", None) is not None:  # a value the fake mode carries: read it
+                return func(*args, **(kwargs or {}))
             return True if t.dtype == torch.bool else (1.0 if t.is_floating_point() else 1)
+        if self.scalar_reads and func in _SCALAR_FACTORIES:
+            made = _constant_scalar(func, args, kwargs or {})
+            if made is not None:
+                return made
         if func.overloadpacket is _GROUPED_MM and _fp32_tensors(args):
             low = [a.to(torch.bfloat16) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
             shape = func(*low, **(kwargs or {}))
