@@ -160,3 +160,49 @@ def test_a_product_of_two_different_sides_is_not_called_a_square(ip):
     run(ip, "gk2 = torch.zeros(1).expand(2**21, 8)")
     oom, _ = measured_oom(ip, "gs2 = gq @ gk2.transpose(-2, -1)")
     assert f"the product of {2**21} (`gq`'s side) and {2**21} (`gk2`'s side)" in oom.verdict.fixes[0].what
+
+
+def test_a_training_cell_failing_before_its_first_forward_gets_no_step_technique(ip):
+    """A training loop whose first statement copies a NumPy batch: the copy fails before any forward,
+    nothing held has a graph: autocast, recomputation and compare act on nothing that exists."""
+    ip.user_ns["gnp"] = np.broadcast_to(np.zeros(1, np.float32), (2**20, 2**20))
+    run(ip, "gtnet = torch.nn.Linear(4, 4)\ngopt = torch.optim.SGD(gtnet.parameters(), lr=0.1)")
+    oom, _ = measured_oom(ip, "for i in range(2):\n    gxb = torch.tensor(gnp)\n    gl = gtnet(gxb[:1, :4]).sum()\n"
+                              "    gl.backward()\n    gopt.step()")
+    ctx = oom.state.context
+    assert ctx.backward and ctx.trains and ctx.forward is None and ctx.graphs is False
+    whats = _under_a_limit(oom)
+    assert not any(t in w for w in whats for t in ("autocast", "recompute", "technique", "smaller batch")), whats
+    # the same loop failing inside the forward keeps them (activations exist there)
+    import dataclasses
+    inside = dataclasses.replace(ctx, forward=("gtnet", "gxb", (1, 4), (1, 4)))
+    s = dataclasses.replace(oom.state, cap=2**60, cap_room=0, available=8 << 30, context=inside)
+    assert any("autocast" in f.what for f in verdict(s).fixes)
+    del ip.user_ns["gnp"]
+
+
+def test_the_replay_asks_autocast_itself_which_operators_it_lowers():
+    """What the dispatch mode sees is below autocast and the decompositions (``conv2d`` reaches it as
+    ``convolution``, ``linear`` as ``addmm``): replayed on fake tensors under CPU bf16 autocast, with
+    the operands as autocast gives them. Exact result shapes; the request is the result's bytes."""
+    import torch
+
+    from vramnb.diagnose._failing_op import read_op
+
+    def t(shape, dtype="float32", param=False):  # type: ignore[no-untyped-def]
+        return ("T", shape, tuple(torch.empty(shape, device="meta").stride()), dtype, "cpu", param)
+
+    conv = ("aten::convolution", "default", (t((8, 3, 64, 64)), t((16, 3, 3, 3), param=True), t((16,), param=True),
+                                             [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})
+    assert read_op(conv, 8 * 16 * 62 * 62 * 4, "cpu")[:3] == ("convolution", (8, 16, 62, 62), True)
+    emb = ("aten::embedding", "default", (t((1000, 128), param=True), t((32, 512), "int64")), {})
+    assert read_op(emb, 32 * 512 * 128 * 4, "cpu") == ("embedding", (32, 512, 128), False, "")
+    mm = ("aten::mm", "default", (t((64, 128)), t((128, 32))), {})
+    assert read_op(mm, 64 * 32 * 4, "cpu") == ("mm", (64, 32), True, "runs it in bfloat16")
+    srt = ("aten::sort", "default", (t((1000,)),), {})
+    assert read_op(srt, 1000 * 8, "cpu") == ("sort", (1000,), False, "")  # its int64 indices
+    # its values keep the input's precision: bfloat16 only where the scores come in bfloat16 (said so)
+    assert read_op(srt, 1000 * 4, "cpu")[2:] == (True, "computes in its inputs' precision, and under autocast those "
+                                                 "are bfloat16 where they come from (or are cast for) an operation "
+                                                 "autocast lowers")
+    assert read_op(mm, 12345, "cpu") == ("mm", None, None, "")  # no result of the request's size: nothing known

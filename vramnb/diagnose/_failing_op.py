@@ -59,11 +59,13 @@ def _resolve(name: str, overload: str) -> Any:
     return getattr(getattr(getattr(torch.ops, ns), op), overload)
 
 
-def _replay(spec: tuple[str, str, Any, Any], autocast: str | None, lower: bool = False) -> list[tuple[tuple[int, ...],
-                                                                                                       torch.dtype]]:
+def _replay(spec: tuple[str, str, Any, Any], autocast: str | None, lower: int = 0) -> list[tuple[tuple[int, ...],
+                                                                                                    torch.dtype]]:
     """The ``(shape, dtype)`` of each tensor the operator returns, run on fake tensors; under
-    bf16 autocast on device type ``autocast`` where given; ``lower``: floating inputs that are
-    not parameters made bfloat16 first (what a lowered operator before it would have given)."""
+    bf16 autocast on device type ``autocast`` where given; ``lower``: 1, floating inputs that are
+    not parameters made bfloat16 first (what a lowered operator before it would have given); 2,
+    the parameters too (what autocast gives a convolution or a linear it casts, which reach the
+    dispatcher as ``convolution``/``addmm`` with both operands cast)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     func = _resolve(spec[0], spec[1])
@@ -71,7 +73,7 @@ def _replay(spec: tuple[str, str, Any, Any], autocast: str | None, lower: bool =
         def make(v: Any) -> Any:
             if type(v) is tuple and len(v) == 6 and v[0] == "T":
                 dtype = getattr(torch, v[3])
-                if lower and dtype == torch.float32 and not v[5]:
+                if dtype == torch.float32 and (lower == 2 or (lower == 1 and not v[5])):
                     dtype = torch.bfloat16
                 return torch.empty_strided(v[1], v[2], dtype=dtype, device=v[4])
             if type(v) in (list, tuple):
@@ -114,12 +116,18 @@ def read_op(spec: tuple[str, str, Any, Any] | None, requested: int | None,
         cast = _replay(spec, kind)
         if cast[index][1] in (torch.bfloat16, torch.float16):
             return name, shape, True, "runs it in bfloat16"
-        follow = _replay(spec, kind, lower=True)
-        if follow[index][1] in (torch.bfloat16, torch.float16):
-            return name, shape, True, "keeps its input's precision, bfloat16 where that input comes from an " \
-                                      "operation autocast lowers (a matmul, a convolution)"
     except Exception:  # noqa: BLE001 - autocast on a device this build lacks: not known
         return name, shape, None, ""
+    follow = None
+    for lower in (1, 2):  # its own inputs in bf16; where their dtypes must match (a convolution), all of them
+        try:
+            follow = _replay(spec, kind, lower=lower)
+            break
+        except Exception:  # noqa: BLE001 - mixed dtypes refused: try them all lowered
+            continue
+    if follow is not None and follow[index][1] in (torch.bfloat16, torch.float16):
+        return name, shape, True, ("computes in its inputs' precision, and under autocast those are bfloat16 where "
+                                   "they come from (or are cast for) an operation autocast lowers")
     return name, shape, False, ""
 
 

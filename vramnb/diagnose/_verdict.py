@@ -224,8 +224,9 @@ def _cpu_verdict(s: OOMState, req: int) -> Verdict:
                                    f"available, with {fmt(s.allocated)} of tensors alive {when}", req - room,
                        _capacity_fixes(s))
     return Verdict("capacity", f"the allocation of {fmt(req)} found less than that available on the system: "
-                               f"{fmt(room)} is available now, {freed} (more than {fmt(room - req)} of it), with "
-                               f"{fmt(s.allocated)} of tensors alive {when}", None, _capacity_fixes(s))
+                               f"{fmt(room)} is available now, {freed} (other processes may have freed memory "
+                               f"since, too), with {fmt(s.allocated)} of tensors alive {when}", None,
+                   _capacity_fixes(s))
 
 
 def _hidden(s: OOMState, req: int, short: int | None) -> Verdict:
@@ -454,6 +455,10 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
         return _no_grad_fixes(device, ctx, keeps, why=_NO_GRAPH)
     if ctx is not None and ctx.backward is False and not ctx.phase:
         return _forward_only_fixes(device, ctx, keeps)
+    if ctx is not None and ctx.forward is None and not ctx.phase and ctx.graphs is False:
+        # outside any forward and backward, and nothing held has a graph (a batch copied before the first
+        # forward): no activations exist for autocast or recomputation to shrink
+        return []
     if ctx is not None and ctx.model is None:  # no notebook name for the model: no code with invented names
         return []
     kind = device.split(":")[0]
