@@ -206,3 +206,18 @@ def test_the_replay_asks_autocast_itself_which_operators_it_lowers():
                                                  "are bfloat16 where they come from (or are cast for) an operation "
                                                  "autocast lowers")
     assert read_op(mm, 12345, "cpu") == ("mm", None, None, "")  # no result of the request's size: nothing known
+
+
+def test_a_request_larger_than_the_system_too_is_capacity_not_the_process_limit():
+    """Notebook 12's window pairs: 206.7 GiB under a 3.9 GiB RLIMIT_AS headroom with 22.3 GiB available:
+    more than the system has too, so raising the limit is no fix and the verdict is capacity."""
+    req, room, avail = 221_943_070_720, 4_187_593_728, 23_944_986_624
+    s = OOMState("cpu", True, req, 4_089_446, cap=room + 10**9, available=avail, cap_room=room, cap_name="RLIMIT_AS",
+                 context=FailingCode())
+    v = verdict(s)
+    assert v.kind == "capacity" and v.short_by == req - avail
+    assert v.reason == (f"the allocation of {format_bytes(req)} is more than the {format_bytes(avail)} the system has "
+                        f"available and the {format_bytes(room)} this process's own limit (RLIMIT_AS: ulimit, "
+                        f"resource.setrlimit) still allows, with {format_bytes(4_089_446)} of tensors alive at the "
+                        "failure")
+    assert not any("raise the process's limit" in f.what for f in v.fixes)

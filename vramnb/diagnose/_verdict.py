@@ -204,8 +204,14 @@ def _cpu_verdict(s: OOMState, req: int) -> Verdict:
     freed = ("after the failing operation's own allocations (its other results or workspace, which the tracker "
              "does not see until it returns) were freed as it unwound" if s.at_failure else
              "after what the failing code held was freed as the error unwound")
+    limit = f"this process's own limit ({s.cap_name or 'address space or data'}: ulimit, resource.setrlimit)"
+    if s.cap_room is not None and s.available is not None and req > max(s.available, s.cap_room):
+        # more than the system has too: raising the limit is no way out
+        return Verdict("capacity", f"the allocation of {fmt(req)} is more than the {fmt(s.available)} the system has "
+                                   f"available and the {fmt(s.cap_room)} {limit} still allows, with "
+                                   f"{fmt(s.allocated)} of tensors alive {when}", req - max(s.available, s.cap_room),
+                       _capacity_fixes(s))
     if capped and s.cap_room is not None:
-        limit = f"this process's own limit ({s.cap_name or 'address space or data'}: ulimit, resource.setrlimit)"
         if req > s.cap_room:
             return Verdict("per-process cap",
                            f"the allocation of {fmt(req)} is more than the {fmt(s.cap_room)} {limit} still allows, "
