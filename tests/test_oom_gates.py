@@ -190,7 +190,7 @@ def test_the_replay_asks_autocast_itself_which_operators_it_lowers():
     from vramnb.diagnose._failing_op import read_op
 
     def t(shape, dtype="float32", param=False):  # type: ignore[no-untyped-def]
-        return ("T", shape, tuple(torch.empty(shape, device="meta").stride()), dtype, "cpu", param)
+        return ("T", shape, tuple(torch.empty(shape, device="meta").stride()), dtype, "cpu", param, 0)
 
     conv = ("aten::convolution", "default", (t((8, 3, 64, 64)), t((16, 3, 3, 3), param=True), t((16,), param=True),
                                              [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})
@@ -221,3 +221,17 @@ def test_a_request_larger_than_the_system_too_is_capacity_not_the_process_limit(
                         f"resource.setrlimit) still allows, with {format_bytes(4_089_446)} of tensors alive at the "
                         "failure")
     assert not any("raise the process's limit" in f.what for f in v.fixes)
+
+
+def test_an_operator_on_the_models_own_input_is_not_lowered_by_following_it(ip):
+    """``F.interpolate`` of the image the model was given keeps its precision, which no lowered
+    operation made: no autocast line. The same operator on a convolution's output would follow its bfloat16."""
+    run(ip, "import torch.nn as nn, torch.nn.functional as F\nclass Up(nn.Module):\n    def __init__(s):\n"
+            "        super().__init__()\n        s.c = nn.Conv2d(3, 3, 1)\n    def forward(s, x):\n"
+            "        return s.c(F.interpolate(x, scale_factor=512))\n"
+            "gup = Up().eval()\ngimg = torch.zeros(1).expand(64, 3, 256, 256)")
+    oom, _ = measured_oom(ip, "with torch.no_grad():\n    gbig = gup(gimg)")
+    ctx = oom.state.context
+    assert ctx.op_name.startswith("upsample") and ctx.request_shape == (64, 3, 256 * 512, 256 * 512)
+    assert ctx.lowered is False, ctx.lowered_how
+    assert not any("autocast" in w for w in _under_a_limit(oom))

@@ -597,7 +597,7 @@ def oom_info(state: OOMState | None, exc: BaseException, device: torch.device, e
             from .diagnose._failing_op import read_op
 
             ctx.op_name, ctx.request_shape, ctx.lowered, ctx.lowered_how = read_op(ctx.op, state.requested,
-                                                                                  state.device)
+                                                                                  state.device, ctx.given)
         except Exception:  # noqa: BLE001 - extra: never in the way of the verdict
             pass
     if holders is not None:

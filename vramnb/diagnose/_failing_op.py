@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["op_spec", "read_op", "forward_call"]
+__all__ = ["op_spec", "read_op", "forward_call", "given_addresses"]
 
 _LEAVES = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
 _MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")
@@ -41,7 +41,7 @@ def op_spec(func: Any, args: Any, kwargs: Any) -> tuple[str, str, Any, Any] | No
                 if v.layout != torch.strided:
                     raise ValueError
                 return ("T", tuple(v.shape), tuple(v.stride()), str(v.dtype).split(".")[-1], v.device.type,
-                        type(v) is torch.nn.Parameter)
+                        type(v) is torch.nn.Parameter, _address(v))
             if type(v) in (list, tuple):
                 return type(v)(spec(x) for x in v)
             if type(v) in _LEAVES:
@@ -54,26 +54,36 @@ def op_spec(func: Any, args: Any, kwargs: Any) -> tuple[str, str, Any, Any] | No
         return None
 
 
+def _address(t: Any) -> int:
+    """The data address of a plain tensor's storage (0: none read), to tell the model's own input apart."""
+    try:
+        return int(t.untyped_storage().data_ptr()) if type(t) in (torch.Tensor, torch.nn.Parameter) else 0
+    except Exception:  # noqa: BLE001
+        return 0
+
+
 def _resolve(name: str, overload: str) -> Any:
     ns, op = name.split("::")
     return getattr(getattr(getattr(torch.ops, ns), op), overload)
 
 
-def _replay(spec: tuple[str, str, Any, Any], autocast: str | None, lower: int = 0) -> list[tuple[tuple[int, ...],
-                                                                                                    torch.dtype]]:
+def _replay(spec: tuple[str, str, Any, Any], autocast: str | None, lower: int = 0,
+            given: frozenset[int] = frozenset()) -> list[tuple[tuple[int, ...], torch.dtype]]:
     """The ``(shape, dtype)`` of each tensor the operator returns, run on fake tensors; under
     bf16 autocast on device type ``autocast`` where given; ``lower``: 1, floating inputs that are
     not parameters made bfloat16 first (what a lowered operator before it would have given); 2,
     the parameters too (what autocast gives a convolution or a linear it casts, which reach the
-    dispatcher as ``convolution``/``addmm`` with both operands cast)."""
+    dispatcher as ``convolution``/``addmm`` with both operands cast). Tensors whose storage address
+    is in ``given`` (what the model was given: no operation of its forward made them) stay float32
+    at ``lower`` 1."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     func = _resolve(spec[0], spec[1])
     with FakeTensorMode():
         def make(v: Any) -> Any:
-            if type(v) is tuple and len(v) == 6 and v[0] == "T":
+            if type(v) is tuple and len(v) == 7 and v[0] == "T":
                 dtype = getattr(torch, v[3])
-                if dtype == torch.float32 and (lower == 2 or (lower == 1 and not v[5])):
+                if dtype == torch.float32 and (lower == 2 or (lower == 1 and not v[5] and v[6] not in given)):
                     dtype = torch.bfloat16
                 return torch.empty_strided(v[1], v[2], dtype=dtype, device=v[4])
             if type(v) in (list, tuple):
@@ -91,12 +101,14 @@ def _replay(spec: tuple[str, str, Any, Any], autocast: str | None, lower: int = 
         return [(tuple(o.shape), o.dtype) for o in outs if isinstance(o, torch.Tensor)]
 
 
-def read_op(spec: tuple[str, str, Any, Any] | None, requested: int | None,
-            device: str) -> tuple[str, tuple[int, ...] | None, bool | None, str]:
+def read_op(spec: tuple[str, str, Any, Any] | None, requested: int | None, device: str,
+            given: frozenset[int] = frozenset()) -> tuple[str, tuple[int, ...] | None, bool | None, str]:
     """``(operator, shape of its result of exactly ``requested`` bytes (``None``: none is), lowered,
     how)`` for the recorded operator: ``lowered`` is whether that result would be in bfloat16
     under bf16 autocast on ``device`` (``None``: not known), ``how`` says why
-    (``"runs it in bfloat16"``, ``"follows its input's bfloat16"``, or ``""``)."""
+    (``"runs it in bfloat16"``, ``"computes in its inputs' precision..."``, or ``""``). ``given``: storage
+    addresses of what the model was given (:func:`forward_call`): an input among them is no lowered
+    operation's output, so an operator that follows its input's precision keeps float32 on it."""
     if spec is None:
         return "", None, None, ""
     name = f"{spec[0].split('::')[-1]}" + ("" if spec[1] == "default" else f".{spec[1]}")
@@ -121,7 +133,7 @@ def read_op(spec: tuple[str, str, Any, Any] | None, requested: int | None,
     follow = None
     for lower in (1, 2):  # its own inputs in bf16; where their dtypes must match (a convolution), all of them
         try:
-            follow = _replay(spec, kind, lower=lower)
+            follow = _replay(spec, kind, lower=lower, given=given)
             break
         except Exception:  # noqa: BLE001 - mixed dtypes refused: try them all lowered
             continue
@@ -147,6 +159,24 @@ def _first_tensor(args: Any, kwargs: Any) -> Any:
         if type(v) in (torch.Tensor, torch.nn.Parameter):
             return v
     return None
+
+
+def given_addresses(frames: list[Any]) -> frozenset[int]:
+    """Storage addresses of the tensors the outermost module call on the stack was given."""
+    from .._graph import frame_locals
+
+    out: frozenset[int] = frozenset()
+    for frame in frames:
+        code = frame.f_code
+        if code.co_name != "_call_impl" or not code.co_filename.endswith(_MODULE_FILE):
+            continue
+        loc = dict(frame_locals(frame))
+        args, kwargs = loc.get("args"), loc.get("kwargs")
+        loc.clear()
+        vals = list(args if type(args) is tuple else ()) + list(dict.values(kwargs) if type(kwargs) is dict else ())
+        found = frozenset(a for a in (_address(v) for v in vals) if a)
+        out = found or out
+    return out
 
 
 def forward_call(frames: list[Any], namespace: Any) -> tuple[str, str, tuple[int, ...], tuple[int, ...]] | None:

@@ -162,6 +162,7 @@ class FailingCode:
         op_name, request_shape, lowered, lowered_how: that operator's name, the shape of its result
             that was the request, and whether bf16 autocast would run it in lower precision on the
             device (``None``: not known), with why (:func:`._failing_op.read_op`).
+        given: storage addresses of the tensors the model was given (:func:`._failing_op.given_addresses`).
         reads: names the failing cells read before binding them (read later by the cell, or again
             when it is run again): deleting them is no fix.
     """
@@ -199,6 +200,7 @@ class FailingCode:
     lowered: bool | None = None
     lowered_how: str = ""
     reads: set[str] = field(default_factory=set)
+    given: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -726,6 +728,10 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
         from ._failing_op import forward_call
 
         ctx.forward = forward_call(frames, model_ns if model_ns is not None else g)
+        if ctx.forward is not None:
+            from ._failing_op import given_addresses
+
+            ctx.given = given_addresses(frames)
     except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
         pass
     if ctx.grad:  # read now, after unwinding, a `with torch.no_grad():` around the failing line has exited
