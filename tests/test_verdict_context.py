@@ -113,6 +113,10 @@ def test_no_training_fixes_without_a_model_and_none_already_in_use():
                                  '"bf16"], "checkpointing": ["off", "every block"]})') for f in on)
     # inference (gradients off): no recomputation in backward to offer
     inf = verdict(_state(context=FailingCode(trains=True, grad=False, model="net"))).fixes
+    assert not any("autocast" in f.code for f in inf)  # no evidence that autocast lowers the failing operation
+    inf = verdict(_state(context=FailingCode(trains=True, grad=False, model="net", forward=("net", "x", (8, 4), (8, 4)),
+                                             op_name="addmm", request_shape=(8, 4), lowered=True,
+                                             lowered_how="runs it in bfloat16"))).fixes
     assert any("autocast" in f.code for f in inf) and not any(f.what == "recompute activations in backward" for f in inf)
     # CUDA: vramnb.fit for this card, the cap as the target
     cuda = verdict(OOMState("cuda:0", True, 512 * MiB, 3900 * MiB, 4000 * MiB, 140 * 2**30, 4 * 2**30,

@@ -591,6 +591,15 @@ def oom_info(state: OOMState | None, exc: BaseException, device: torch.device, e
             state.context = failing_code(_tb_frames(exc))
         except Exception:  # noqa: BLE001
             pass
+    ctx = state.context
+    if ctx is not None and ctx.op is not None and not ctx.op_name:  # the failing operator, replayed on fake tensors
+        try:
+            from .diagnose._failing_op import read_op
+
+            ctx.op_name, ctx.request_shape, ctx.lowered, ctx.lowered_how = read_op(ctx.op, state.requested,
+                                                                                  state.device, ctx.given)
+        except Exception:  # noqa: BLE001 - extra: never in the way of the verdict
+            pass
     if holders is not None:
         state.holders = holders()
     try:

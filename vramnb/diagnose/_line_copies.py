@@ -427,6 +427,8 @@ def _root(node: ast.AST) -> str | None:
 
 
 def _matmul(node: ast.AST, v: torch.Tensor, ev: _Eval, tree: ast.AST) -> tuple[str, str, bool] | None:
+    from ._square import growth
+
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         a, b = node.left, node.right
     elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) and len(node.args) >= 1 \
@@ -448,8 +450,8 @@ def _matmul(node: ast.AST, v: torch.Tensor, ev: _Eval, tree: ast.AST) -> tuple[s
     mats = v.numel() // (n * m)
     sentence = (f"`{ast.unparse(node)[:60]}` on the failing line materialises a ({n} x {m}) matrix for each of "
                 f"{mats} batch entries: {_shape(v)}, {format_bytes(_nbytes(v))}, from operands of "
-                f"{format_bytes(_nbytes(ta))} and {format_bytes(_nbytes(tb))} (inner size {d}): it grows with "
-                f"the square of the sequence length")
+                f"{format_bytes(_nbytes(ta))} and {format_bytes(_nbytes(tb))} (inner size {d}): "
+                f"{growth(a, b, n, m, ev.frame, tuple(ta.shape), tuple(tb.shape))}")
     if "softmax" in _source(ev.frame):
         q, k = _root(a) or "q", _root(b) or "k"
         sentence += ("; these are attention scores (a softmax follows): "

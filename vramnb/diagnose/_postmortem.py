@@ -156,6 +156,15 @@ class FailingCode:
         suspended: ``(frame, generator, names its current line assigns)`` for each failing frame that
             is a generator's (``frame`` as :func:`frame_holders` names it, ``batches:5``): its local
             variables stay bound between ``yield`` statements (:func:`generator_frame`).
+        forward: ``(model, its input's name, its input's shape, the innermost module's input's shape)``
+            where the failure came inside a module's forward (:func:`._failing_op.forward_call`), else ``None``.
+        op: the failing operator as shapes (:func:`._failing_op.op_spec`; CPU, where the tracker saw it).
+        op_name, request_shape, lowered, lowered_how: that operator's name, the shape of its result
+            that was the request, and whether bf16 autocast would run it in lower precision on the
+            device (``None``: not known), with why (:func:`._failing_op.read_op`).
+        given: storage addresses of the tensors the model was given (:func:`._failing_op.given_addresses`).
+        reads: names the failing cells read before binding them (read later by the cell, or again
+            when it is run again): deleting them is no fix.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -184,6 +193,14 @@ class FailingCode:
     graphs: bool | None = None
     joined: set[str] = field(default_factory=set)
     suspended: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
+    forward: tuple[str, str, tuple[int, ...], tuple[int, ...]] | None = None
+    op: Any = None
+    op_name: str = ""
+    request_shape: tuple[int, ...] | None = None
+    lowered: bool | None = None
+    lowered_how: str = ""
+    reads: set[str] = field(default_factory=set)
+    given: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -292,6 +309,29 @@ def _cell_trains(filename: str) -> tuple[bool | None, set[str]]:
                     isinstance(node.func.value, ast.Name) and node.func.value.id == "autograd"):
                 trains = True
     return trains, names
+
+
+def _cell_reads(filename: str) -> set[str]:
+    """Names the notebook cell ``filename`` reads before (or without) binding them, in source
+    order: ``logits`` in ``target = f(labels)`` then ``loss = g(target, logits)``; empty where it is
+    no cell. A name the cell binds first (``out = model(x)``) is not among them."""
+    import ast
+
+    cell = _cell_source(filename)
+    if cell is None:
+        return set()
+    key: dict[int, tuple[int, int]] = {}  # a target is bound after its statement's value is read: `x = f(x)`
+    for node in ast.walk(cell[1]):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for tg in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for n in ast.walk(tg):
+                    key[id(n)] = (node.end_lineno or 0, node.end_col_offset or 0)
+    aug = {id(n.target) for n in ast.walk(cell[1]) if isinstance(n, ast.AugAssign)}  # `x += 1` reads x
+    first: dict[str, bool] = {}
+    nodes = [n for n in ast.walk(cell[1]) if isinstance(n, ast.Name)]
+    for n in sorted(nodes, key=lambda n: key.get(id(n), (n.lineno, n.col_offset))):
+        first.setdefault(n.id, isinstance(n.ctx, ast.Load) or id(n) in aug)
+    return {k for k, v in first.items() if v}
 
 
 def _mutated_names(code: Any) -> set[str]:
@@ -481,9 +521,10 @@ def _other_processes(device: int) -> int | None:
 
 
 # -- CPU ----------------------------------------------------------------------------------
-def capture_cpu_oom(requested: int | None, allocated: int) -> None:
+def capture_cpu_oom(requested: int | None, allocated: int, op: Any = None) -> None:
     """Called by the storage tracker where a CPU allocation failed: deliver the state to
-    the running measurements on the CPU (nothing when none runs)."""
+    the running measurements on the CPU (nothing when none runs). ``op``: the failing operator
+    (:func:`._failing_op.op_spec`)."""
     if not _wanted("cpu"):
         return
     try:
@@ -492,6 +533,8 @@ def capture_cpu_oom(requested: int | None, allocated: int) -> None:
                          frames=(fr := frame_sharing(torch.device("cpu")))[0], frames_share=fr[1], cap_room=room, cap_name=which,
                          handled=_handled(torch.device("cpu")),
                          context=failing_code(_stack(sys._getframe(1)), requested))
+        if state.context is not None:
+            state.context.op = op
     except Exception:  # noqa: BLE001
         return
     _deliver(state)
@@ -630,6 +673,7 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
 
             ctx.grows |= growing(added, None, frame.f_globals)
         trains, cell_names = _cell_trains(code.co_filename)
+        ctx.reads |= _cell_reads(code.co_filename)
         if trains is not None:
             ctx.backward = bool(ctx.backward) or trains
         g = frame.f_globals
@@ -680,6 +724,16 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
         from ._optim_target import steps_exactly
 
         ctx.optim_is_model = steps_exactly(dict.get(opt_ns, ctx.optimizer), dict.get(opt_ns, ctx.model))
+    try:  # the module call the failure came in (its model and input), if any
+        from ._failing_op import forward_call
+
+        ctx.forward = forward_call(frames, model_ns if model_ns is not None else g)
+        if ctx.forward is not None:
+            from ._failing_op import given_addresses
+
+            ctx.given = given_addresses(frames)
+    except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
+        pass
     if ctx.grad:  # read now, after unwinding, a `with torch.no_grad():` around the failing line has exited
         from ._grad_mode import grad_mode_of_frames
 

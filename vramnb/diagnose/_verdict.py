@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .._units import format_bytes
+from ._gates import autocast_sentence, smaller_batch
 
 if TYPE_CHECKING:
     from ._postmortem import FailingCode, OOMState
@@ -138,24 +139,7 @@ def _verdict(s: OOMState) -> Verdict:
     req = s.requested or 0
     fmt = format_bytes
     if s.reserved is None or s.total is None:  # CPU: out of sight, the process's own limit, capacity
-        room = _cpu_room(s)
-        short = None if room is None else max(0, req - room)
-        if s.hidden and short is not None and s.hidden >= short > 0:  # freeing it is the fix, whatever the limit
-            return _hidden(s, req, short)
-        if s.cap_room is not None and req > s.cap_room and (s.available is None or req <= s.available):
-            return Verdict(
-                "per-process cap",
-                f"the allocation of {fmt(req)} is more than the {fmt(s.cap_room)} this process's own limit "
-                f"({s.cap_name or 'address space or data'}: ulimit, resource.setrlimit) still allows, of "
-                f"{fmt(s.cap or 0)}; the system "
-                f"has {fmt(s.available) if s.available is not None else 'more'} available",
-                req - s.cap_room,
-                _capacity_fixes(s, [_raise_limit(s)]))
-        where = f"{fmt(room)} available" if room is not None else "the memory the system gives"
-        return Verdict("capacity", f"the allocation of {fmt(req)} needs more than {where}, with "
-                                   f"{fmt(s.allocated)} of tensors alive "
-                                   f"{'at the failure' if s.at_failure else 'after the error unwound'}", short,
-                   _capacity_fixes(s))
+        return _cpu_verdict(s, req)
     limit = _limit(s)
     assert limit is not None
     capped = s.cap is not None and s.cap < s.total
@@ -203,6 +187,54 @@ def _verdict(s: OOMState) -> Verdict:
                    f"{what} holds", short, _capacity_fixes(s))
 
 
+def _cpu_verdict(s: OOMState, req: int) -> Verdict:
+    """The CPU verdict. The room is read where the tracker's dispatch mode sees the operator fail,
+    after that operator's C++ code has unwound (its other results and workspace freed), or later,
+    after the whole error unwound: where the request is no more than the room read, less than it
+    was free at the failure, and the sentence says so instead of "needs more than" the room."""
+    fmt = format_bytes
+    room = _cpu_room(s)
+    short = _short(s)
+    if s.hidden and short is not None and s.hidden >= short > 0:  # freeing it is the fix, whatever the limit
+        return _hidden(s, req, short)
+    when = "at the failure" if s.at_failure else "after the error unwound"
+    # which bound is the tighter: the process's own limit, else the memory the system has available
+    capped = s.cap_room is not None and (s.available is None or s.cap_room <= s.available)
+    system = f"the system has {fmt(s.available) if s.available is not None else 'more'} available"
+    freed = ("after the failing operation's own allocations (its other results or workspace, which the tracker "
+             "does not see until it returns) were freed as it unwound" if s.at_failure else
+             "after what the failing code held was freed as the error unwound")
+    limit = f"this process's own limit ({s.cap_name or 'address space or data'}: ulimit, resource.setrlimit)"
+    if s.cap_room is not None and s.available is not None and req > max(s.available, s.cap_room):
+        # more than the system has too: raising the limit is no way out
+        return Verdict("capacity", f"the allocation of {fmt(req)} is more than the {fmt(s.available)} the system has "
+                                   f"available and the {fmt(s.cap_room)} {limit} still allows, with "
+                                   f"{fmt(s.allocated)} of tensors alive {when}", req - max(s.available, s.cap_room),
+                       _capacity_fixes(s))
+    if capped and s.cap_room is not None:
+        if req > s.cap_room:
+            return Verdict("per-process cap",
+                           f"the allocation of {fmt(req)} is more than the {fmt(s.cap_room)} {limit} still allows, "
+                           f"of {fmt(s.cap or 0)}; {system}", req - s.cap_room,
+                           _capacity_fixes(s, [_raise_limit(s)]))
+        return Verdict("per-process cap",
+                       f"the allocation of {fmt(req)} found less than that free under {limit} of "
+                       f"{fmt(s.cap or 0)}: {fmt(s.cap_room)} is free under it now, {freed} (more than "
+                       f"{fmt(s.cap_room - req)} of it); {system}", None, _capacity_fixes(s, [_raise_limit(s)]))
+    if room is None:
+        return Verdict("capacity", f"the allocation of {fmt(req)} failed, with {fmt(s.allocated)} of tensors alive "
+                                   f"{when} (the memory the system has available is not known)", None,
+                       _capacity_fixes(s))
+    if req > room:
+        return Verdict("capacity", f"the allocation of {fmt(req)} is more than the {fmt(room)} the system has "
+                                   f"available, with {fmt(s.allocated)} of tensors alive {when}", req - room,
+                       _capacity_fixes(s))
+    return Verdict("capacity", f"the allocation of {fmt(req)} found less than that available on the system: "
+                               f"{fmt(room)} is available now, {freed} (other processes may have freed memory "
+                               f"since, too), with {fmt(s.allocated)} of tensors alive {when}", None,
+                   _capacity_fixes(s))
+
+
 def _hidden(s: OOMState, req: int, short: int | None) -> Verdict:
     names = ", ".join(f"{n} {format_bytes(b)}" for n, b in s.hidden_by[:3])
     return Verdict("held out of sight",
@@ -240,9 +272,12 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
     enough, partial = _holder_fixes(s)
     short = _short(s)
     room = _cpu_room(s) if s.reserved is None else None
-    if s.requested and room is not None and s.requested > s.allocated + room and s.requested > 4 * s.allocated:
+    if s.requested and room is not None and s.at_failure and not line and s.requested > s.allocated + room \
+            and s.requested > 4 * s.allocated:
         # one request far larger than every tensor alive together, and more than they could get: a shape to read
-        # (under a process limit the whole address space is mostly the interpreter's own, no measure of this)
+        # (under a process limit the whole address space is mostly the interpreter's own, no measure of this;
+        # after the error unwound, what tensors hold now is not what they held at the failure: not said;
+        # where the failing line's own operation is named above, its shapes are read there already)
         first = (first or []) + [Fix(
             f"one request of {format_bytes(s.requested)} is more than the {format_bytes(s.allocated)} all tensors "
             f"hold and the {format_bytes(room)} still free together: read the shapes on the failing line "
@@ -354,6 +389,8 @@ def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
         kind = h[3] if len(h) > 3 else ""
         root = name.split("[")[0].split(".")[0]
         used = ctx is not None and root in ctx.in_use
+        if not used and ctx is not None and root in ctx.reads:
+            continue  # the failing cell reads it (after the failing line, or again when run again): no `del`
         if used and (kind not in _CONTAINER_KINDS or ctx is None or root not in ctx.mutated):
             continue  # the training itself, or data the failing code only reads: emptying it is no fix
         if used and ctx is not None and root in ctx.joined:
@@ -389,7 +426,8 @@ def _short(s: OOMState) -> int | None:
     req = s.requested or 0
     if s.reserved is None or s.total is None:
         room = _cpu_room(s)
-        return None if room is None else max(0, req - room)
+        # no more than the room read: less was free at the failure, by an amount not known
+        return None if room is None or req <= room else req - room
     limit = _limit(s)
     if limit is None:
         return None
@@ -423,6 +461,10 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
         return _no_grad_fixes(device, ctx, keeps, why=_NO_GRAPH)
     if ctx is not None and ctx.backward is False and not ctx.phase:
         return _forward_only_fixes(device, ctx, keeps)
+    if ctx is not None and ctx.forward is None and not ctx.phase and ctx.graphs is False:
+        # outside any forward and backward, and nothing held has a graph (a batch copied before the first
+        # forward): no activations exist for autocast or recomputation to shrink
+        return []
     if ctx is not None and ctx.model is None:  # no notebook name for the model: no code with invented names
         return []
     kind = device.split(":")[0]
@@ -535,11 +577,12 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False,
                        f"each step's outputs {where}reduced (predictions, metrics), not whole logits"
                        + (" on the device" if where else ""), ""))
     if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
-        out.append(Fix("a smaller batch per evaluation step", ""))
+        out += [Fix(w, "") for w in [smaller_batch(ctx)] if w]
     # a half-precision model: nothing to halve; what grows with the samples seen: halving a step is no fix
     if not ctx.autocast and ctx.model and ctx.model_fp32 is not False and not ctx.grows:
-        kind = device.split(":")[0]
-        out.append(Fix("bf16 autocast around the forward: activations and outputs in half the bytes",
-                       f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    out = {ctx.model}(batch)"
-                       "  # batch: yours"))
+        what = autocast_sentence(ctx)
+        if what:
+            kind = device.split(":")[0]
+            out.append(Fix(what, f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    out = {ctx.model}(batch)"
+                                 "  # batch: yours"))
     return out
