@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._containers import map_tensors
+from .._generator_state import generator_kind
 
 __all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_batch", "fake_optimizer",
            "check_batch", "resize_batch"]
@@ -176,7 +177,50 @@ def _own_copy(obj: Any) -> Any:
         setstate(state)
     else:
         new.__dict__.update(state)
+    # what ``__getstate__`` leaves out (``Optimizer.__getstate__`` keeps only defaults, state and param_groups):
+    # the attributes of a user's optimizer class (a step counter, a noise generator its step reads), containers
+    # and generators as copies of their own, so that the fake step neither lacks them nor advances the user's
+    own = getattr(obj, "__dict__", None)
+    if isinstance(own, dict):
+        for k, v in own.items():
+            if k not in new.__dict__:
+                new.__dict__[k] = _copied_attribute(obj, k, v)
     return new
+
+
+def _holds_torch_state(v: Any) -> bool:
+    """Whether ``v`` (or an entry of it, one level down) is a tensor, a module or an optimizer."""
+    kinds = (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)
+    if isinstance(v, kinds):
+        return True
+    if type(v) in (dict, OrderedDict, defaultdict):
+        return any(isinstance(x, kinds) for x in v.values())
+    if type(v) in (list, tuple, set):
+        return any(isinstance(x, kinds) for x in v)
+    return False
+
+
+def _copied_attribute(obj: Any, name: str, v: Any) -> Any:
+    """An optimizer attribute for the fake copy: containers copied one level, generators copied with their state.
+
+    Raises:
+        ValueError: the attribute holds tensors, modules or optimizers of the user's (a wrapped inner
+            optimizer, slow weights), which the fake copy cannot take over: the fake step would act on them."""
+    if _holds_torch_state(v):
+        raise ValueError(
+            f"your optimizer {type(obj).__name__} keeps tensors, a module or an optimizer in its attribute "
+            f"{name!r} ({type(v).__name__}), which the estimate cannot copy onto the fake model (its step would act on "
+            "your real objects); pass an optimizer factory that builds it on the parameters it is given instead, "
+            f"e.g. lambda params: {type(obj).__name__}(params)")
+    if type(v) in (dict, list, OrderedDict, defaultdict, set):
+        return copy.copy(v)
+    if isinstance(v, torch.Generator):
+        g = torch.Generator(device=v.device)
+        g.set_state(v.get_state())
+        return g
+    if generator_kind(v) is not None:
+        return copy.deepcopy(v)
+    return v
 
 
 def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode,
