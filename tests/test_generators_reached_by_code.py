@@ -186,3 +186,25 @@ def test_an_optimizer_wrapping_another_is_refused_by_the_estimate_naming_the_att
     # the factory it names works
     est = vramnb.estimate(m, torch.randn(4, 8), _loss, lambda ps: Wrapping(ps), target="8GiB")
     assert est.peak.sources["parameters"] > 0
+
+
+class Spawner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng = np.random.default_rng(41)
+        self.lin = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        child = self.rng.spawn(1)[0]  # advances the SeedSequence's child counter, which NumPy keeps read-only
+        return self.lin(x * float(child.random()))
+
+
+@pytest.mark.xfail(strict=True, reason="NumPy's SeedSequence.n_children_spawned is read-only and the BitGenerator's "
+                   "seed_seq cannot be replaced: a forward's Generator.spawn() cannot be undone; vramnb neither refuses "
+                   "it before the step (it cannot be seen before it runs) nor names it after (profile_step says "
+                   "'RNG state restored exactly'). Left for a later round: name it in the notes.")
+def test_a_numpy_generators_spawn_counter_is_kept():
+    torch.manual_seed(0)
+    m = Spawner()
+    vramnb.profile_step(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1))
+    assert m.rng.bit_generator.seed_seq.n_children_spawned == 0

@@ -274,6 +274,7 @@ class CodeState:
         self.groups: list[tuple[dict[str, Any], dict[str, Any], Any]] = []  # an optimizer's param_groups
         self.caches: list[tuple[Any, Any, str]] = []  # (a functools cache wrapper, its cache_info(), name)
         self.generators: list[tuple[Any, str, Any, Any]] = []  # (a random generator, its kind, its state, path)
+        self.dicts: list[tuple[Any, dict[str, Any], Any]] = []  # (an object, its __dict__ as recorded, path)
         self.unchecked: list[str] = []
         self._seen_fn: set[int] = set()
         self._seen_val: set[int] = set()
@@ -521,6 +522,7 @@ class CodeState:
                 attrs = getattr(v, "__dict__", None)
                 if isinstance(attrs, dict):
                     self.containers.append((attrs, shallow_copy(attrs), path))
+                    self.dicts.append((v, attrs, path))  # the dict itself may be replaced (pydantic's assignment)
                     values = list(attrs.items())
                 else:
                     attrs = {}
@@ -615,6 +617,7 @@ class CodeState:
                     if g.get(k, _EMPTY) is not held.get(k, _EMPTY)]
         out += [_path(where) for gen, kind, state, where in self.generators
                 if not same_state(get_state(gen, kind), state)]
+        out += [_path(where) for obj, attrs, where in self.dicts if _own_dict(obj) is not attrs]
         return list(dict.fromkeys(out))
 
     def restore(self) -> list[str]:
@@ -628,6 +631,9 @@ class CodeState:
             except Exception as e:  # noqa: BLE001 - every part is put back; the first error is raised after
                 errors.append(e)
 
+        for obj, attrs, _ in self.dicts:  # a class that replaces its __dict__ on assignment (pydantic's models)
+            if _own_dict(obj) is not attrs:
+                attempt(object.__setattr__, obj, "__dict__", attrs)
         for live, saved, _ in reversed(self.containers):
             attempt(put_back, live, saved)
         for d, name, present, v, _ in self.bindings:
@@ -653,6 +659,14 @@ class CodeState:
         if errors:
             raise errors[0]
         return changed
+
+
+def _own_dict(obj: Any) -> Any:
+    """``obj``'s ``__dict__`` now, read without running its class's attribute code."""
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
 
 
 def _path(p: Any) -> str:

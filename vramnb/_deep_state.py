@@ -126,6 +126,7 @@ class Containers:
         self.records: list[tuple[Any, list[Any]]] = []
         self.arrays: list[tuple[Any, Any]] = []
         self.generators: list[tuple[Any, str, Any]] = []
+        self.dicts: list[tuple[Any, dict[str, Any]]] = []  # (an object, its __dict__ as recorded)
         self.seen: set[int] = set()
 
     def add(self, value: Any, where: str) -> None:
@@ -165,6 +166,7 @@ class Containers:
                 d = v.__dict__
                 entries = shallow_copy(d)
                 self.records.append((d, entries))
+                self.dicts.append((v, d))  # the dict itself may be replaced (pydantic's validated assignment)
                 stack += [(x, f"{path}.{k}") for k, x in entries]
             else:
                 from ._checks import InputError
@@ -177,6 +179,9 @@ class Containers:
 
     def restore(self) -> None:
         """Put every recorded container and object's attributes back (innermost first)."""
+        for obj, d in self.dicts:
+            if object.__getattribute__(obj, "__dict__") is not d:
+                object.__setattr__(obj, "__dict__", d)
         for live, saved in reversed(self.records):
             put_back(live, saved)
         for gen, kind, state in self.generators:

@@ -18,7 +18,6 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._containers import map_tensors
-from .._generator_state import generator_kind
 
 __all__ = ["KernelFixes", "HostDevicesOnly", "new_mode", "fake_like", "fake_batch", "fake_optimizer",
            "check_batch", "resize_batch"]
@@ -201,7 +200,8 @@ def _holds_torch_state(v: Any) -> bool:
 
 
 def _copied_attribute(obj: Any, name: str, v: Any) -> Any:
-    """An optimizer attribute for the fake copy: containers copied one level, generators copied with their state.
+    """An optimizer attribute for the fake copy: a copy of its own (deep: a counter, a log, a generator with its
+    state), shared only where it cannot be copied.
 
     Raises:
         ValueError: the attribute holds tensors, modules or optimizers of the user's (a wrapped inner
@@ -212,15 +212,14 @@ def _copied_attribute(obj: Any, name: str, v: Any) -> Any:
             f"{name!r} ({type(v).__name__}), which the estimate cannot copy onto the fake model (its step would act on "
             "your real objects); pass an optimizer factory that builds it on the parameters it is given instead, "
             f"e.g. lambda params: {type(obj).__name__}(params)")
-    if type(v) in (dict, list, OrderedDict, defaultdict, set):
-        return copy.copy(v)
     if isinstance(v, torch.Generator):
         g = torch.Generator(device=v.device)
         g.set_state(v.get_state())
         return g
-    if generator_kind(v) is not None:
+    try:  # a counter, a log, a NumPy generator, a plain object of the user's: the copy's own
         return copy.deepcopy(v)
-    return v
+    except Exception:  # noqa: BLE001 - an object that cannot be copied (a lock, a file): shared, as the model's are
+        return v
 
 
 def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode,
