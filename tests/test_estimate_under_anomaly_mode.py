@@ -38,3 +38,21 @@ def test_the_estimate_runs_under_anomaly_detection(how):
         torch.autograd.set_detect_anomaly(False)
     assert est.peak.allocated == plain.peak.allocated
     assert est.peak.sources == plain.peak.sources
+
+
+@pytest.mark.xfail(strict=True, reason="a saved_tensors_hooks context of the user's that is active around the call "
+                   "runs its pack hook on the fake step's tensors: a hook that keeps what it packs leaves FakeTensors "
+                   "in the user's list (a user TorchDispatchMode around the call likewise logs fake outputs). vramnb "
+                   "neither refuses such an ambient context before the step nor keeps the hook off the fake step. "
+                   "Left for a later round (refusing would also refuse save_on_cpu, whose effect the estimate models).")
+def test_a_users_ambient_pack_hook_gets_no_fake_tensors():
+    m, b, opt = _setup()
+    kept: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        kept.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        vramnb.estimate(m, b, _loss, opt, target="8GiB")
+    assert kept == []
