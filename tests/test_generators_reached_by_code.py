@@ -208,3 +208,20 @@ def test_a_numpy_generators_spawn_counter_is_kept():
     m = Spawner()
     vramnb.profile_step(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1))
     assert m.rng.bit_generator.seed_seq.n_children_spawned == 0
+
+
+def test_an_lr_schedulers_wrapper_of_step_is_not_taken_into_the_estimates_optimizer():
+    """The scheduler patches ``optimizer.step`` on the instance (bound to the user's optimizer): the estimate's copy
+    must step itself, so the bytes are those without a scheduler."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2))
+    batch = torch.randn(4, 64)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    plain = vramnb.estimate(m, batch, _loss, opt, target="8GiB")
+    torch.optim.lr_scheduler.StepLR(opt, 2)
+    assert callable(opt.__dict__.get("step"))
+    with_scheduler = vramnb.estimate(m, batch, _loss, opt, target="8GiB")
+    assert with_scheduler.peak.sources == plain.peak.sources
+    # Adam's exp_avg and exp_avg_sq per parameter and a float32 step per parameter, each in CUDA's 512-byte blocks
+    blocks = sum(-(-4 * p.numel() // 512) * 512 for p in m.parameters())
+    assert with_scheduler.peak.sources["optimizer state"] == 2 * blocks + 4 * 512

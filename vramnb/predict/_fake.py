@@ -182,8 +182,10 @@ def _own_copy(obj: Any) -> Any:
     own = getattr(obj, "__dict__", None)
     if isinstance(own, dict):
         for k, v in own.items():
-            if k not in new.__dict__:
-                new.__dict__[k] = _copied_attribute(obj, k, v)
+            # (a callable over one of the class's methods is a patch of the user's object, an LR scheduler's
+            # wrapper of its ``step``, bound to the user's optimizer: the copy keeps the class's own method)
+            if k not in new.__dict__ and not (callable(v) and hasattr(cls, k)):
+                new.__dict__[k] = v if callable(v) else _copied_attribute(obj, k, v)
     return new
 
 
