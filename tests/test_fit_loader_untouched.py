@@ -521,7 +521,7 @@ def test_dataset_waiting_on_threads_refused_not_hung(monkeypatch) -> None:
     ds.pool.shutdown()
 
 
-@pytest.mark.parametrize("at", ["_shutdown_workers", "_put_offsets_back"])
+@pytest.mark.parametrize("at", ["_shutdown_workers", "put_offsets_back"])
 def test_ctrl_c_while_the_read_is_put_back_keeps_sigchld(at: str) -> None:
     """Adversary 2026-12-04c 06: a Ctrl-C (SIGINT) landing in read_batches' clean-up (joining the copy,
     putting offsets back) cut it short: PyTorch's SIGCHLD handler stayed installed for good."""

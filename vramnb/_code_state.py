@@ -61,7 +61,10 @@ tensors are kept by their bindings only. Not put back, because it is not state:
 what the code printed or logged, files it wrote. Modules and optimizers reached
 by name are left to the step's own mechanisms (:mod:`vramnb._reach` records the
 modules that run and the optimizers that step; the fake step refuses to reach
-real ones), and so are random generators (:mod:`vramnb._rng_state`).
+real ones). Random generators (``torch.Generator``, NumPy's ``Generator`` and ``RandomState``,
+``random.Random``) the code reaches at any depth (a helper object's, a config's, a hook's closure
+object's) have their states recorded and put back (:mod:`vramnb._generator_state`; the process-wide
+ones and the model's: :mod:`vramnb._rng_state`).
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ from typing import Any
 import torch
 
 from ._deep_state import put_back, same, shallow_copy
+from ._generator_state import generator_kind, get_state, same_state, set_state
 
 __all__ = ["CodeState", "DEPTH", "MAX_ARRAY_BYTES", "MAX_DEEP_TENSOR_BYTES", "user_functions", "users_class"]
 
@@ -119,7 +123,6 @@ _ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(
           classmethod, enum.Enum)
 _DATA_CLASSES = (types.SimpleNamespace, argparse.Namespace)  # library classes that only hold the user's data
 _OUTPUT_CLASSES = (logging.Logger, logging.LoggerAdapter, logging.Handler, logging.Manager)  # what they do is output
-_SKIP_TYPES = ("Generator", "RandomState", "Random")  # random generators: vramnb._rng_state
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 _OWN = ("_parameters", "_buffers", "_modules")
 
@@ -270,6 +273,8 @@ class CodeState:
         self.stateful: list[tuple[Any, Any, Any, Any]] = []  # (object, state_dict copy, its plain form, path)
         self.groups: list[tuple[dict[str, Any], dict[str, Any], Any]] = []  # an optimizer's param_groups
         self.caches: list[tuple[Any, Any, str]] = []  # (a functools cache wrapper, its cache_info(), name)
+        self.generators: list[tuple[Any, str, Any, Any]] = []  # (a random generator, its kind, its state, path)
+        self.dicts: list[tuple[Any, dict[str, Any], Any]] = []  # (an object, its __dict__ as recorded, path)
         self.unchecked: list[str] = []
         self._seen_fn: set[int] = set()
         self._seen_val: set[int] = set()
@@ -468,7 +473,12 @@ class CodeState:
                 continue  # the step's own mechanisms (module docstring)
             if type(v).__module__.startswith("vramnb."):
                 continue  # vramnb's own objects (a snapshot, a watch) are its to keep
-            if type(v).__name__ in _SKIP_TYPES and type(v).__module__.split(".")[0] in ("numpy", "random", "torch"):
+            kind = generator_kind(v)
+            if kind is not None:  # a helper object's, a config's generator: its state (not its attributes)
+                if id(v) not in self._seen_val:
+                    self._seen_val.add(id(v))
+                    self._keep.append(v)
+                    self.generators.append((v, kind, get_state(v, kind), path))
                 continue
             if self._walked >= BUDGET:
                 if self._walked == BUDGET:  # said once
@@ -512,6 +522,7 @@ class CodeState:
                 attrs = getattr(v, "__dict__", None)
                 if isinstance(attrs, dict):
                     self.containers.append((attrs, shallow_copy(attrs), path))
+                    self.dicts.append((v, attrs, path))  # the dict itself may be replaced (pydantic's assignment)
                     values = list(attrs.items())
                 else:
                     attrs = {}
@@ -604,6 +615,9 @@ class CodeState:
         for g, held, where in self.groups:
             out += [f"{_path(where)}[{k!r}]" for k in [*held, *(g.keys() - held.keys() - {"params"})]
                     if g.get(k, _EMPTY) is not held.get(k, _EMPTY)]
+        out += [_path(where) for gen, kind, state, where in self.generators
+                if not same_state(get_state(gen, kind), state)]
+        out += [_path(where) for obj, attrs, where in self.dicts if _own_dict(obj) is not attrs]
         return list(dict.fromkeys(out))
 
     def restore(self) -> list[str]:
@@ -617,6 +631,9 @@ class CodeState:
             except Exception as e:  # noqa: BLE001 - every part is put back; the first error is raised after
                 errors.append(e)
 
+        for obj, attrs, _ in self.dicts:  # a class that replaces its __dict__ on assignment (pydantic's models)
+            if _own_dict(obj) is not attrs:
+                attempt(object.__setattr__, obj, "__dict__", attrs)
         for live, saved, _ in reversed(self.containers):
             attempt(put_back, live, saved)
         for d, name, present, v, _ in self.bindings:
@@ -634,12 +651,22 @@ class CodeState:
                 attempt(obj.load_state_dict, copy.deepcopy(sd))
         for g, held, _ in self.groups:
             attempt(_group_back, g, held)
+        for gen, kind, state, _ in self.generators:
+            attempt(set_state, gen, kind, state)
         for fn, info, _ in self.caches:  # its entries cannot be taken out one by one: emptied (a cache, never a result)
             if _cache_grew(fn, info):
                 attempt(fn.cache_clear)
         if errors:
             raise errors[0]
         return changed
+
+
+def _own_dict(obj: Any) -> Any:
+    """``obj``'s ``__dict__`` now, read without running its class's attribute code."""
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
 
 
 def _path(p: Any) -> str:

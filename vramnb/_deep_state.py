@@ -5,7 +5,9 @@ subclasses, e.g. ``OrderedDict``, ``defaultdict``, diffusers' ``FrozenDict``) is
 recorded as a shallow copy and walked into; tuples and frozensets are walked into;
 a plain object's ``__dict__`` is recorded and walked into; tensors go to the
 caller's ``add_tensor`` (their bytes are restored there); NumPy arrays keep a copy
-of their bytes. Values that cannot change (numbers, strings, ``None``, dtypes,
+of their bytes; random generators (``torch.Generator``, NumPy's ``Generator`` and
+``RandomState``, ``random.Random``: a noisy optimizer's own) keep their state.
+Values that cannot change (numbers, strings, ``None``, dtypes,
 devices, functions, classes, modules of Python) are left as they are.
 Anything else (an object without ``__dict__`` that is not one of the above) is
 refused with :class:`vramnb._checks.InputError` when it is recorded, that is,
@@ -27,6 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from ._generator_state import generator_kind, get_state, set_state
 
 __all__ = ["Containers", "put_back", "same", "shallow_copy"]
 
@@ -121,6 +125,8 @@ class Containers:
         self.add_tensor = add_tensor
         self.records: list[tuple[Any, list[Any]]] = []
         self.arrays: list[tuple[Any, Any]] = []
+        self.generators: list[tuple[Any, str, Any]] = []
+        self.dicts: list[tuple[Any, dict[str, Any]]] = []  # (an object, its __dict__ as recorded)
         self.seen: set[int] = set()
 
     def add(self, value: Any, where: str) -> None:
@@ -140,6 +146,10 @@ class Containers:
             self.seen.add(id(v))
             if isinstance(v, torch.nn.Module):  # modules are recorded as modules (vramnb._restore)
                 continue
+            kind = generator_kind(v)
+            if kind is not None:  # its state, put back with the generator's own setter
+                self.generators.append((v, kind, get_state(v, kind)))
+                continue
             if isinstance(v, _MUTABLE):
                 entries = shallow_copy(v)
                 self.records.append((v, entries))
@@ -156,6 +166,7 @@ class Containers:
                 d = v.__dict__
                 entries = shallow_copy(d)
                 self.records.append((d, entries))
+                self.dicts.append((v, d))  # the dict itself may be replaced (pydantic's validated assignment)
                 stack += [(x, f"{path}.{k}") for k, x in entries]
             else:
                 from ._checks import InputError
@@ -168,8 +179,13 @@ class Containers:
 
     def restore(self) -> None:
         """Put every recorded container and object's attributes back (innermost first)."""
+        for obj, d in self.dicts:
+            if object.__getattribute__(obj, "__dict__") is not d:
+                object.__setattr__(obj, "__dict__", d)
         for live, saved in reversed(self.records):
             put_back(live, saved)
+        for gen, kind, state in self.generators:
+            set_state(gen, kind, state)
         if not self.arrays:  # numpy only where arrays were recorded (it is no dependency of vramnb)
             return
         import numpy as np

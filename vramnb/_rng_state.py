@@ -7,13 +7,13 @@ Python's global ``random`` and NumPy's global (legacy) state; and generator
 that are attributes of the model's modules (or inside their lists, tuples and
 dicts), or that the loss function or a module class's ``forward`` (and the
 plain functions they call by a global name, two levels deep) reads from its
-closure or its module's globals. A generator reached only some other way (an
-attribute of an object passed around, a data loader's worker) is not restored.
+closure or its module's globals. Generators the user's code reaches
+by name deeper than that (a helper object's, a config's) are recorded by :mod:`vramnb._code_state`;
+one reached only some other way (a data loader's worker) is not restored.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import random
 import sys
@@ -24,53 +24,9 @@ from typing import Any
 import torch
 
 from ._code_state import _code_names
+from ._generator_state import generator_kind, get_state, set_state, state_bytes, state_tensor
 
 __all__ = ["RngStates"]
-
-
-def _kind(obj: Any) -> str | None:
-    if isinstance(obj, torch.Generator):
-        return "torch"
-    if isinstance(obj, random.Random):
-        return "random"
-    np = sys.modules.get("numpy")
-    if np is not None:
-        if isinstance(obj, np.random.Generator):
-            return "numpy"
-        if isinstance(obj, np.random.RandomState):
-            return "legacy"
-    return None
-
-
-def _state_bytes(t: torch.Tensor) -> bytes:
-    """A torch RNG state (a CPU uint8 tensor) as bytes: kept as a tensor it would be counted,
-    by the CPU storage tracker, as memory of the step vramnb profiles."""
-    return bytes(t.tolist())
-
-
-def _state_tensor(b: bytes) -> torch.Tensor:
-    return torch.frombuffer(bytearray(b), dtype=torch.uint8) if b else torch.empty(0, dtype=torch.uint8)
-
-
-def _get(obj: Any, kind: str) -> Any:
-    if kind == "torch":
-        return _state_bytes(obj.get_state())
-    if kind == "random":
-        return obj.getstate()
-    if kind == "numpy":
-        return copy.deepcopy(obj.bit_generator.state)
-    return obj.get_state()
-
-
-def _set(obj: Any, kind: str, state: Any) -> None:
-    if kind == "torch":
-        obj.set_state(_state_tensor(state))
-    elif kind == "random":
-        obj.setstate(state)
-    elif kind == "numpy":
-        obj.bit_generator.state = state
-    else:
-        obj.set_state(state)
 
 
 _MAX_ITEMS = 256  # a generator is not looked for inside long lists (a dataset held in a list)
@@ -148,27 +104,27 @@ class RngStates:
     reachable from ``model`` and ``functions`` (see the module docstring)."""
 
     def __init__(self, model: torch.nn.Module | None = None, functions: Iterable[Callable[..., Any]] = ()) -> None:
-        self.cpu = _state_bytes(torch.random.get_rng_state())
+        self.cpu = state_bytes(torch.random.get_rng_state())
         self.python = random.getstate()
         np = sys.modules.get("numpy")
         self.numpy = np.random.get_state() if np is not None else None
-        self.cuda = ([_state_bytes(t) for t in torch.cuda.get_rng_state_all()]
+        self.cuda = ([state_bytes(t) for t in torch.cuda.get_rng_state_all()]
                      if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
         self.objects: list[tuple[Any, str, Any]] = []
         if model is not None:
             ids: set[int] = set()
             for obj in _reachable(model, functions):
-                kind = _kind(obj)
+                kind = generator_kind(obj)
                 if kind is not None and id(obj) not in ids:
                     ids.add(id(obj))
-                    self.objects.append((obj, kind, _get(obj, kind)))
+                    self.objects.append((obj, kind, get_state(obj, kind)))
 
     def restore(self) -> None:
-        torch.random.set_rng_state(_state_tensor(self.cpu))
+        torch.random.set_rng_state(state_tensor(self.cpu))
         random.setstate(self.python)
         if self.numpy is not None:
             sys.modules["numpy"].random.set_state(self.numpy)
         if self.cuda is not None:
-            torch.cuda.set_rng_state_all([_state_tensor(b) for b in self.cuda])
+            torch.cuda.set_rng_state_all([state_tensor(b) for b in self.cuda])
         for obj, kind, state in self.objects:
-            _set(obj, kind, state)
+            set_state(obj, kind, state)

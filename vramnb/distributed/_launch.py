@@ -35,6 +35,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from .._breakdown import StepReport
+from .._file_offsets import offsets, put_offsets_back, unshare_offsets
 from ._report import DistributedReport, RankReport
 from .._global_state import kept_as_found
 
@@ -120,6 +121,7 @@ def profile_distributed(
     context = None
     results: dict[int, RankReport] = {}
     report = DistributedReport([], backend, start_method)
+    found = offsets()  # a forked rank shares this process's open files: offsets it could not unshare come back
     try:
         with _environment(env), _main_spec():  # the children start with env (spawn: a fresh interpreter's)
             context = tmp.start_processes(
@@ -136,6 +138,7 @@ def profile_distributed(
                     os.unlink(f)
         for c in (*readers, *writers):
             c.close()
+        put_offsets_back(found)
     for r in range(nprocs):
         rank = results.get(r) or RankReport(r, "killed")
         if context is not None:
@@ -353,6 +356,7 @@ def _rank_main(rank: int, world_size: int, backend: str, train_fn: Callable[...,
     import torch
     import torch.distributed as dist
 
+    unshare_offsets()  # (fork) the user's code here must move no offset of the notebook's open files
     conn = writers[rank]
     for i, w in enumerate(writers):  # only its own pipe: a rank gone closes exactly its pipe
         if i != rank:

@@ -31,7 +31,6 @@ queue shared with another process, and files written, are not kept (they cannot 
 from __future__ import annotations
 
 import multiprocessing
-import os
 import pickle
 import random
 import signal
@@ -44,6 +43,9 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from .._checks import InputError, _batch_tensors
+from .._file_offsets import offsets as _offsets
+from .._file_offsets import put_offsets_back as _put_offsets_back
+from .._file_offsets import unshare_offsets as _unshare_offsets
 from .._interrupt import held_back
 
 __all__ = ["read_batches", "Read", "TIMEOUT"]
@@ -183,65 +185,6 @@ class _Aside(IterableDataset):  # type: ignore[type-arg]
                 yield record
         except Exception as err:  # noqa: BLE001 - the user's error (or vramnb's refusal), raised in the caller
             yield _error(err)
-
-
-def _offsets() -> dict[int, tuple[int, int, int]]:
-    """Each open file descriptor's (device, inode, offset), where it has an offset."""
-    for folder in ("/proc/self/fd", "/dev/fd"):
-        try:
-            fds = [int(x) for x in os.listdir(folder)]
-            break
-        except (OSError, ValueError):
-            continue
-    else:
-        return {}
-    out = {}
-    for fd in fds:
-        try:
-            st = os.fstat(fd)
-            out[fd] = (st.st_dev, st.st_ino, os.lseek(fd, 0, os.SEEK_CUR))
-        except OSError:  # closed meanwhile, or a pipe or socket: no offset
-            continue
-    return out
-
-
-def _unshare_offsets() -> list[int]:
-    """In the copy: give each open regular file a file description of its own (the same file reopened
-    through ``/proc/self/fd``, its access mode and ``O_APPEND`` kept, at the same offset), so that its
-    reads and seeks move no offset of this process's parent. Returns the descriptors with an offset
-    it could not unshare (another platform, a file it may not reopen, a block device); character
-    devices are left alone."""
-    import fcntl
-    import stat
-
-    shared = []
-    for fd in _offsets():
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISCHR(st.st_mode):  # /dev/null, a terminal: an offset that reads nothing back
-                continue
-            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-            if not stat.S_ISREG(st.st_mode) or not os.path.isdir("/proc/self/fd"):
-                raise OSError("not a regular file reopened through /proc")
-            new = os.open(f"/proc/self/fd/{fd}", (flags & os.O_ACCMODE) | (flags & os.O_APPEND))
-            try:
-                os.lseek(new, os.lseek(fd, 0, os.SEEK_CUR), os.SEEK_SET)
-                os.dup2(new, fd, inheritable=os.get_inheritable(fd))
-            finally:
-                os.close(new)
-        except OSError:
-            shared.append(fd)
-    return shared
-
-
-def _put_offsets_back(found: dict[int, tuple[int, int, int]]) -> None:
-    for fd, (dev, ino, off) in found.items():
-        try:
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) == (dev, ino) and os.lseek(fd, 0, os.SEEK_CUR) != off:
-                os.lseek(fd, off, os.SEEK_SET)
-        except OSError:
-            continue
 
 
 def _raise(record: tuple[str, Any, str]) -> None:

@@ -381,7 +381,9 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     code = CodeState.take(user_model, [model if user_model is None else None, loss_fn,
                                        None if isinstance(optimizer, torch.optim.Optimizer) else optimizer], optimizer)
     try:
-        with state.watching():
+        # anomaly detection's NaN check reads every gradient's values (``isnan().any()``), which fake tensors do not
+        # have: it stays on as the user set it (its forward tracebacks too), without that check, for the fake step
+        with state.watching(), torch.autograd.set_detect_anomaly(torch.is_anomaly_enabled(), check_nan=False):
             est = _predict(model, batch, loss_fn, optimizer, guard, code, recipe=recipe, tgt=tgt, device=device,
                            batch_size=batch_size, expandable_segments=expandable_segments, margin=margin,
                            steps=steps, warm_optimizer=warm_optimizer, set_to_none=set_to_none,

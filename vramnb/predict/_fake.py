@@ -178,7 +178,52 @@ def _own_copy(obj: Any) -> Any:
         setstate(state)
     else:
         new.__dict__.update(state)
+    # what ``__getstate__`` leaves out (``Optimizer.__getstate__`` keeps only defaults, state and param_groups):
+    # the attributes of a user's optimizer class (a step counter, a noise generator its step reads), containers
+    # and generators as copies of their own, so that the fake step neither lacks them nor advances the user's
+    own = getattr(obj, "__dict__", None)
+    if isinstance(own, dict):
+        for k, v in own.items():
+            # (a callable over one of the class's methods is a patch of the user's object, an LR scheduler's
+            # wrapper of its ``step``, bound to the user's optimizer: the copy keeps the class's own method)
+            if k not in new.__dict__ and not (callable(v) and hasattr(cls, k)):
+                new.__dict__[k] = v if callable(v) else _copied_attribute(obj, k, v)
     return new
+
+
+def _holds_torch_state(v: Any) -> bool:
+    """Whether ``v`` (or an entry of it, one level down) is a tensor, a module or an optimizer."""
+    kinds = (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)
+    if isinstance(v, kinds):
+        return True
+    if type(v) in (dict, OrderedDict, defaultdict):
+        return any(isinstance(x, kinds) for x in v.values())
+    if type(v) in (list, tuple, set):
+        return any(isinstance(x, kinds) for x in v)
+    return False
+
+
+def _copied_attribute(obj: Any, name: str, v: Any) -> Any:
+    """An optimizer attribute for the fake copy: a copy of its own (deep: a counter, a log, a generator with its
+    state), shared only where it cannot be copied.
+
+    Raises:
+        ValueError: the attribute holds tensors, modules or optimizers of the user's (a wrapped inner
+            optimizer, slow weights), which the fake copy cannot take over: the fake step would act on them."""
+    if _holds_torch_state(v):
+        raise ValueError(
+            f"your optimizer {type(obj).__name__} keeps tensors, a module or an optimizer in its attribute "
+            f"{name!r} ({type(v).__name__}), which the estimate cannot copy onto the fake model (its step would act on "
+            "your real objects); pass an optimizer factory that builds it on the parameters it is given instead, "
+            f"e.g. lambda params: {type(obj).__name__}(params)")
+    if isinstance(v, torch.Generator):
+        g = torch.Generator(device=v.device)
+        g.set_state(v.get_state())
+        return g
+    try:  # a counter, a log, a NumPy generator, a plain object of the user's: the copy's own
+        return copy.deepcopy(v)
+    except Exception:  # noqa: BLE001 - an object that cannot be copied (a lock, a file): shared, as the model's are
+        return v
 
 
 def fake_optimizer(optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], mode: FakeTensorMode,

@@ -1,0 +1,58 @@
+"""An estimate under PyTorch's anomaly detection (``torch.autograd.set_detect_anomaly(True)``, a common notebook
+debugging setting, or the ``detect_anomaly()`` context) gives the same bytes as without, and the setting stays as
+the user set it. Anomaly mode's NaN check reads gradients' values, which fake tensors do not have: the estimate
+refused every step, blaming a `.item()` of the user's code (adversary round f)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import vramnb
+
+
+def _setup():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    return m, torch.randn(4, 8), torch.optim.Adam(m.parameters(), lr=1e-3)
+
+
+def _loss(m: nn.Module, b: torch.Tensor) -> torch.Tensor:
+    return m(b).pow(2).mean()
+
+
+@pytest.mark.parametrize("how", ["set_detect_anomaly", "detect_anomaly"])
+def test_the_estimate_runs_under_anomaly_detection(how):
+    m, b, opt = _setup()
+    plain = vramnb.estimate(m, b, _loss, opt, target="8GiB")
+    try:
+        if how == "set_detect_anomaly":
+            torch.autograd.set_detect_anomaly(True)
+            est = vramnb.estimate(m, b, _loss, opt, target="8GiB")
+            assert torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()
+        else:
+            with torch.autograd.detect_anomaly():
+                est = vramnb.estimate(m, b, _loss, opt, target="8GiB")
+                assert torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()
+    finally:
+        torch.autograd.set_detect_anomaly(False)
+    assert est.peak.allocated == plain.peak.allocated
+    assert est.peak.sources == plain.peak.sources
+
+
+@pytest.mark.xfail(strict=True, reason="a saved_tensors_hooks context of the user's that is active around the call "
+                   "runs its pack hook on the fake step's tensors: a hook that keeps what it packs leaves FakeTensors "
+                   "in the user's list (a user TorchDispatchMode around the call likewise logs fake outputs). vramnb "
+                   "neither refuses such an ambient context before the step nor keeps the hook off the fake step. "
+                   "Left for a later round (refusing would also refuse save_on_cpu, whose effect the estimate models).")
+def test_a_users_ambient_pack_hook_gets_no_fake_tensors():
+    m, b, opt = _setup()
+    kept: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        kept.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        vramnb.estimate(m, b, _loss, opt, target="8GiB")
+    assert kept == []
