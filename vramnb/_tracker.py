@@ -82,9 +82,10 @@ def _plain_storages(run: list[Any]) -> list[Any] | None:
 
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
-def _failed_allocation(tracker: StorageTracker, exc: RuntimeError) -> None:
+def _failed_allocation(tracker: StorageTracker, exc: RuntimeError, op: tuple[Any, Any, Any] | None = None) -> None:
     """An operator raised under the tracker: if its allocation failed, hand the live bytes
-    at this moment (before anything unwinds) to the out-of-memory post-mortem."""
+    at this moment (before anything unwinds) and the operator's facts (``op``: ``(func, args,
+    kwargs)``, read as shapes and dtypes only) to the out-of-memory post-mortem."""
     from ._oom import is_oom, requested_bytes
 
     # the allocator's own error is a plain RuntimeError: a subclass (the user's, raised by a
@@ -93,9 +94,10 @@ def _failed_allocation(tracker: StorageTracker, exc: RuntimeError) -> None:
         return
     try:
         if is_oom(exc):
+            from .diagnose._op_call import op_facts
             from .diagnose._postmortem import capture_cpu_oom
 
-            capture_cpu_oom(requested_bytes(exc), tracker.current)
+            capture_cpu_oom(requested_bytes(exc), tracker.current, op_facts(*op) if op is not None else None)
     except Exception:  # noqa: BLE001 - the post-mortem must never replace the user's error
         pass
 
@@ -205,9 +207,9 @@ class _Mode(TorchDispatchMode):
         try:
             out = func(*args, **(kwargs or {}))
         except BaseException as e:
-            del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
             if self.tracker.device_type == "cpu" and isinstance(e, RuntimeError):
-                _failed_allocation(self.tracker, e)
+                _failed_allocation(self.tracker, e, (func, args, kwargs))
+            del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
             self._failed(e, sys._getframe())
             raise
         self.tracker.ops += 1

@@ -449,7 +449,8 @@ def _matmul(node: ast.AST, v: torch.Tensor, ev: _Eval, tree: ast.AST) -> tuple[s
     sentence = (f"`{ast.unparse(node)[:60]}` on the failing line materialises a ({n} x {m}) matrix for each of "
                 f"{mats} batch entries: {_shape(v)}, {format_bytes(_nbytes(v))}, from operands of "
                 f"{format_bytes(_nbytes(ta))} and {format_bytes(_nbytes(tb))} (inner size {d}): it grows with "
-                f"the square of the sequence length")
+                + ("the square of the sequence length" if n == m and "softmax" in _source(ev.frame) else
+                   f"the product of its two sizes, {n} × {m}"))
     if "softmax" in _source(ev.frame):
         q, k = _root(a) or "q", _root(b) or "k"
         sentence += ("; these are attention scores (a softmax follows): "

@@ -240,7 +240,8 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
     enough, partial = _holder_fixes(s)
     short = _short(s)
     room = _cpu_room(s) if s.reserved is None else None
-    if s.requested and room is not None and s.requested > s.allocated + room and s.requested > 4 * s.allocated:
+    if s.requested and room is not None and s.requested > s.allocated + room and s.requested > 4 * s.allocated \
+            and not (ctx is not None and ctx.transient):  # (the failing call's own line says what it makes, and the cheaper form)
         # one request far larger than every tensor alive together, and more than they could get: a shape to read
         # (under a process limit the whole address space is mostly the interpreter's own, no measure of this)
         first = (first or []) + [Fix(
