@@ -286,3 +286,22 @@ def test_a_rectangular_product_is_not_said_to_grow_with_a_sequence_length(ip):
     oom, _ = measured_oom(ip, 'sim = torch.einsum("id,jd->ij", q, d)')
     f = _fix(oom, "materialises a")
     assert "sequence length" not in f.what and f"the product of its two sizes, {2**21} × {2**20}" in f.what
+
+
+def test_inputs_are_counted_by_the_memory_they_hold_and_each_call_once(ip):
+    run(ip, "v = torch.arange(1000)")
+    oom, _ = measured_oom(ip, "y = v[:, None].expand(1000, 2**40).contiguous()")
+    # the expanded view holds v's 8000 bytes, not its 8000 TiB of elements
+    assert oom.state.context.call.endswith(f"from {format_bytes(8000)} of inputs (×{oom.state.requested / 8000:,.0f}): "
+                                           f"v[:, None].expand(1000, 2 ** 40) (1000, {2**40}) int64")
+    oom, _ = measured_oom(ip, "g = torch.cartesian_prod(torch.arange(2**14), torch.arange(2**14), torch.arange(2**14))")
+    assert f"from {format_bytes(3 * 2**14 * 8)} of inputs" in oom.state.context.call  # three tensors, not one
+
+
+def test_an_operator_on_the_line_gets_the_reading_too(ip):
+    run(ip, "gx, gy = torch.meshgrid(torch.arange(2**21), torch.arange(2**21), indexing='ij')")
+    oom, _ = measured_oom(ip, "z = gx + gy")
+    assert oom.state.context.call == (f"`gx + gy` asked for {format_bytes(2**42 * 8)} for its result, "
+                                      f"({2**21}, {2**21}) int64 from {format_bytes(2 * 2**21 * 8)} of inputs "
+                                      f"(×{2**42 * 8 / (2**22 * 8):,.0f}): gx ({2**21}, {2**21}) int64, "
+                                      f"gy ({2**21}, {2**21}) int64")

@@ -36,8 +36,8 @@ def held_bytes(x: Any, seen: set[int] | None = None) -> tuple[tuple[int, ...], s
     tp = type(x)
     if tp in (torch.Tensor, torch.nn.Parameter):
         shape, dtype = tuple(x.shape), _dt(x)
-        if x.device.type == "meta":
-            return shape, dtype, _nb(x)
+        if x.device.type == "meta":  # an expression evaluated on meta copies: its storage (a view's is its base's)
+            return shape, dtype, int(x.untyped_storage().nbytes())
         from .._storages import storages_of_tensor
 
         n = 0
@@ -51,7 +51,11 @@ def held_bytes(x: Any, seen: set[int] | None = None) -> tuple[tuple[int, ...], s
     return None
 
 
-def func_name(node: ast.Call) -> str:
+def func_name(node: ast.expr) -> str:
+    if isinstance(node, ast.BinOp):  # `a @ b`, `gx + gy`: the operator
+        return type(node.op).__name__
+    if not isinstance(node, ast.Call):
+        return ""
     f = node.func
     if isinstance(f, ast.Call):  # vmap(f)(x), jacrev(f)(x)
         return func_name(f)
@@ -60,6 +64,13 @@ def func_name(node: ast.Call) -> str:
     if isinstance(f, ast.Name):
         return f.id
     return ""
+
+
+def _call(site: CallSite) -> ast.Call:
+    """The site's call (the table's entries run only for calls: :func:`cheaper`)."""
+    if not isinstance(site.node, ast.Call):
+        raise TypeError("an operator, not a call")
+    return site.node
 
 
 def _plain(v: Any) -> bool:
@@ -232,7 +243,7 @@ def _to_dense(site: CallSite, op: OpFacts | None, requested: int, node: ast.Call
     sentence = (f"`{bs}.to_dense()` writes every element of the sparse {bs} ({_shape(b.shape)} {_dt(b)}: "
                 f"{format_bytes(dense)} dense, from {format_bytes(held)} of indices and values, "
                 f"{b._nnz():,} non-zeros)")
-    outer = site.node
+    outer = _call(site)
     mm = site.name in ("mm", "matmul", "spmm", "addmm") and outer is not node and \
         any(a is node for a in outer.args)
     others = [site.value(a) for a in outer.args if a is not node] if mm else []
@@ -247,7 +258,7 @@ def _to_dense(site: CallSite, op: OpFacts | None, requested: int, node: ast.Call
 
 # -- vmap / jacrev over the whole batch -------------------------------------------------------------------------------------
 def _vmap(site: CallSite, op: OpFacts | None, requested: int, node: ast.Call) -> tuple[str, str] | None:
-    inner = site.node.func
+    inner = _call(site).func
     if not isinstance(inner, ast.Call) or inner is not node or not inner.args:
         return None
     kws = {k.arg: k.value for k in inner.keywords}
@@ -255,7 +266,7 @@ def _vmap(site: CallSite, op: OpFacts | None, requested: int, node: ast.Call) ->
         return None
     dims_node = kws.get("in_dims", inner.args[1] if len(inner.args) > 1 else None)
     dims = site.value(dims_node) if dims_node is not None else 0
-    args = [site.value(a) for a in site.node.args]
+    args = [site.value(a) for a in _call(site).args]
     dims = dims if isinstance(dims, tuple) else (dims,) * len(args)
     if len(dims) != len(args):
         return None
@@ -284,12 +295,12 @@ def _vmap(site: CallSite, op: OpFacts | None, requested: int, node: ast.Call) ->
 
 
 def _jacrev(site: CallSite, op: OpFacts | None, requested: int, node: ast.Call) -> tuple[str, str] | None:
-    inner = site.node.func
-    if not isinstance(inner, ast.Call) or inner is not node or not inner.args or not site.node.args:
+    inner = _call(site).func
+    if not isinstance(inner, ast.Call) or inner is not node or not inner.args or not _call(site).args:
         return None
     if any(k.arg in ("chunk_size", "argnums", "has_aux") for k in inner.keywords):
         return None
-    w = site.value(site.node.args[0])
+    w = site.value(_call(site).args[0])
     if not isinstance(w, torch.Tensor) or op is None:
         return None
     n_in = w.numel()
@@ -303,7 +314,7 @@ def _jacrev(site: CallSite, op: OpFacts | None, requested: int, node: ast.Call) 
                 f"an identity basis of outputs × outputs)")
     if m > n_in:
         sentence += (f": here {m} outputs, so the failing operator works on ({m}, {m}) tensors; jacfwd computes one "
-                     f"Jacobian-vector product per input element instead, and {ast.unparse(site.node.args[0])} has "
+                     f"Jacobian-vector product per input element instead, and {ast.unparse(_call(site).args[0])} has "
                      f"{n_in}: ({n_in}, {m}) tensors; or jacrev(..., chunk_size={chunk}) computes {chunk} rows at a "
                      "time")
         code = _replaced(site, inner, ast.unparse(inner).replace("jacrev", "jacfwd", 1))
@@ -432,6 +443,8 @@ TABLE: dict[str, Entry] = {
 def cheaper(site: CallSite, op: OpFacts | None, requested: int) -> tuple[str, str] | None:
     """The table's ``(sentence, code)`` for the call running on the failing line (or a call inside its
     arguments: ``B.to_dense()`` in ``torch.sparse.mm(A, B.to_dense())``), else ``None``."""
+    if not isinstance(site.node, ast.Call):
+        return None
     nodes: list[ast.Call] = [site.node]
     if isinstance(site.node.func, ast.Call):
         nodes.append(site.node.func)  # vmap(f)(x): the vmap call itself
@@ -455,9 +468,10 @@ def python_objects(site: CallSite) -> str | None:
     """What ``x.tolist()`` of a tensor makes, from ``sys.getsizeof`` of the objects it makes (CPython's own
     sizes: a float object, an int object of the tensor's largest magnitude, a list's header and its 8-byte
     slots), and the ways round; ``None`` for another call."""
-    if site.name != "tolist" or not isinstance(site.node.func, ast.Attribute):
+    if site.name != "tolist" or not isinstance(site.node, ast.Call) or not isinstance(site.node.func, ast.Attribute):
         return None
-    t = site.value(site.node.func.value)
+    recv = site.node.func.value
+    t = site.value(recv)
     if not _plain(t) or t.layout != torch.strided or t.dim() == 0:
         return None
     n = t.numel()
@@ -474,7 +488,7 @@ def python_objects(site: CallSite) -> str | None:
     slots = sum(math.prod(dims[:k + 1]) for k in range(len(dims)))
     empty = sys.getsizeof([])
     total = n * each + lists * empty + slots * 8
-    x = ast.unparse(site.node.func.value)
+    x = ast.unparse(recv)
     objs = (f"{n:,} Python {kind} objects × {each} B (sys.getsizeof(0.0))" if kind == "float" else
             f"{n:,} Python int objects, up to {each} B each (sys.getsizeof of a {t.element_size() * 8}-bit int; "
             "-5..256 are shared)" if kind == "int" else f"{n:,} references to the two bool objects" if kind == "bool"

@@ -126,7 +126,7 @@ class CallSite:
     """The call expression running on the failing line, with what its arguments hold.
 
     Attributes:
-        node: the ``ast.Call`` (positions match the frame's instruction).
+        node: the ``ast.Call`` (or the ``ast.BinOp``: ``a @ b``) whose positions match the frame's instruction.
         text: its source, as written (shortened to 90 characters).
         name: the called function's own name: ``sort`` for ``torch.sort(x)``, ``tolist`` for
             ``x.tolist()``, ``vmap`` for ``vmap(f)(x)``.
@@ -137,7 +137,7 @@ class CallSite:
         frame: the failing frame (read only, by name).
     """
 
-    node: ast.Call
+    node: ast.Call | ast.BinOp
     text: str
     name: str
     tree: ast.AST
@@ -186,15 +186,15 @@ def call_site(frame: Any, lasti: int | None = None) -> CallSite | None:
     if tree is None or pos is None:
         return None
     line, col, end_line, end_col = pos
-    found: ast.Call | None = None
+    found: ast.Call | ast.BinOp | None = None
     stmt: ast.stmt | None = None
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
                 and node.lineno <= line and (node.end_lineno or node.lineno) >= end_line:
             if stmt is None or node.lineno >= stmt.lineno:
                 stmt = node
-        if isinstance(node, ast.Call) and (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset) \
-                == (line, col, end_line, end_col):
+        if isinstance(node, (ast.Call, ast.BinOp)) and (node.lineno, node.col_offset, node.end_lineno,
+                                                        node.end_col_offset) == (line, col, end_line, end_col):
             found = node
     if found is None:
         return None
@@ -207,9 +207,11 @@ def call_site(frame: Any, lasti: int | None = None) -> CallSite | None:
     return site
 
 
-def _operands(node: ast.Call) -> list[ast.expr]:
+def _operands(node: ast.Call | ast.BinOp) -> list[ast.expr]:
     """The expressions a call is given: a method's receiver (``x`` of ``x.tolist()``), its
-    arguments, and for ``f(g)(x)`` the outer arguments (what ``g`` runs on)."""
+    arguments, and for ``f(g)(x)`` the outer arguments (what ``g`` runs on); an operator's operands."""
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
     out: list[ast.expr] = []
     f = node.func
     if isinstance(f, ast.Attribute) and not isinstance(f.value, (ast.Name, ast.Attribute)) or (
@@ -269,7 +271,7 @@ def _read_inputs(site: CallSite) -> None:
         else:
             items = [(text, v)]
         for t, x in items:
-            if any(i[0] == t for i in site.inputs):
+            if isinstance(node, ast.Name) and any(i[0] == t for i in site.inputs):
                 continue  # the same expression given twice (einsum's B, B): listed once, counted once
             held = held_bytes(x, seen)
             if held is not None:
@@ -291,7 +293,7 @@ def _what(site: CallSite | None, op: OpFacts | None, requested: int) -> str:
     if op is None:
         return ""
     outs = op.outputs
-    mine = site is not None and op.packet.strip("_").removesuffix("_") == site.name.strip("_")
+    mine = site is not None and op.packet.strip("_").lower() == site.name.strip("_").lower()  # sort, Add
     if outs is None:
         return f" inside aten::{op.packet}"
     match = [o for o in outs if o[2] == requested]
