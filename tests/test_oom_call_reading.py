@@ -111,6 +111,13 @@ def test_a_densified_sparse_operand_gets_sparse_mm(ip):
     oom = _failing(ip, setup, "C = torch.sparse.mm(A, B.to_dense())", torch.ops.aten._sparse_addmm, n * n * 4)
     B = ip.user_ns["B"]
     held = B._indices().numel() * 8 + B._values().numel() * 4
+    A = ip.user_ns["A"]
+    from vramnb._storages import storages_of_tensor
+
+    a_held = sum(st.nbytes() for _, st in storages_of_tensor(A))  # its indices' and values' storages
+    # B.to_dense() has no meta copy of its size: no total (nor ratio) is claimed
+    assert oom.state.context.call == ("`torch.sparse.mm(A, B.to_dense())` asked for 3.8 MiB inside aten::_sparse_addmm "
+                                      f"(inputs not all readable: A (1000, 1000) float32 sparse_coo {format_bytes(a_held)})")
     f = _fix(oom, "to_dense")
     assert f.what.startswith(f"`B.to_dense()` writes every element of the sparse B ((1000, 1000) float32: "
                              f"{format_bytes(n * n * 4)} dense, from {format_bytes(held)} of indices and values, "

@@ -37,7 +37,8 @@ def held_bytes(x: Any, seen: set[int] | None = None) -> tuple[tuple[int, ...], s
     if tp in (torch.Tensor, torch.nn.Parameter):
         shape, dtype = tuple(x.shape), _dt(x)
         if x.device.type == "meta":  # an expression evaluated on meta copies: its storage (a view's is its base's)
-            return shape, dtype, int(x.untyped_storage().nbytes())
+            held = int(x.untyped_storage().nbytes())
+            return shape, dtype, held or _nb(x)  # a fresh result whose meta storage reads 0 B: its elements
         from .._storages import storages_of_tensor
 
         n = 0

@@ -239,6 +239,10 @@ def _value(site: CallSite, node: ast.expr) -> Any:
         return v
     if isinstance(node, ast.Constant):
         return node.value
+    for n in ast.walk(node):  # a sparse (or other non-strided) tensor has no meta copy of its size: not read
+        v = _lookup(site.frame, n.id) if isinstance(n, ast.Name) else None
+        if isinstance(v, torch.Tensor) and v.layout != torch.strided:
+            raise _Unknown
     ev = _Eval(site.frame)
     with torch.device("meta"):
         return ev.ev(node)
