@@ -479,6 +479,15 @@ def _finish(
             report.notes.append(note)
     if exc is not None and is_oom(exc):
         report.oom = _post_mortem(m, exc, end)
+    elif isinstance(exc, MemoryError):  # Python's or NumPy's own allocation: no tensor asked
+        from .diagnose._op_call import python_memory_note
+
+        try:
+            line = python_memory_note(exc)
+        except Exception:  # noqa: BLE001 - a line, never in the way of the user's error
+            line = None
+        if line:
+            report.notes.insert(0, line)
     if exc is not None:
         note = _error_holds(exc, m.device, m.names)
         if note:
@@ -588,7 +597,7 @@ def oom_info(state: OOMState | None, exc: BaseException, device: torch.device, e
         state.requested = asked
     if state.context is None:  # read after unwinding: the traceback's frames still say what ran
         try:
-            state.context = failing_code(_tb_frames(exc))
+            state.context = failing_code(_tb_frames(exc), state.requested)
         except Exception:  # noqa: BLE001
             pass
     ctx = state.context

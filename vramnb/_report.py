@@ -260,6 +260,9 @@ def oom_lines(oom: OOMInfo) -> list[str]:
     elif st is not None and st.available is not None:
         head += f"; {fmt(st.available)} available to the system"
     lines = [head]
+    call = getattr(getattr(st, "context", None), "call", None)
+    if call:  # what the one call on the failing line asked for, against its inputs (diagnose._op_call)
+        lines.append(f"failing call: {call}")
     if oom.verdict is not None:
         v = oom.verdict
         lines.append(f"verdict: {v.kind}: {v.reason}")

@@ -82,10 +82,12 @@ def _plain_storages(run: list[Any]) -> list[Any] | None:
 
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
-def _failed_allocation(tracker: StorageTracker, exc: RuntimeError, spec: Any = None) -> None:
+def _failed_allocation(tracker: StorageTracker, exc: RuntimeError, spec: Any = None,
+                       op: tuple[Any, Any, Any] | None = None) -> None:
     """An operator raised under the tracker: if its allocation failed, hand the live bytes
-    at this moment (before anything unwinds) and the operator (``spec``:
-    :func:`vramnb.diagnose._failing_op.op_spec`) to the out-of-memory post-mortem."""
+    at this moment (before anything unwinds), the operator as shapes (``spec``:
+    :func:`vramnb.diagnose._failing_op.op_spec`) and its facts (``op``: ``(func, args, kwargs)``,
+    read as shapes and dtypes only) to the out-of-memory post-mortem."""
     from ._oom import is_oom, requested_bytes
 
     # the allocator's own error is a plain RuntimeError: a subclass (the user's, raised by a
@@ -94,9 +96,10 @@ def _failed_allocation(tracker: StorageTracker, exc: RuntimeError, spec: Any = N
         return
     try:
         if is_oom(exc):
+            from .diagnose._op_call import op_facts
             from .diagnose._postmortem import capture_cpu_oom
 
-            capture_cpu_oom(requested_bytes(exc), tracker.current, spec)
+            capture_cpu_oom(requested_bytes(exc), tracker.current, spec, op_facts(*op) if op is not None else None)
     except Exception:  # noqa: BLE001 - the post-mortem must never replace the user's error
         pass
 
@@ -211,9 +214,9 @@ class _Mode(TorchDispatchMode):
                 from .diagnose._failing_op import op_spec
 
                 spec = op_spec(func, args, kwargs)
-            del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
             if self.tracker.device_type == "cpu" and isinstance(e, RuntimeError):
-                _failed_allocation(self.tracker, e, spec)
+                _failed_allocation(self.tracker, e, spec, (func, args, kwargs))
+            del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
             self._failed(e, sys._getframe())
             raise
         self.tracker.ops += 1

@@ -165,6 +165,9 @@ class FailingCode:
         given: storage addresses of the tensors the model was given (:func:`._failing_op.given_addresses`).
         reads: names the failing cells read before binding them (read later by the cell, or again
             when it is run again): deleting them is no fix.
+        call: what the call running on the failing line asked for, against its inputs
+            (:func:`vramnb.diagnose._op_call.call_reading`); its family's cheaper form, where the
+            table has one, is :attr:`transient`.
     """
 
     in_use: set[str] = field(default_factory=set)
@@ -201,6 +204,7 @@ class FailingCode:
     lowered_how: str = ""
     reads: set[str] = field(default_factory=set)
     given: frozenset[int] = frozenset()
+    call: str | None = None
 
 
 @dataclass
@@ -521,10 +525,10 @@ def _other_processes(device: int) -> int | None:
 
 
 # -- CPU ----------------------------------------------------------------------------------
-def capture_cpu_oom(requested: int | None, allocated: int, op: Any = None) -> None:
+def capture_cpu_oom(requested: int | None, allocated: int, spec: Any = None, facts: Any = None) -> None:
     """Called by the storage tracker where a CPU allocation failed: deliver the state to
-    the running measurements on the CPU (nothing when none runs). ``op``: the failing operator
-    (:func:`._failing_op.op_spec`)."""
+    the running measurements on the CPU (nothing when none runs). ``spec``: the failing operator
+    (:func:`._failing_op.op_spec`); ``facts``: its :class:`vramnb.diagnose._op_call.OpFacts`, if known."""
     if not _wanted("cpu"):
         return
     try:
@@ -532,9 +536,9 @@ def capture_cpu_oom(requested: int | None, allocated: int, op: Any = None) -> No
         state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
                          frames=(fr := frame_sharing(torch.device("cpu")))[0], frames_share=fr[1], cap_room=room, cap_name=which,
                          handled=_handled(torch.device("cpu")),
-                         context=failing_code(_stack(sys._getframe(1)), requested))
+                         context=failing_code(_stack(sys._getframe(1)), requested, facts))
         if state.context is not None:
-            state.context.op = op
+            state.context.op = spec
     except Exception:  # noqa: BLE001
         return
     _deliver(state)
@@ -615,10 +619,11 @@ def generator_frame(frame: Any) -> tuple[str, str, tuple[str, ...]] | None:
     return f"{name}:{frame.f_lineno}", name, assigned
 
 
-def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode:
+def failing_code(frames: list[Any], requested: int | None = None, op: Any = None) -> FailingCode:
     """:class:`FailingCode` from the frames of a failure, innermost first. Reads code
     objects' names and the frames' globals by name (``dict.get``: no user code runs);
-    ``requested``: the bytes the failing allocation asked for (read against the failing line)."""
+    ``requested``: the bytes the failing allocation asked for (read against the failing line);
+    ``op``: the failing operator's :class:`vramnb.diagnose._op_call.OpFacts`, if known."""
     from ._autocast_cache import _nesting
     from ._transient import transient_copy
 
@@ -664,6 +669,16 @@ def failing_code(frames: list[Any], requested: int | None = None) -> FailingCode
                         ctx.joined = joined_names(frame)
             except Exception:  # noqa: BLE001 - no advice rather than a broken post-mortem
                 pass
+            if ctx.call is None and ctx.phase not in ("backward", "optimizer step"):  # the call's own reading
+                from ._op_call import call_reading
+
+                try:
+                    read = call_reading(frame, requested, op)
+                except Exception:  # noqa: BLE001 - no reading rather than a broken post-mortem
+                    read = None
+                if read is not None:
+                    ctx.call = read[0]
+                    ctx.transient = read[1] or ctx.transient  # the call's family first (one_hot before its .float())
         names = set(code.co_names)
         ctx.in_use |= names
         added = _mutated_names(code) & names

@@ -1,0 +1,379 @@
+"""What the one library call on the failing line asked for, read against its inputs.
+
+An out-of-memory error inside one call (``torch.einsum``, ``torch.sort``, ``F.unfold``,
+``vmap(...)(...)``) whose inputs are small and sane is no capacity problem: the call makes a
+result or an intermediate far larger than what it was given. This module says so, with numbers:
+
+    `torch.sort(scores)` asked for 256.0 MiB for one of its outputs, (33554432,) int64, from 128.0 MiB
+    of inputs (×2.0): scores (33554432,) float32
+
+From what is known at the failure, bytes and names only:
+
+* the failing ATen operator and its inputs' shapes and dtypes (:class:`OpFacts`, taken by the CPU
+  storage tracker's dispatch mode where the operator raised; its outputs' shapes from running it
+  once on ``meta`` copies of the inputs: no memory, no user code);
+* the call that was running on the user's line: the exact expression, from the failing frame's
+  instruction (``code.co_positions()`` at ``f_lasti``, Python 3.11+) and the cell's syntax tree;
+* its arguments' tensors (read by name from the frame; other expressions evaluated on ``meta``
+  tensors by :class:`vramnb.diagnose._line_copies._Eval`), NumPy arrays (``nbytes``) and
+  containers of tensors, each storage counted once.
+
+The cheaper way, where one is known for the call's family, comes from one table
+(:mod:`vramnb.diagnose._call_table`), derived from the same shapes. A Python-side ``MemoryError``
+(``.tolist()`` of a large tensor, NumPy's "Unable to allocate") gets its own reading
+(:func:`python_memory_note`).
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+import sysconfig
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .._units import format_bytes
+from ._call_table import cheaper, func_name, held_bytes, python_objects
+
+__all__ = ["OpFacts", "op_facts", "CallSite", "call_site", "call_reading", "python_memory_note", "ratio",
+           "value_of"]
+
+
+@dataclass(frozen=True)
+class OpFacts:
+    """The ATen operator whose allocation failed (bytes and strings only).
+
+    Attributes:
+        name: the overload, ``"aten::sort.default"``.
+        packet: its name without namespace and overload, ``"sort"``.
+        inputs: ``(shape, dtype, layout, bytes)`` of each tensor argument (bytes: elements ×
+            element size; a sparse tensor's indices and values).
+        outputs: ``(shape, dtype, bytes)`` of each tensor it returns, from one run on ``meta``
+            copies of the inputs; ``None`` where that could not be run (a sparse input, an
+            operator without a meta kernel).
+    """
+
+    name: str
+    packet: str
+    inputs: tuple[tuple[tuple[int, ...], str, str, int], ...]
+    outputs: tuple[tuple[tuple[int, ...], str, int], ...] | None
+
+
+def _dtype(d: torch.dtype) -> str:
+    return str(d).removeprefix("torch.")
+
+
+def _dense_bytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _meta_copy(x: Any) -> Any:
+    if type(x) in (torch.Tensor, torch.nn.Parameter):
+        if x.layout != torch.strided:
+            raise ValueError("no meta copy of a sparse tensor")
+        return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+    if isinstance(x, torch.Tensor):
+        raise ValueError("a tensor subclass: not run")
+    if type(x) in (list, tuple):
+        return type(x)(_meta_copy(v) for v in x)
+    if isinstance(x, torch.device):
+        return torch.device("meta")
+    return x
+
+
+def op_facts(func: Any, args: Any, kwargs: Any) -> OpFacts | None:
+    """:class:`OpFacts` of ``func(*args, **kwargs)`` (an ``OpOverload``), read where it raised; no
+    reference to a tensor is kept. ``None`` where it cannot be read."""
+    try:
+        flat = [a for a in list(args) + list((kwargs or {}).values())
+                for a in (a if type(a) in (list, tuple) else (a,))]
+        inputs = []
+        for a in flat:
+            if type(a) not in (torch.Tensor, torch.nn.Parameter):
+                continue
+            if a.layout == torch.sparse_coo:
+                n = _dense_bytes(a._indices()) + _dense_bytes(a._values())
+            else:
+                n = _dense_bytes(a)
+            inputs.append((tuple(a.shape), _dtype(a.dtype), str(a.layout).removeprefix("torch."), n))
+        outputs = None
+        try:
+            kw = {k: _meta_copy(v) for k, v in (kwargs or {}).items()}
+            if "device" in kw:
+                kw["device"] = torch.device("meta")
+            from torch.utils._python_dispatch import _disable_current_modes
+
+            with _disable_current_modes():  # no mode of the user's sees this run (nor runs its code)
+                out = func(*[_meta_copy(a) for a in args], **kw)
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            outputs = tuple((tuple(o.shape), _dtype(o.dtype), _dense_bytes(o)) for o in outs
+                            if isinstance(o, torch.Tensor))
+        except Exception:  # noqa: BLE001 - no meta kernel, a sparse input: the outputs stay unknown
+            outputs = None
+        name = str(getattr(func, "name", lambda: func)())
+        packet = name.split("::")[-1].split(".")[0]
+        return OpFacts(name, packet, tuple(inputs), outputs)
+    except Exception:  # noqa: BLE001 - the post-mortem must never fail
+        return None
+
+
+# -- the call on the failing line -----------------------------------------------------------------------------------
+@dataclass
+class CallSite:
+    """The call expression running on the failing line, with what its arguments hold.
+
+    Attributes:
+        node: the ``ast.Call`` (or the ``ast.BinOp``: ``a @ b``) whose positions match the frame's instruction.
+        text: its source, as written (shortened to 90 characters).
+        name: the called function's own name: ``sort`` for ``torch.sort(x)``, ``tolist`` for
+            ``x.tolist()``, ``vmap`` for ``vmap(f)(x)``.
+        tree: the parsed source the node belongs to; ``stmt``: the statement that holds it.
+        inputs: ``(text, shape, dtype, bytes)`` of each tensor (or NumPy array) the call is given
+            (its receiver, its arguments, the items of a dict/list/tuple argument), each storage once.
+        unknown: an argument could not be read (then no total of the inputs is claimed).
+        frame: the failing frame (read only, by name).
+    """
+
+    node: ast.Call | ast.BinOp
+    text: str
+    name: str
+    tree: ast.AST
+    stmt: ast.stmt | None
+    inputs: list[tuple[str, tuple[int, ...], str, int]]
+    unknown: bool
+    frame: Any
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(i[3] for i in self.inputs)
+
+    def value(self, node: ast.expr) -> Any:
+        """What ``node`` holds in the failing frame (:func:`value_of`)."""
+        return value_of(self, node)
+
+
+def _parse(filename: str) -> ast.AST | None:
+    text = "".join(linecache.getlines(filename))
+    if not text:
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _position(frame: Any, lasti: int | None = None) -> tuple[int, int, int, int] | None:
+    """``(line, column, end line, end column)`` of the instruction ``frame`` runs (or ran last)."""
+    try:
+        i = (frame.f_lasti if lasti is None else lasti) // 2
+        pos = list(frame.f_code.co_positions())[i]
+    except (AttributeError, IndexError):
+        return None
+    if any(p is None for p in pos):
+        return None
+    line, end_line, col, end_col = pos  # co_positions: (line, end line, column, end column)
+    return line, col, end_line, end_col  # type: ignore[return-value]
+
+
+def call_site(frame: Any, lasti: int | None = None) -> CallSite | None:
+    """The :class:`CallSite` the frame's current instruction belongs to (``lasti``: a traceback's
+    ``tb_lasti``), else ``None`` (no source, no call at that position)."""
+    pos = _position(frame, lasti)
+    tree = _parse(frame.f_code.co_filename) if pos is not None else None
+    if tree is None or pos is None:
+        return None
+    line, col, end_line, end_col = pos
+    found: ast.Call | ast.BinOp | None = None
+    stmt: ast.stmt | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node.lineno <= line and (node.end_lineno or node.lineno) >= end_line:
+            if stmt is None or node.lineno >= stmt.lineno:
+                stmt = node
+        if isinstance(node, (ast.Call, ast.BinOp)) and (node.lineno, node.col_offset, node.end_lineno,
+                                                        node.end_col_offset) == (line, col, end_line, end_col):
+            found = node
+    if found is None:
+        return None
+    text = ast.get_source_segment("".join(linecache.getlines(frame.f_code.co_filename)), found) or \
+        ast.unparse(found)
+    text = " ".join(text.split())
+    site = CallSite(found, text if len(text) <= 90 else text[:89] + "…", func_name(found), tree, stmt, [], False,
+                    frame)
+    _read_inputs(site)
+    return site
+
+
+def _operands(node: ast.Call | ast.BinOp) -> list[ast.expr]:
+    """The expressions a call is given: a method's receiver (``x`` of ``x.tolist()``), its
+    arguments, and for ``f(g)(x)`` the outer arguments (what ``g`` runs on); an operator's operands."""
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    out: list[ast.expr] = []
+    f = node.func
+    if isinstance(f, ast.Attribute) and not isinstance(f.value, (ast.Name, ast.Attribute)) or (
+            isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id not in _MODULES):
+        out.append(f.value)
+    out += [a.value if isinstance(a, ast.Starred) else a for a in node.args]
+    out += [k.value for k in node.keywords]
+    return out
+
+
+#: names that are modules, not values (``torch.sort``: ``torch`` is no input)
+_MODULES = frozenset({"torch", "F", "nn", "np", "numpy", "math", "functional", "fft", "linalg", "sparse", "special"})
+
+
+def _value(site: CallSite, node: ast.expr) -> Any:
+    """The value ``node`` holds in the failing frame: a name's own object, else the expression on
+    ``meta`` tensors; raises where it cannot be read."""
+    from ._line_copies import _Eval, _Unknown
+    from ._transient import _lookup
+
+    if isinstance(node, ast.Name):
+        v = _lookup(site.frame, node.id)
+        if v is None:
+            raise _Unknown
+        return v
+    if isinstance(node, ast.Constant):
+        return node.value
+    for n in ast.walk(node):  # a sparse (or other non-strided) tensor has no meta copy of its size: not read
+        v = _lookup(site.frame, n.id) if isinstance(n, ast.Name) else None
+        if isinstance(v, torch.Tensor) and v.layout != torch.strided:
+            raise _Unknown
+    ev = _Eval(site.frame)
+    with torch.device("meta"):
+        return ev.ev(node)
+
+
+def value_of(site: CallSite, node: ast.expr) -> Any:
+    """:func:`_value`, ``None`` where it cannot be read."""
+    try:
+        return _value(site, node)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _read_inputs(site: CallSite) -> None:
+    seen: set[int] = set()
+    for node in _operands(site.node):
+        if not any(isinstance(n, (ast.Name, ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(node)):
+            continue  # constants and operators on them (`1 << 22`, "ij->i"): no tensor
+        try:
+            v = _value(site, node)
+        except Exception:  # noqa: BLE001 - an argument we cannot read: no total is claimed
+            site.unknown = True
+            continue
+        text = ast.unparse(node)
+        items: list[tuple[str, Any]]
+        if type(v) is dict:
+            items = [(f"{text}[{k!r}]", x) for k, x in list(dict.items(v))[:10_000]]
+        elif type(v) in (list, tuple):
+            items = [(f"{text}[{i}]", x) for i, x in enumerate(v[:10_000])]
+        else:
+            items = [(text, v)]
+        for t, x in items:
+            if isinstance(node, ast.Name) and any(i[0] == t for i in site.inputs):
+                continue  # the same expression given twice (einsum's B, B): listed once, counted once
+            held = held_bytes(x, seen)
+            if held is not None:
+                site.inputs.append((t, held[0], held[1], held[2]))
+
+
+def ratio(n: int, m: int) -> str:
+    """``×2.0``, ``×64``, ``×2,560``: ``n`` over ``m``."""
+    k = n / m
+    return f"×{k:,.0f}" if k >= 10 else f"×{k:.1f}"
+
+
+def _shape(s: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in s) + ("," if len(s) == 1 else "") + ")"
+
+
+def _what(site: CallSite | None, op: OpFacts | None, requested: int) -> str:
+    """What the request was for, from the failing operator's outputs."""
+    if op is None:
+        return ""
+    outs = op.outputs
+    mine = site is not None and op.packet.strip("_").lower() == site.name.strip("_").lower()  # sort, Add
+    if outs is None:
+        return f" inside aten::{op.packet}"
+    match = [o for o in outs if o[2] == requested]
+    if not match:
+        shown = ", ".join(f"{_shape(o[0])} {o[1]}" for o in outs)
+        return f" for a buffer inside aten::{op.packet}, not one of its outputs ({shown})"
+    shape, dtype, _ = match[0]
+    if mine:
+        return f" for its result, {_shape(shape)} {dtype}" if len(outs) == 1 else \
+            f" for one of its {len(outs)} outputs, {_shape(shape)} {dtype}"
+    return f" for the {_shape(shape)} {dtype} output of aten::{op.packet} inside it"
+
+
+def call_reading(frame: Any, requested: int | None, op: OpFacts | None, lasti: int | None = None
+                 ) -> tuple[str, tuple[str, str] | None] | None:
+    """``(reading, cheaper)`` for the call running on ``frame``'s line where ``requested`` bytes
+    failed: the reading says what the call asked for and from how much input; ``cheaper``
+    ``(sentence, code)`` the cheaper form from :mod:`._call_table` where its family has one.
+    ``None`` where no call is found at the frame's instruction."""
+    if not requested:
+        return None
+    site = call_site(frame, lasti)
+    if site is None:
+        return None
+    head = f"`{site.text}` asked for {format_bytes(requested)}{_what(site, op, requested)}"
+    if site.inputs and not site.unknown and site.input_bytes:
+        listed = ", ".join(f"{t} {_shape(s)} {d}" for t, s, d, _ in site.inputs[:4])
+        more = f" and {len(site.inputs) - 4} more" if len(site.inputs) > 4 else ""
+        head += (f" from {format_bytes(site.input_bytes)} of inputs ({ratio(requested, site.input_bytes)}): "
+                 f"{listed}{more}")
+    elif site.inputs:
+        head += " (inputs not all readable: " + ", ".join(f"{t} {_shape(s)} {d} {format_bytes(n)}"
+                                                          for t, s, d, n in site.inputs[:4]) + ")"
+    try:
+        better = cheaper(site, op, requested)
+    except Exception:  # noqa: BLE001 - the reading stands without the table's advice
+        better = None
+    return head, better
+
+
+# -- a MemoryError raised by Python or NumPy ----------------------------------------------------------------------------
+def python_memory_note(exc: BaseException) -> str | None:
+    """One line for a ``MemoryError`` (Python's or NumPy's own allocation failed, not torch's):
+    the call on the failing line and, for ``.tolist()`` of a tensor, the Python objects it makes
+    (:mod:`._call_table`); ``None`` where ``exc`` is no ``MemoryError``."""
+    if not isinstance(exc, MemoryError):
+        return None
+    tb, inner = exc.__traceback__, None
+    while tb is not None:  # the innermost frame of the user's code (a cell, a function of theirs)
+        f = tb.tb_frame
+        fn = f.f_code.co_filename
+        if "-packages" + os.sep in fn or fn.startswith(_STDLIB):
+            pass  # a library's frame (NumPy's, the standard library's): not the user's line
+        elif not fn.startswith(_SKIP) and "/IPython/" not in fn and not fn.startswith("<frozen"):
+            inner = (f, tb.tb_lasti)
+        tb = tb.tb_next
+    msg = ""
+    try:
+        msg = str(exc).strip()
+    except Exception:  # noqa: BLE001 - a user's exception class
+        pass
+    head = ("MemoryError: Python (or NumPy) could not allocate memory for its own objects, outside torch's "
+            "allocator (the tensors' bytes above do not include them)")
+    if msg:
+        head += f" ({msg[:160]})"
+    if inner is None:
+        return head
+    site = call_site(*inner)
+    if site is None:
+        return head
+    head += f"; it failed in `{site.text}` (line {site.node.lineno})"
+    extra = python_objects(site)
+    return head + (f": {extra}" if extra else "")
+
+
+_STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")
+#: torch's and vramnb's folders: their frames are not the user's
+_SKIP = tuple(os.path.join(d, "") for d in (os.path.dirname(torch.__file__),
+                                             os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
