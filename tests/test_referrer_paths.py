@@ -1,0 +1,93 @@
+"""The holder of a re-run cell's growth where the holders' walk does not look (module hooks, a
+tensor's hooks, a function's default argument, dict keys, a registry's bound methods): named by
+the referrer walk, with the fix for that holder; and no ``del`` advice for names something else keeps."""
+
+from __future__ import annotations
+
+
+from vramnb._units import format_bytes
+
+from .conftest import run
+
+
+def _regrowth(ip, setup: str, cell: str) -> list[str]:  # type: ignore[no-untyped-def]
+    import vramnb
+
+    run(ip, setup)
+    for _ in range(3):
+        run(ip, "%%vram -d cpu --breakdown\n" + cell)
+    return vramnb.history()[-1].notes
+
+
+def _line(notes: list[str], start: str) -> str:
+    got = [n for n in notes if n.startswith(start)]
+    assert len(got) == 1, notes
+    return got[0]
+
+
+def test_pruning_masks_kept_by_the_forward_pre_hooks(ip):  # type: ignore[no-untyped-def]
+    notes = _regrowth(ip, "import torch.nn as nn, torch.nn.utils.prune as prune\n"
+                          "model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))",
+                      "prune.global_unstructured([(model[0], 'weight'), (model[2], 'weight')], "
+                      "pruning_method=prune.L1Unstructured, amount=0.2)")
+    line = _line(notes, "each run of this cell")
+    mask = 256 * 256 * 4  # one float32 mask copy per module per round
+    assert f"leaves {format_bytes(2 * mask)} more" in line
+    assert "model[0]._forward_pre_hooks[" in line and "PruningContainer" in line
+    # global pruning computes both masks as views of one storage: the hook's mask keeps all of it
+    assert f"._forward_pre_hooks[4] keeps {format_bytes(2 * mask)} more each run" in line
+    assert "prune.remove(" in line and "'weight')" in line
+    assert "no name" not in line
+
+
+def test_a_tensor_hook_per_call_keeps_each_region(ip):  # type: ignore[no-untyped-def]
+    setup = ("img = torch.randn(1, 3, 512, 512, requires_grad=True)\n"
+             "def saliency(image, region):\n    def hook(grad):\n        return grad * region\n"
+             "    image.register_hook(hook)\n    image.sum().backward()\n")
+    cell = "for k in range(4):\n    region = torch.zeros(1, 3, 512, 512)\n    saliency(img, region)\n"
+    notes = _regrowth(ip, setup, cell)
+    line = _line(notes, "each run of this cell")
+    region = 3 * 512 * 512 * 4
+    assert f"leaves {format_bytes(4 * region)} more" in line
+    # the last region is also the name `region`: the hooks keep the 3 others beyond the names
+    assert "img._backward_hooks[" in line and f"(and 2 more like it) keeps {format_bytes(3 * region)} more each run" in line
+    assert "its `region`" in line and "handle.remove()" in line
+    # `del region` frees nothing: the hook keeps it
+    assert not any("`del region`" in n for n in notes), notes
+    assert "region is also kept by img._backward_hooks[" in _line(notes, "bound in a loop, but deleting")
+
+
+def test_a_mutable_default_argument(ip):  # type: ignore[no-untyped-def]
+    setup = "def embed(frames, features=[]):\n    for f in frames:\n        features.append(f * 2)\n    return len(features)"
+    notes = _regrowth(ip, setup, "n = embed(torch.randn(4, 256, 256))")
+    line = _line(notes, "each run of this cell")
+    assert f"leaves {format_bytes(4 * 256 * 256 * 4)} more" in line
+    assert f": embed.__defaults__[0] keeps {format_bytes(4 * 256 * 256 * 4)} more each run" in line
+    assert "`def embed(..., features=None)`" in line
+
+
+def test_tensors_as_dict_keys(ip):  # type: ignore[no-untyped-def]
+    setup = "class Rep:\n    def __init__(self):\n        self.names = {}\nrep = Rep()"
+    cell = "for s in range(3):\n    x = torch.randn(512, 1024)\n    rep.names[x] = f's{s}'\n"
+    notes = _regrowth(ip, setup, cell)
+    line = _line(notes, "each run of this cell")
+    one = 512 * 1024 * 4
+    assert f"leaves {format_bytes(3 * one)} more" in line
+    assert f"the keys of rep.names keeps {format_bytes(2 * one)} more each run" in line  # x is the third
+    assert "id(t)" in line
+    assert not any("`del x`" in n for n in notes), notes
+    assert "x is also kept by rep.names (a key)" in _line(notes, "bound in a loop, but deleting")
+
+
+def test_a_registry_of_bound_methods(ip):  # type: ignore[no-untyped-def]
+    setup = ("from collections import defaultdict\n_callbacks = defaultdict(list)\n"
+             "class Viewer:\n    def __init__(self):\n        self.index = torch.arange(131072)\n"
+             "        _callbacks['changed'].append(self.refresh)\n    def refresh(self):\n        pass\n")
+    notes = _regrowth(ip, setup, "for i in range(4):\n    viewer = Viewer()\n")
+    line = _line(notes, "each run of this cell")
+    one = 131072 * 8
+    assert f"leaves {format_bytes(4 * one)} more" in line
+    assert "_callbacks['changed'][" in line
+    assert f"(a bound method of a Viewer) (and 2 more like it) keeps {format_bytes(3 * one)} more each run" in line
+    assert "weakref.WeakMethod" in line
+    assert not any("`del viewer`" in n for n in notes), notes
