@@ -426,7 +426,7 @@ class VramMagics(Magics):
             from .diagnose._referrer_paths import kept_elsewhere
 
             notes = leftover_notes(names, cell, frees, str(resolve_device(device).type),
-                                   lambda n: kept_elsewhere(names, n, ignore=[self.shell.user_ns]))
+                                   lambda asked: kept_elsewhere(names, asked, ignore=[self.shell.user_ns]))
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             notes = []
         m.report.notes.extend(notes)

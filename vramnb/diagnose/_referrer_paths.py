@@ -329,15 +329,18 @@ def _roots(names: Mapping[str, Any]) -> dict[int, tuple[str, Any]]:
 
 
 def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, Any],
-                  ignore: Iterable[Any] = ()) -> tuple[list[Holding], int, int]:
+                  ignore: Iterable[Any] = (), own: Mapping[int, str] | None = None,
+                  each: dict[int, Holding] | None = None) -> tuple[list[Holding], int, int]:
     """The paths from a root down to the tensors of ``targets`` (``(bytes, tensors)`` per storage).
 
     A root is a name of ``names`` (the notebook's namespace, IPython's own names excluded by the
     caller) or a global of another module (``module.name``). Returns ``(holdings, bytes no path was
     found for, bytes not followed)`` (only the :data:`MAX_TARGETS` largest storages are followed),
     the holdings with the most bytes first; each storage counts for the first path found to one of
-    its tensors. ``ignore``: objects that are not holders (the caller's lists)."""
-    targets = sorted(targets, key=lambda t: -t[0])
+    its tensors. ``ignore``: objects that are not holders (the caller's lists). ``own``: target index ->
+    a name that is not a root for it (the name being asked about); ``each``, if given, gets target
+    index -> its own path (targets in the order given, all followed)."""
+    targets = list(targets) if each is not None else sorted(targets, key=lambda t: -t[0])
     chosen = targets[:MAX_TARGETS]
     rest = sum(b for b, _ in targets[MAX_TARGETS:])
     ns_by_val: dict[int, str] = {}
@@ -365,7 +368,7 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
         prev: dict[int, int] = {id(t): 0 for t in ts}
         level = [id(t) for t in ts]
         while level:
-            hits = [oid for oid in level if oid in roots]
+            hits = [oid for oid in level if oid in roots and (own is None or roots[oid] != own.get(si))]
             if hits:  # a root that is an object of its own before a list or dict of references to it
                 oid = min(hits, key=lambda h: issubclass(type(objs[h]), (list, tuple, dict, set)))
                 chain = [objs[oid]]
@@ -427,6 +430,8 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
             continue
         root, chain = found[si]
         h = Holding(root, chain)
+        if each is not None:
+            each[si] = Holding(root, chain)
         # group the per-call entries of one holder: a path to it that differs only in an index
         key = _group(h.cut)
         if key in out:
@@ -448,28 +453,32 @@ def _group(path: str) -> str:
     return re.sub(r"\[\d+\]", "[*]", path)
 
 
-def kept_elsewhere(names: Mapping[str, Any], name: str, ignore: Iterable[Any] = ()) -> str | None:
-    """What else keeps the object bound to ``name``: ``None`` where nothing but ``names`` (and the
-    namespaces in ``ignore``) refers to it, so deleting the name lets it go; else the path from
-    another root (``input_image._backward_hooks[3] (a closure of ...)``, a key of a dict); ``None``
-    too where no path from what refers to it reaches a root (a reference cycle of its own)."""
-    obj = names.get(name)
-    if obj is None:
-        return None
+def kept_elsewhere(names: Mapping[str, Any], asked: list[str], ignore: Iterable[Any] = ()) -> dict[str, str]:
+    """What else keeps the objects bound to the names ``asked``: name -> the path from another root
+    (``input_image._backward_hooks[3] (a closure of ...)``, the keys of a dict), for those that
+    something besides ``names`` itself and the namespaces in ``ignore`` refers to on a path up to a
+    root; a name whose object nothing else reaches (deleting it lets the object go, a reference cycle
+    of its own at the next collection) is not in the answer. One walk for all of them."""
     skip = {id(names), *(id(x) for x in ignore)}
-    refs = gc.get_referrers(obj)
+    objs = {id(o): (n, o) for n in asked for o in [names.get(n)] if o is not None}
+    if not objs:
+        return {}
+    refs = gc.get_referrers(*[o for _, o in objs.values()])  # one pass over the heap for all of them
+    referred: set[int] = set()
     try:
-        others = [r for r in refs if id(r) not in skip and type(r) is not types.FrameType and r is not refs
-                  and not _namespace_copy(r, names)]
+        for r in refs:
+            if id(r) in skip or type(r) is types.FrameType or r is refs or _namespace_copy(r, names):
+                continue
+            referred.update(id(c) for c in gc.get_referents(r) if id(c) in objs)
     finally:
         del refs
-    if not others:
-        return None
-    others.clear()
-    rest = {n: v for n, v in names.items() if n != name}
-    holdings, _, _ = holding_paths([(1, [obj])], rest, ignore=[*ignore, names])
-    # no path up to a root: what refers to it may be its own cycle, which gc frees once the name is gone
-    return holdings[0].path if holdings else None
+    todo = [objs[i] for i in referred]
+    if not todo:
+        return {}
+    each: dict[int, Holding] = {}
+    holding_paths([(1, [obj]) for _, obj in todo], names, ignore=[*ignore, names],
+                  own={i: n for i, (n, _) in enumerate(todo)}, each=each)
+    return {todo[i][0]: h.path for i, h in each.items()}
 
 
 class GrowthTrace:
