@@ -5,6 +5,8 @@ the referrer walk, with the fix for that holder; and no ``del`` advice for names
 from __future__ import annotations
 
 
+import torch
+
 from vramnb._units import format_bytes
 
 from .conftest import run
@@ -91,3 +93,30 @@ def test_a_registry_of_bound_methods(ip):  # type: ignore[no-untyped-def]
     assert f"(a bound method of a Viewer) (and 2 more like it) keeps {format_bytes(3 * one)} more each run" in line
     assert "weakref.WeakMethod" in line
     assert not any("`del viewer`" in n for n in notes), notes
+
+
+def test_the_walk_keeps_nothing_alive():  # type: ignore[no-untyped-def]
+    """The walk's own objects make no reference cycle: what it followed is freed as soon as the
+    notebook lets it go, not at the next collection (the next run's bytes would differ)."""
+    import gc
+    import weakref
+
+    from vramnb.diagnose._referrer_paths import holding_paths, kept_elsewhere
+
+    class Box:
+        pass
+
+    t = torch.zeros(1024)
+    holder = Box()
+    holder.k = [t]
+    names = {"holder": holder, "t": t}
+    gone = weakref.ref(holder)
+    gc.disable()
+    try:
+        holdings, unfound, rest = holding_paths([(t.untyped_storage().nbytes(), [t])], names)
+        assert (holdings[0].path, holdings[0].nbytes, unfound, rest) == ("t", 4096, 0, 0)
+        assert kept_elsewhere(names, ["t"]) == {"t": "holder.k[0]"}
+        del holdings, names, holder
+        assert gone() is None
+    finally:
+        gc.enable()

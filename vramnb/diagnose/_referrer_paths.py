@@ -347,8 +347,8 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
     for n, v in list(names.items()):
         ns_by_val.setdefault(id(v), n)
     mods = _roots(names)
-    frame = sys._getframe()
-    skip = {id(x) for x in ignore} | {id(names), id(targets), id(chosen), id(frame)}
+    skip = {id(x) for x in ignore} | {id(names), id(targets), id(chosen), id(sys._getframe())}  # no local
+    # holds the frame: a frame in its own locals is a reference cycle that keeps every target alive until gc
     for pair in targets:  # the caller's own tuples and lists of tensors
         skip |= {id(pair), id(pair[1])}
     # BFS upward from all targets together, keeping every referrer edge met (bounded)
