@@ -75,7 +75,7 @@ def test_tensors_as_dict_keys(ip):  # type: ignore[no-untyped-def]
     line = _line(notes, "each run of this cell")
     one = 512 * 1024 * 4
     assert f"leaves {format_bytes(3 * one)} more" in line
-    assert f"the keys of rep.names keeps {format_bytes(2 * one)} more each run" in line  # x is the third
+    assert f"the keys of rep.names keep {format_bytes(2 * one)} more each run" in line  # x is the third
     assert "id(t)" in line
     assert not any("`del x`" in n for n in notes), notes
     assert "x is also kept by rep.names (a key)" in _line(notes, "bound in a loop, but deleting")

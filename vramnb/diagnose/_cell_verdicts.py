@@ -124,9 +124,12 @@ def _traced(traced: Any, who: str, advice: str, delta: int) -> tuple[str, str]:
             return ": the names %vram lists keep it", "see %vram for what each holds"
         return who, advice + extra
     first = big[0]
-    more = ", and ".join(f"{h.where} keeps {format_bytes(h.nbytes)} more each run"
+    def keeps(h: Any) -> str:
+        return "keep" if h.where.startswith("the keys of ") else "keeps"
+
+    more = ", and ".join(f"{h.where} {keeps(h)} {format_bytes(h.nbytes)} more each run"
                          + (f" ({h.advice})" if h.advice != first.advice else "") for h in big[1:3])
-    said = f"{first.where} keeps {format_bytes(first.nbytes)} more each run" + (f", and {more}" if more else "")
+    said = f"{first.where} {keeps(first)} {format_bytes(first.nbytes)} more each run" + (f", and {more}" if more else "")
     if not who:
         return f": {said}", first.advice + extra
     return f"{who}; besides, {said}", f"{advice}; {first.advice}{extra}"
