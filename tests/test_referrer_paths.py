@@ -120,3 +120,27 @@ def test_the_walk_keeps_nothing_alive():  # type: ignore[no-untyped-def]
         assert gone() is None
     finally:
         gc.enable()
+
+
+def test_a_new_storage_at_a_freed_ones_address_counts_as_new():  # type: ignore[no-untyped-def]
+    """A storage freed after the snapshot and a new one whose StorageImpl takes its address (the
+    allocator reuses the block at once) is a new storage, with its bytes."""
+    from vramnb.diagnose._referrer_paths import GrowthTrace
+
+    def f(x, acc=[]):  # noqa: B006 - the mutable default is the point
+        return x
+
+    acc = f.__defaults__[0]  # type: ignore[index]
+    cpu = torch.device("cpu")
+    trace = GrowthTrace()
+    for _ in range(3):
+        acc.append(torch.zeros(1000))
+        assert trace.step("cell", False, {"f": f}, [], cpu) is None
+        acc.clear()  # freed: its StorageImpl's memory is free for the next storage
+        acc.append(torch.zeros(3000))
+        got = trace.step("cell", True, {"f": f}, [], cpu)
+        assert got is not None
+        holdings, unfound, rest = got
+        assert [(h.path, h.kind, h.nbytes) for h in holdings] == [("f.__defaults__[0][0]", "default argument", 12000)]
+        assert (unfound, rest) == (0, 0)
+        acc.clear()

@@ -481,6 +481,14 @@ def kept_elsewhere(names: Mapping[str, Any], asked: list[str], ignore: Iterable[
     return {todo[i][0]: h.path for i, h in each.items()}
 
 
+def _identity(key: int, entry: tuple[int, list[Any]]) -> tuple[int, int, int]:
+    try:
+        ptr = entry[1][0].untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001
+        ptr = 0
+    return key, ptr, entry[0]
+
+
 class GrowthTrace:
     """The storages a re-run cell made and still keeps that no name of the listing reaches, by the
     path that keeps them. ``step`` is called at each growing run once the pattern is under way
@@ -488,7 +496,9 @@ class GrowthTrace:
     completes the pattern follows the new ones' referrers."""
 
     def __init__(self) -> None:
-        self._snap: dict[str, set[int]] = {}
+        # (StorageImpl address, data address, bytes): a storage freed after the snapshot and a new one made
+        # at the same StorageImpl address are told apart by where their bytes are
+        self._snap: dict[str, set[tuple[int, int, int]]] = {}
 
     def step(self, key: str, final: bool, names: Mapping[str, Any], hidden: Iterable[Any],
              device: torch.device, ignore: Iterable[Any] = ()) -> tuple[list[Holding], int, int] | None:
@@ -499,13 +509,13 @@ class GrowthTrace:
 
         now = live_storages(device)
         prev = self._snap.pop(key, None)
-        self._snap[key] = set(now)
+        self._snap[key] = {_identity(k, v) for k, v in now.items()}
         while len(self._snap) > 8:  # the cells growing lately only
             del self._snap[next(iter(self._snap))]
         if not final or prev is None:
             now.clear()
             return None
-        new = {k: v for k, v in now.items() if k not in prev}
+        new = {k: v for k, v in now.items() if _identity(k, v) not in prev}
         now.clear()
         if not new:  # the growth is not in new storages (one resized in place): nothing to follow
             return None
