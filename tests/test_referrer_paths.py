@@ -4,6 +4,8 @@ the referrer walk, with the fix for that holder; and no ``del`` advice for names
 
 from __future__ import annotations
 
+import re
+
 
 import torch
 
@@ -37,7 +39,9 @@ def test_pruning_masks_kept_by_the_forward_pre_hooks(ip):  # type: ignore[no-unt
     assert f"leaves {format_bytes(2 * mask)} more" in line
     assert "model[0]._forward_pre_hooks[" in line and "PruningContainer" in line
     # global pruning computes both masks as views of one storage: the hook's mask keeps all of it
-    assert f"._forward_pre_hooks[4] keeps {format_bytes(2 * mask)} more each run" in line
+    # (a hook's key is its handle's id, counted over the whole process)
+    assert re.search(r"model\[0\]\._forward_pre_hooks\[\d+\] keeps " + re.escape(format_bytes(2 * mask)) + " more each run",
+                     line), line
     assert "prune.remove(" in line and "'weight')" in line
     assert "no name" not in line
 
