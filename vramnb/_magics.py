@@ -359,8 +359,17 @@ class VramMagics(Magics):
                 return hook_advice(name, names[name], names) or regrowth_advice(name, names[name], source,
                                                                                 resolve_device(device), names)
 
+            from .diagnose._referrer_paths import GrowthTrace
+
+            self._growth_trace = getattr(self, "_growth_trace", None) or GrowthTrace()
+
+            def trace(key: str, final: bool) -> Any:
+                dev = resolve_device(device)
+                hidden = [obj for _kind, obj in hidden_holders(self.shell, dev).values()]
+                return self._growth_trace.step(key, final, names, hidden, dev, ignore=[self.shell.user_ns])
+
             note = self._regrowth.observe(source, report.delta_allocated,
-                                          self._holders_fn(device, limit=50, hidden_too=True), advise)
+                                          self._holders_fn(device, limit=50, hidden_too=True), advise, trace)
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             note = None
         if note:
@@ -414,7 +423,10 @@ class VramMagics(Magics):
             return out
 
         try:
-            notes = leftover_notes(names, cell, frees, str(resolve_device(device).type))
+            from .diagnose._referrer_paths import kept_elsewhere
+
+            notes = leftover_notes(names, cell, frees, str(resolve_device(device).type),
+                                   lambda asked: kept_elsewhere(names, asked, ignore=[self.shell.user_ns]))
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             notes = []
         m.report.notes.extend(notes)

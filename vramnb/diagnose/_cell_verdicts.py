@@ -45,14 +45,18 @@ class Regrowth:
         self._sizes: dict[str, dict[str, tuple[int, int, str]]] = {}
 
     def observe(self, source: str, delta: int, holders: Callable[[], list[tuple[Any, ...]]],
-                advise: Callable[[str, str], str | None] | None = None) -> str | None:
+                advise: Callable[[str, str], str | None] | None = None,
+                trace: Callable[[str, bool], Any] | None = None) -> str | None:
         """Record a run of ``source`` that changed allocated memory by ``delta`` bytes;
         ``holders`` gives ``(variable, bytes it keeps, bytes deleting it frees[, kind])``
         (called only when the pattern is under way; the variable is the one whose deletion
         frees more, else, where another name shares the growing object, the one that keeps
         more; the growth reported is of what it keeps). Returns the verdict line when this
         run completes the pattern. ``advise(variable, kind)``: the fix that fits what the variable
-        is and what the cell does with it (``None``: the fix by its kind alone)."""
+        is and what the cell does with it (``None``: the fix by its kind alone). ``trace(key, final)``:
+        :meth:`._referrer_paths.GrowthTrace.step` bound to the notebook (called with ``holders``;
+        ``final`` on the run that completes the pattern), naming what keeps the new storages that
+        no listed name reaches."""
         key = hashlib.sha1(source.strip().encode()).hexdigest()
         runs = self._deltas.setdefault(key, [])
         if delta <= 0:
@@ -67,7 +71,9 @@ class Regrowth:
         same = 1
         while same < len(runs) and runs[-1 - same] == delta:
             same += 1
-        if len(runs) < self.RUNS or same < 2 or before is None:
+        final = not (len(runs) < self.RUNS or same < 2 or before is None)
+        traced = trace(key, final) if trace is not None else None
+        if not final or before is None:
             return None
         who, advice = "", ("no name that vramnb's listing walks grew by it (it may be held where the listing does not "
                            "reach: a function's cache or closure, another module's globals): %vram lists what holds "
@@ -81,6 +87,8 @@ class Regrowth:
                 advice = ((advise(shared[0], sizes[shared[0]][2]) if advise is not None else None)
                           or _regrowth_advice(shared[0], sizes[shared[0]][2]) or "see %vram for what it holds")
                 break
+        if traced is not None:
+            who, advice = _traced(traced, who, advice, delta)
         runs_said = (f"{len(runs)} runs in a row" if same == len(runs)
                      else f"the last {same} of {len(runs)} runs in a row that grew")
         return (f"each run of this cell leaves {format_bytes(delta)} more ({runs_said}){who}: it keeps "
@@ -98,3 +106,30 @@ def _regrowth_advice(name: str, kind: str) -> str | None:
         return (f"an attribute of {name} is added to on every run, e.g. a list a forward hook fills: remove the "
                 f"hook when done (handle.remove()), or empty the list")
     return None
+
+
+def _traced(traced: Any, who: str, advice: str, delta: int) -> tuple[str, str]:
+    """The verdict's holder and fix with what the referrer walk found: the paths that keep the new
+    storages no listed name reaches (:class:`._referrer_paths.GrowthTrace`)."""
+    holdings, unfound, rest = traced
+    big = [h for h in holdings if h.nbytes * 8 >= delta]  # the paths that keep a real share of the growth
+    extra = ""
+    if unfound * 8 >= delta:
+        extra += (f"; {format_bytes(unfound)} of this run's new storages is kept where no referrer path reaches a name "
+                  "(the autograd graph or objects outside Python)")
+    if rest * 8 >= delta:
+        extra += f"; {format_bytes(rest)} of smaller new storages was not followed"
+    if not big:
+        if not who and not unfound and not rest:  # the listing reaches every storage the run left
+            return ": the names %vram lists keep it", "see %vram for what each holds"
+        return who, advice + extra
+    first = big[0]
+    def keeps(h: Any) -> str:
+        return "keep" if h.where.startswith("the keys of ") else "keeps"
+
+    more = ", and ".join(f"{h.where} {keeps(h)} {format_bytes(h.nbytes)} more each run"
+                         + (f" ({h.advice})" if h.advice != first.advice else "") for h in big[1:3])
+    said = f"{first.where} {keeps(first)} {format_bytes(first.nbytes)} more each run" + (f", and {more}" if more else "")
+    if not who:
+        return f": {said}", first.advice + extra
+    return f"{who}; besides, {said}", f"{advice}; {first.advice}{extra}"

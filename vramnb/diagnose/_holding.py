@@ -56,7 +56,7 @@ class Holding:
     Attributes:
         path: where the bytes are, as typed (``ssim``, ``Tracker._track_features``).
         kind: ``"exceptions"``, ``"graphs"``, ``"weight copies"``, ``"class attribute"``,
-            ``"object state"``; ``""`` where none applies.
+            ``"object state"``, ``"bounded"``; ``""`` where none applies.
         nbytes: bytes of the storages kept through ``path``.
         sentence: the mechanism and its fix, one line (empty where ``kind`` is empty).
     """
@@ -257,6 +257,11 @@ def holding(name: str, obj: Any, device: torch.device, names: Mapping[str, Any] 
 def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, device: torch.device,
               names: Mapping[str, Any]) -> Holding:
     size = format_bytes(nbytes)
+    from ._bounded import bounded_sentence
+
+    bounded = bounded_sentence(path, node, owner, owner_path, nbytes)
+    if bounded:  # a container that stops growing at its capacity: not a leak, never emptied
+        return Holding(path, "bounded", nbytes, bounded)
     excs = _exceptions(node)
     if excs:
         kept, via = _traceback_locals(excs, device)

@@ -219,12 +219,14 @@ def _kept_off_device(name: str, model: str, device_kind: str, frees: int) -> str
 
 
 def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], dict[str, int]],
-                   device_kind: str) -> list[str]:
+                   device_kind: str, kept_by: Callable[[list[str]], dict[str, str]] | None = None) -> list[str]:
     """The lines for what the cell ``source`` left alive that it may not need (see the module
     docstring). ``frees()`` gives ``{name or entry path: bytes deleting that name (entry) alone frees}``
     on the measured device (called only when a candidate exists; entries as the holders name them,
     ``snapshot['head']``); ``device_kind``: ``"cuda"``, ``"cpu"``...
-    Each line's bytes are what the fix it names frees; nothing under :data:`MIN_BYTES`."""
+    Each line's bytes are what the fix it names frees; nothing under :data:`MIN_BYTES`. ``kept_by(names)``:
+    name -> what else keeps the name's object (:func:`._referrer_paths.kept_elsewhere`), for those whose
+    deletion does not let it go; a name something else keeps gets no ``del``."""
     loops = [n for n in loop_names(source) if n in names and not n.startswith("_")  # a model or optimizer is kept
              and not issubclass(type(names[n]), (torch.nn.Module, torch.optim.Optimizer))]
     bound = _bound(source)
@@ -258,6 +260,14 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
     free = frees()
     out: list[str] = []
     kept = [(n, free.get(n, 0)) for n in loops if free.get(n, 0) > 0]
+    kept_else = kept_by([n for n, _ in kept]) if kept_by is not None and kept else {}
+    if kept_else:  # deleting these frees nothing: something else keeps them
+        if sum(b for n, b in kept if n in kept_else) < MIN_BYTES:
+            kept_else = {}
+        kept = [(n, b) for n, b in kept if n not in kept_else]
+    if kept_else:
+        out.append("bound in a loop, but deleting them frees nothing: " + "; ".join(
+            f"{n} is also kept by {w}" for n, w in list(kept_else.items())[:3]))
     if sum(b for _, b in kept) >= MIN_BYTES:
         listed = ", ".join(f"{n} ({format_bytes(b)})" for n, b in kept)
         out.append(f"bound in a loop and still alive after it (a Python loop has no scope of its own): {listed}; "

@@ -1,0 +1,534 @@
+"""Who keeps a cell's new storages where the holders' walk does not look: the interpreter's own
+referrer lists (``gc.get_referrers``) followed up from the tensors to a root the notebook can
+see (a name of the notebook, another module's global), with the path named
+(``model[0]._forward_pre_hooks[3]._pruning_methods[1].mask``, ``embed_frames.__defaults__[0]``,
+a key of ``reporter.tensor_name``, ``_callbacks['ev'][4]`` through a bound method) and the fix
+that fits the holder found on the path (checked on the objects: a pruning method, a tensor's
+or a module's hook dict, a function's default argument, a dict's key, a bound method in a
+registry, a ``functools`` cache).
+
+Bounded: only the given tensors (a cell's grown storages, at report time), at most
+:data:`MAX_TARGETS` of them, :data:`MAX_DEPTH` levels and :data:`MAX_FRONTIER` objects a level.
+Nothing is called on the user's objects but the interpreter's accessors (``type()``,
+``gc.get_referents``, ``object.__getattribute__`` of ``__dict__``): no user code runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import logging
+import sys
+import types
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+from .._storages import storages_of_tensor
+from .._units import format_bytes
+
+__all__ = ["live_storages", "Holding", "holding_paths", "kept_elsewhere", "GrowthTrace", "MAX_DEPTH"]
+
+MAX_TARGETS = 64
+MAX_DEPTH = 14
+MAX_FRONTIER = 256
+
+
+def live_storages(device: torch.device) -> dict[int, tuple[int, list[Any]]]:
+    """``{storage key: (bytes, [the live tensors over it])}`` of every tensor the garbage
+    collector tracks whose storage is on ``device`` (one pass over ``gc.get_objects()``)."""
+    out: dict[int, tuple[int, list[Any]]] = {}
+    with torch._C.DisableTorchFunctionSubclass():
+        for o in gc.get_objects():
+            if not issubclass(type(o), torch.Tensor):
+                continue
+            try:
+                for key, st in storages_of_tensor(o):
+                    d = st.device
+                    if d.type != device.type or (device.index is not None and d.index not in (None, device.index)):
+                        continue
+                    got = out.get(key)
+                    if got is None:
+                        out[key] = (st.nbytes(), [o])
+                    else:
+                        got[1].append(o)
+            except Exception:  # noqa: BLE001 - a tensor without storage (fake, meta, sparse compressed)
+                continue
+    return out
+
+
+def _dict_of(o: Any) -> Any:
+    try:
+        return object.__getattribute__(o, "__dict__")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+_TENSOR_SLOTS = ("_backward_hooks", "_post_accumulate_grad_hooks", "grad", "grad_fn")
+
+
+def _attrs_of(o: Any) -> list[tuple[str, Any]]:
+    """``(attribute, value)`` of ``o`` read without running its code: its ``__dict__``, and for a
+    tensor the hook dicts and gradient PyTorch keeps in C (read through ``TensorBase``'s getters)."""
+    out: list[tuple[str, Any]] = []
+    d = _dict_of(o)
+    if isinstance(d, dict):
+        out += [(k, v) for k, v in list(d.items()) if isinstance(k, str)]
+    if issubclass(type(o), torch.Tensor):
+        for n in _TENSOR_SLOTS:
+            desc = torch._C.TensorBase.__dict__.get(n)
+            try:
+                out.append((n, desc.__get__(o)))  # type: ignore[union-attr]
+            except Exception:  # noqa: BLE001
+                continue
+    return out
+
+
+_MODULE_DICTS = ("_modules", "_parameters", "_buffers")
+
+
+class Holding:
+    """One path from a root the notebook sees down to kept tensors: ``path`` (code-like text),
+    ``nbytes`` (bytes of the grown storages reached through it), ``kind`` (``"module hook"``,
+    ``"pruning"``, ``"tensor hook"``, ``"default argument"``, ``"dict key"``, ``"bound method"``,
+    ``"cache"``, ``"bounded deque"``, ``"other"``), ``advice`` (the fix for that kind)."""
+
+    def __init__(self, root: str, chain: list[Any]) -> None:
+        self.root, self.chain = root, chain  # chain: root object ... target tensor
+        self.nbytes = 0
+        self.others: set[str] = set()  # the paths like it (another index) whose bytes count here
+        self.path, self.kind, self.advice, self.cut = _describe(root, chain)
+
+    @property
+    def where(self) -> str:
+        """The path, with how many more like it (another entry of the same containers) count here."""
+        return self.cut + (f" (and {len(self.others)} more like it)" if self.others else "")
+
+    def line(self) -> str:
+        return f"{self.where} keeps {format_bytes(self.nbytes)} more each run ({self.advice})"
+
+
+def _edge(parent: Any, child: Any) -> str | None:
+    """How ``parent`` refers to ``child``, as code after the parent's text (``None``: through
+    an object that needs no text, such as an instance's ``__dict__``)."""
+    tp = type(parent)
+    if issubclass(tp, dict):
+        if getattr(parent, "_vramnb_module", False):  # never set: kept for the type checker
+            return None
+        for k, v in list(parent.items()):
+            if v is child:
+                return f".{k}" if isinstance(k, str) and k.isidentifier() and getattr(parent, "_vramnb_attrs", False) \
+                    else f"[{k!r}]" if isinstance(k, (str, int, float, bool)) or k is None else "[...]"
+        for k in list(parent.keys()):
+            if k is child:
+                return " (a key)"
+        return "[...]"
+    if issubclass(tp, (list, tuple, deque)):
+        for i, v in enumerate(list(parent)):
+            if v is child:
+                return f"[{i}]"
+        return "[...]"
+    if tp is types.FunctionType:
+        if parent.__defaults__ is child:
+            return ".__defaults__"
+        if parent.__kwdefaults__ is child:
+            return ".__kwdefaults__"
+        if parent.__closure__ is child:
+            return ".__closure__"
+        if parent.__globals__ is child:
+            return ".__globals__"
+    if tp is types.MethodType:
+        if parent.__self__ is child:
+            return ".__self__"
+        return ".__func__"
+    if tp is types.CellType:
+        return ".cell_contents"
+    if tp is functools._lru_cache_wrapper:  # type: ignore[attr-defined]
+        return " (its cache)"
+    d = _dict_of(parent)
+    if d is child:
+        return None
+    for k, v in _attrs_of(parent):
+        if v is child:
+            return f".{k}"
+    for slot in getattr(tp, "__slots__", ()) or ():
+        try:
+            if object.__getattribute__(parent, slot) is child:
+                return f".{slot}"
+        except Exception:  # noqa: BLE001
+            continue
+    return f" (a {tp.__name__})"
+
+
+def _text(root: str, chain: list[Any]) -> str:
+    """The chain as code: dict edges under an object's ``__dict__`` read as attributes; from the
+    last logger on the chain, ``logging.getLogger(name)``."""
+    out = root
+    i = 0
+    for j in range(len(chain) - 1, -1, -1):
+        if type(chain[j]) is logging.Logger:
+            out, i = f"logging.getLogger({chain[j].name!r})", j
+            break
+    while i + 1 < len(chain):
+        parent, child = chain[i], chain[i + 1]
+        if _dict_of(parent) is child and i + 2 < len(chain) and issubclass(type(child), dict):
+            for k, v in list(child.items()):
+                if v is chain[i + 2]:
+                    out += f".{k}" if isinstance(k, str) else f"[{k!r}]"
+                    break
+            else:
+                out += " (attributes)"
+            i += 2
+            continue
+        if type(parent) is types.FunctionType and parent.__closure__ is child and i + 2 < len(chain) \
+                and type(chain[i + 2]) is types.CellType:
+            try:
+                var = parent.__code__.co_freevars[list(parent.__closure__ or ()).index(chain[i + 2])]
+            except (ValueError, IndexError):
+                var = "?"
+            out += f" (a closure of {parent.__qualname__}, its `{var}`)"
+            i += 3
+            continue
+        e = _edge(parent, child)
+        if e in {f".{n}" for n in _MODULE_DICTS} and issubclass(type(parent), torch.nn.Module) \
+                and i + 2 < len(chain):
+            k = next((k for k, v in list(child.items()) if v is chain[i + 2]), None)
+            if isinstance(k, str):
+                out += f"[{k}]" if k.isdigit() else f".{k}"
+                i += 2
+                continue
+        if e is not None:
+            out += e
+        i += 1
+    import re
+
+    return re.sub(r"\._(?:modules|parameters|buffers)\['(\w+)'\]",
+                  lambda m: f"[{m.group(1)}]" if m.group(1).isdigit() else f".{m.group(1)}", out)
+
+
+def _param_of_default(fn: types.FunctionType, value: Any) -> str | None:
+    code = fn.__code__
+    defaults = fn.__defaults__ or ()
+    names = code.co_varnames[:code.co_argcount]
+    for name, d in zip(names[len(names) - len(defaults):], defaults):
+        if d is value:
+            return name
+    for k, v in (fn.__kwdefaults__ or {}).items():
+        if v is value:
+            return k
+    return None
+
+
+def _describe(root: str, chain: list[Any]) -> tuple[str, str, str, str]:
+    """(path text, kind, advice, the path to the holder) for ``chain``, the objects from the root down to a tensor."""
+    path = _text(root, chain)
+    from torch.nn.utils import prune
+
+    for i, o in enumerate(chain):
+        tp = type(o)
+        prev = chain[i - 1] if i else None
+        # a hook dict of a module or a tensor: the object before it owns it
+        if issubclass(tp, dict) and prev is not None:
+            owner = chain[i - 2] if i >= 2 and _dict_of(chain[i - 2]) is prev else prev
+            attr = next((k for k, v in _attrs_of(owner) if v is o), None)
+            if isinstance(attr, str) and attr.endswith("_hooks") and len(chain) > i + 1:
+                hook = chain[i + 1]
+                owner_text = _text(root, chain[:chain.index(owner) + 1])
+                end = i + 2
+                if type(hook) is types.FunctionType and i + 4 < len(chain) and chain[i + 2] is hook.__closure__:
+                    end = i + 5  # the hook's closure variable that keeps the tensor
+                cut = _text(root, chain[:end])
+                if issubclass(type(hook), prune.BasePruningMethod):
+                    tname = getattr(hook, "_tensor_name", None) or "weight"
+                    return (path, "pruning",
+                            f"{owner_text}'s pruning hook ({type(hook).__name__}) keeps a mask for every round; once a "
+                            f"round is done make it permanent with `prune.remove({owner_text}, '{tname}')`, which "
+                            f"leaves one pruned {tname}", cut)
+                n = len(o)
+                if issubclass(type(owner), torch.Tensor):
+                    return (path, "tensor hook",
+                            f"{owner_text} has {n} hooks registered and keeps each, with what it refers to, until it is "
+                            "removed: keep the handle `register_hook` returns and call `handle.remove()` after "
+                            "backward, or register the hook once (or on a per-call copy of the tensor: the hooks die "
+                            "with it)", cut)
+                return (path, "module hook",
+                        f"{owner_text} has {n} {attr.lstrip('_').replace('_', ' ')[:-1]}s and keeps each, with what it "
+                        "refers to, until it is removed: keep the handle each `register_..._hook` returns and call "
+                        "`handle.remove()` when done, or register it once", cut)
+        if tp is types.FunctionType and i + 1 < len(chain) and chain[i + 1] is o.__defaults__ \
+                or tp is types.FunctionType and i + 1 < len(chain) and chain[i + 1] is o.__kwdefaults__:
+            value = chain[i + 2] if i + 2 < len(chain) else None
+            p = _param_of_default(o, value)
+            # a mutable default that the calls add to; a default bound per function (`w=w`) is not shared
+            if p is not None and i + 3 < len(chain) and issubclass(type(value), (list, dict, set, deque)):
+                return (path, "default argument",
+                        f"`{p}`, a default argument of {o.__name__}, is one {type(value).__name__} shared by every "
+                        f"call, which adds to it: `def {o.__name__}(..., {p}=None)` and `{p} = "
+                        f"{type(value).__name__}() if {p} is None else {p}` inside", _text(root, chain[:i + 3]))
+        if issubclass(tp, dict) and i + 1 < len(chain):
+            child = chain[i + 1]
+            if any(k is child for k in list(o.keys())):
+                holder = _text(root, chain[:i + 1])
+                return (path, "dict key",
+                        f"the tensors are keys of {holder}, and a dict keeps its keys alive: key it by `id(t)` or a "
+                        "name, or use `torch.utils.weak.WeakTensorKeyDictionary()`, or clear it once read",
+                        f"the keys of {holder}")
+        if tp is types.MethodType and i + 1 < len(chain) and chain[i + 1] is o.__self__:
+            holder = _text(root, chain[:i])
+            return (path, "bound method",
+                    f"{holder} keeps the bound method {o.__func__.__qualname__}, and through it its object: keep "
+                    "`weakref.WeakMethod(obj.method)` there (call it to get the method back, None once the object is "
+                    "gone) or remove it when the object is no longer used",
+                    f"{_text(root, chain[:i + 1])} (a bound method of a {type(o.__self__).__name__})")
+        if issubclass(tp, logging.LogRecord):
+            holder = _text(root, chain[:max(i - 1, 1)])
+            return (path, "log records",
+                    f"{holder} keeps each log record, and a record keeps its arguments (the tensors themselves): log a "
+                    "number or a shape instead (`t.item()`, `tuple(t.shape)`), or keep only the formatted message "
+                    "(`self.format(record)`) in the handler", holder)
+        if tp is functools._lru_cache_wrapper:  # type: ignore[attr-defined]
+            return (path, "cache",
+                    f"{_text(root, chain[:i + 1])} is a functools cache keeping each call's result: "
+                    f"`{_text(root, chain[:i + 1])}.cache_clear()`, or a small maxsize", _text(root, chain[:i + 1]))
+        if tp is types.CellType and i >= 2 and type(chain[i - 2]) is types.FunctionType:
+            fn = chain[i - 2]
+            try:
+                var = fn.__code__.co_freevars[list(fn.__closure__ or ()).index(o)]
+            except (ValueError, IndexError):
+                var = "?"
+            if i + 1 < len(chain) and not any(type(c) is dict and str(_edge(c, chain[chain.index(c) + 1])).endswith("_hooks']")
+                                              for c in chain[:i]):
+                return (path, "closure",
+                        f"{fn.__qualname__}'s closure keeps `{var}`: drop the function where it is stored when done",
+                        _text(root, chain[:i + 2]))
+    return path, "other", "remove it from there once it is no longer needed", path
+
+
+def _namespace_copy(d: Any, names: Mapping[str, Any]) -> bool:
+    """Whether ``d`` is a copy of the notebook's namespace (vramnb's own snapshot of the names, a
+    caller's ``dict(user_ns)``): a dict holding at least half of ``names``' bindings, the same objects."""
+    if type(d) is not dict or len(names) < 2 or len(d) * 2 < len(names):
+        return False
+    same = 0
+    for k, v in list(names.items()):
+        if d.get(k, d) is v:
+            same += 1
+    return same * 2 >= len(names)
+
+
+def _roots(names: Mapping[str, Any]) -> dict[int, tuple[str, Any]]:
+    """Root containers: the notebook's namespace (by the mapping's ids of its values) and other modules' dicts."""
+    out: dict[int, tuple[str, Any]] = {}
+    for mname, mod in list(sys.modules.items()):
+        d = getattr(mod, "__dict__", None) if isinstance(mod, types.ModuleType) else None
+        if isinstance(d, dict) and mname != "__main__" and mname.split(".")[0] != "vramnb":
+            out[id(d)] = (mname, d)
+    return out
+
+
+def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, Any],
+                  ignore: Iterable[Any] = (), own: Mapping[int, str] | None = None,
+                  each: dict[int, Holding] | None = None) -> tuple[list[Holding], int, int]:
+    """The paths from a root down to the tensors of ``targets`` (``(bytes, tensors)`` per storage).
+
+    A root is a name of ``names`` (the notebook's namespace, IPython's own names excluded by the
+    caller) or a global of another module (``module.name``). Returns ``(holdings, bytes no path was
+    found for, bytes not followed)`` (only the :data:`MAX_TARGETS` largest storages are followed),
+    the holdings with the most bytes first; each storage counts for the first path found to one of
+    its tensors. ``ignore``: objects that are not holders (the caller's lists). ``own``: target index ->
+    a name that is not a root for it (the name being asked about); ``each``, if given, gets target
+    index -> its own path (targets in the order given, all followed)."""
+    targets = list(targets) if each is not None else sorted(targets, key=lambda t: -t[0])
+    chosen = targets[:MAX_TARGETS]
+    rest = sum(b for b, _ in targets[MAX_TARGETS:])
+    ns_by_val: dict[int, str] = {}
+    for n, v in list(names.items()):
+        ns_by_val.setdefault(id(v), n)
+    mods = _roots(names)
+    skip = {id(x) for x in ignore} | {id(names), id(targets), id(chosen), id(sys._getframe())}  # no local
+    # holds the frame: a frame in its own locals is a reference cycle that keeps every target alive until gc
+    for pair in targets:  # the caller's own tuples and lists of tensors
+        skip |= {id(pair), id(pair[1])}
+    # BFS upward from all targets together, keeping every referrer edge met (bounded)
+    objs: dict[int, Any] = {}
+    for _b, ts in chosen:
+        for t in ts:
+            objs[id(t)] = t
+    parents: dict[int, list[int]] = {}
+    roots: dict[int, str] = {}  # id of an object -> the root text naming it
+    frontier = list(objs.values())
+    skip |= {id(frontier)}
+    depth = 0
+    found: dict[int, tuple[str, list[Any]]] = {}
+
+    def resolve(si: int, ts: list[Any]) -> None:
+        """The nearest root above storage ``si``'s tensors in the edges met so far, if any."""
+        prev: dict[int, int] = {id(t): 0 for t in ts}
+        level = [id(t) for t in ts]
+        while level:
+            hits = [oid for oid in level if oid in roots and (own is None or roots[oid] != own.get(si))]
+            if hits:  # a root that is an object of its own before a list or dict of references to it
+                oid = min(hits, key=lambda h: issubclass(type(objs[h]), (list, tuple, dict, set)))
+                chain = [objs[oid]]
+                while prev[oid]:
+                    oid = prev[oid]
+                    chain.append(objs[oid])
+                found[si] = (roots[id(chain[0])], chain)
+                return
+            nxt_level = []
+            for oid in level:
+                for p in parents.get(oid, ()):
+                    if p not in prev:
+                        prev[p] = oid
+                        nxt_level.append(p)
+            level = nxt_level
+
+    while True:
+        for o in frontier:  # a notebook name holds it directly
+            nm = ns_by_val.get(id(o))
+            if nm is not None and names.get(nm) is o:
+                roots.setdefault(id(o), nm)
+        for si, (_b, ts) in enumerate(chosen):
+            if si not in found:
+                resolve(si, ts)
+        if len(found) == len(chosen) or not frontier or depth >= MAX_DEPTH:
+            break  # every storage has its root, or the walk's bound is reached
+        refs = gc.get_referrers(*frontier)
+        skip.add(id(refs))
+        fids = {id(o) for o in frontier}
+        nxt: list[Any] = []
+        for r in refs:
+            rid = id(r)
+            if rid in skip or type(r) is types.FrameType:
+                continue
+            if type(r) is dict and _namespace_copy(r, names):
+                skip.add(rid)
+                continue
+            if rid in mods:  # another module's global
+                mname, d = mods[rid]
+                for k, v in list(d.items()):
+                    if id(v) in fids:
+                        roots.setdefault(id(v), f"{mname}.{k}")
+                continue
+            for c in gc.get_referents(r):
+                if id(c) in fids:
+                    parents.setdefault(id(c), []).append(rid)
+            if rid not in objs:
+                objs[rid] = r
+                nxt.append(r)
+        del refs
+        frontier = nxt[:MAX_FRONTIER]
+        depth += 1
+    out: dict[str, Holding] = {}
+    seen_paths: list[Holding] = []
+    unfound = 0
+    for si, (b, _ts) in enumerate(chosen):
+        if si not in found:
+            unfound += b
+            continue
+        root, chain = found[si]
+        h = Holding(root, chain)
+        if each is not None:
+            each[si] = Holding(root, chain)
+        # group the per-call entries of one holder: a path to it that differs only in an index
+        key = _group(h.cut)
+        if key in out:
+            out[key].nbytes += b
+            if h.cut != out[key].cut:
+                out[key].others.add(h.cut)
+        else:
+            h.nbytes = b
+            out[key] = h
+            seen_paths.append(h)
+    objs.clear()
+    parents.clear()
+    return sorted(seen_paths, key=lambda h: -h.nbytes), unfound, rest
+
+
+def _group(path: str) -> str:
+    import re
+
+    return re.sub(r"\[\d+\]", "[*]", path)
+
+
+def kept_elsewhere(names: Mapping[str, Any], asked: list[str], ignore: Iterable[Any] = ()) -> dict[str, str]:
+    """What else keeps the objects bound to the names ``asked``: name -> the path from another root
+    (``input_image._backward_hooks[3] (a closure of ...)``, the keys of a dict), for those that
+    something besides ``names`` itself and the namespaces in ``ignore`` refers to on a path up to a
+    root; a name whose object nothing else reaches (deleting it lets the object go, a reference cycle
+    of its own at the next collection) is not in the answer. One walk for all of them."""
+    skip = {id(names), *(id(x) for x in ignore)}
+    objs = {id(o): (n, o) for n in asked for o in [names.get(n)] if o is not None}
+    if not objs:
+        return {}
+    refs = gc.get_referrers(*[o for _, o in objs.values()])  # one pass over the heap for all of them
+    referred: set[int] = set()
+    try:
+        for r in refs:
+            if id(r) in skip or type(r) is types.FrameType or r is refs or _namespace_copy(r, names):
+                continue
+            referred.update(id(c) for c in gc.get_referents(r) if id(c) in objs)
+    finally:
+        del refs
+    todo = [objs[i] for i in referred]
+    if not todo:
+        return {}
+    each: dict[int, Holding] = {}
+    holding_paths([(1, [obj]) for _, obj in todo], names, ignore=[*ignore, names],
+                  own={i: n for i, (n, _) in enumerate(todo)}, each=each)
+    return {todo[i][0]: h.path for i, h in each.items()}
+
+
+def _identity(key: int, entry: tuple[int, list[Any]]) -> tuple[int, int, int]:
+    try:
+        ptr = entry[1][0].untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001
+        ptr = 0
+    return key, ptr, entry[0]
+
+
+class GrowthTrace:
+    """The storages a re-run cell made and still keeps that no name of the listing reaches, by the
+    path that keeps them. ``step`` is called at each growing run once the pattern is under way
+    (the caller's ``holders()`` time): it remembers the live storages, and on the run that
+    completes the pattern follows the new ones' referrers."""
+
+    def __init__(self) -> None:
+        # (StorageImpl address, data address, bytes): a storage freed after the snapshot and a new one made
+        # at the same StorageImpl address are told apart by where their bytes are
+        self._snap: dict[str, set[tuple[int, int, int]]] = {}
+
+    def step(self, key: str, final: bool, names: Mapping[str, Any], hidden: Iterable[Any],
+             device: torch.device, ignore: Iterable[Any] = ()) -> tuple[list[Holding], int, int] | None:
+        """``None`` before the run that completes the pattern; then :func:`holding_paths`' answer for
+        the storages made since the last call for ``key`` that neither ``names`` nor ``hidden``
+        (IPython's out-of-sight holders) reach."""
+        from .._holders import storages_held
+
+        now = live_storages(device)
+        prev = self._snap.pop(key, None)
+        self._snap[key] = {_identity(k, v) for k, v in now.items()}
+        while len(self._snap) > 8:  # the cells growing lately only
+            del self._snap[next(iter(self._snap))]
+        if not final or prev is None:
+            now.clear()
+            return None
+        new = {k: v for k, v in now.items() if _identity(k, v) not in prev}
+        now.clear()
+        if not new:  # the growth is not in new storages (one resized in place): nothing to follow
+            return None
+        reached: set[int] = set()
+        for o in [*list(names.values()), *hidden]:
+            if type(o) in (types.ModuleType, types.FunctionType, type) and not issubclass(type(o), type):
+                continue
+            try:
+                reached.update(storages_held(o, device))
+            except Exception:  # noqa: BLE001 - an object the walk cannot read
+                continue
+        targets = [v for k, v in new.items() if k not in reached]
+        new.clear()
+        if not targets:
+            return [], 0, 0
+        return holding_paths(targets, names, ignore=[*ignore, targets])
