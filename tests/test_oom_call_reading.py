@@ -312,3 +312,28 @@ def test_an_operator_on_the_line_gets_the_reading_too(ip):
                                       f"({2**21}, {2**21}) int64 from {format_bytes(2 * 2**21 * 8)} of inputs "
                                       f"(×{2**42 * 8 / (2**22 * 8):,.0f}): gx ({2**21}, {2**21}) int64, "
                                       f"gy ({2**21}, {2**21}) int64")
+
+
+def test_a_comparison_of_two_views_of_one_tensor_gets_the_reading_with_its_memory_once(ip):
+    # notebook 12's pairwise comparison: both sides are views of `w`, itself a view of `d` (8 * 2**17 bytes)
+    run(ip, "d = torch.arange(2**17)\nw = d.unfold(0, 8, 1)")
+    oom, _ = measured_oom(ip, "same = w[:, None, :] == w[None, :, :]")
+    n = 2**17 - 7
+    assert oom.state.requested == n * n * 8  # one bool per compared element
+    assert oom.state.context.call == (
+        f"`w[:, None, :] == w[None, :, :]` asked for {format_bytes(n * n * 8)} for its result, ({n}, {n}, 8) bool "
+        f"from {format_bytes(2**17 * 8)} of inputs (×{n * n * 8 / 2**20:,.0f}): "
+        f"w[:, None, :] ({n}, 1, 8) int64, w[None, :, :] (1, {n}, 8) int64")
+
+
+def test_a_unary_operator_and_a_gather_get_the_reading(ip):
+    run(ip, "v = torch.arange(1000.)\nidx = torch.zeros(1, dtype=torch.long).expand(2**40)")
+    oom, _ = measured_oom(ip, "y = v[idx]")
+    assert oom.state.context.call == (f"`v[idx]` asked for {format_bytes(2**40 * 4)} for the ({2**40},) float32 "
+                                      f"output of aten::index inside it from {format_bytes(4000 + 8)} of inputs "
+                                      f"(×{2**40 * 4 / 4008:,.0f}): v (1000,) float32, idx ({2**40},) int64")
+    run(ip, "big = torch.zeros(1).expand(2**40)")
+    oom, _ = measured_oom(ip, "y = -big")
+    assert oom.state.context.call == (f"`-big` asked for {format_bytes(2**40 * 4)} for the ({2**40},) float32 "
+                                      f"output of aten::neg inside it from {format_bytes(4)} of inputs "
+                                      f"(×{2**40:,.0f}): big ({2**40},) float32")

@@ -55,6 +55,12 @@ def held_bytes(x: Any, seen: set[int] | None = None) -> tuple[tuple[int, ...], s
 def func_name(node: ast.expr) -> str:
     if isinstance(node, ast.BinOp):  # `a @ b`, `gx + gy`: the operator
         return type(node.op).__name__
+    if isinstance(node, ast.Compare):  # `a == b`
+        return type(node.ops[0]).__name__
+    if isinstance(node, ast.UnaryOp):  # `-a`, `~mask`
+        return type(node.op).__name__
+    if isinstance(node, ast.Subscript):  # `x[idx]`
+        return "Subscript"
     if not isinstance(node, ast.Call):
         return ""
     f = node.func

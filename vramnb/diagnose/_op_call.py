@@ -42,6 +42,11 @@ __all__ = ["OpFacts", "op_facts", "CallSite", "call_site", "call_reading", "pyth
            "value_of"]
 
 
+#: the operators read like a call (their instruction's position is the whole expression)
+_OPERATORS = (ast.BinOp, ast.Compare, ast.UnaryOp, ast.Subscript)
+_Operator = ast.BinOp | ast.Compare | ast.UnaryOp | ast.Subscript
+
+
 @dataclass(frozen=True)
 class OpFacts:
     """The ATen operator whose allocation failed (bytes and strings only).
@@ -126,7 +131,8 @@ class CallSite:
     """The call expression running on the failing line, with what its arguments hold.
 
     Attributes:
-        node: the ``ast.Call`` (or the ``ast.BinOp``: ``a @ b``) whose positions match the frame's instruction.
+        node: the ``ast.Call`` (or the operator: ``a @ b``, ``a == b``, ``-a``, ``a[idx]``) whose positions
+            match the frame's instruction.
         text: its source, as written (shortened to 90 characters).
         name: the called function's own name: ``sort`` for ``torch.sort(x)``, ``tolist`` for
             ``x.tolist()``, ``vmap`` for ``vmap(f)(x)``.
@@ -137,7 +143,7 @@ class CallSite:
         frame: the failing frame (read only, by name).
     """
 
-    node: ast.Call | ast.BinOp
+    node: ast.Call | _Operator
     text: str
     name: str
     tree: ast.AST
@@ -186,14 +192,14 @@ def call_site(frame: Any, lasti: int | None = None) -> CallSite | None:
     if tree is None or pos is None:
         return None
     line, col, end_line, end_col = pos
-    found: ast.Call | ast.BinOp | None = None
+    found: ast.Call | _Operator | None = None
     stmt: ast.stmt | None = None
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
                 and node.lineno <= line and (node.end_lineno or node.lineno) >= end_line:
             if stmt is None or node.lineno >= stmt.lineno:
                 stmt = node
-        if isinstance(node, (ast.Call, ast.BinOp)) and (node.lineno, node.col_offset, node.end_lineno,
+        if isinstance(node, (ast.Call, *_OPERATORS)) and (node.lineno, node.col_offset, node.end_lineno,
                                                         node.end_col_offset) == (line, col, end_line, end_col):
             found = node
     if found is None:
@@ -207,11 +213,18 @@ def call_site(frame: Any, lasti: int | None = None) -> CallSite | None:
     return site
 
 
-def _operands(node: ast.Call | ast.BinOp) -> list[ast.expr]:
+def _operands(node: ast.Call | _Operator) -> list[ast.expr]:
     """The expressions a call is given: a method's receiver (``x`` of ``x.tolist()``), its
-    arguments, and for ``f(g)(x)`` the outer arguments (what ``g`` runs on); an operator's operands."""
+    arguments, and for ``f(g)(x)`` the outer arguments (what ``g`` runs on); an operator's operands
+    (an index's tensor too: ``x[idx]``)."""
     if isinstance(node, ast.BinOp):
         return [node.left, node.right]
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if isinstance(node, ast.Subscript):
+        return [node.value, node.slice]
     out: list[ast.expr] = []
     f = node.func
     if isinstance(f, ast.Attribute) and not isinstance(f.value, (ast.Name, ast.Attribute)) or (
@@ -274,12 +287,50 @@ def _read_inputs(site: CallSite) -> None:
             items = [(f"{text}[{i}]", x) for i, x in enumerate(v[:10_000])]
         else:
             items = [(text, v)]
+        root = _view_root(site, node)
         for t, x in items:
             if isinstance(node, ast.Name) and any(i[0] == t for i in site.inputs):
                 continue  # the same expression given twice (einsum's B, B): listed once, counted once
             held = held_bytes(x, seen)
+            if held is not None and root is not None:  # a view of a name's tensor holds that tensor's memory
+                of_root = held_bytes(root, seen)
+                held = (held[0], held[1], of_root[2] if of_root is not None else 0)
             if held is not None:
                 site.inputs.append((t, held[0], held[1], held[2]))
+
+
+#: tensor methods and attributes that return a view of their tensor (no memory of their own)
+_VIEWS = frozenset({"view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "expand_as",
+                    "flatten", "unflatten", "narrow", "select", "t", "T", "mT", "H", "mH", "view_as", "unfold",
+                    "movedim", "swapaxes", "diagonal"})
+
+
+def _basic_index(node: ast.expr) -> bool:
+    """Whether an index only slices (``:``, ``None``, ``...``, integers): a view, no gather."""
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    return all(isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and (p.value is None or p.value is Ellipsis
+                                                                             or type(p.value) is int))
+               for p in parts)
+
+
+def _view_root(site: CallSite, node: ast.expr) -> Any:
+    """The notebook's tensor ``node`` is a view of (``x[:, None]``, ``x.T``, ``x.view(...)``), else
+    ``None``: its bytes are that tensor's, counted once however many views of it the call is given."""
+    from ._transient import _lookup
+
+    if isinstance(node, ast.Name):
+        return None
+    while True:
+        if isinstance(node, ast.Subscript) and _basic_index(node.slice):
+            node = node.value
+        elif isinstance(node, ast.Attribute) and node.attr in _VIEWS:
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
+            node = node.func.value
+        else:
+            break
+    v = _lookup(site.frame, node.id) if isinstance(node, ast.Name) else None
+    return v if isinstance(v, torch.Tensor) and v.device.type != "meta" else None
 
 
 def ratio(n: int, m: int) -> str:
