@@ -760,3 +760,15 @@ JUDGEMENTS_V6_AFTER: dict[str, tuple[str, str, str]] = {
     "graph_executor_keeps_intermediates": (
         _P, "unchanged: graph._values node0..node15 (68.0 MiB) named exactly; no fix", _P),
 }
+
+
+# -- validation-7 (held out; written and judged by helper judge7) -------------------------------------------------
+# Judged by hand after the runs: before (vramnb at main 002dba4) and after (the checkout named in JUDGED_AT_V7_AFTER).
+# Filled in after each run (empty until then: the part was committed before any of it ran through vramnb).
+JUDGED_AT_V7_BEFORE = "002dba4 (vramnb/ as at main 002dba4, run from fix-judge7; judged by judge7)"
+
+JUDGEMENTS_V7_BEFORE: dict[str, tuple[str, str, str]] = {}
+
+JUDGED_AT_V7_AFTER = "(not run yet)"
+
+JUDGEMENTS_V7_AFTER: dict[str, tuple[str, str, str]] = {}
