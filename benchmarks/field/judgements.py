@@ -760,3 +760,194 @@ JUDGEMENTS_V6_AFTER: dict[str, tuple[str, str, str]] = {
     "graph_executor_keeps_intermediates": (
         _P, "unchanged: graph._values node0..node15 (68.0 MiB) named exactly; no fix", _P),
 }
+
+
+# -- validation-7 (held out; written and judged by helper judge7) -------------------------------------------------
+# Judged by hand after the runs: before (vramnb at main 002dba4) and after (the checkout named in JUDGED_AT_V7_AFTER).
+# Filled in after each run (empty until then: the part was committed before any of it ran through vramnb).
+JUDGED_AT_V7_BEFORE = "002dba4 (vramnb/ as at main 002dba4, run from fix-judge7; judged by judge7)"
+
+_LIMIT_ONLY = ("only the limit and 'one request of {req} is more than the {held} all tensors hold and the {free} still "
+               "free together: read the shapes on the failing line (an unintended broadcast, a batch or sequence far "
+               "too large)'; the failing line's inputs are small and sane ({inputs}); nothing on {what}")
+_ALIVE_HOOKS = ("false: by-source row 'alive after the cell, held by no name above ... +{x}' while {name} (a row above) "
+                "holds it through {via}")
+
+JUDGEMENTS_V7_BEFORE: dict[str, tuple[str, str, str]] = {
+    "diag_matrix_row_scaling_oom": (
+        _M, _LIMIT_ONLY.format(req="256.0 MiB", held="8.0 MiB", free="192.0 MiB", inputs="X (8192, 256), w (8192,)",
+                               what="torch.diag(w) building an 8192 x 8192 matrix or w[:, None] * X (the PR)"), _M),
+    "svd_full_matrices_tall_oom": (
+        _M, _LIMIT_ONLY.format(req="256.0 MiB", held="2.0 MiB", free="192.0 MiB", inputs="A (8192, 64)",
+                               what="the full SVD's 8192 x 8192 U or full_matrices=False"), _M),
+    "scatter_output_sized_by_corrupt_index_oom": (
+        _M, _LIMIT_ONLY.format(req="244.1 MiB", held="50.4 MiB", free="160.0 MiB",
+                               inputs="feats (200000, 64), voxel_id (200000,)",
+                               what="the output sized by voxel_id.max() + 1 (one corrupt id) or dim_size / the index "
+                                    "range"), _M),
+    "bincount_paired_keys_huge_range_oom": (
+        _M, _LIMIT_ONLY.format(req="380.9 MiB", held="22.9 MiB", free="201.1 MiB", inputs="x, y, keys (1000000,) int64",
+                               what="bincount allocating a count per possible key (~5e7) or torch.unique(..., "
+                                    "return_counts=True)"), _M),
+    "boolean_mask_indexing_nonzero_oom": (
+        _M, "only the limit ('asked for 205.2 MiB with 117.0 MiB allocated'), no fix line for the request; holders pred, "
+            "target, voxel_loss, mask listed; nothing on boolean indexing's nonzero() int64 indices (3 x 8 bytes per "
+            "selected voxel) or (voxel_loss * mask).sum() / mask.sum()", _M),
+    "episodes_cast_to_float_at_load_oom": (
+        _M, "only the limit; the 53.8 MiB uint8 stack is 'temporaries'; 'no variable holds tensors'; nothing on .float() "
+            "widening the whole data set 4x or keeping uint8 and converting per batch (the PR)", _M),
+    "json_tolist_serialisation_oom": (
+        _M, "the MemoryError (in json's ''.join) gets no out-of-memory reading at all: only the generic RSS line ('476.8 "
+            "MiB of RSS is outside tensors ... Python objects ...'); nothing on .tolist() / the JSON string or sending "
+            "the raw bytes", _M),
+    "logits_upsampled_before_argmax_oom": (
+        _M, _LIMIT_ONLY.format(req="256.0 MiB", held="16.0 MiB", free="160.0 MiB", inputs="seg_logit (1, 32, 256, 512)",
+                               what="F.interpolate upsampling all 32 class logits to 1024 x 2048, or argmax first and "
+                                    "resize the label map (nearest)"), _M),
+    "stft_whole_recording_oom": (
+        _M, "only the limit ('asked for 92.0 MiB with 164.9 MiB allocated') and a true 'the error's traceback keeps 36.6 "
+            "MiB alive ... %vram free releases it' (it released 36.6 MiB); nothing on the STFT's frames/spectrogram of "
+            "the whole 10-minute recording or extracting in chunks", _M),
+    "numpy_float64_default_copy_oom": (
+        _M, "only the limit ('asked for 128.0 MiB with 256.0 MiB allocated', the float64 array wrapped by as_tensor "
+            "shown as 'temporaries'); 'no variable holds tensors' while obs (256 MiB of NumPy float64) is invisible; "
+            "nothing on NumPy's float64 default or dtype=np.float32 + from_numpy", _M),
+    "deepcopy_model_for_evaluation_oom": (
+        _W, "inapplicable: fix 3 'a smaller batch per evaluation step' and fix 4 bf16 autocast 'around the forward' - "
+            "the failure is inside copy.deepcopy (no batch, before any forward); fix 1 'del x' frees 512 KiB of the "
+            "~112 MiB the copy still needs (and x is the evaluation input); 'held by the failing frames: memo 160.1 MiB "
+            "(deepcopy:153)' points at the copy but no fix (evaluate model itself)", _P),
+    "unintended_broadcast_add_oom": (
+        _P, "fix 1 names the cause exactly: '`a + b` on the failing line materialises the broadcast shape (8000, 8000, "
+            "1), 244.1 MiB, from operands whose own storage is 31.2 KiB and 31.2 KiB'; no fix (give both operands the "
+            "same layout: b.view(8000, 1, 1))", _P),
+    "forward_hooks_registered_every_generation_step": (
+        _W, _ALIVE_HOOKS.format(x="15.0 MiB", name="xlora", via="xlora.model's layers' _forward_hooks (each closure "
+                                                                  "keeps a step's scalings)")
+            + "; regrowth line hedged and true ('no name that vramnb's listing walks grew by it ...'); %vram '45.0 MiB "
+              "... held by no name listed'; nothing on the hooks piling up or removing each step's handles", _M),
+    "weakref_finalize_bound_method_keeps_writers": (
+        _W, "false: '`del writer` at the end of the loop body ... or after the loop frees them' (weakref.finalize's "
+            "registry keeps every writer through its bound method: del frees 0 B); '`del writer.buffer` lets it go' "
+            "drops the data the writer exists to flush; '176.0 MiB ... held by no name listed'; nothing on "
+            "weakref.finalize with a bound method", _M),
+    "prefetch_thread_blocked_keeps_batches": (
+        _M, "runs 2 and 3 say 'change ±0 B' (the blocked producer thread fills its queue after each cell ends: 'other' "
+            "20 -> 40 MiB at the next start) and no regrowth line at all; %vram '60.0 MiB allocated is held by no name "
+            "listed'; nothing on the thread/queue", _M),
+    "atexit_registered_method_keeps_trainers": (
+        _M, "regrowth '16.2 MiB more (3 runs in a row) ... no name that vramnb's listing walks grew by it' (true, "
+            "hedged); %vram '48.5 MiB ... held by no name listed'; nothing on atexit keeping the trainers or "
+            "atexit.unregister", _M),
+    "example_cache_fills_for_one_epoch": (
+        _P, "'dataset grew by 34.3 MiB ... dataset.cache (a dict of 9000 tensors, 103.0 MiB)': the holder exactly; "
+            "nothing on the cache being full now (9000 of 9000 examples: it stops growing after one epoch, no leak); "
+            "'del dataset.cache' / 'have GridDataset's code not keep it' is the maintainer's 'turn the cache off' only "
+            "if it does not fit", _P),
+    "anchor_cache_keyed_by_image_size": (
+        _P, "by-source 'attributes of anchor_gen +18 MiB' a run and %vram anchor_gen._cache[<tuple>] entries (30 of "
+            "them): the holder; no regrowth line in run 3 and no fix (drop / bound the cache)", _P),
+    "plot_callbacks_close_over_stale_tensors": (
+        _W, "inapplicable: '`del model.probe` lets it go where it is no longer needed (or have Reconstructor's code not "
+            "keep it ...)' - model.probe is the reconstruction itself (2 MiB, read by every iteration), not the "
+            "growth; regrowth hedged ('... a function's cache or closure ...', generic); fig.update_callbacks never "
+            "named; '60.0 MiB ... held by no name listed'", _M),
+    "fault_injection_wrapper_hooks_pile_up": (
+        _W, _ALIVE_HOOKS.format(x="10.1 MiB", name="model ('parameters of model')",
+                                via="its Linear layers' _forward_hooks (each closure keeps an MRFI's error tensors)")
+            + "; regrowth hedged and true; %vram '30.3 MiB ... held by no name listed'; nothing on the discarded "
+              "handles", _M),
+}
+
+JUDGED_AT_V7_AFTER = ("167a7cc (vramnb/ of /work/wt/after7 at eee64df, this round's fixes made without seeing this "
+                      "part; run from fix-judge7; judged by judge7)")
+
+_CALL = ("new 'failing call: {call} asked for {req} {what}' (true: names the call and its result); no fix line beyond "
+         "the limit and 'read the shapes on the failing line'; nothing on {fix}")
+
+JUDGEMENTS_V7_AFTER: dict[str, tuple[str, str, str]] = {
+    "diag_matrix_row_scaling_oom": (
+        _P, _CALL.format(call="`torch.diag(w)`", req="256.0 MiB",
+                         what="for the (8192, 8192) float32 output of aten::diag_embed ... from 32.0 KiB of inputs "
+                              "(x8,192)", fix="w[:, None] * X"), _P),
+    "svd_full_matrices_tall_oom": (
+        _P, _CALL.format(call="`torch.linalg.svd(A)`", req="256.0 MiB",
+                         what="for the (8192, 8192) float32 output of aten::_linalg_svd ... (x128)",
+                         fix="full_matrices=False"), _P),
+    "scatter_output_sized_by_corrupt_index_oom": (
+        _P, _CALL.format(call="`torch.zeros(int(voxel_id.max()) + 1, C)`", req="244.1 MiB",
+                         what="for its result, (1000001, 64) float32", fix="the corrupt id / dim_size"), _P),
+    "bincount_paired_keys_huge_range_oom": (
+        _P, _CALL.format(call="`torch.bincount(keys)`", req="380.9 MiB",
+                         what="inside aten::bincount from 7.6 MiB of inputs (x50)",
+                         fix="why (one count per possible key up to keys.max()) or unique(return_counts=True)"), _P),
+    "boolean_mask_indexing_nonzero_oom": (
+        _P, "new 'failing call: `voxel_loss[mask]` asked for 205.2 MiB inside aten::index from 45.0 MiB of inputs "
+            "(x4.6)' (true); only the limit as a fix; nothing on nonzero's int64 indices or the masked reduction", _P),
+    "episodes_cast_to_float_at_load_oom": (
+        _P, "new 'failing call: `torch.from_numpy(np.stack(frames)).float()` asked for 215.3 MiB for the (8000, 84, 84) "
+            "float32 output of aten::_to_copy' (true: the whole set widened); only the limit as a fix; nothing on "
+            "keeping uint8 and converting per batch", _P),
+    "json_tolist_serialisation_oom": (
+        _P, "new 'MemoryError: Python (or NumPy) could not allocate memory for its own objects, outside torch's "
+            "allocator ...; it failed in `json.dumps({\"embeddings\": embeddings.tolist()})` (line 2)' (true); nothing "
+            "on .tolist()'s Python floats / the JSON string or sending the raw bytes", _P),
+    "logits_upsampled_before_argmax_oom": (
+        _P, _CALL.format(call="`F.interpolate(seg_logit, size=ori_shape, ...)`", req="256.0 MiB",
+                         what="for the (1, 32, 1024, 2048) float32 output of aten::upsample_bilinear2d ... (x16)",
+                         fix="argmax first and resizing the label map"), _P),
+    "stft_whole_recording_oom": (
+        _P, "new 'failing call: `torch.stft(audio, ...)` asked for 92.0 MiB for the (1, 60001, 201) complex64 output of "
+            "aten::_fft_r2c inside it from 36.6 MiB of inputs (x2.5)' (true); still only the limit as a fix and the "
+            "true traceback sentence; nothing on extracting in chunks", _P),
+    "numpy_float64_default_copy_oom": (
+        _P, "new 'failing call: `torch.as_tensor(obs, dtype=torch.float32)` asked for 128.0 MiB for the (4096, 8192) "
+            "float32 output of aten::_to_copy inside it from 256.0 MiB of inputs (x0.5): obs (4096, 8192) float64' - the "
+            "cause (a float64 array copied to float32); no fix (make it float32 at the source, from_numpy); the "
+            "keyword 'float32' that scores it diagnosed is the output's dtype, not advice", _P),
+    "deepcopy_model_for_evaluation_oom": (
+        _P, "the inapplicable 'a smaller batch', bf16 autocast 'around the forward' and 'del x' are gone; new 'failing "
+            "call: `copier(memo)` asked for 16.0 MiB for the (2048, 2048) float32 output of aten::clone ... from 80.0 "
+            "MiB of inputs (x0.2): memo[...]' (a frame of copy.py, not the user's copy.deepcopy(model)) and 'held by "
+            "the failing frames: memo 160.1 MiB (deepcopy:153)': the copy, visible; no fix (evaluate model itself)",
+        _P),
+    "unintended_broadcast_add_oom": (
+        _P, "unchanged reading (exact: 'materialises the broadcast shape (8000, 8000, 1), 244.1 MiB, from operands ... "
+            "31.2 KiB'), plus a 'failing call: `a + b` ... (x4,000)' line; still no step to take (same layout: "
+            "b.view(8000, 1, 1))", _P),
+    "forward_hooks_registered_every_generation_step": (
+        _W, "regrowth line now right on cause and fix: 'xlora.model.layers[1]._forward_hooks[137] (and 14 more like it) "
+            "keeps 15.0 MiB more each run ... has 45 forward hooks ... keep the handle ... and call `handle.remove()` "
+            "when done, or register it once'; still false, and now contradicted by that line: by-source 'alive after "
+            "the cell, held by no name above ... +15.0 MiB' with the row 'XLoRAModel xlora' above it", _D),
+    "weakref_finalize_bound_method_keeps_writers": (
+        _W, "the false '`del writer` ... frees them' is gone ('deleting them frees nothing: writer is also kept by "
+            "weakref.finalize (a type)['_registry'][...].func.__self__', true); regrowth names the registry's bound "
+            "method exactly; but its first fix 'keep `weakref.WeakMethod(obj.method)` there' is inapplicable to a "
+            "finalizer (called after the object died, the WeakMethod returns None: the flush never runs); 'or remove it "
+            "when the object is no longer used' is right; still '`del writer.buffer` lets it go' (the data the writer "
+            "exists to flush)", _D),
+    "prefetch_thread_blocked_keeps_batches": (
+        _M, "unchanged: runs 2-3 'change ±0 B' (growth happens between cells), no regrowth line; '60.0 MiB allocated is "
+            "held by no name listed'", _M),
+    "atexit_registered_method_keeps_trainers": (
+        _M, "regrowth hedged as before plus '16.2 MiB of this run's new storages is kept where no referrer path reaches "
+            "a name (the autograd graph or objects outside Python)' (true: atexit keeps its callbacks in interpreter "
+            "state); nothing on atexit or unregister", _M),
+    "example_cache_fills_for_one_epoch": (
+        _P, "unchanged: dataset.cache (a dict of 9000 tensors, 103.0 MiB) exact; nothing on it being full (one epoch, "
+            "stops growing, no leak)", _P),
+    "anchor_cache_keyed_by_image_size": (
+        _P, "unchanged: anchor_gen._cache entries listed, 'attributes of anchor_gen +18 MiB' a run; still no regrowth "
+            "line and no fix", _P),
+    "plot_callbacks_close_over_stale_tensors": (
+        _W, "regrowth line now right on cause and fix: 'fig.update_callbacks[20] (a closure of "
+            "Reconstructor.inspect.<locals>.<lambda>, its `probe`) (and 9 more like it) keeps 20.0 MiB more each run "
+            "... drop the function where it is stored when done' (the PR); still inapplicable: '`del model.probe` lets "
+            "it go ... (or have Reconstructor's code not keep it ...)' for the reconstruction itself", _D),
+    "fault_injection_wrapper_hooks_pile_up": (
+        _W, "regrowth line now right on cause and fix: 'model[0]._forward_hooks[87] (a closure of "
+            "MRFI._make_hook.<locals>.hook, its `self`) (and 9 more like it) ... model[0] has 30 forward hooks ... "
+            "`handle.remove()` when done'; still false, and now contradicted by that line: by-source 'alive after the "
+            "cell, held by no name above ... +10.1 MiB' with 'parameters of model' above it", _D),
+}

@@ -27,6 +27,8 @@ validation-4 after advice fixes merge)::
         --judgements v5 --out DIR
     MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-6 --checkout /work/main \
         --judgements v6-before --out DIR
+    MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-7 --checkout /work/main \
+        --judgements v7-before --out DIR
 
 ``--checkout DIR`` puts ``DIR`` first on the children's ``PYTHONPATH`` (so ``vramnb`` is imported from there; the
 run stops if it is not) and records the last commit that changed that checkout's ``vramnb/`` (``-dirty`` when it has
@@ -246,7 +248,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
     ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4", "v5", "v6-before",
-                                                 "v6-after"), default="before",
+                                                 "v6-after", "v7-before", "v7-after"), default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
     a = ap.parse_args()
@@ -335,6 +337,10 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
         return f"validation-6: {j.JUDGED_AT_V6_BEFORE}", dict(j.JUDGEMENTS_V6_BEFORE)
     if judged_set == "v6-after":
         return f"validation-6: {j.JUDGED_AT_V6_AFTER}", dict(j.JUDGEMENTS_V6_AFTER)
+    if judged_set == "v7-before":
+        return f"validation-7: {j.JUDGED_AT_V7_BEFORE}", dict(j.JUDGEMENTS_V7_BEFORE)
+    if judged_set == "v7-after":
+        return f"validation-7: {j.JUDGED_AT_V7_AFTER}", dict(j.JUDGEMENTS_V7_AFTER)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -354,14 +360,17 @@ def _rescore(folder: Path, judged_set: str) -> None:
 
 
 SCORES = ("diagnosed", "partly", "missed", "wrong")
-PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4", "validation-5", "validation-6")
+PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4", "validation-5", "validation-6",
+         "validation-7")
 # what the judgements' third field scores (judgements.py)
 THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
                "v3": "were the false sentence or the inapplicable advice named in the reason absent",
                "v4": "were the false sentence or the inapplicable advice named in the reason absent",
                "v5": "were the false sentence or the inapplicable advice named in the reason absent",
                "v6-before": "were the false sentence or the inapplicable advice named in the reason absent",
-               "v6-after": "were the false sentence or the inapplicable advice named in the reason absent"}
+               "v6-after": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v7-before": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v7-after": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
