@@ -99,6 +99,22 @@ def test_a_registry_of_bound_methods(ip):  # type: ignore[no-untyped-def]
     assert not any("`del viewer`" in n for n in notes), notes
 
 
+def test_a_finalizer_given_a_bound_method_of_its_object(ip):  # type: ignore[no-untyped-def]
+    # Python's weakref docs: a finalizer's func must not own a reference to the object, or it is never collected;
+    # a weak method would let it be collected without ever calling the finalizer: not the advice
+    setup = ("import weakref\nclass Writer:\n    def __init__(self):\n        self.buffer = torch.arange(131072)\n"
+             "        self._finalizer = weakref.finalize(self, self.close)\n    def close(self):\n        pass\n")
+    notes = _regrowth(ip, setup, "for i in range(4):\n    writer = Writer()\n")
+    line = _line(notes, "each run of this cell")
+    one = 131072 * 8
+    assert f"leaves {format_bytes(4 * one)} more" in line
+    assert ("weakref.finalize (a type)['_registry'][...].func (a finalizer's bound method of a Writer) keeps "
+            f"{format_bytes(3 * one)} more each run") in line, line
+    assert "a bound method of the Writer it waits for, so that Writer is never collected" in line
+    assert "weakref.WeakMethod" not in line
+    assert not any("`del writer`" in n for n in notes), notes
+
+
 def test_the_walk_keeps_nothing_alive():  # type: ignore[no-untyped-def]
     """The walk's own objects make no reference cycle: what it followed is freed as soon as the
     notebook lets it go, not at the next collection (the next run's bytes would differ)."""

@@ -20,6 +20,7 @@ import gc
 import logging
 import sys
 import types
+import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -277,6 +278,19 @@ def _describe(root: str, chain: list[Any]) -> tuple[str, str, str, str]:
                         f"the keys of {holder}")
         if tp is types.MethodType and i + 1 < len(chain) and chain[i + 1] is o.__self__:
             holder = _text(root, chain[:i])
+            info = next((x for x in chain[:i] if type(x) is weakref.finalize._Info), None)  # type: ignore[attr-defined]
+            if info is not None:  # a finalizer's callback: a weak method would never call it (Python's weakref docs)
+                waits_for = info.weakref() if callable(getattr(info, "weakref", None)) else None
+                obj = type(o.__self__).__name__
+                return (path, "finalizer",
+                        f"weakref.finalize keeps its callback {o.__func__.__qualname__}, a bound method of the "
+                        + (f"{obj} it waits for, so that {obj} is never collected and its finalizer never runs: "
+                           if waits_for is o.__self__ else
+                           f"{obj}, until the {type(waits_for).__name__} it waits for is collected: ")
+                        + "give weakref.finalize a function that does not refer to the object, with what it needs "
+                        "as arguments (`weakref.finalize(self, close, self.resource)`, `close` a module-level function "
+                        "or staticmethod), or call the method yourself when done",
+                        f"{_text(root, chain[:i + 1])} (a finalizer's bound method of a {obj})")
             return (path, "bound method",
                     f"{holder} keeps the bound method {o.__func__.__qualname__}, and through it its object: keep "
                     "`weakref.WeakMethod(obj.method)` there (call it to get the method back, None once the object is "
