@@ -125,7 +125,7 @@ def test_a_named_leafs_gradient_is_its_names_not_held_by_no_name(ip):
     run(ip, "%%vram -d cpu --breakdown\ny = a * 2\nfor i in range(3):\n    y.sum().backward(retain_graph=True)")
     r = {name: (s, e) for name, s, e, _ in vramnb.history()[-1].sources}
     assert r["gradient of a"] == (0, n * 4), r
-    assert r.get("alive after the cell, held by no name above", (0, 0))[1] == 0, r
+    assert r.get("alive after the cell, not found under the names above", (0, 0))[1] == 0, r
     run(ip, "%%vram -d cpu\na.grad = None")
     assert vramnb.history()[-1].delta_allocated == -n * 4
     run(ip, "del a, y")

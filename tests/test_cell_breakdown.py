@@ -139,7 +139,7 @@ def test_create_graph_leaf_cycles_are_labelled_by_holder_not_temporaries(ip):
     # as changes: graphs other tests left in this process (a pytest-xdist worker runs many
     # files; CI's worker had 17 KiB of them) count at the start and the end alike
     assert r["activations"][1] - r["activations"][0] == 2 * 2 * n * F32
-    nobody = r["alive after the cell, held by no name above"]
+    nobody = r["alive after the cell, not found under the names above"]
     assert nobody[1] - nobody[0] == 2 * 2 * n * F32
     assert r.get("temporaries", (0, 0, 0))[1] == 0
     run(ip, "cx.grad = None\ndel cx")

@@ -123,7 +123,7 @@ def test_a_deque_holds_its_tensors_and_a_move_without_allocating_is_seen(ip):
     r = rows(vramnb.history()[-1])
     assert r["dict mv_d"][:2] == (0, MiB)
     assert r["deque mv_dq"][:2] == (0, 2 * MiB)  # before: no row, "held by no name above"
-    assert "alive after the cell, held by no name above" not in r
+    assert "alive after the cell, not found under the names above" not in r
     holders = ip.run_line_magic("vram", "-d cpu")
     assert next(h for h in holders.holders if h.name == "mv_dq").nbytes == 2 * MiB
     # a cell that allocates nothing: its start and end are one point of the timeline

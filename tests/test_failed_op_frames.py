@@ -94,7 +94,7 @@ def test_a_failed_ops_temporary_is_no_memory_alive_after_the_cell(ip):  # type: 
     run(ip, "%%vram -d cpu -q --breakdown\ny = f(x)")
     rep = vramnb.history()[-1]
     rows = {name: (a, b, p) for name, a, b, p in rep.sources}
-    assert "alive after the cell, held by no name above" not in rows, rows
+    assert "alive after the cell, not found under the names above" not in rows, rows
     assert rows["temporaries"] == (0, 0, 512 * 512 * 4 + 5 * 5 * 4)  # x * 2 and the ones, at the peak only
     assert sum(b for _, _, b, _ in rep.sources) == rep.end_allocated == rep.start_allocated
     run(ip, "%reset -f")

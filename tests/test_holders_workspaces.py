@@ -26,7 +26,7 @@ def test_workspaces_and_rounding_are_named_not_held_by_no_name():
     assert "512-byte blocks: 472 B more" in text
     # what is left beyond them is still said, to the byte
     text = _text(allocated=2142248 + rounding + workspaces + 4096, rounding=rounding, workspaces=workspaces)
-    assert "4.0 KiB allocated is held by no name listed" in text
+    assert "4.0 KiB allocated is not found under the names listed" in text
 
 
 def test_cublas_workspaces_are_the_blocks_of_their_sizes_that_back_no_tensor(monkeypatch):

@@ -304,8 +304,9 @@ def test_after_a_second_out_of_memory_the_note_on_unnamed_memory_blames_no_autog
         rep = ip.run_line_magic("vram", "-d cpu")
         text = rep._table().to_text()
         assert "autograd graphs" not in text
-        assert (f"{format_bytes(rep.allocated - rep.total)} allocated is held by no name listed (no row above "
-                "reaches it: objects this listing does not walk into, such as a function's cache, a class attribute "
+        assert (f"{format_bytes(rep.allocated - rep.total)} allocated is not found under the names listed (no row "
+                "above reaches it: objects this listing does not walk into, such as a module's or a tensor's hooks, a "
+                "function's cache or default arguments, a class attribute "
                 "of a class from another module, another module's globals or an autograd graph, or objects no "
                 "variable reaches; those in a reference cycle waiting for gc, such as an earlier error's traceback, "
                 "`%vram free` releases)") in text

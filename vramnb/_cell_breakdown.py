@@ -34,7 +34,7 @@ from .diagnose._autocast_cache import CACHE_ROW
 __all__ = ["CellAttribution"]
 
 GRAD_GRAPH_OF = "autograd graph of gradients of "  # backward(create_graph=True): the gradient's own graph
-NO_NAME = "alive after the cell, held by no name above"
+NO_NAME = "alive after the cell, not found under the names above"  # (hooks, closures, registries: the notes)
 GRAD_OF = "gradient of "  # a named leaf tensor's .grad (without a graph of its own)
 DIRECT = "\x00"  # the prefix of a name's claim on what it holds itself, graphs aside (never shown)
 LAST_EXC = "last exception"  # the variables of the frames of the last error's traceback

@@ -355,8 +355,9 @@ class HoldersReport(Rendered):
         unnamed = (self.allocated or 0) - self.total - self.rounding - self.workspaces
         if self.allocated is not None and unnamed > 0:
             t.note(
-                f"{format_bytes(unnamed)} allocated is held by no name listed "
-                "(no row above reaches it: objects this listing does not walk into, such as a function's cache, "
+                f"{format_bytes(unnamed)} allocated is not found under the names listed "
+                "(no row above reaches it: objects this listing does not walk into, such as a module's or a tensor's "
+                "hooks, a function's cache or default arguments, "
                 "a class attribute of a class from another module, another module's globals or an autograd graph, "
                 "or objects no variable reaches; those in a reference cycle waiting for gc, such as an earlier "
                 "error's traceback, `%vram free` releases)"
