@@ -332,3 +332,15 @@ def test_an_attribute_reaching_only_a_models_leaves_through_a_graph_gets_no_line
             "        self.total = torch.tensor(0.)\nmeter = Meter()\nfor i in range(3):\n"
             "    loss = lin(torch.ones(4, 512)).pow(2).mean()\n    loss.backward()\n    meter.total += loss")
     assert held_note(ip, "meter") is None
+
+
+def test_an_attribute_the_objects_own_methods_read_is_not_advised_deleted(ip):  # type: ignore[no-untyped-def]
+    # what the object exists to keep (a writer's buffer it flushes): `del writer.buffer` would break the writer
+    run(ip, "class Writer:\n    def __init__(self):\n        self.buffer = [torch.zeros(256) for _ in range(4)]\n"
+            "    def flush(self):\n        return [t.sum() for t in self.buffer]\nwriter = Writer()")
+    h = held(ip, "writer")
+    assert (h.kind, h.path, h.nbytes) == ("object state", "writer.buffer", 4 * 256 * 4)
+    assert h.sentence == (
+        f"writer.buffer (a list of 4 tensors, {format_bytes(4 * 256 * 4)}) is an attribute of writer (a Writer) that "
+        "Writer's own methods read (flush()): it is what writer works with, and goes when writer does (`del writer` "
+        "and every other reference to it once done), or have Writer keep less of it")

@@ -107,6 +107,39 @@ def _parts(obj: Any, limit: int | None = None) -> list[tuple[str, Any]]:
     return [(f".{k}", v) for k, v in object_attributes(obj) if isinstance(k, str)]
 
 
+def _methods_reading(cls: type, attr: str) -> list[str]:
+    """The methods of the user's class ``cls`` (and its bases outside torch and vramnb) that read
+    ``<obj>.<attr>`` without ever setting it (a ``LOAD_ATTR`` of that name and no ``STORE_ATTR``, in
+    nested functions and comprehensions too; special methods such as a dataclass's ``__eq__`` left
+    out): the object works with what another method put there. A method that sets the attribute
+    and reads it (a loader keeping its last batch) is not counted. Read from the bytecode: nothing runs."""
+    import dis
+
+    def ops(code: types.CodeType) -> set[str]:
+        out = {i.opname for i in dis.get_instructions(code)
+               if i.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR") and i.argval == attr}
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                out |= ops(c)
+        return out
+
+    def reads(code: types.CodeType) -> bool:
+        found = ops(code)
+        return "STORE_ATTR" not in found and bool(found)
+
+    out: list[str] = []
+    for base in cls.__mro__:
+        if base is object or getattr(base, "__module__", "").split(".")[0] in ("builtins", "torch", "vramnb"):
+            continue
+        for name, v in list(base.__dict__.items()):
+            fn = v.__func__ if issubclass(type(v), (staticmethod, classmethod)) else v
+            code = getattr(fn, "__code__", None) if type(fn) is types.FunctionType else None
+            if code is not None and not (name.startswith("__") and name.endswith("__")) and name not in out \
+                    and reads(code):
+                out.append(name)
+    return out
+
+
 def _class_has(cls: type, method: str) -> bool:
     """``cls`` (or a base) defines a callable ``method`` in its own ``__dict__`` (no descriptor runs)."""
     for base in cls.__mro__:
@@ -336,9 +369,17 @@ def _object_state(path: str, node: Any, owner: Any, owner_path: str, nbytes: int
     size = format_bytes(nbytes)
     cls = type(owner).__name__
     reset = next((m for m in ("reset", "clear") if _class_has(type(owner), m)), None)
+    attr = path.rsplit(".", 1)[-1]
+    users = _methods_reading(type(owner), attr)
     if reset:
         fix = (f"{cls} has a {reset}(): call `{owner_path}.{reset}()` once what it holds has been used (e.g. "
                f"each epoch, after its result is read)")
+    elif users:  # what the object works with (a writer's buffer, a model's probe): deleting it breaks the object
+        shown = ", ".join(f"{m}()" for m in users[:3]) + (f" and {len(users) - 3} more" if len(users) > 3 else "")
+        return Holding(path, "object state", nbytes, (
+            f"{path} ({_what(node)}, {size}) is an attribute of {owner_path} ({_a(cls)}) that {cls}'s own methods "
+            f"read ({shown}): it is what {owner_path} works with, and goes when {owner_path} does (`del "
+            f"{owner_path}` and every other reference to it once done), or have {cls} keep less of it"))
     else:
         fix = (f"`del {path}` lets it go where it is no longer needed (or have {cls}'s code not keep it: a local "
                f"variable, or `del self.{path.rsplit('.', 1)[-1]}` once used)")
