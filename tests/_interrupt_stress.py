@@ -80,7 +80,7 @@ def main() -> None:
     if what == "vram":
         def op() -> None:
             assert shell is not None
-            r = shell.run_cell("%%vram\nx = torch.randn(64, 64)\ny = model(batch).sum()\ndel x, y\n", store_history=False)
+            r = shell.run_cell("%%vram\nx = torch.ones(64, 64)\ny = model(batch).sum()\ndel x, y\n", store_history=False)
             if r.error_in_exec is not None:
                 raise r.error_in_exec
     else:
