@@ -344,8 +344,12 @@ def test_sharded_estimate_is_each_real_ranks_step(parallel: str) -> None:
         assert s.mark("after zero_grad")["gradients"] == 0
         for phase, bd in s.phase_peaks.items():
             assert 0 <= bd.allocated - mesh - e.phase_peaks[phase].allocated <= block, (r.rank, phase)
-        # the steady forward holds a block's all-gather output and its unsharded parameters
-        assert s.phase_peaks["forward"].sources["temporaries"] >= 2 * block
+        # the steady forward holds a block's all-gather output and its unsharded parameters. Which
+        # of them its peak falls on depends on when gloo's thread lets go of a buffer (the peak can
+        # move to a later op, where a gathered weight is already saved for backward): 1 or 2 blocks
+        # labelled "temporaries" under load (CI at 12fbedf: 1), the rest "activations"
+        fwd = s.phase_peaks["forward"].sources
+        assert fwd["temporaries"] >= block and fwd["temporaries"] + fwd["activations"] >= 3 * block, fwd
 
 
 # -- failures -------------------------------------------------------------------------------
