@@ -251,8 +251,18 @@ def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (),
     for name in dir(mm):
         d = getattr(mm, name)
         if name.startswith("_global_") and name.endswith("hooks") and isinstance(d, dict):
-            out += list(d.values())
+            out += [h for h in d.values() if getattr(h, "__self__", h) not in _OURS]
     return out
+
+
+_OURS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def ours(obj: Any) -> None:
+    """Mark ``obj`` (an object of a library that vramnb itself put into a process-wide registry for a step,
+    such as its ``ModTracker``) as vramnb's: the walk of the step's code does not record it, nor name it as a
+    library's object the user's code reaches."""
+    _OURS.add(obj)
 
 
 class CodeState:

@@ -20,7 +20,8 @@ code), on return or on error the process is left as it was found:
   ``propagate`` (a logger made meanwhile is left as it is);
 * hooks and filters a library vramnb imports installs at import (``torch.distributed``'s
   process group sets ``sys.excepthook``, ``accelerate`` adds a ``warnings`` filter through
-  peft): ``sys.excepthook``, ``threading.excepthook``, ``warnings.filters`` (a warning raised
+  peft; PyTorch's ``ModTracker`` replaces ``warnings.formatwarning`` as it warns): ``sys.excepthook``,
+  ``threading.excepthook``, ``warnings.filters``, ``formatwarning`` and ``showwarning`` (a warning raised
   inside is shown as the filters found decide: ``warnings.catch_warnings`` does not carry
   the registry of what was already shown, so that is left alone);
 * compiled code: inside, ``torch.compile``'d code runs eagerly and dynamo's caches and
@@ -207,6 +208,9 @@ def _hooks() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
         "sys.excepthook": _flag(lambda: sys.excepthook, _set_attr(sys, "excepthook")),
         "threading.excepthook": _flag(lambda: threading.excepthook, _set_attr(threading, "excepthook")),
         "warnings.filters": _flag(lambda: list(warnings.filters), _set_filters),
+        # PyTorch's ModTracker (the step's per-module tracking) replaces warnings.formatwarning as it warns
+        "warnings.formatwarning": _flag(lambda: warnings.formatwarning, _set_attr(warnings, "formatwarning")),
+        "warnings.showwarning": _flag(lambda: warnings.showwarning, _set_attr(warnings, "showwarning")),
         "environment variables": _flag(lambda: dict(os.environ), _set_environ),
         "loggers": _flag(_loggers, _set_loggers),
     }

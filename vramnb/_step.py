@@ -24,7 +24,9 @@ import contextlib
 import dataclasses
 import gc
 import pickle
+import re
 import time
+import warnings
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -39,6 +41,7 @@ from ._interrupt import InterruptGuard, interruptible, protected
 from ._restore import SetAside, Snapshot, run_all
 from ._sources import SOURCES
 from ._containers import step_batch
+from ._code_state import ours
 from ._exclusive import one_at_a_time
 from ._no_effect import EffectWatch
 from ._reach import Reach
@@ -135,6 +138,7 @@ class _StepRun:
             return hook
 
         mt = ModTracker()
+        ours(mt)  # its process-wide module hooks are vramnb's, not the user's code (vramnb._code_state)
         _root_name_apart(mt)
         mt.register_user_hooks(edge("fw enter"), edge("fw exit"), edge("bw enter"), edge("bw exit"))
         # ModTracker registers multi-grad hooks on module inputs and outputs and drops their
@@ -160,10 +164,18 @@ class _StepRun:
 
         if original is not None:
             mt_module.register_multi_grad_hook = collecting
+        # ModTracker warns "The module hierarchy tracking maybe be messed up. Please file a bug to PyTorch"
+        # where a module's forward is left other than it was entered (a Hugging Face decoder layer): about
+        # vramnb's own tracking, not the user's code. Only that message is ignored, and only this entry of
+        # the filters is taken out after (the user's code may change the filters in the step)
+        quiet = ("ignore", re.compile(re.escape("The module hierarchy tracking maybe be messed up"), re.I),
+                 UserWarning, re.compile(re.escape(mt_module.__name__) + r"\Z"), 0)
+        warnings.filters.insert(0, quiet)  # type: ignore[attr-defined]  # a list at run time (typeshed says Sequence)
         try:
             with mt:
                 yield
         finally:
+            warnings.filters[:] = [f for f in warnings.filters if f is not quiet]  # type: ignore[index]
             _remove_tracking(mt, mt_module, original, handles)
 
     def _saved_so_far(self, e: BaseException) -> None:
