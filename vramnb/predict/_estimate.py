@@ -35,7 +35,7 @@ from .._compiled import compiled_note
 from .._interrupt import outside_dispatch
 from .._versions import versions
 
-from ._accuracy import ExpectedError, StepOps, classify, expected_error
+from ._accuracy import META_SHORT, ExpectedError, StepOps, classify, expected_error
 from ._allocator import replay, round_size
 from ._batch_values import BatchValues
 from ._library_hooks import untraced_where_known
@@ -509,7 +509,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
                     if module_depth:
                         timer.watch({id(m): n for n, m in plan.model.named_modules()
                                      if n and n.count(".") == module_depth - 1})
-                with ops if kernels is not None and i == 0 else contextlib.nullcontext(), \
+                with ops if i == 0 else contextlib.nullcontext(), \
                         timer if timed and timer is not None else contextlib.nullcontext():  # kinds: the first step's
                     res, err = _one_step(plan, module_depth, None, i)
                 results.append(res)
@@ -534,14 +534,17 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     if recipe is not None and not label:
         name += f" · {recipe.describe()}"
     where = "CPU" if tgt is None else tgt.name
-    est = Estimate(f"{device} (estimate)",
-                   f"estimate: fake tensors, {'exact storage sizes' if tgt is None else 'CUDA allocator model'}",
+    short = [f"aten.{n} ×{k}: {META_SHORT[n]}" for n, k in ops.meta_short.items()] if tgt is None else []
+    how = ("CUDA allocator model" if tgt is not None else "exact storage sizes" if not short
+           else "exact storage sizes except what the notes name")
+    est = Estimate(f"{device} (estimate)", f"estimate: fake tensors, {how}",
                    results, name, target=tgt, margin=float(margin), recipe=recipe)
     # made on this machine (its torch decides the fake step) for the target card
     est.versions = {**versions("cpu"), **({"target": tgt.name} if tgt is not None else {})}
     if timer is not None:
         est.time = timer.time
     est.notes.extend(plan.notes)
+    est.notes.extend(f"not exact: {why}" for why in short)
     compiled = compiled_note(model, "the fake step")
     if compiled is not None:
         est.notes.append(compiled)
