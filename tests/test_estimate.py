@@ -15,6 +15,7 @@ import vramnb
 from tests.conftest import assert_same_steps
 from vramnb.predict._allocator import LARGE_BUFFER, MiB, SMALL_BUFFER, AllocatorModel, replay, round_size, segment_size
 from vramnb.predict._cuda_model import LIBRARY_MEMORY
+from vramnb._units import format_bytes
 from vramnb.predict._gpus import GPUS
 
 torch.manual_seed(0)
@@ -128,6 +129,15 @@ def test_max_batch_size_is_the_largest_predicted_fit():
     # line search, then bisection where the allocator's steps bend the line: at most log2(limit) + 3
     assert len(s.tried) <= (1 << 16).bit_length() + 3
     assert "largest batch that fits" in repr(s)
+    # the table shows what "fits" weighs (newuser8: a size that fits showed more device memory than one that did
+    # not, under a note saying the steps run within less than either): each size's peak allocated bytes
+    assert sorted(s.peaks) == sorted(n for n, _, _ in s.tried)
+    assert s.peaks[s.batch_size] == at.peak_allocated and s.peaks.get(s.batch_size + 1, above.peak_allocated) == \
+        above.peak_allocated
+    lines = repr(s).splitlines()
+    assert lines[1].split() == ["batch", "size", "fits", "peak", "allocated", "device", "memory"]
+    row = next(ln.split() for ln in lines[2:] if ln.split()[:1] == [str(s.batch_size)])
+    assert " ".join(row[2:4]) == format_bytes(at.peak_allocated)
 
 
 def test_bad_targets_and_arguments():

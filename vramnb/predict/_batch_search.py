@@ -48,6 +48,9 @@ class BatchSearch(Rendered):
         batch_size: the largest batch size predicted to fit (0: not even 1 fits).
         estimate: the :class:`~vramnb.Estimate` at that size (at size 1 if none fits).
         tried: ``(batch size, fits, predicted device memory in bytes)`` per estimate, in order.
+        peaks: batch size -> predicted peak allocated bytes (what the tensors of the step hold at
+            once), for each size in ``tried``: what "fits" weighs against the card less the margin,
+            with the allocator's fragmentation on top.
         seconds: wall time of the search.
         verified: the real step's :class:`~vramnb.StepReport` at ``batch_size`` when
             ``verify=True`` ran one, else ``None``.
@@ -74,6 +77,7 @@ class BatchSearch(Rendered):
     margin_reason: str = ""
     expected_error: ExpectedError | None = None
     estimates: int = 0
+    peaks: dict[int, int] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return self._table().to_text()
@@ -81,9 +85,12 @@ class BatchSearch(Rendered):
     def _table(self) -> Table:
         e = self.estimate
         card = e.target.name if e.target is not None else "?"
-        t = Table(f"vram max batch size · {card} · {e.label}", ("batch size", "fits", "device memory"))
+        peaks = self.peaks if all(n in self.peaks for n, _, _ in self.tried) else {}
+        t = Table(f"vram max batch size · {card} · {e.label}",
+                  ("batch size", "fits", *(("peak allocated",) if peaks else ()), "device memory"))
         for n, ok, mem in sorted(self.tried):
-            t.rows.append((str(n), "yes" if ok else "no", format_bytes(mem)))
+            t.rows.append((str(n), "yes" if ok else "no", *((format_bytes(peaks[n]),) if peaks else ()),
+                           format_bytes(mem)))
         if self.at_limit:
             found = (f"fits at least up to the search limit {self.batch_size}: the search stopped there, larger "
                      "batches may fit too (raise limit= to look further)")
@@ -97,9 +104,10 @@ class BatchSearch(Rendered):
         room = int(e.target.memory * (1 - e.margin)) if e.target is not None and e.target.memory else None
         if room is not None and any(mem > room for _, ok, mem in self.tried if ok):
             # "fits" is the steps run within the card less the margin; device memory is on the whole card
-            t.note(f"fits: the steps run within {format_bytes(room)} (the card less the margin), the caching allocator "
-                   "giving back cached segments as it nears that; device memory: what the whole card would show, "
-                   "where it keeps them cached")
+            t.note(f"fits: the steps run within {format_bytes(room)} (the card less the margin): their peak allocated "
+                   "bytes plus what the caching allocator's fragmentation leaves unusable, the allocator giving back "
+                   "cached segments as it nears that; device memory: what the whole card would show, where it keeps "
+                   "them cached (so a size that fits can show more than one that does not)")
         if self.margin_reason:
             t.note(f"safety {self.safety!r}: margin {self.margin:.1%}: {self.margin_reason}")
         if self.verified is not None:
@@ -221,7 +229,7 @@ def max_batch_size(
     # every size up to the limit fits (the smallest that does not is past it): the answer is the limit, not a maximum
     result = BatchSearch(good, best, tried, time.perf_counter() - t0, at_limit=bad > limit // step, limit=limit,
                          safety=safety, margin=used, margin_reason=reason, expected_error=first.expected_error,
-                         estimates=runs[0])
+                         estimates=runs[0], peaks={n: e.peak_allocated for n, e in cache.items()})
     if verify and good and torch.cuda.is_available() and isinstance(model, torch.nn.Module):
         result.verified = _verify(model, batch, loss_fn, optimizer, recipe, good)
         result.seconds = time.perf_counter() - t0
