@@ -24,6 +24,10 @@ _SHORT = {
 }
 
 
+#: said after a step time measured on the CPU: vramnb's tracker watches every operator of that step
+CPU_TIME = " (with vramnb's CPU tracking on, which watches every operator: longer than the plain step)"
+
+
 @dataclass
 class Breakdown:
     """Allocated bytes by source at one instant.
@@ -219,7 +223,8 @@ class StepReport(Rendered):
             t.rows.append(("non-PyTorch", *[format_bytes(b.non_pytorch or 0) for b in bds]))
         t.note("columns after the peaks: " + steady.kind + ", at each phase mark")
         for n, s in zip(names, self.steps):
-            t.note(f"{n}: peak in {s.peak_phase} · {self._time_label} {format_seconds(s.step_time)}")
+            t.note(f"{n}: peak in {s.peak_phase} · {self._time_label} {format_seconds(s.step_time)}"
+                   + (CPU_TIME if self._time_label == "step time" and self.device == "cpu" else ""))
             if s.phase_peaks:
                 t.note("  phase peaks: " + " · ".join(
                     f"{ph} {format_bytes(b.allocated)} (temporaries {format_bytes(b.sources.get('temporaries', 0))})"

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ._breakdown import StepReport
+from ._breakdown import CPU_TIME, StepReport
 from ._reasons import reason
 from ._report import oom_lines
 from ._versions import versions
@@ -169,6 +169,8 @@ class Comparison(Rendered):
                 if len(ran) == 1 or w not in common:
                     t.note(f"{v.recipe.describe()}: {w}", warn=True)
         t.note("saving and saved columns: the baseline's bytes minus this recipe's (positive: memory saved; negative: more)")
+        if self.device == "cpu" and ran:
+            t.note("step time" + CPU_TIME)
         for n in self.notes:
             t.note(n)
         return t
