@@ -141,6 +141,18 @@ def test_bad_input_is_a_usage_error(ip, cell, fragment, capsys):
     assert fragment in str(err)
 
 
+@pytest.mark.parametrize("names", ["m b lf opt", "m b None opt"])
+def test_a_loss_function_given_as_none_says_to_leave_it_out(ip, names):
+    """newuser8 (2026-12-04 g): ``loss_fn = None`` read "loss_fn (NoneType) is neither a loss function nor an
+    optimizer", a literal ``None`` "no variable named 'None'"."""
+    run(ip, "m = torch.nn.Linear(4, 1); b = torch.randn(2, 4); lf = None; opt = torch.optim.SGD(m.parameters())")
+    res, cap = run(ip, f"%vram estimate {names}")
+    assert type(res.error_in_exec).__name__ == "UsageError"
+    text = str(res.error_in_exec)
+    assert text.startswith("lf is None: " if " lf " in names else "None: ")
+    assert "leave it out: %vram estimate MODEL BATCH [OPTIMIZER] runs the model's own loss" in text
+
+
 def test_help(ip):
     res, cap = run(ip, "%%vram -h\n1")
     assert "--no-reset" in cap.stdout and "--budget" in cap.stdout

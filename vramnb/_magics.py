@@ -713,6 +713,12 @@ class VramMagics(Magics):
         if not 2 <= len(args.names) <= 4:
             raise UsageError(f"usage: %vram {args.command} MODEL BATCH [LOSS_FN] [OPTIMIZER] (names of notebook variables)")
         ns = self.shell.user_ns
+        omit = ("leave it out: %vram {cmd} MODEL BATCH [OPTIMIZER] runs the model's own loss (the output if it is "
+                "a scalar, else its .loss, as Hugging Face models return)")
+        for n in args.names[2:]:
+            if n == "None" or (n in ns and ns[n] is None):
+                raise UsageError(f"{'None' if n == 'None' else n + ' is None'}: no loss function or optimizer to "
+                                 f"pass; for no loss function, " + omit.format(cmd=args.command))
         missing = [n for n in args.names if n not in ns]
         if missing:
             raise UsageError(f"no variable named {missing[0]!r} in the notebook")
