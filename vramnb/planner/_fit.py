@@ -132,8 +132,27 @@ class FitResult(Rendered):
 
     @property
     def best(self) -> Plan | None:
-        """The fastest plan that fits, or ``None`` (nothing fits: :attr:`code` says what would)."""
-        return next((p for p in self.plans if p.fits), None)
+        """The fastest plan that fits, or ``None`` (nothing fits: :attr:`code` says what would); of plans as
+        fast, one whose techniques add nothing over a plan with fewer (:meth:`adds_nothing`) is not chosen."""
+        over = self.adds_nothing()
+        return next((p for p in self.plans if p.fits and id(p) not in over), None)
+
+    def adds_nothing(self) -> dict[int, Plan]:
+        """The fitting plans whose techniques add nothing: ``id(plan)`` -> a fitting plan with a subset of its
+        techniques that is as low in peak allocated bytes and device memory, and as fast (e.g. checkpointing
+        where the blocks' activations are not what the peak holds)."""
+        fitting = [p for p in self.plans if p.fits]
+        settings = [p.recipe.changed() for p in fitting]
+        out: dict[int, Plan] = {}
+        for p, ps in zip(fitting, settings):
+            for q, qs in zip(fitting, settings):
+                if q is p or qs == ps or any(k not in ps or ps[k] != v for k, v in qs.items()):
+                    continue
+                if q.peak <= p.peak and q.device_memory <= p.device_memory and (
+                        p.ratio is None or q.ratio is None or q.ratio <= p.ratio):
+                    out[id(p)] = q
+                    break
+        return out
 
     @property
     def code(self) -> str:
@@ -162,7 +181,8 @@ class FitResult(Rendered):
         bs = f" · batch {self.batch_size}" if self.batch_size else ""
         t = Table(f"vram fit · {self.target} · within {format_bytes(self.budget)}{bs}",
                   ["plan", "peak", "device memory", "fits", "step time", "why"])
-        shown = [p for p in self.plans if p.fits][:8] or self.plans[:3]
+        over = self.adds_nothing()
+        shown = [p for p in self.plans if p.fits and id(p) not in over][:8] or self.plans[:3]
         for p in shown:
             ratio = f"{p.ratio:.2f}× now" if p.ratio is not None else "—"
             t.rows.append([p.recipe.describe(), format_bytes(p.peak), format_bytes(p.device_memory),
@@ -172,6 +192,10 @@ class FitResult(Rendered):
             t.note(f"a plan that fits with more device memory than {format_bytes(self.budget)} holds that much on the "
                    "whole card (cached segments); held to the budget, the allocator gives the cached ones back and "
                    "the steps still run")
+        if over:
+            left = [f"{p.recipe.describe()} (no better than {q.recipe.describe()})" for p in self.plans if (q := over.get(id(p)))]
+            t.note(f"left out, their extra techniques lowering neither the peak, the device memory nor the step time "
+                   f"of a plan with fewer: {'; '.join(left[:4])}" + (f" and {len(left) - 4} more" if len(left) > 4 else ""))
         best = self.best
         if best is not None:
             t.note(f"fastest that fits: {best.recipe.describe()} (predicted step time {best.ratio:.2f}× the current "
