@@ -84,7 +84,32 @@ class Comparison(Rendered):
         base = self.baseline.report
         if v is self.baseline or v.report is None or base is None:
             return ""
+        w = dict((id(a), b) for a, b in self.adds_nothing()).get(id(v))
+        if w is not None and w is not self.baseline:  # the same peak as a recipe with fewer settings: only that
+            # recipe's mechanisms explain it (the table's note says what adds nothing)
+            why, head = reason(w.recipe, base.steady, v.report.steady), w.recipe.describe() + ": "
+            return v.recipe.describe() + ": " + why[len(head):] if why.startswith(head) else why
         return reason(v.recipe, base.steady, v.report.steady)
+
+    @staticmethod
+    def _extra(v: Variant, w: Variant) -> str:
+        """The settings ``v`` has beyond ``w``'s, in words."""
+        ws = w.recipe.changed()
+        return " · ".join(REGISTRY[k].describe(x) for k, x in v.recipe.changed().items()
+                          if ws.get(k, REGISTRY[k].default()) != x)
+
+    def adds_nothing(self) -> list[tuple[Variant, Variant]]:
+        """``(v, w)`` where ``v``'s settings include all of ``w``'s and more, and its steady peak is the same
+        bytes as ``w``'s: what ``v`` adds changed nothing at the peak (a freeze under LoRA, which already
+        freezes the base weights)."""
+        out = []
+        ran = [(v, v.recipe.changed()) for v in self.variants if v.peak is not None]
+        for v, vs in ran:
+            for w, ws in ran:
+                if w is not v and ws != vs and all(k in vs and vs[k] == x for k, x in ws.items()) and v.peak == w.peak:
+                    out.append((v, w))
+                    break
+        return out
 
     def _changed_sources(self) -> list[str]:
         base = self.baseline.report
@@ -159,6 +184,9 @@ class Comparison(Rendered):
             why = self.reason(v)
             if why:
                 t.note(f"why: {why}")
+        for v, same in self.adds_nothing():
+            t.note(f"{v.recipe.describe()}: the same peak as {same.recipe.describe()}: {self._extra(v, same)} adds "
+                   "nothing at the peak here")
         # a technique that had no effect in its step (vramnb._no_effect); a line every recipe has, once
         ran = [(v, v.report) for v in self.ranked() if v.report is not None]
         common = [w for w in (ran[0][1].warnings if ran else []) if all(w in r.warnings for _, r in ran)]
