@@ -370,6 +370,9 @@ def call_reading(frame: Any, requested: int | None, op: OpFacts | None, lasti: i
     ``None`` where no call is found at the frame's instruction."""
     if not requested:
         return None
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_STDLIB) \
+            and "-packages" + os.sep not in frame.f_code.co_filename:
+        frame, lasti = frame.f_back, None  # copy.py's `copier(memo)`: the user's `copy.deepcopy(model)` that called it
     site = call_site(frame, lasti)
     if site is None:
         return None
