@@ -320,3 +320,37 @@ def test_json_of_tolist_gets_the_raw_bytes(ip, monkeypatch):
                          f"header), numpy.save(path, embeddings.numpy()), or embeddings.numpy().tobytes() ({fb(nb)}; "
                          f"with the shape (200, 16) and dtype float32 beside it; base64 for JSON text: "
                          f"{fb(4 * math.ceil(nb / 3))})")
+
+
+# -- attacks: the same families where a part of the evidence is missing or differs ------------------------------------------
+def test_upsampled_logits_also_used_by_a_loss_get_only_the_conditional(ip):
+    setup = ("import torch.nn.functional as F\nseg_logit = torch.randn(1, 32, 16, 24)\n"
+             "target = torch.randint(0, 32, (1, 64, 96))")
+    cell = ("up = F.interpolate(seg_logit, size=(64, 96), mode='bilinear')\npred = up.argmax(1)\n"
+            "loss = F.cross_entropy(up, target)")
+    oom = _failing(ip, setup, cell, A.upsample_bilinear2d, 32 * 64 * 96 * 4)
+    f = _fix(oom, "F.interpolate resizes all 32 channels")
+    assert "where the result only feeds a reduction over the channels" in f.what and f.code == ""
+
+
+def test_a_row_mask_on_a_matrix_summed_gets_the_broadcast_mask(ip):
+    setup = "torch.manual_seed(0)\nx = torch.randn(4096, 8)\nkeep = torch.rand(4096) > 0.05"
+    oom = _failing(ip, setup, "total = x[keep].sum()", A.index, 1000)
+    k = int(ip.user_ns["keep"].sum())
+    f = _fix(oom, "first finds the selected positions")
+    assert f"nonzero returns a ({k}, 1) int64 tensor ({fb(k * 8)}) and the selection is another {fb(k * 32)}" in f.what
+    assert f.code == "total = torch.where(keep[..., None], x, 0).sum()"
+    torch.testing.assert_close(_ns(ip, f.code)["total"], ip.user_ns["x"][ip.user_ns["keep"]].sum())
+
+
+def test_a_float_of_half_logits_not_indexed_later_gets_no_data_set_advice(ip):
+    setup = "logits = torch.randn(64, 1000).half()"
+    oom = _failing(ip, setup, "probs = logits.float().softmax(-1)", A._to_copy, 64 * 1000 * 4)
+    _no_fix(oom, "makes a float32 copy")
+
+
+def test_a_masked_selection_with_nan_outside_the_mask_keeps_the_same_sum(ip):
+    setup = ("x = torch.rand(64, 64)\nmask = torch.rand(64, 64) > 0.05\nx[~mask] = float('nan')")
+    oom = _failing(ip, setup, "s = x[mask].sum()", A.index, 1000)
+    f = _fix(oom, "first finds the selected positions")
+    torch.testing.assert_close(_ns(ip, f.code)["s"], ip.user_ns["x"][ip.user_ns["mask"]].sum())

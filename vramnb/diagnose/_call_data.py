@@ -262,12 +262,14 @@ def _widen(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) ->
     before, after = n * torch.empty((), dtype=dtype).element_size(), n * torch.empty((), dtype=to).element_size()
     rs = ast.unparse(node.func.value)
     tgt = _target(site)
+    use = _batch_use(site, tgt) if tgt is not None else None
+    if use is None:
+        return None  # no part of it taken later: no sign of a data set read batch by batch
     sentence = (f"`.{node.func.attr}()` makes a {_dt(torch.empty((), dtype=to))} copy of all {n:,} elements of "
                 f"{rs} ({_shape(shape)} {_dt(torch.empty((), dtype=dtype))}, {fb(before)}): {fb(after)}, "
                 f"{after // before}× the source; keep the data {_dt(torch.empty((), dtype=dtype))} and convert each "
                 "batch where it is used")
     code = _replaced(site, node, rs) + f"  # {_dt(torch.empty((), dtype=dtype))}: {fb(before)}"
-    use = _batch_use(site, tgt) if tgt is not None else None
     if use is not None:
         stmt, sub = use
         sel = site.value(sub) if isinstance(sub, ast.expr) else None
@@ -327,7 +329,7 @@ def _float64_array(site: CallSite, op: OpFacts | None, requested: int, node: ast
         if func_name(made.value) in ("standard_normal", "random", "standard_exponential", "standard_gamma"):
             sentence += " (a float32 draw: not the same numbers as the float64 draw rounded)"
     else:
-        sentence += f" ({name}.astype(np.float32) right after it is made, then `del` the float64 one)"
+        sentence += f" (a later {name}.astype(np.float32) holds both for a moment)"
     return sentence, code
 
 

@@ -247,15 +247,18 @@ def _reduced_over_channels(site: CallSite, node: ast.Call) -> tuple[str, ast.AST
     tgt = _target(site)
     if tgt is not None:
         cands += _uses(site, tgt)
+    found = None
     for u in cands:
         p = parents.get(id(u))
-        if isinstance(p, ast.Attribute) and p.attr == "argmax" and p.value is u:
-            c = parents.get(id(p))
-            if isinstance(c, ast.Call) and dim1(c, 0):
-                return "pred", c
-        if isinstance(p, ast.Call) and func_name(p) == "argmax" and p.args and p.args[0] is u and dim1(p, 1):
-            return "pred", p
-    return None
+        c = parents.get(id(p))
+        if isinstance(p, ast.Attribute) and p.attr == "argmax" and p.value is u and isinstance(c, ast.Call) \
+                and dim1(c, 0):
+            found = found or ("pred", c)
+        elif isinstance(p, ast.Call) and func_name(p) == "argmax" and p.args and p.args[0] is u and dim1(p, 1):
+            found = found or ("pred", p)
+        elif u is not node:
+            return None  # the resized logits are used otherwise too: they are needed whole
+    return found
 
 
 def _interpolate(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
