@@ -354,3 +354,22 @@ def test_a_masked_selection_with_nan_outside_the_mask_keeps_the_same_sum(ip):
     oom = _failing(ip, setup, "s = x[mask].sum()", A.index, 1000)
     f = _fix(oom, "first finds the selected positions")
     torch.testing.assert_close(_ns(ip, f.code)["s"], ip.user_ns["x"][ip.user_ns["mask"]].sum())
+
+
+def test_a_pyg_scatter_without_dim_size_gets_the_index_range_and_dim_size(ip):
+    pytest.importorskip("torch_geometric")
+    setup = ("from torch_geometric.utils import scatter\ntorch.manual_seed(0)\nsrc = torch.randn(1000, 16)\n"
+             "index = torch.randint(0, 40, (1000,))\nindex[7] = 50_000")
+    oom = _failing(ip, setup, "pooled = scatter(src, index, dim=0, reduce='sum')", A.new_zeros, 50_001 * 64)
+    d = int(torch.unique(ip.user_ns["index"]).numel())
+    f = _fix(oom, "without dim_size")
+    assert f.what.startswith(f"without dim_size, the output's size along dim is index.max() + 1 = 50,001 "
+                             f"({fb(50_001 * 64)}, 64 B a row); index holds {d:,} distinct values, the largest 50,000 "
+                             "and the next 39: check index for a value out of range; pass dim_size=")
+    assert f.code == "pooled = scatter(src, index, dim=0, reduce='sum', dim_size=...)"
+
+
+def test_tensor_scatter_add_with_its_own_output_gets_no_dim_size(ip):
+    setup = "out = torch.zeros(100, 16)\nsrc = torch.randn(1000, 16)\nidx = torch.randint(0, 100, (1000, 16))"
+    oom = _failing(ip, setup, "res = out.scatter_add(0, idx, src)", A.scatter_add, 100 * 16 * 4)
+    _no_fix(oom, "dim_size")

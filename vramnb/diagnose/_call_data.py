@@ -174,6 +174,41 @@ def _bincount(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST)
     return sentence, f"values, {tgt} = torch.unique({ks}, return_counts=True)  # {tgt}[i]: how often values[i] occurs"
 
 
+def _callee(site: CallSite, node: ast.Call) -> Any:
+    """The function a call names, read by name (``scatter``, ``pyg_utils.scatter``: a module's attribute), else None."""
+    from ._transient import _lookup
+
+    f = node.func
+    if isinstance(f, ast.Name):
+        return _lookup(site.frame, f.id)
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        mod = _lookup(site.frame, f.value.id)
+        if type(mod).__name__ == "module":
+            return dict.get(vars(mod), f.attr)
+    return None
+
+
+def _scatter(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """torch_geometric's / torch_scatter's ``scatter(src, index, dim)`` without ``dim_size``: ``index.max() + 1``."""
+    if not isinstance(node, ast.Call) or any(k.arg == "dim_size" for k in node.keywords) or len(node.args) > 3:
+        return None
+    fn = _callee(site, node)
+    if not (getattr(fn, "__module__", "") or "").startswith(("torch_geometric", "torch_scatter")):
+        return None  # Tensor.scatter and others: their output's size is given
+    i_node = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "index"), None)
+    if i_node is None:
+        return None
+    stats = value_stats(site.value(i_node))
+    if stats is None or requested % (stats[0] + 1):
+        return None
+    ist = ast.unparse(i_node)
+    sentence = (f"without dim_size, the output's size along dim is {ist}.max() + 1 = {stats[0] + 1:,} "
+                f"({fb(requested)}, {fb(requested // (stats[0] + 1))} a row)" + _distinct(stats, ist) +
+                "; pass dim_size= the number of rows you expect (the nodes or segments there are), after checking "
+                f"{ist} against it")
+    return sentence, _replaced(site, node, ast.unparse(node)[:-1] + ", dim_size=...)")
+
+
 # -- boolean-mask indexing, then reduced ---------------------------------------------------------------------------------
 def _mask_index(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
     if not isinstance(node, ast.Subscript):
@@ -396,6 +431,8 @@ ENTRIES = {
     "zeros": _sized, "ones": _sized, "empty": _sized, "full": _sized, "new_zeros": _sized, "new_ones": _sized,
     "new_empty": _sized, "new_full": _sized, "randn": _sized, "rand": _sized,
     "bincount": _bincount,
+    "scatter": _scatter, "scatter_add": _scatter, "scatter_sum": _scatter, "scatter_mean": _scatter,
+    "scatter_max": _scatter, "scatter_min": _scatter,
     "Subscript": _mask_index,
     "float": _widen, "double": _widen,
     "as_tensor": _float64_array, "tensor": _float64_array, "asarray": _float64_array,
