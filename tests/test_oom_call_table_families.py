@@ -96,8 +96,8 @@ def test_an_unintended_broadcast_of_different_ranks_gets_the_same_shape(ip):
     oom = _failing(ip, f"a = torch.randn({n}, 1, 1)\nb = torch.randn({n}, 1)", "c = a + b", A.add, n * n * 4)
     f = _fix(oom, "broadcasting aligns shapes")
     assert f.what == (f"broadcasting aligns shapes from the right: a ({n}, 1, 1) + b ({n}, 1) puts a's dim 0 ({n}) and "
-                      f"b's dim 0 ({n}) on different axes of the result, ({n}, {n}, 1) ({fb(n * n * 4)}): every "
-                      "element of one with every element of the other; where a's and b's elements go together one "
+                      f"b's dim 0 ({n}) on different axes of the result, ({n}, {n}, 1) ({fb(n * n * 4)}): each of "
+                      f"the {n} of one meets each of the {n} of the other; where a's and b's elements go together one "
                       f"by one, give both the same shape: `a + b.reshape_as(a)` is ({n}, 1, 1), {fb(n * 4)}")
     g = _ns(ip, f.code)
     torch.testing.assert_close(g["c"], ip.user_ns["a"] + ip.user_ns["b"].view(n, 1, 1))

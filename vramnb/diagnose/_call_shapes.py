@@ -155,7 +155,7 @@ def _factor(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -
                     f"together{f' for {batch:,} matrices' if batch > 1 else ''}; with {how} U is ({m}, {k}) and "
                     f"{'Vh' if linalg else 'V'} {'(%d, %d)' % (k, n) if linalg else '(%d, %d)' % (n, k)}, "
                     f"{fb(red)}, {fb(full - red)} less, with the same singular values and the {k} singular vectors "
-                    f"of each side that go with them; the {max(m, n) - k} further vectors of the full form span the "
+                    f"of each side that go with them; the {max(m, n) - k} further vectors of the full form lie in the "
                     "orthogonal complement of A's "
                     f"{'column' if m > n else 'row'} space: keep it only where they are used")
     elif name == "qr":
@@ -173,7 +173,7 @@ def _factor(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -
         red = batch * (m * k + k * n) * es
         sentence = (f"`{ast.unparse(node)}` computes the complete QR of a ({m}, {n}) matrix: Q is ({m}, {m}) and "
                     f"R ({m}, {n}), {fb(full)} together; with {how} Q is ({m}, {k}) and R ({k}, {n}), {fb(red)}, "
-                    f"{fb(full - red)} less, still with A = Q R (the complete Q's further {m - k} columns span the "
+                    f"{fb(full - red)} less, still with A = Q R (the complete Q's further {m - k} columns lie in the "
                     "orthogonal complement of A's column space: keep it only where they are used)")
     else:
         return None
@@ -221,8 +221,8 @@ def _broadcast(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST
     sentence = (f"broadcasting aligns shapes from the right: {ast.unparse(node.left)} {_shape(a.shape)} {sym} "
                 f"{ast.unparse(node.right)} {_shape(b.shape)} puts {ast.unparse(node.left)}'s dim "
                 f"{i - (r - a.dim())} ({ra[i]}) and {ast.unparse(node.right)}'s dim {j - (r - b.dim())} ({rb[j]}) "
-                f"on different axes of the result, {_shape(out)} ({fb(big)}): every element of one with every "
-                "element of the other")
+                f"on different axes of the result, {_shape(out)} ({fb(big)}): each of the {ra[i]} of one meets each of "
+                f"the {rb[j]} of the other")
     if a.numel() != b.numel():
         return sentence + "; where they are meant to go element by element, give both operands the same shape", ""
     small = a.numel() * torch.empty((), dtype=torch.promote_types(a.dtype, b.dtype)).element_size()
