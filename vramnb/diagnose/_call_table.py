@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TABLE", "cheaper", "python_objects", "einsum_path", "held_bytes", "func_name"]
 
-Entry = Callable[["CallSite", "OpFacts | None", int, ast.Call], "tuple[str, str] | None"]
+Entry = Callable[["CallSite", "OpFacts | None", int, Any], "tuple[str, str] | None"]
 
 
 def held_bytes(x: Any, seen: set[int] | None = None) -> tuple[tuple[int, ...], str, int] | None:
@@ -450,24 +450,30 @@ TABLE: dict[str, Entry] = {
 def cheaper(site: CallSite, op: OpFacts | None, requested: int) -> tuple[str, str] | None:
     """The table's ``(sentence, code)`` for the call running on the failing line (or a call inside its
     arguments: ``B.to_dense()`` in ``torch.sparse.mm(A, B.to_dense())``), else ``None``."""
-    if not isinstance(site.node, ast.Call):
-        return None
-    nodes: list[ast.Call] = [site.node]
-    if isinstance(site.node.func, ast.Call):
+    nodes: list[ast.AST] = [site.node]
+    if isinstance(site.node, ast.Call) and isinstance(site.node.func, ast.Call):
         nodes.append(site.node.func)  # vmap(f)(x): the vmap call itself
     # calls inside its arguments and its receiver chain (`F.one_hot(labels, C).permute(...).float()`)
     nodes += [n for n in ast.walk(site.node) if isinstance(n, ast.Call) and n not in nodes]
     for n in nodes:
-        name = func_name(n) if n is not site.node else site.name
+        name = func_name(n) if n is not site.node else site.name  # type: ignore[arg-type]
         entry = TABLE.get(name)
         if entry is not None:
-            found = entry(site, op, requested, n if n is not site.node or not isinstance(n.func, ast.Call)
-                          else n.func)
+            found = _run(entry, site, op, requested, n.func if n is site.node and isinstance(n, ast.Call)
+                         and isinstance(n.func, ast.Call) else n)
             if found is not None:
                 return found
     if op is not None and op.packet in TABLE and op.packet != site.name:
-        return TABLE[op.packet](site, op, requested, site.node)
+        return _run(TABLE[op.packet], site, op, requested, site.node)
     return None
+
+
+def _run(entry: Entry, site: CallSite, op: OpFacts | None, requested: int, node: Any) -> tuple[str, str] | None:
+    """One entry's answer; an entry that cannot read what it needs gives none (the next entry is tried)."""
+    try:
+        return entry(site, op, requested, node)
+    except Exception:  # noqa: BLE001 - an entry's evidence unreadable: no advice from it
+        return None
 
 
 # -- Python objects: .tolist() -------------------------------------------------------------------------------------------------
@@ -475,12 +481,15 @@ def python_objects(site: CallSite) -> str | None:
     """What ``x.tolist()`` of a tensor makes, from ``sys.getsizeof`` of the objects it makes (CPython's own
     sizes: a float object, an int object of the tensor's largest magnitude, a list's header and its 8-byte
     slots), and the ways round; ``None`` for another call."""
-    if site.name != "tolist" or not isinstance(site.node, ast.Call) or not isinstance(site.node.func, ast.Attribute):
-        return None
-    recv = site.node.func.value
+    calls = [n for n in ast.walk(site.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "tolist" and not n.args]
+    if not calls or not isinstance(calls[0].func, ast.Attribute):
+        return None  # no .tolist() on the failing line (json.dumps(x.tolist()) has one inside)
+    recv = calls[0].func.value
     t = site.value(recv)
     if not _plain(t) or t.layout != torch.strided or t.dim() == 0:
         return None
+    serialised = site.name != "tolist"  # its objects handed on: to json.dumps, pickle, a file
     n = t.numel()
     if t.is_floating_point():
         each, kind = sys.getsizeof(0.0), "float"
@@ -504,6 +513,10 @@ def python_objects(site: CallSite) -> str | None:
             f"lists × {empty} B (sys.getsizeof([])) + {slots:,} list slots × 8 B = "
             f"{'up to ' if kind == 'int' else ''}{format_bytes(total)}, {total / max(_nb(t), 1):.1f}x the tensor "
             f"(CPython's object sizes, before the allocator's own overhead)")
+    if serialised:
+        from ._call_data import raw_bytes
+
+        return line + f"; `{site.text}` then works on all of them: " + raw_bytes(t, x)
     if t.dim() >= 2:
         line += (f"; convert one row at a time where each row is used alone (`for i in range(len({x})): "
                  f"row = {x}[i].tolist()`: one row's objects at a time), or keep it a tensor, or use .numpy(), "
@@ -511,3 +524,24 @@ def python_objects(site: CallSite) -> str | None:
     else:
         line += "; keep it a tensor, or use .numpy(), which shares the tensor's memory (0 B more)"
     return line
+
+
+def _register() -> None:
+    """The families kept in their own modules (:mod:`._call_shapes`, :mod:`._call_data`)."""
+    from ._call_data import ENTRIES as data
+    from ._call_shapes import ENTRIES as shapes
+
+    for entries in (shapes, data):
+        for k, v in entries.items():
+            TABLE[k] = _chain(TABLE[k], v) if k in TABLE else v
+
+
+def _chain(first: Entry, then: Entry) -> Entry:
+    """Two entries for one name (``torch.tensor(array)``, ``torch.tensor(array, dtype=...)``): the first that answers."""
+    def both(site: CallSite, op: OpFacts | None, requested: int, node: Any) -> tuple[str, str] | None:
+        return _run(first, site, op, requested, node) or _run(then, site, op, requested, node)
+
+    return both
+
+
+_register()

@@ -370,6 +370,7 @@ def call_reading(frame: Any, requested: int | None, op: OpFacts | None, lasti: i
     ``None`` where no call is found at the frame's instruction."""
     if not requested:
         return None
+    frame, lasti = _caller_of_library(frame, lasti)
     site = call_site(frame, lasti)
     if site is None:
         return None
@@ -387,6 +388,19 @@ def call_reading(frame: Any, requested: int | None, op: OpFacts | None, lasti: i
     except Exception:  # noqa: BLE001 - the reading stands without the table's advice
         better = None
     return head, better
+
+
+def _caller_of_library(frame: Any, lasti: int | None) -> tuple[Any, int | None]:
+    """The user's frame that called the library function ``frame`` runs in (copy.py's ``copier(memo)`` ->
+    the cell's ``copy.deepcopy(model)``; ``torch_geometric.utils.scatter``'s line -> the cell's ``scatter(...)``),
+    where only library frames (the standard library's, site-packages') lie between; ``(frame, lasti)`` unchanged
+    where a frame of torch's lies between (a module's forward in a library: its line is the one read)."""
+    f = frame
+    while f is not None and (f.f_code.co_filename.startswith(_STDLIB) or "-packages" + os.sep in f.f_code.co_filename):
+        if f.f_code.co_filename.startswith(_SKIP):
+            return frame, lasti
+        f = f.f_back
+    return (frame, lasti) if f is None or f is frame else (f, None)
 
 
 # -- a MemoryError raised by Python or NumPy ----------------------------------------------------------------------------

@@ -1,0 +1,440 @@
+"""Entries of :data:`vramnb.diagnose._call_table.TABLE` for calls whose cost comes from the *data*.
+
+* an output sized by a value read from a tensor (``torch.zeros(int(idx.max()) + 1, C)``,
+  ``torch.bincount(keys)``): the largest value and, where cheap, how many distinct values there are;
+* boolean-mask indexing whose selection is reduced (``x[mask].mean()``): nonzero's int64 indices;
+* a whole data set widened (``.float()`` of uint8, a float64 NumPy array converted to float32);
+* ``copy.deepcopy(model)`` of an ``nn.Module``;
+* the raw bytes of a tensor serialised through Python objects (``json.dumps(x.tolist())``).
+
+Values are read only from plain tensors (``type(t) is torch.Tensor``: no user code runs), on the CPU, with
+the dispatch modes off (the tracker does not count these reads), below a size cap; else not said.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .._units import format_bytes as fb
+from ._call_shapes import _paren, _torch_call, rewrite
+from ._call_table import _dt, _parents, _plain, _replaced, _shape, _target, _uses, func_name, held_bytes
+
+if TYPE_CHECKING:
+    from ._op_call import CallSite, OpFacts
+
+__all__ = ["ENTRIES", "raw_bytes", "value_stats"]
+
+#: the most elements whose largest value is read (one reduction), and whose distinct values are counted (a sort)
+_MAX_READ = 1 << 27
+_MAX_UNIQUE = 1 << 22
+
+
+def value_stats(t: Any) -> tuple[int, int | None, int | None] | None:
+    """``(largest value, number of distinct values, second-largest distinct value)`` of a plain CPU integer
+    tensor (the last two ``None`` above :data:`_MAX_UNIQUE` elements or where that read fails); ``None`` for
+    anything else. Runs only torch's own reductions, with every dispatch mode off."""
+    if not _plain(t) or t.device.type != "cpu" or t.layout != torch.strided or t.is_floating_point() \
+            or t.is_complex() or t.dtype == torch.bool or t.numel() == 0 or t.numel() > _MAX_READ:
+        return None
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch.no_grad():
+        mx = int(t.max())
+        if t.numel() > _MAX_UNIQUE:
+            return mx, None, None
+        try:
+            u = torch.unique(t)
+        except (RuntimeError, MemoryError):
+            return mx, None, None
+        return mx, int(u.numel()), int(u[-2]) if u.numel() > 1 else None
+
+
+def _max_read(expr: ast.AST, site: CallSite) -> tuple[ast.expr, Any] | None:
+    """The tensor expression whose ``.max()`` (or ``torch.max(t)``, ``.amax()``) ``expr`` reads, and its value."""
+    for n in ast.walk(expr):
+        if not isinstance(n, ast.Call) or n.keywords:
+            continue
+        if isinstance(n.func, ast.Attribute) and n.func.attr in ("max", "amax") and not n.args \
+                and not _torch_call(n):
+            t_node = n.func.value
+        elif func_name(n) in ("max", "amax") and len(n.args) == 1:
+            t_node = n.args[0]
+        else:
+            continue
+        v = site.value(t_node)
+        if _plain(v):
+            return t_node, v
+    return None
+
+
+def _distinct(stats: tuple[int, int | None, int | None], ts: str) -> str:
+    mx, d, second = stats
+    if d is None:
+        return ""
+    s = f"; {ts} holds {d:,} distinct values"
+    if second is not None and mx > 4 * (second + 1):
+        s += f", the largest {mx:,} and the next {second:,}: check {ts} for a value out of range"
+    return s
+
+
+def _sized(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``torch.zeros(idx.max() + 1, C)`` and the like: a size read from a tensor's values."""
+    if not isinstance(node, ast.Call):
+        return None
+    sizes = node.args[1:] if func_name(node) == "full" else node.args
+    for s_node in sizes:
+        found = _max_read(s_node, site)
+        if found is None:
+            continue
+        t_node, t = found
+        stats = value_stats(t)
+        rows = _size_from(s_node, t_node, stats[0]) if stats is not None else None
+        if stats is None or not isinstance(rows, int) or rows <= 0 or requested % rows:
+            return None  # the request is not the one sized by that value
+        ts = ast.unparse(t_node)
+        per = requested // rows
+        sentence = (f"the size `{ast.unparse(s_node)}` is read from {ts}'s values: its largest is {stats[0]:,}, so "
+                    f"the result has {rows:,} rows of {fb(per)} ({fb(requested)})" + _distinct(stats, ts))
+        d = stats[1]
+        if d is None or d * 4 > rows or site.stmt is None:
+            return sentence + "; give the size you expect instead of one read from the data", ""
+        tgt = _target(site) or "out"
+        code = (f"keys, inv = torch.unique({ts}, return_inverse=True)  # {d:,} keys; inv: each one's row\n" +
+                rewrite(site.stmt, {id(s_node): "len(keys)", **{id(n): "inv" for n in ast.walk(site.stmt)
+                                                              if ast.unparse(n) == ts and n is not t_node
+                                                              and not _inside(n, s_node)}}) +
+                f"  # row r of {tgt} is key keys[r]")
+        sentence += (f"; give the size you expect instead of one read from the data, or where {ts}'s values are "
+                     f"sparse keys, number them 0..{d - 1} with torch.unique(..., return_inverse=True): {d:,} rows, "
+                     f"{fb(d * per)}")
+        return sentence, code
+    return None
+
+
+def _size_from(node: ast.AST, t_node: ast.AST, mx: int) -> int | None:
+    """The size ``node`` computes where ``t_node.max()`` is ``mx``: constants, ``int()``, ``.item()``, ``+ - *``
+    only (nothing else is evaluated), else ``None``."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Call) and not node.keywords:
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in ("max", "amax") and f.value is t_node and not node.args or \
+                func_name(node) in ("max", "amax") and node.args and node.args[0] is t_node:
+            return mx
+        if isinstance(f, ast.Name) and f.id == "int" and len(node.args) == 1:
+            return _size_from(node.args[0], t_node, mx)
+        if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args:
+            return _size_from(f.value, t_node, mx)
+        return None
+    if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult):
+        a, b = _size_from(node.left, t_node, mx), _size_from(node.right, t_node, mx)
+        if a is None or b is None:
+            return None
+        return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
+    return None
+
+
+def _inside(n: ast.AST, root: ast.AST) -> bool:
+    return any(m is n for m in ast.walk(root))
+
+
+def _bincount(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call):
+        return None
+    method = isinstance(node.func, ast.Attribute) and not _torch_call(node)
+    k_node = node.func.value if method and isinstance(node.func, ast.Attribute) else (node.args[0] if node.args
+                                                                                     else None)
+    if k_node is None:
+        return None
+    keys = site.value(k_node)
+    stats = value_stats(keys)
+    if stats is None or keys.dim() != 1 or any(k.arg == "weights" for k in node.keywords) or \
+            len(node.args) > (0 if method else 1):
+        return None
+    ml = next((site.value(k.value) for k in node.keywords if k.arg == "minlength"), 0)
+    length = max(stats[0] + 1, ml if isinstance(ml, int) else 0)
+    if requested != length * 8:
+        return None  # not the counts' allocation
+    ks = ast.unparse(k_node)
+    sentence = (f"torch.bincount keeps one int64 count for every value from 0 to {ks}'s largest, {stats[0]:,}: "
+                f"({length:,},) int64 = {fb(requested)} for {keys.numel():,} values")
+    if ml:
+        sentence += " (minlength only raises the length, it never caps it)"
+    sentence += _distinct(stats, ks)
+    d = stats[1]
+    if d is None or d * 4 > length:
+        return sentence, ""
+    tgt = _target(site) or "counts"
+    sentence += (f"; torch.unique({ks}, return_counts=True) counts only the values that occur: {d:,} values and "
+                 f"{d:,} counts, {fb(d * 16)} (its counts are bincount's non-zero counts, in the same order)")
+    return sentence, f"values, {tgt} = torch.unique({ks}, return_counts=True)  # {tgt}[i]: how often values[i] occurs"
+
+
+def _callee(site: CallSite, node: ast.Call) -> Any:
+    """The function a call names, read by name (``scatter``, ``pyg_utils.scatter``: a module's attribute), else None."""
+    from ._transient import _lookup
+
+    f = node.func
+    if isinstance(f, ast.Name):
+        return _lookup(site.frame, f.id)
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        mod = _lookup(site.frame, f.value.id)
+        if type(mod).__name__ == "module":
+            return dict.get(vars(mod), f.attr)
+    return None
+
+
+def _scatter(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """torch_geometric's / torch_scatter's ``scatter(src, index, dim)`` without ``dim_size``: ``index.max() + 1``."""
+    if not isinstance(node, ast.Call) or any(k.arg == "dim_size" for k in node.keywords) or len(node.args) > 3:
+        return None
+    fn = _callee(site, node)
+    if not (getattr(fn, "__module__", "") or "").startswith(("torch_geometric", "torch_scatter")):
+        return None  # Tensor.scatter and others: their output's size is given
+    i_node = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "index"), None)
+    if i_node is None:
+        return None
+    stats = value_stats(site.value(i_node))
+    if stats is None or requested % (stats[0] + 1):
+        return None
+    ist = ast.unparse(i_node)
+    sentence = (f"without dim_size, the output's size along dim is {ist}.max() + 1 = {stats[0] + 1:,} "
+                f"({fb(requested)}, {fb(requested // (stats[0] + 1))} a row)" + _distinct(stats, ist) +
+                "; pass dim_size= the number of rows you expect (the nodes or segments there are), after checking "
+                f"{ist} against it")
+    return sentence, _replaced(site, node, ast.unparse(node)[:-1] + ", dim_size=...)")
+
+
+# -- boolean-mask indexing, then reduced ---------------------------------------------------------------------------------
+def _mask_index(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Subscript):
+        return None
+    x, m = site.value(node.value), site.value(node.slice)
+    if not _plain(x) or not _plain(m) or m.dtype != torch.bool or m.dim() == 0 or m.dim() > x.dim() \
+            or tuple(m.shape) != tuple(x.shape[:m.dim()]) or m.device.type != "cpu" or m.numel() > _MAX_READ:
+        return None
+    parents = _parents(site.tree)
+    p = parents.get(id(node))
+    how = None
+    if isinstance(p, ast.Attribute) and p.value is node and p.attr in ("sum", "mean"):
+        c = parents.get(id(p))
+        if isinstance(c, ast.Call) and not c.args and not c.keywords:
+            how, whole = p.attr, c
+    elif isinstance(p, ast.Call) and func_name(p) in ("sum", "mean") and _torch_call(p) and len(p.args) == 1 \
+            and not p.keywords and p.args[0] is node:
+        how, whole = func_name(p), p
+    if how is None:
+        return None  # the selection is used as it is: the indices may be needed
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch.no_grad():
+        k = int(m.sum())
+    trailing = math.prod(x.shape[m.dim():])
+    es = x.element_size()
+    idx, sel, full = k * m.dim() * 8, k * trailing * es, x.numel() * es
+    if full >= idx + sel:
+        return None
+    xs, ms = _paren(node.value), _paren(node.slice)
+    mb = ms + ("[" + ", ".join(["..."] + ["None"] * (x.dim() - m.dim())) + "]" if x.dim() > m.dim() else "")
+    new = f"torch.where({mb}, {xs}, 0).sum()"
+    if how == "mean":
+        new += f" / ({ms}.sum() * {trailing})" if trailing > 1 else f" / {ms}.sum()"
+    sentence = (f"`{ast.unparse(node)}` first finds the selected positions with nonzero: {k:,} of {m.numel():,} are "
+                f"True, so nonzero returns a ({k}, {m.dim()}) int64 tensor ({fb(idx)}) and the selection is another "
+                f"{fb(sel)}; the {how} needs neither: `{new}` writes one tensor of {ast.unparse(node.value)}'s shape "
+                f"({fb(full)}) and reduces it")
+    return sentence, _replaced(site, whole, new)
+
+
+# -- a whole data set widened --------------------------------------------------------------------------------------------
+_NARROW = (torch.uint8, torch.int8, torch.int16, torch.bool, torch.float16, torch.bfloat16)
+
+
+def _in_loop(site: CallSite) -> bool:
+    parents = _parents(site.tree)
+    n: Any = site.stmt
+    while n is not None:
+        if isinstance(n, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return True
+        n = parents.get(id(n))
+    return site.frame.f_code.co_name != "<module>"
+
+
+def _batch_use(site: CallSite, name: str) -> tuple[ast.stmt, ast.Subscript] | None:
+    """The first later statement that indexes ``name`` (``episodes[idx]``), and that subscript."""
+    parents = _parents(site.tree)
+    for u in _uses(site, name):
+        p = parents.get(id(u))
+        if isinstance(p, ast.Subscript) and p.value is u:
+            s: Any = p
+            while s is not None and not isinstance(s, ast.stmt):
+                s = parents.get(id(s))
+            if s is not None:
+                return s, p
+    return None
+
+
+def _widen(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or node.args or node.keywords:
+        return None
+    to = {"float": torch.float32, "double": torch.float64}.get(node.func.attr)
+    src = site.value(node.func.value)
+    if _plain(src):
+        shape, dtype = tuple(src.shape), src.dtype
+    elif op is not None and op.packet == "_to_copy" and len(op.inputs) == 1 and node is site.node:
+        shape, dtype = op.inputs[0][0], getattr(torch, op.inputs[0][1], None)  # the copy's source, as it failed
+    else:
+        return None
+    if to is None or dtype not in _NARROW + ((torch.float32,) if to == torch.float64 else ()):
+        return None
+    if _in_loop(site):
+        return None  # a conversion per step: what the step needs
+    n = math.prod(shape)
+    before, after = n * torch.empty((), dtype=dtype).element_size(), n * torch.empty((), dtype=to).element_size()
+    rs = ast.unparse(node.func.value)
+    tgt = _target(site)
+    use = _batch_use(site, tgt) if tgt is not None else None
+    if use is None:
+        return None  # no part of it taken later: no sign of a data set read batch by batch
+    sentence = (f"`.{node.func.attr}()` makes a {_dt(torch.empty((), dtype=to))} copy of all {n:,} elements of "
+                f"{rs} ({_shape(shape)} {_dt(torch.empty((), dtype=dtype))}, {fb(before)}): {fb(after)}, "
+                f"{after // before}× the source; keep the data {_dt(torch.empty((), dtype=dtype))} and convert each "
+                "batch where it is used")
+    code = _replaced(site, node, rs) + f"  # {_dt(torch.empty((), dtype=dtype))}: {fb(before)}"
+    if use is not None:
+        stmt, sub = use
+        sel = site.value(sub) if isinstance(sub, ast.expr) else None
+        conv = f"{ast.unparse(sub)}.{node.func.attr}()"
+        code += "\n" + rewrite(stmt, {id(sub): conv})
+        per = f": {fb(sel.numel() * torch.empty((), dtype=to).element_size())} per batch" \
+            if isinstance(sel, torch.Tensor) else ""
+        sentence += f" (`{conv}`{per})"
+    return sentence, code
+
+
+def _numpy_source(site: CallSite, node: ast.expr) -> tuple[Any, str] | None:
+    v = site.value(node)
+    tp = type(v)
+    if tp.__module__ == "numpy" and tp.__name__ == "ndarray":
+        return v, ast.unparse(node)
+    return None
+
+
+#: NumPy functions and Generator methods that take ``dtype=``
+_DTYPE_MAKERS = frozenset({"standard_normal", "random", "standard_exponential", "standard_gamma", "zeros", "ones",
+                           "empty", "full", "arange", "linspace", "eye", "identity", "zeros_like", "ones_like"})
+
+
+def _float64_array(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call) or not node.args or not _torch_call(node):
+        return None
+    dt = next((site.value(k.value) for k in node.keywords if k.arg == "dtype"), None)
+    got = _numpy_source(site, node.args[0])
+    if got is None or dt not in (torch.float32, torch.float16, torch.bfloat16):
+        return None
+    a, name = got
+    if str(a.dtype) != "float64" or a.size == 0:
+        return None
+    half = a.size * torch.empty((), dtype=dt).element_size()
+    sentence = (f"{name} is a float64 NumPy array ({_shape(a.shape)}, {fb(int(a.nbytes))}), NumPy's default; "
+                f"converting it to {_dt(torch.empty((), dtype=dt))} writes a second one of {fb(half)} beside it "
+                f"({fb(int(a.nbytes) + half)} together)")
+    if dt != torch.float32:
+        return sentence, ""
+    made = next((s for s in ast.walk(site.tree) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == name and isinstance(s.value, ast.Call)
+                 and func_name(s.value) in _DTYPE_MAKERS
+                 and not any(k.arg == "dtype" for k in s.value.keywords)), None)
+    sentence += (f"; made float32 where it is made, torch.from_numpy({name}) shares its memory: {fb(half)} in all")
+    code = _replaced(site, node, f"torch.from_numpy({name})")
+    if made is not None and isinstance(made.value, ast.Call):
+        mod = made.value.func
+        np_name = "np"
+        while isinstance(mod, ast.Attribute):
+            mod = mod.value
+        if isinstance(mod, ast.Name) and mod.id in ("np", "numpy"):
+            np_name = mod.id
+        new = ast.unparse(made.value)[:-1] + f"{', ' if made.value.args or made.value.keywords else ''}dtype=" \
+            f"{np_name}.float32)"
+        code = f"{name} = {new}\n{code}"
+        if func_name(made.value) in ("standard_normal", "random", "standard_exponential", "standard_gamma"):
+            sentence += " (a float32 draw: not the same numbers as the float64 draw rounded)"
+    else:
+        sentence += f" (a later {name}.astype(np.float32) holds both for a moment)"
+    return sentence, code
+
+
+# -- copy.deepcopy of a model -----------------------------------------------------------------------------------------------
+def _deepcopy(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call) or len(node.args) != 1:
+        return None
+    m = site.value(node.args[0])
+    if not isinstance(m, torch.nn.Module):
+        return None
+    seen: set[int] = set()
+    held = sum((held_bytes(t, seen) or ((), "", 0))[2] for t in list(m.parameters()) + list(m.buffers()))
+    if not held:
+        return None
+    ms = ast.unparse(node.args[0])
+    devs = {p.device.type for p in m.parameters()}
+    parents = _parents(site.tree)
+    p = parents.get(id(node))
+    chained_eval = isinstance(p, ast.Attribute) and p.attr == "eval"
+    tgt = _target(site) if site.node is node else None
+    if tgt is None and chained_eval:
+        c = parents.get(id(p))
+        s = parents.get(id(c))
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            tgt = s.targets[0].id
+    uses = _uses(site, tgt) if tgt is not None else []
+    only_called = bool(uses) and all(isinstance(q := parents.get(id(u)), ast.Call) and q.func is u or
+                                     isinstance(q, ast.Attribute) and q.attr == "eval" for u in uses)
+    evaluated = chained_eval or any(isinstance(q := parents.get(id(u)), ast.Attribute) and q.attr == "eval"
+                                    for u in uses)
+    sentence = (f"copy.deepcopy({ms}) copies every tensor of {ms}, among them its parameters and buffers "
+                f"({fb(held)}), into new memory")
+    if only_called and evaluated:
+        sentence += (f"; the copy {tgt} is only put in eval mode and called: evaluate {ms} itself instead, "
+                     f"{ms}.eval() under torch.no_grad() and {ms}.train() after (0 B of weights more)")
+        code = (f"{ms}.eval()\nwith torch.no_grad():\n    ...  # {ms}(...) where the cell called {tgt}(...)\n"
+                f"{ms}.train()  # where it trains after")
+    else:
+        sentence += (f"; where the copy only serves to evaluate, evaluate {ms} itself ({ms}.eval() under "
+                     f"torch.no_grad(), {ms}.train() after)")
+        code = ""
+    if devs - {"cpu", "meta"}:
+        sentence += (f"; where it is a snapshot to restore later, copy the state_dict to the CPU: "
+                     f"{{k: v.to('cpu', copy=True) for k, v in {ms}.state_dict().items()}} "
+                     f"({fb(held)} of host memory, none on the device)")
+    return sentence, code
+
+
+# -- raw bytes of a tensor serialised through Python objects ---------------------------------------------------------------
+def raw_bytes(t: torch.Tensor, x: str) -> str:
+    """The raw-bytes ways to store or send ``t`` (written ``x``), with their sizes."""
+    nb = t.numel() * t.element_size()
+    numpy_ok = t.dtype not in (torch.bfloat16,) and not t.is_complex() or t.dtype == torch.complex64
+    arr = f"{x}.detach().cpu().numpy()" if t.requires_grad or t.device.type != "cpu" else f"{x}.numpy()"
+    s = f"save or send the raw bytes instead: torch.save({x}, path) (the {fb(nb)} of its storage and a header)"
+    if numpy_ok:
+        b64 = 4 * -(-nb // 3)
+        s += (f", numpy.save(path, {arr}), or {arr}.tobytes() ({fb(nb)}; with the shape {_shape(t.shape)} and dtype "
+              f"{_dt(t)} beside it; base64 for JSON text: {fb(b64)})")
+    return s
+
+
+ENTRIES = {
+    "zeros": _sized, "ones": _sized, "empty": _sized, "full": _sized, "new_zeros": _sized, "new_ones": _sized,
+    "new_empty": _sized, "new_full": _sized, "randn": _sized, "rand": _sized,
+    "bincount": _bincount,
+    "scatter": _scatter, "scatter_add": _scatter, "scatter_sum": _scatter, "scatter_mean": _scatter,
+    "scatter_max": _scatter, "scatter_min": _scatter,
+    "Subscript": _mask_index,
+    "float": _widen, "double": _widen,
+    "as_tensor": _float64_array, "tensor": _float64_array, "asarray": _float64_array,
+    "deepcopy": _deepcopy,
+}

@@ -1,0 +1,358 @@
+"""Entries of :data:`vramnb.diagnose._call_table.TABLE` for calls whose result's *shape* is the waste.
+
+* ``torch.diag(w) @ X`` / ``X @ torch.diag(w)``: a (n, n) matrix built to scale rows or columns;
+* ``torch.linalg.svd(A)`` / ``torch.svd(A, some=False)`` / ``torch.linalg.qr(A, mode="complete")`` of a
+  tall or wide matrix: the full orthogonal factors;
+* ``a + b`` where the two operands' ranks differ and one size meets itself crosswise
+  (``(N, 1)`` with ``(N,)`` gives ``(N, N)``), written without any explicit broadcast;
+* ``F.interpolate`` of many channels whose result is reduced over them (``argmax(1)``);
+* ``torch.stft`` of a whole signal.
+
+Each entry reads the actual values (by name, or on ``meta`` copies), returns ``(sentence, code)`` with
+byte counts computed from their shapes, or ``None`` where its evidence does not hold.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .._units import format_bytes as fb
+from ._call_table import _dt, _parents, _plain, _replaced, _shape, _target, _uses, func_name
+
+if TYPE_CHECKING:
+    from ._op_call import CallSite, OpFacts
+
+__all__ = ["ENTRIES", "rewrite"]
+
+
+def rewrite(stmt: ast.AST, changes: dict[int, str]) -> str:
+    """``stmt``'s source with each node whose ``id`` is in ``changes`` written as its text."""
+    pairs = list(ast.walk(stmt))
+    out = copy.deepcopy(stmt)
+    mapping = {id(a): b for a, b in zip(pairs, ast.walk(out), strict=True)}
+    targets = {id(mapping[k]): ast.parse(v, mode="eval").body for k, v in changes.items() if k in mapping}
+
+    class _R(ast.NodeTransformer):
+        def visit(self, n: ast.AST) -> Any:
+            return targets[id(n)] if id(n) in targets else self.generic_visit(n)
+
+    return ast.unparse(_R().visit(out))
+
+
+def _paren(node: ast.expr) -> str:
+    s = ast.unparse(node)
+    return s if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)) else f"({s})"
+
+
+def _torch_call(node: ast.Call) -> bool:
+    """``torch.x(...)`` / ``torch.linalg.x(...)``, not a method of a value."""
+    f = node.func
+    while isinstance(f, ast.Attribute):
+        f = f.value
+    return isinstance(f, ast.Name) and f.id in ("torch", "linalg", "F", "nn", "functional")
+
+
+# -- torch.diag(w) multiplied ------------------------------------------------------------------------------------------
+def _diag(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call) or len(node.args) != 1 or node.keywords or not _torch_call(node):
+        return None  # an offset given, or a method: not read
+    w = site.value(node.args[0])
+    if not _plain(w) or w.dim() != 1:
+        return None  # diag of a matrix reads its diagonal: no (n, n) matrix is built
+    n = w.shape[0]
+    parents = _parents(site.tree)
+    p = parents.get(id(node))
+    whole: ast.expr | None = None
+    other: ast.expr | None = None
+    left = True
+    if isinstance(p, ast.BinOp) and isinstance(p.op, ast.MatMult):
+        whole, left = p, p.left is node
+        other = p.right if left else p.left
+    elif isinstance(p, ast.Call) and func_name(p) in ("mm", "matmul") and _torch_call(p) and len(p.args) == 2:
+        whole, left = p, p.args[0] is node
+        other = p.args[1] if left else p.args[0]
+    elif isinstance(p, ast.Attribute) and p.attr in ("mm", "matmul") and p.value is node:
+        gp = parents.get(id(p))
+        if isinstance(gp, ast.Call) and len(gp.args) == 1:
+            whole, other = gp, gp.args[0]
+    if whole is None or other is None:
+        return None  # the matrix is not multiplied on this line: not said to be avoidable
+    x = site.value(other)
+    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.is_sparse:
+        return None
+    if left and not (x.shape[0 if x.dim() == 1 else -2] == n) or not left and (x.dim() < 2 or x.shape[-1] != n):
+        return None
+    ws, xs = _paren(node.args[0]), _paren(other)
+    new = (f"{ws} * {xs}" if x.dim() == 1 else f"{ws}[:, None] * {xs}") if left else f"{xs} * {ws}"
+    dt = torch.promote_types(w.dtype, x.dtype)
+    es_w = w.element_size()
+    res = x.numel() * torch.empty((), dtype=dt).element_size()
+    what = ("rows" if x.dim() > 1 else "elements") if left else "columns"
+    sentence = (f"torch.diag({ast.unparse(node.args[0])}) builds a ({n}, {n}) {_dt(w)} matrix "
+                f"({fb(n * n * es_w)}) whose only values from {ast.unparse(node.args[0])} are its {n:,} diagonal "
+                f"elements (the rest are zeros), only to scale {ast.unparse(other)}'s {what}: `{new}` multiplies "
+                f"each by its weight directly (broadcasting) and gives the same product without the matrix: its "
+                f"result alone, {_shape(x.shape)} {str(dt).removeprefix('torch.')}, {fb(res)}")
+    return sentence, _replaced(site, whole, new)
+
+
+# -- a full SVD / QR of a tall or wide matrix ---------------------------------------------------------------------------
+def _arg(site: CallSite, node: ast.Call, pos: int, kw: str, default: Any) -> Any:
+    for k in node.keywords:
+        if k.arg == kw:
+            return site.value(k.value)
+    return site.value(node.args[pos]) if len(node.args) > pos else default
+
+
+def _without(node: ast.Call, pos: int, kw: str, value: str) -> str:
+    new = copy.deepcopy(node)
+    new.args = new.args[:pos]
+    new.keywords = [k for k in new.keywords if k.arg != kw] + [ast.keyword(kw, ast.parse(value, mode="eval").body)]
+    return ast.unparse(new)
+
+
+def _factor(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call):
+        return None
+    f = node.func
+    method = isinstance(f, ast.Attribute) and not _torch_call(node)
+    linalg = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute) and f.value.attr == "linalg"
+    a_node = f.value if method and isinstance(f, ast.Attribute) else (node.args[0] if node.args else None)
+    if a_node is None:
+        return None
+    off = 0 if method else 1  # a method's first argument is the option
+    a = site.value(a_node)
+    if not _plain(a) or a.dim() < 2 or a.layout != torch.strided:
+        return None
+    m, n = a.shape[-2], a.shape[-1]
+    k, batch, es = min(m, n), math.prod(a.shape[:-2]), a.element_size()
+    if m == n:
+        return None  # square: the full factors are the reduced ones
+    name = site.name if site.name in ("svd", "qr") else func_name(node)
+    if name == "svd":
+        if linalg:
+            if _arg(site, node, off, "full_matrices", True) is not True:
+                return None
+            if _arg(site, node, 99, "driver", None) is not None:
+                return None
+            code = _without(node, off, "full_matrices", "False")
+            how = "full_matrices=False"
+        else:
+            if _arg(site, node, off, "some", True) is not False or _arg(site, node, off + 1, "compute_uv", True) \
+                    is not True:
+                return None
+            code = _without(node, off, "some", "True")
+            how = "some=True"
+        full = batch * (m * m + n * n) * es
+        red = batch * (m * k + k * n) * es
+        sentence = (f"`{site.text if site.node is node else ast.unparse(node)}` computes the full SVD of a "
+                    f"({m}, {n}) matrix: U is ({m}, {m}) and {'Vh' if linalg else 'V'} ({n}, {n}), {fb(full)} "
+                    f"together{f' for {batch:,} matrices' if batch > 1 else ''}; with {how} U is ({m}, {k}) and "
+                    f"{'Vh' if linalg else 'V'} {'(%d, %d)' % (k, n) if linalg else '(%d, %d)' % (n, k)}, "
+                    f"{fb(red)}, {fb(full - red)} less, with the same singular values and the {k} singular vectors "
+                    f"of each side that go with them; the {max(m, n) - k} further vectors of the full form lie in the "
+                    "orthogonal complement of A's "
+                    f"{'column' if m > n else 'row'} space: keep it only where they are used")
+    elif name == "qr":
+        if linalg:
+            if _arg(site, node, off, "mode", "reduced") != "complete":
+                return None
+            code, how = _without(node, off, "mode", "'reduced'"), "mode='reduced'"
+        else:
+            if _arg(site, node, off, "some", True) is not False:
+                return None
+            code, how = _without(node, off, "some", "True"), "some=True"
+        if m < n:
+            return None  # wide: Q is (m, m) in both modes
+        full = batch * (m * m + m * n) * es
+        red = batch * (m * k + k * n) * es
+        sentence = (f"`{ast.unparse(node)}` computes the complete QR of a ({m}, {n}) matrix: Q is ({m}, {m}) and "
+                    f"R ({m}, {n}), {fb(full)} together; with {how} Q is ({m}, {k}) and R ({k}, {n}), {fb(red)}, "
+                    f"{fb(full - red)} less, still with A = Q R (the complete Q's further {m - k} columns lie in the "
+                    "orthogonal complement of A's column space: keep it only where they are used)")
+    else:
+        return None
+    return sentence, _replaced(site, node, code)
+
+
+# -- an unintended broadcast -------------------------------------------------------------------------------------------
+_EXPLICIT = frozenset({"unsqueeze", "view", "reshape", "expand", "expand_as", "view_as", "reshape_as", "T", "mT",
+                       "t", "transpose", "permute", "movedim", "swapaxes", "outer", "broadcast_to", "flatten"})
+_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
+
+
+def _explicit(node: ast.expr) -> bool:
+    """Whether the operand's expression shapes it for broadcasting itself (``x[:, None]``, ``x.unsqueeze(1)``)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Subscript) and any(isinstance(e, ast.Constant) and e.value is None for e in
+                                                (n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice])):
+            return True
+        if isinstance(n, ast.Attribute) and n.attr in _EXPLICIT:
+            return True
+    return False
+
+
+def _broadcast(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.BinOp) or type(node.op) not in _SYMBOL:
+        return None
+    a, b = site.value(node.left), site.value(node.right)
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dim() == b.dim():
+        return None  # the same rank: each operand's layout is as written (an outer sum of (N, 1) and (1, M))
+    if _explicit(node.left) or _explicit(node.right):
+        return None  # a None index, unsqueeze, view: shaped for this broadcast on purpose
+    try:
+        out = tuple(torch.broadcast_shapes(a.shape, b.shape))
+    except RuntimeError:
+        return None
+    r = len(out)
+    ra = (1,) * (r - a.dim()) + tuple(a.shape)
+    rb = (1,) * (r - b.dim()) + tuple(b.shape)
+    cross = [(i, j) for i in range(r) for j in range(r) if i != j and ra[i] == rb[j] > 1 and rb[i] == 1 and ra[j] == 1]
+    if not cross or math.prod(out) < 16 * max(a.numel(), b.numel()):
+        return None  # no size that meets itself crosswise, or a result not much larger than its operands
+    i, j = cross[0]
+    big = math.prod(out) * torch.empty((), dtype=torch.promote_types(a.dtype, b.dtype)).element_size()
+    ls, rs, sym = _paren(node.left), _paren(node.right), _SYMBOL[type(node.op)]
+    sentence = (f"broadcasting aligns shapes from the right: {ast.unparse(node.left)} {_shape(a.shape)} {sym} "
+                f"{ast.unparse(node.right)} {_shape(b.shape)} puts {ast.unparse(node.left)}'s dim "
+                f"{i - (r - a.dim())} ({ra[i]}) and {ast.unparse(node.right)}'s dim {j - (r - b.dim())} ({rb[j]}) "
+                f"on different axes of the result, {_shape(out)} ({fb(big)}): each of the {ra[i]} of one meets each of "
+                f"the {rb[j]} of the other")
+    if a.numel() != b.numel():
+        return sentence + "; where they are meant to go element by element, give both operands the same shape", ""
+    small = a.numel() * torch.empty((), dtype=torch.promote_types(a.dtype, b.dtype)).element_size()
+    new = f"{ls} {sym} {rs}.reshape_as({ls})" if a.dim() > b.dim() else f"{ls}.reshape_as({rs}) {sym} {rs}"
+    shape = a.shape if a.dim() > b.dim() else b.shape
+    sentence += (f"; where {ast.unparse(node.left)}'s and {ast.unparse(node.right)}'s elements go together one by "
+                 f"one, give both the same shape: `{new}` is {_shape(shape)}, {fb(small)}")
+    return sentence, _replaced(site, node, new)
+
+
+# -- interpolate of many channels, reduced over them after -----------------------------------------------------------------
+def _reduced_over_channels(site: CallSite, node: ast.Call) -> tuple[str, ast.AST] | None:
+    """``(name of the result of the reduction, its node)`` where the upsampled tensor is argmax-ed over dim 1."""
+    parents = _parents(site.tree)
+
+    def dim1(call: ast.Call, first: int) -> bool:
+        args = call.args[first:]
+        d = args[0] if args else next((k.value for k in call.keywords if k.arg == "dim"), None)
+        return isinstance(d, ast.Constant) and d.value == 1
+
+    cands: list[ast.AST] = [node]
+    tgt = _target(site)
+    if tgt is not None:
+        cands += _uses(site, tgt)
+    found = None
+    for u in cands:
+        p = parents.get(id(u))
+        c = parents.get(id(p))
+        if isinstance(p, ast.Attribute) and p.attr == "argmax" and p.value is u and isinstance(c, ast.Call) \
+                and dim1(c, 0):
+            found = found or ("pred", c)
+        elif isinstance(p, ast.Call) and func_name(p) == "argmax" and p.args and p.args[0] is u and dim1(p, 1):
+            found = found or ("pred", p)
+        elif u is not node:
+            return None  # the resized logits are used otherwise too: they are needed whole
+    return found
+
+
+def _interpolate(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    x = site.value(node.args[0])
+    if not _plain(x) or x.dim() not in (3, 4, 5) or not x.is_floating_point():
+        return None
+    c = x.shape[1]
+    outs = [o for o in (op.outputs or ()) if o[2] == requested] if op is not None and \
+        op.packet.startswith("upsample") else []
+    if not outs or len(outs[0][0]) != x.dim() or outs[0][0][1] != c or c < 2:
+        return None  # the failing allocation is not the resized result
+    shape = outs[0][0]
+    es = requested // math.prod(shape)
+    full = requested
+    per = math.prod(shape) // c
+    red = _reduced_over_channels(site, node)
+    xs = ast.unparse(node.args[0])
+    if red is None:
+        if c < 8:
+            return None
+        return (f"F.interpolate resizes all {c} channels of {xs} to {_shape(shape)} ({fb(full)}): where the "
+                f"result only feeds a reduction over the channels (an argmax for a label map), take it on "
+                f"{c // 8 or 1} channels at a time and keep the running maximum (the largest tensor then "
+                f"{fb(per * (c // 8 or 1) * es)})"), ""
+    k = max(1, c // 8)
+    chunk = copy.deepcopy(node)
+    chunk.args[0] = ast.parse(f"{_paren(node.args[0])}[:, c0:c0 + {k}]", mode="eval").body
+    reduce_stmt = next((s for s in ast.walk(site.tree) if isinstance(s, ast.Assign) and s.value is red[1]), None)
+    name = reduce_stmt.targets[0].id if reduce_stmt is not None and isinstance(reduce_stmt.targets[0], ast.Name) \
+        else red[0]
+    code = (f"best = {name} = None\nfor c0 in range(0, {c}, {k}):  # {k} channels at a time: the same argmax\n"
+            f"    v, i = {ast.unparse(chunk)}.max(1)\n"
+            f"    if best is None:\n        best, {name} = v, i\n    else:\n"
+            f"        better = v > best  # the first maximum wins, as in argmax\n"
+            f"        best, {name} = torch.where(better, v, best), torch.where(better, i + c0, {name})")
+    sentence = (f"F.interpolate resizes all {c} channels of {xs} to {_shape(shape)} ({fb(full)}), which the "
+                f"argmax over dim 1 then reduces to one index per position ({fb(per * 8)} int64): each channel is "
+                f"resized on its own, so {k} at a time with a running maximum gives the same argmax, the largest "
+                f"tensor then {fb(per * k * es)}; or take the argmax at {xs}'s resolution and resize the label map "
+                "with mode='nearest' (not the same labels near class boundaries)")
+    return sentence, code
+
+
+# -- the STFT of a whole signal ---------------------------------------------------------------------------------------------
+def _stft(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call) or not node.args or not _torch_call(node):
+        return None
+    x = site.value(node.args[0])
+    n_fft = _arg(site, node, 1, "n_fft", None)
+    if not _plain(x) or x.dim() != 1 or x.is_complex() or not isinstance(n_fft, int):
+        return None
+    hop = _arg(site, node, 2, "hop_length", None) or n_fft // 4
+    center = _arg(site, node, 99, "center", True)
+    onesided = _arg(site, node, 99, "onesided", None)
+    mode = _arg(site, node, 99, "pad_mode", "reflect")
+    if not isinstance(hop, int) or center not in (True, False) or onesided is False or mode != "reflect":
+        return None
+    if any(k.arg in ("win_length", "normalized") for k in node.keywords) or len(node.args) > 2:
+        return None
+    length = x.shape[0] + (2 * (n_fft // 2) if center else 0)
+    frames = 1 + (length - n_fft) // hop
+    if frames < 64:
+        return None
+    bins = n_fft // 2 + 1
+    ces = 2 * x.element_size()
+    spec = frames * bins * ces
+    per = -(-frames // 8)
+    kws = [k for k in node.keywords if k.arg not in ("center", "n_fft", "hop_length")]
+    rest = "".join(f", {k.arg}={ast.unparse(k.value)}" for k in kws)
+    xs = _paren(node.args[0])
+    pad = (f"sig = torch.nn.functional.pad({xs}[None], ({n_fft // 2}, {n_fft // 2}), mode='reflect')[0]"
+           "  # the padding center=True adds\n") if center else f"sig = {xs}\n"
+    code = (pad + f"specs = []\nfor t0 in range(0, {frames}, {per}):  # {per} frames at a time\n"
+            f"    seg = sig[t0 * {hop}:(t0 + {per} - 1) * {hop} + {n_fft}]\n"
+            f"    spec_k = torch.stft(seg, n_fft={n_fft}, hop_length={hop}{rest}, center=False)\n"
+            "    specs.append(spec_k)  # derive this chunk's features here and keep only them\n"
+            "spec = torch.cat(specs, -1)")
+    windowed = f", and the windowed frames inside it {fb(frames * n_fft * x.element_size())}" if any(
+        k.arg == "window" for k in node.keywords) else ""
+    sentence = (f"torch.stft of all {x.shape[0]:,} samples of {ast.unparse(node.args[0])} makes {frames:,} frames "
+                f"of {n_fft} samples (hop {hop}) at once: the spectrogram alone is {frames:,} × {bins} bins × {ces} B "
+                f"= {fb(spec)} (complex){windowed}; "
+                f"computed {per:,} frames at a time from the same padded signal, each chunk's spectrogram is "
+                f"{fb(per * bins * ces)} and gives the same frames: derive the features per chunk and keep only them")
+    return sentence, code
+
+
+ENTRIES = {
+    "diag": _diag, "diag_embed": _diag, "diagflat": _diag,
+    "svd": _factor, "qr": _factor, "_linalg_svd": _factor, "linalg_qr": _factor,
+    "Add": _broadcast, "Sub": _broadcast, "Mult": _broadcast, "Div": _broadcast, "FloorDiv": _broadcast,
+    "Mod": _broadcast, "Pow": _broadcast,
+    "interpolate": _interpolate,
+    "stft": _stft,
+}
