@@ -303,9 +303,22 @@ def _describe(root: str, chain: list[Any]) -> tuple[str, str, str, str]:
                     "number or a shape instead (`t.item()`, `tuple(t.shape)`), or keep only the formatted message "
                     "(`self.format(record)`) in the handler", holder)
         if tp is functools._lru_cache_wrapper:  # type: ignore[attr-defined]
+            fn = _text(root, chain[:i + 1])
+            info = o.cache_info()  # the C wrapper's own counters: no user code
+            if info.maxsize is not None and info.maxsize > 0:
+                if info.currsize >= info.maxsize:
+                    return (path, "bounded cache",
+                            f"{fn} is a functools cache with maxsize={info.maxsize} and full ({info.currsize} "
+                            f"entries): each new call's result drops the least recently used one, so it no longer "
+                            f"grows; not a leak; where it holds too much, a smaller maxsize", fn)
+                return (path, "bounded cache",
+                        f"{fn} is a functools cache with maxsize={info.maxsize} holding {info.currsize} entries: it "
+                        f"grows until it holds {info.maxsize} and then stops (each new result drops the least "
+                        f"recently used); not a leak; where that is more than the memory available, a smaller "
+                        f"maxsize, or `{fn}.cache_clear()`", fn)
             return (path, "cache",
-                    f"{_text(root, chain[:i + 1])} is a functools cache keeping each call's result: "
-                    f"`{_text(root, chain[:i + 1])}.cache_clear()`, or a small maxsize", _text(root, chain[:i + 1]))
+                    f"{fn} is a functools cache keeping each call's result: "
+                    f"`{fn}.cache_clear()`, or a small maxsize", fn)
         if tp is types.CellType and i >= 2 and type(chain[i - 2]) is types.FunctionType:
             fn = chain[i - 2]
             try:
