@@ -357,7 +357,8 @@ def _roots(names: Mapping[str, Any]) -> dict[int, tuple[str, Any]]:
 
 def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, Any],
                   ignore: Iterable[Any] = (), own: Mapping[int, str] | None = None,
-                  each: dict[int, Holding] | None = None) -> tuple[list[Holding], int, int]:
+                  each: dict[int, Holding] | None = None,
+                  orphans: list[Any] | None = None) -> tuple[list[Holding], int, int]:
     """The paths from a root down to the tensors of ``targets`` (``(bytes, tensors)`` per storage).
 
     A root is a name of ``names`` (the notebook's namespace, IPython's own names excluded by the
@@ -366,7 +367,9 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
     the holdings with the most bytes first; each storage counts for the first path found to one of
     its tensors. ``ignore``: objects that are not holders (the caller's lists). ``own``: target index ->
     a name that is not a root for it (the name being asked about); ``each``, if given, gets target
-    index -> its own path (targets in the order given, all followed)."""
+    index -> its own path (targets in the order given, all followed). ``orphans``, if given, gets the
+    functions, bound methods and ``functools.partial`` objects met on the way up from the storages no path
+    was found for that no object the garbage collector sees refers to (not even a frame): kept from C."""
     targets = list(targets) if each is not None else sorted(targets, key=lambda t: -t[0])
     chosen = targets[:MAX_TARGETS]
     rest = sum(b for b, _ in targets[MAX_TARGETS:])
@@ -386,9 +389,11 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
     parents: dict[int, list[int]] = {}
     roots: dict[int, str] = {}  # id of an object -> the root text naming it
     frontier = list(objs.values())
-    skip |= {id(frontier)}
+    skip |= {id(frontier), id(objs)}
     depth = 0
     found: dict[int, tuple[str, list[Any]]] = {}
+    expanded: set[int] = set()  # the objects whose referrers were asked for
+    referred: set[int] = set()  # ... and those of them something (a frame too) refers to
 
     def resolve(si: int, ts: list[Any]) -> None:
         """The nearest root above storage ``si``'s tensors in the edges met so far, if any."""
@@ -425,9 +430,13 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
         refs = gc.get_referrers(*frontier)
         skip.add(id(refs))
         fids = {id(o) for o in frontier}
+        expanded.update(fids)
         nxt: list[Any] = []
+        skip.add(id(nxt))  # the walk's own lists are no holders
         for r in refs:
             rid = id(r)
+            if rid not in skip or type(r) is types.FrameType and r is not sys._getframe():
+                referred.update(id(c) for c in gc.get_referents(r) if id(c) in fids)
             if rid in skip or type(r) is types.FrameType:
                 continue
             if type(r) is dict and _namespace_copy(r, names):
@@ -447,6 +456,7 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
                 nxt.append(r)
         del refs
         frontier = nxt[:MAX_FRONTIER]
+        skip.add(id(frontier))
         depth += 1
     out: dict[str, Holding] = {}
     seen_paths: list[Holding] = []
@@ -469,6 +479,9 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
             h.nbytes = b
             out[key] = h
             seen_paths.append(h)
+    if orphans is not None and unfound:
+        callables = (types.FunctionType, types.MethodType, functools.partial)
+        orphans += [objs[i] for i in expanded - referred if i in objs and type(objs[i]) in callables]
     objs.clear()
     parents.clear()
     return sorted(seen_paths, key=lambda h: -h.nbytes), unfound, rest
@@ -526,6 +539,7 @@ class GrowthTrace:
         # (StorageImpl address, data address, bytes): a storage freed after the snapshot and a new one made
         # at the same StorageImpl address are told apart by where their bytes are
         self._snap: dict[str, set[tuple[int, int, int]]] = {}
+        self._atexit: dict[str, int | None] = {}  # atexit's count of registered callbacks at the last call, per cell
 
     def step(self, key: str, final: bool, names: Mapping[str, Any], hidden: Iterable[Any],
              device: torch.device, ignore: Iterable[Any] = ()) -> tuple[list[Holding], int, int] | None:
@@ -535,6 +549,11 @@ class GrowthTrace:
         from .._holders import storages_held
 
         now = live_storages(device)
+        callbacks = _atexit_count()
+        before = self._atexit.pop(key, None)
+        self._atexit[key] = callbacks
+        while len(self._atexit) > 8:
+            del self._atexit[next(iter(self._atexit))]
         prev = self._snap.pop(key, None)
         self._snap[key] = {_identity(k, v) for k, v in now.items()}
         while len(self._snap) > 8:  # the cells growing lately only
@@ -554,8 +573,31 @@ class GrowthTrace:
                 reached.update(storages_held(o, device))
             except Exception:  # noqa: BLE001 - an object the walk cannot read
                 continue
+        tkeys = {k: v[0] for k, v in new.items() if k not in reached}
         targets = [v for k, v in new.items() if k not in reached]
         new.clear()
         if not targets:
             return [], 0, 0
-        return holding_paths(targets, names, ignore=[*ignore, targets])
+        orphans: list[Any] = []
+        holdings, unfound, rest = holding_paths(targets, names, ignore=[*ignore, targets], orphans=orphans)
+        if orphans and unfound:
+            from ._interp_holders import kept_from_c
+
+            for h in kept_from_c(orphans, tkeys, device, before, callbacks):
+                h.nbytes = min(h.nbytes, unfound)
+                unfound -= h.nbytes
+                holdings.append(h)  # type: ignore[arg-type]
+            holdings.sort(key=lambda h: -h.nbytes)
+        return holdings, unfound, rest
+
+
+def _atexit_count() -> int | None:
+    """How many callbacks ``atexit`` holds (its ``_ncallbacks()``, CPython's), ``None`` where unknown."""
+    import atexit
+
+    count = getattr(atexit, "_ncallbacks", None)
+    try:
+        n = count() if callable(count) else None
+    except Exception:  # noqa: BLE001
+        return None
+    return n if type(n) is int else None
