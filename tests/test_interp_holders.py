@@ -43,7 +43,7 @@ def test_atexit_growing_beside_a_list_that_keeps_the_tensors_is_not_blamed(ip): 
     # atexit gets a callback each run, but what grows is a notebook list's entries
     run(ip, "import atexit\nkept = []")
     for _ in range(3):
-        run(ip, "%%vram -d cpu\nkept.append(torch.zeros(256, 1024))\natexit.register(print, 'bye')")
+        run(ip, "%%vram -d cpu\nkept.append(torch.zeros(256, 1024))\natexit.register(int)")
     line = _line(ip)
     assert len(line) == 1 and "kept grew by" in line[0]
     assert "atexit" not in line[0]

@@ -129,3 +129,24 @@ def test_an_unbounded_functools_cache_is_not_said_to_stop(ip):  # type: ignore[n
         run(ip, "%%vram -d cpu\nfor _ in range(10):\n    table(next(k) // 8 * 8 + 64)")
     line = _line(ip)
     assert line and "stops" not in line[0] and "not a leak" not in line[0]
+
+
+def test_a_length_counted_from_the_cache_itself_bounds_nothing(ip):  # type: ignore[no-untyped-def]
+    # __len__ reads the cache: keys 0..len-1 always, yet nothing stops it from growing
+    run(ip, _DATASET.replace("{n}", "0").replace("return self.n", "return len(self.cache)").replace(
+        "if i not in self.cache:", "if True:\n            i = len(self.cache)").replace(
+        "dataset[step % len(dataset)]", "dataset[step]"))
+    for _ in range(3):
+        run(ip, _EPOCH.replace("dataset[step % len(dataset)]", "dataset[step]"))
+    line = _line(ip)
+    assert len(line) == 1
+    assert "one entry per example" not in line[0] and "not a leak" not in line[0]
+
+
+def test_a_cache_keyed_by_index_of_a_non_data_set_says_index(ip):  # type: ignore[no-untyped-def]
+    run(ip, _DATASET.replace("{n}", "900").replace("GridDataset", "Frames").replace("dataset", "frames"))
+    for _ in range(3):
+        run(ip, _EPOCH.replace("dataset", "frames"))
+    line = _line(ip)
+    assert len(line) == 1
+    assert "frames.cache holds one entry per index of frames (len(frames) = 900, keys 0 to 899): it is full" in line[0]

@@ -93,19 +93,32 @@ def per_example_sentence(path: str, node: Any, owner: Any, owner_path: str, nbyt
     total = _dataset_len(owner)
     if total is None or len(node) > total:
         return None
+    attr = path.rsplit(".", 1)[-1]
+    length = getattr(getattr(type(owner), "__len__", None), "__code__", None)
+    if length is None or attr in length.co_names:
+        return None  # a length counted from the cache itself (`len(self.cache)`) bounds nothing
     keys = list(node.keys())
     if not all(type(k) is int and 0 <= k < total for k in keys):
         return None
     n = len(node)
     per = nbytes / n
     cls = type(owner).__name__
+    # "example" for a data set (a torch Dataset, or a class named so), else the neutral "index"
+    try:
+        import torch.utils.data as tud
+
+        data = issubclass(type(owner), tud.Dataset) or "data" in cls.lower()
+    except Exception:  # noqa: BLE001
+        data = "data" in cls.lower()
+    unit = "example" if data else "index"
+    key = "example index" if data else "index"
     if n == total:
-        return (f"{path} holds one entry per example of {owner_path} (len({owner_path}) = {total}, keys 0 to "
-                f"{total - 1}): it is full ({n} of {total} entries, {format_bytes(nbytes)}), so reading more examples "
+        return (f"{path} holds one entry per {unit} of {owner_path} (len({owner_path}) = {total}, keys 0 to "
+                f"{total - 1}): it is full ({n} of {total} entries, {format_bytes(nbytes)}), so reading more {unit}s "
                 f"adds nothing to it: it has stopped growing, which is not a leak; where {format_bytes(nbytes)} is "
                 f"too much, have {cls} cache less (or not at all)")
-    return (f"{path} holds {n} entries ({format_bytes(nbytes)}, ≈{format_bytes(int(per))} each), keyed by example "
-            f"index of {owner_path} (len({owner_path}) = {total}): it grows until it holds one entry per example "
+    return (f"{path} holds {n} entries ({format_bytes(nbytes)}, ≈{format_bytes(int(per))} each), keyed by "
+            f"{key} of {owner_path} (len({owner_path}) = {total}): it grows until it holds one entry per {unit} "
             f"(≈{format_bytes(int(per * total))} at the current entry size) and then stops, which is not a leak; "
             f"where that is more than the memory available, have {cls} cache less (or not at all)")
 
