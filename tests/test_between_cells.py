@@ -104,6 +104,10 @@ def test_a_blocked_prefetch_thread_is_named_with_what_it_keeps(ip, threads_ended
             f"(line {line} of producer) on a full queue (maxsize=4), and 1 more daemon thread like it running producer "
             f"({format_bytes(10 * EACH)} in all)") in note[0]
     assert "drain the queue" in note[0] and "threading.Event" in note[0]
+    # the referrer walk names the running thread, not threading._active[<ident>], with the fix for a thread
+    grown = [n for n in last.notes if n.startswith("each run")]
+    assert len(grown) == 1 and "threading._active[" not in grown[0]
+    assert "the thread 'Thread-" in grown[0] and "(producer)' is still running (a daemon)" in grown[0]
 
 
 def test_a_thread_waiting_on_an_event_gets_no_queue_advice(ip, threads_ended):  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ import functools
 import gc
 import logging
 import sys
+import threading
 import types
 import weakref
 from collections import deque
@@ -172,6 +173,9 @@ def _text(root: str, chain: list[Any]) -> str:
         if type(chain[j]) is logging.Logger:
             out, i = f"logging.getLogger({chain[j].name!r})", j
             break
+    if i == 0 and root in ("threading._active", "threading._limbo") and len(chain) > 1 \
+            and issubclass(type(chain[1]), threading.Thread):
+        out, i = f"the thread {chain[1].name!r}", 1  # a running thread, by its name rather than its ident
     while i + 1 < len(chain):
         parent, child = chain[i], chain[i + 1]
         if _dict_of(parent) is child and i + 2 < len(chain) and issubclass(type(child), dict):
@@ -227,6 +231,14 @@ def _describe(root: str, chain: list[Any]) -> tuple[str, str, str, str]:
     path = _text(root, chain)
     from torch.nn.utils import prune
 
+    if root in ("threading._active", "threading._limbo") and len(chain) > 2 \
+            and issubclass(type(chain[1]), threading.Thread):
+        th = chain[1]
+        return (path, "thread",
+                f"the thread {th.name!r} is still running ({'a daemon' if th.daemon else 'not a daemon'}), and a "
+                "running thread keeps its target, its arguments and what they refer to until it ends: make it end "
+                "(a threading.Event it checks; a put() with a timeout where it feeds a queue nobody reads any more) "
+                "and join() it", _text(root, chain[:3]))
     for i, o in enumerate(chain):
         tp = type(o)
         prev = chain[i - 1] if i else None
