@@ -152,3 +152,15 @@ def test_a_thread_that_allocates_between_cells_is_named_without_queue_advice(ip,
         assert "stop it (and join() it)" in note[0] and "queue" not in note[0]
     finally:
         ip.user_ns["stop"].set()
+
+
+def test_the_front_ends_own_threads_are_not_walked():  # type: ignore[no-untyped-def]
+    from vramnb.diagnose import _between_cells
+
+    class Fake:
+        def __init__(self, filename: str) -> None:
+            self.f_code = type("C", (), {"co_filename": filename})()
+            self.f_back = None
+
+    assert _between_cells.any_front_end([Fake("/usr/lib/python3/site-packages/ipykernel/iostream.py")])  # type: ignore[list-item]
+    assert not _between_cells.any_front_end([Fake("/tmp/ipykernel_4242/1234.py")])  # type: ignore[list-item]

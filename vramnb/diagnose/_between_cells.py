@@ -29,6 +29,17 @@ __all__ = ["MIN_GROWTH", "between_cells_note", "thread_holdings"]
 MIN_GROWTH = 1 << 20
 
 
+#: parts of a file name that mark the notebook front-end's own threads
+_FRONT_END = tuple(f"{sep}{m}{sep}" for m in ("ipykernel", "zmq", "tornado", "IPython", "jupyter_client", "debugpy",
+                                              "comm", "ipywidgets") for sep in ("/", "\\"))
+
+
+def any_front_end(frames: list[types.FrameType]) -> bool:
+    """Whether any of ``frames`` runs the front-end's code (ipykernel, zmq, tornado, IPython...): a
+    kernel's own thread. A cell's code (``/tmp/ipykernel_<pid>/<hash>.py``) is not."""
+    return any(part in f.f_code.co_filename for f in frames for part in _FRONT_END)
+
+
 class ThreadHolding:
     """What one live thread keeps that no notebook name reaches: ``thread``, ``nbytes``,
     ``parts`` (``[(variable, bytes, what)]``, largest first), ``blocked`` (the text of a full
@@ -98,6 +109,8 @@ def thread_holdings(device: torch.device, reached: set[int],
         if th is me or th is threading.main_thread() or th.name.startswith("vramnb"):
             continue
         frames = _frames(th, current)
+        if any_front_end(frames):
+            continue  # the kernel's own threads (heartbeat, IOPub, control, a debugger): not the user's
         h = ThreadHolding(th)
         sources: list[tuple[str, Any]] = []
         lib = (threading.__file__, queue.__file__)
