@@ -57,3 +57,50 @@ def test_without_atexit_a_kept_object_gets_no_atexit_sentence(ip):  # type: igno
         run(ip, "%%vram -d cpu\ntrainer = Trainer()\ndel trainer")
     line = _line(ip)
     assert len(line) == 1 and "atexit" not in line[0] and "kept from C" not in line[0]
+
+
+def test_a_partial_registered_with_atexit_is_named(ip):  # type: ignore[no-untyped-def]
+    run(ip, "import atexit, functools\ndef save(state):\n    pass\nclass Run:\n"
+            "    def __init__(self):\n        self.state = torch.zeros(128, 1024)\n"
+            "        atexit.register(functools.partial(save, self.state))")
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nr = Run()\ndel r")
+    line = _line(ip)
+    assert len(line) == 1
+    assert line[0].startswith(f"each run of this cell leaves {format_bytes(128 * 1024 * 4)} more (3 runs in a row): "
+                              "functools.partial(save, ...), which no object the garbage collector sees refers to")
+    assert "`atexit.unregister(functools.partial(save, ...))` (the same object)" in line[0]
+
+
+def test_a_signal_handler_kept_from_c_is_named_by_its_signal():  # type: ignore[no-untyped-def]
+    import signal
+
+    import torch
+
+    from vramnb._storages import storages_of_tensor
+    from vramnb.diagnose._interp_holders import kept_from_c
+
+    class Saver:
+        def __init__(self) -> None:
+            self.state = torch.zeros(64, 1024)
+
+        def on_term(self, signum, frame):  # type: ignore[no-untyped-def]
+            pass
+
+    s = Saver()
+    old = signal.signal(signal.SIGUSR1, s.on_term)
+    try:
+        handler = signal.getsignal(signal.SIGUSR1)
+        keys = {k: st.nbytes() for k, st in storages_of_tensor(s.state)}
+        got = kept_from_c([handler], keys, torch.device("cpu"), 3, 3)
+        assert [(h.kind, h.nbytes) for h in got] == [("signal handler", 64 * 1024 * 4)]
+        assert got[0].where == "the bound method Saver.on_term of a Saver, the handler of SIGUSR1"
+        assert "`signal.signal(SIGUSR1, old)`" in got[0].advice
+        # atexit's count unchanged and no registry checked holds it: no registry is named
+        other = Saver()
+        got = kept_from_c([other.on_term], {k: st.nbytes() for k, st in storages_of_tensor(other.state)},
+                          torch.device("cpu"), 3, 3)
+        assert [h.kind for h in got] == ["kept from C"] and "atexit is the likely holder" not in got[0].advice
+        assert "atexit's registered callbacks went" not in got[0].where
+    finally:
+        signal.signal(signal.SIGUSR1, old)

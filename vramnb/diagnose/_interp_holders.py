@@ -41,13 +41,14 @@ def _what(fn: Any) -> tuple[str, list[Any], str]:
     if type(fn) is types.MethodType:
         owner = type(fn.__self__).__name__
         name = fn.__func__.__name__
-        return (f"the bound method {fn.__func__.__qualname__} of a {owner}", [fn.__self__],
+        return (f"the bound method {owner}.{fn.__func__.__name__} of a {owner}", [fn.__self__],
                 f"obj.{name}")
     if type(fn) is functools.partial:
-        return (f"functools.partial({getattr(fn.func, '__qualname__', type(fn.func).__name__)}, ...)",
-                [fn.func, fn.args, fn.keywords], "the partial")
+        name = getattr(fn.func, "__name__", type(fn.func).__name__)
+        return (f"functools.partial({getattr(fn.func, '__qualname__', name)}, ...)",
+                [fn.func, fn.args, fn.keywords], f"functools.partial({name}, ...)")
     cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
-    return (f"the function {fn.__qualname__}", [*cells, fn.__defaults__, fn.__kwdefaults__], fn.__qualname__)
+    return (f"the function {fn.__qualname__}", [*cells, fn.__defaults__, fn.__kwdefaults__], fn.__name__)
 
 
 def _filled(cell: Any) -> bool:
@@ -100,8 +101,8 @@ def kept_from_c(orphans: list[Any], keys: Mapping[int, int], device: torch.devic
                 f"registered callbacks went from {atexit_before} to {atexit_now} during the last run (atexit._ncallbacks(); "
                 "atexit has no public list to check it against)", n,
                 f"atexit is the likely holder: `atexit.register({code})` keeps it, and all it refers to, until the "
-                f"interpreter exits; call `atexit.unregister({code})` once it is closed or no longer needed (in its "
-                "close()), or register a function that keeps only a `weakref.ref` to the object", "atexit"))
+                f"interpreter exits; call `atexit.unregister({code})` (the same object) once it is closed or no "
+                "longer needed (in its close()), or register a function that keeps only a `weakref.ref` to the object", "atexit"))
         else:
             out.append(CHeld(
                 f"{text}, which no object the garbage collector sees refers to (kept from C: a registry of the "
