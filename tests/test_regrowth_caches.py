@@ -89,6 +89,7 @@ def test_a_cache_keyed_by_sizes_gets_a_regrowth_line_though_each_run_differs(ip)
     assert (f"anchor_gen._cache is a cache keyed by a tuple of integers (30 entries, {format_bytes(total)}; the latest "
             "keys (201, 128), (202, 129)) whose tensors' shapes follow the key") in line[0]
     assert "bound it" in line[0] and "key it by a small set" in line[0]
+    assert "`if len(self._cache) > 8: self._cache.pop(next(iter(self._cache)))`" in line[0]
     assert "forward hook" not in line[0]
 
 

@@ -138,14 +138,15 @@ def _key_kind(k: Any) -> str | None:
     return None
 
 
-def keyed_cache_sentence(path: str, node: Any, nbytes: int) -> str | None:
+def keyed_cache_sentence(path: str, node: Any, nbytes: int, code: str | None = None) -> str | None:
     """The line for a dict ``node`` at ``path`` (holding ``nbytes``) that caches tensors keyed by
     sizes or shapes (:func:`_key_kind`: every key one kind, at least 4 entries, every value a tensor,
     the tensors of more than one shape: what is cached depends on the key): one entry per distinct
     key, so it grows with each new key and never stops while the keys keep changing. ``None`` where
-    that does not hold."""
+    that does not hold. ``code``: the dict as its owner's code names it (``self._cache``), else ``path``."""
     import torch
 
+    c = code or path
     if type(node) is not dict or len(node) < 4 or nbytes <= 0:
         return None
     items = list(node.items())
@@ -162,5 +163,5 @@ def keyed_cache_sentence(path: str, node: Any, nbytes: int) -> str | None:
     return (f"{path} is a cache keyed by {kind} ({len(items)} entries, {format_bytes(nbytes)}; the latest keys "
             f"{shown}) whose tensors' shapes follow the key: it keeps one entry per distinct key and drops none, so "
             f"it grows with every new key for as long as the keys keep changing; bound it (drop the oldest entry "
-            f"beyond a few: `if len(cache) > 8: cache.pop(next(iter(cache)))`), key it by a small set (round the "
+            f"beyond a few where it is filled: `if len({c}) > 8: {c}.pop(next(iter({c})))`), key it by a small set (round the "
             f"sizes up to a multiple, e.g. 32, or pad inputs to a few fixed sizes), or compute the value per call")

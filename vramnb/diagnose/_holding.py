@@ -377,7 +377,7 @@ def _cache_of(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
         said = per_example_sentence(p, d, o, op, b)
         if said:
             return Holding(p, "bounded", b, said)
-        said = keyed_cache_sentence(p, d, b)
+        said = keyed_cache_sentence(p, d, b, f"self.{p.rsplit('.', 1)[-1]}" if o is not None and "." in p else None)
         return Holding(p, "keyed cache", b, said) if said else None
 
     if type(node) is dict:
