@@ -259,6 +259,7 @@ class VramMagics(Magics):
             cm.__exit__(None, None, None)
         report = m.report
         report.cell = self._auto_cell
+        self._note_between(report, self._auto["device"] if self._auto else None)
         self._note_regrowth(report, getattr(info, "raw_cell", "") or "", self._auto["device"] if self._auto else None)
         before = getattr(result, "error_before_exec", None)
         if before is not None and report.exception is None:
@@ -370,6 +371,42 @@ class VramMagics(Magics):
 
             note = self._regrowth.observe(source, report.delta_allocated,
                                           self._holders_fn(device, limit=50, hidden_too=True), advise, trace)
+        except Exception:  # noqa: BLE001 - a verdict must never break the cell
+            note = None
+        if note:
+            report.notes.append(note)
+
+    def _note_between(self, report: Any, device: Any) -> None:
+        """Memory allocated after the last measured cell ended and before this one started (no cell's
+        change shows it), with the live threads that keep what no name reaches
+        (:mod:`.diagnose._between_cells`; the threads are walked only where it grew)."""
+        last = getattr(self, "_last_end", None)
+        cell = report.cell if type(report.cell) is int else None
+        self._last_end = (report.device, report.end_allocated, cell)
+        if last is None or last[0] != report.device or cell is None or last[2] is None:
+            return
+        try:
+            from .diagnose._between_cells import MIN_GROWTH, between_cells_note, thread_holdings
+            from ._holders import storages_held
+
+            grew = report.start_allocated - last[1]
+            if grew < MIN_GROWTH:
+                return
+            dev = resolve_device(device)
+            holdings = thread_holdings(dev, set())
+            if holdings:  # what the notebook's names reach is not the threads' to keep
+                reached: set[int] = set()
+                names = self._users_names()
+                hidden = [obj for _kind, obj in hidden_holders(self.shell, dev).values()]
+                for o in [*names.values(), *hidden]:
+                    if type(o) in (type(sys), type(lambda: 0), type):
+                        continue
+                    try:
+                        reached.update(storages_held(o, dev))
+                    except Exception:  # noqa: BLE001 - an object the walk cannot read
+                        continue
+                holdings = thread_holdings(dev, reached)
+            note = between_cells_note(grew, cell == last[2] + 1, last[2], holdings)
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             note = None
         if note:
@@ -617,6 +654,7 @@ class VramMagics(Magics):
                 self._record(outcome)
                 if m is not None and m.report is not None:
                     m.report.cell = count
+                    self._note_between(m.report, dev)
                     self._note_regrowth(m.report, cell, dev)
                     self._note_kept_graphs(m, cell)
                     self._note_leftovers(m, cell, dev)

@@ -71,10 +71,15 @@ class Regrowth:
         same = 1
         while same < len(runs) and runs[-1 - same] == delta:
             same += 1
-        final = not (len(runs) < self.RUNS or same < 2 or before is None)
+        # growth that differs run to run (a cache keyed by each input's size): the last RUNS runs each grew, the
+        # largest at most twice the smallest, and (below) one holder grew by most of this run's growth
+        last = runs[-self.RUNS:]
+        uneven = same < 2 and len(runs) >= self.RUNS and min(last) > 0 and min(last) * 2 >= max(last)
+        final = not (len(runs) < self.RUNS or (same < 2 and not uneven) or before is None)
         traced = trace(key, final) if trace is not None else None
         if not final or before is None:
             return None
+        kept = 0
         who, advice = "", ("no name that vramnb's listing walks grew by it (it may be held where the listing does not "
                            "reach: a function's cache or closure, another module's globals): %vram lists what holds "
                            "the memory")
@@ -87,8 +92,17 @@ class Regrowth:
                 advice = ((advise(shared[0], sizes[shared[0]][2]) if advise is not None else None)
                           or _regrowth_advice(shared[0], sizes[shared[0]][2]) or "see %vram for what it holds")
                 break
+        if uneven:
+            by_name = kept if who else 0
+            by_path = sum(h.nbytes for h in traced[0]) if traced is not None else 0
+            if max(by_name, by_path) * 4 < delta * 3:
+                return None  # no one holder grew by most of it: not shown to be the same growth each run
         if traced is not None:
             who, advice = _traced(traced, who, advice, delta)
+        if uneven:
+            shown = ", ".join(f"+{format_bytes(d)}" for d in last)
+            return (f"each run of this cell leaves more ({shown} in the last {len(last)} runs in a row){who}: it keeps "
+                    f"what each run makes ({advice})")
         runs_said = (f"{len(runs)} runs in a row" if same == len(runs)
                      else f"the last {same} of {len(runs)} runs in a row that grew")
         return (f"each run of this cell leaves {format_bytes(delta)} more ({runs_said}){who}: it keeps "

@@ -56,7 +56,7 @@ class Holding:
     Attributes:
         path: where the bytes are, as typed (``ssim``, ``Tracker._track_features``).
         kind: ``"exceptions"``, ``"graphs"``, ``"weight copies"``, ``"class attribute"``,
-            ``"object state"``, ``"bounded"``; ``""`` where none applies.
+            ``"object state"``, ``"bounded"``, ``"keyed cache"``; ``""`` where none applies.
         nbytes: bytes of the storages kept through ``path``.
         sentence: the mechanism and its fix, one line (empty where ``kind`` is empty).
     """
@@ -295,6 +295,9 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
     bounded = bounded_sentence(path, node, owner, owner_path, nbytes)
     if bounded:  # a container that stops growing at its capacity: not a leak, never emptied
         return Holding(path, "bounded", nbytes, bounded)
+    cached = _cache_of(path, node, owner, owner_path, nbytes, device)
+    if cached is not None:
+        return cached
     excs = _exceptions(node)
     if excs:
         kept, via = _traceback_locals(excs, device)
@@ -362,6 +365,37 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
         if states:
             return _object_parts(path, node, states, device)
     return Holding(path, "", nbytes, "")
+
+
+def _cache_of(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, device: torch.device) -> Holding | None:
+    """A dict that caches per example of its owner, a data set (full at one entry per example: not a
+    leak), or keyed by sizes (grows with each new key): ``node`` itself, or, for a module or a plain
+    object, the dict attribute that holds at least half of its ``nbytes``."""
+    from ._bounded import keyed_cache_sentence, per_example_sentence
+
+    def check(p: str, d: Any, o: Any, op: str, b: int) -> Holding | None:
+        said = per_example_sentence(p, d, o, op, b)
+        if said:
+            return Holding(p, "bounded", b, said)
+        said = keyed_cache_sentence(p, d, b, f"self.{p.rsplit('.', 1)[-1]}" if o is not None and "." in p else None)
+        return Holding(p, "keyed cache", b, said) if said else None
+
+    if type(node) is dict:
+        return check(path, node, owner, owner_path, nbytes)
+    if issubclass(type(node), (*_CONTAINERS, torch.Tensor, type, torch.optim.Optimizer)) or not nbytes:
+        return None
+    try:
+        d = object.__getattribute__(node, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+    if type(d) is not dict:
+        return None
+    for k, v in list(d.items())[:256]:
+        if type(k) is str and type(v) is dict and v:
+            b = sum(_bytes(v, device).values())
+            if b * 2 >= nbytes:
+                return check(f"{path}.{k}", v, node, path, b)
+    return None
 
 
 def _object_state(path: str, node: Any, owner: Any, owner_path: str, nbytes: int) -> Holding:

@@ -19,6 +19,7 @@ import functools
 import gc
 import logging
 import sys
+import threading
 import types
 import weakref
 from collections import deque
@@ -172,6 +173,9 @@ def _text(root: str, chain: list[Any]) -> str:
         if type(chain[j]) is logging.Logger:
             out, i = f"logging.getLogger({chain[j].name!r})", j
             break
+    if i == 0 and root in ("threading._active", "threading._limbo") and len(chain) > 1 \
+            and issubclass(type(chain[1]), threading.Thread):
+        out, i = f"the thread {chain[1].name!r}", 1  # a running thread, by its name rather than its ident
     while i + 1 < len(chain):
         parent, child = chain[i], chain[i + 1]
         if _dict_of(parent) is child and i + 2 < len(chain) and issubclass(type(child), dict):
@@ -227,6 +231,14 @@ def _describe(root: str, chain: list[Any]) -> tuple[str, str, str, str]:
     path = _text(root, chain)
     from torch.nn.utils import prune
 
+    if root in ("threading._active", "threading._limbo") and len(chain) > 2 \
+            and issubclass(type(chain[1]), threading.Thread):
+        th = chain[1]
+        return (path, "thread",
+                f"the thread {th.name!r} is still running ({'a daemon' if th.daemon else 'not a daemon'}), and a "
+                "running thread keeps its target, its arguments and what they refer to until it ends: make it end "
+                "(a threading.Event it checks; a put() with a timeout where it feeds a queue nobody reads any more) "
+                "and join() it", _text(root, chain[:3]))
     for i, o in enumerate(chain):
         tp = type(o)
         prev = chain[i - 1] if i else None
@@ -303,9 +315,22 @@ def _describe(root: str, chain: list[Any]) -> tuple[str, str, str, str]:
                     "number or a shape instead (`t.item()`, `tuple(t.shape)`), or keep only the formatted message "
                     "(`self.format(record)`) in the handler", holder)
         if tp is functools._lru_cache_wrapper:  # type: ignore[attr-defined]
+            fn = _text(root, chain[:i + 1])
+            info = o.cache_info()  # the C wrapper's own counters: no user code
+            if info.maxsize is not None and info.maxsize > 0:
+                if info.currsize >= info.maxsize:
+                    return (path, "bounded cache",
+                            f"{fn} is a functools cache with maxsize={info.maxsize} and full ({info.currsize} "
+                            f"entries): each new call's result drops the least recently used one, so it no longer "
+                            f"grows; not a leak; where it holds too much, a smaller maxsize", fn)
+                return (path, "bounded cache",
+                        f"{fn} is a functools cache with maxsize={info.maxsize} holding {info.currsize} entries: it "
+                        f"grows until it holds {info.maxsize} and then stops (each new result drops the least "
+                        f"recently used); not a leak; where that is more than the memory available, a smaller "
+                        f"maxsize, or `{fn}.cache_clear()`", fn)
             return (path, "cache",
-                    f"{_text(root, chain[:i + 1])} is a functools cache keeping each call's result: "
-                    f"`{_text(root, chain[:i + 1])}.cache_clear()`, or a small maxsize", _text(root, chain[:i + 1]))
+                    f"{fn} is a functools cache keeping each call's result: "
+                    f"`{fn}.cache_clear()`, or a small maxsize", fn)
         if tp is types.CellType and i >= 2 and type(chain[i - 2]) is types.FunctionType:
             fn = chain[i - 2]
             try:
@@ -344,7 +369,8 @@ def _roots(names: Mapping[str, Any]) -> dict[int, tuple[str, Any]]:
 
 def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, Any],
                   ignore: Iterable[Any] = (), own: Mapping[int, str] | None = None,
-                  each: dict[int, Holding] | None = None) -> tuple[list[Holding], int, int]:
+                  each: dict[int, Holding] | None = None,
+                  orphans: list[Any] | None = None) -> tuple[list[Holding], int, int]:
     """The paths from a root down to the tensors of ``targets`` (``(bytes, tensors)`` per storage).
 
     A root is a name of ``names`` (the notebook's namespace, IPython's own names excluded by the
@@ -353,7 +379,9 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
     the holdings with the most bytes first; each storage counts for the first path found to one of
     its tensors. ``ignore``: objects that are not holders (the caller's lists). ``own``: target index ->
     a name that is not a root for it (the name being asked about); ``each``, if given, gets target
-    index -> its own path (targets in the order given, all followed)."""
+    index -> its own path (targets in the order given, all followed). ``orphans``, if given, gets the
+    functions, bound methods and ``functools.partial`` objects met on the way up from the storages no path
+    was found for that no object the garbage collector sees refers to (not even a frame): kept from C."""
     targets = list(targets) if each is not None else sorted(targets, key=lambda t: -t[0])
     chosen = targets[:MAX_TARGETS]
     rest = sum(b for b, _ in targets[MAX_TARGETS:])
@@ -373,9 +401,11 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
     parents: dict[int, list[int]] = {}
     roots: dict[int, str] = {}  # id of an object -> the root text naming it
     frontier = list(objs.values())
-    skip |= {id(frontier)}
+    skip |= {id(frontier), id(objs)}
     depth = 0
     found: dict[int, tuple[str, list[Any]]] = {}
+    expanded: set[int] = set()  # the objects whose referrers were asked for
+    referred: set[int] = set()  # ... and those of them something (a frame too) refers to
 
     def resolve(si: int, ts: list[Any]) -> None:
         """The nearest root above storage ``si``'s tensors in the edges met so far, if any."""
@@ -412,9 +442,13 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
         refs = gc.get_referrers(*frontier)
         skip.add(id(refs))
         fids = {id(o) for o in frontier}
+        expanded.update(fids)
         nxt: list[Any] = []
+        skip.add(id(nxt))  # the walk's own lists are no holders
         for r in refs:
             rid = id(r)
+            if rid not in skip or type(r) is types.FrameType and r is not sys._getframe():
+                referred.update(id(c) for c in gc.get_referents(r) if id(c) in fids)
             if rid in skip or type(r) is types.FrameType:
                 continue
             if type(r) is dict and _namespace_copy(r, names):
@@ -434,6 +468,7 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
                 nxt.append(r)
         del refs
         frontier = nxt[:MAX_FRONTIER]
+        skip.add(id(frontier))
         depth += 1
     out: dict[str, Holding] = {}
     seen_paths: list[Holding] = []
@@ -456,6 +491,9 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
             h.nbytes = b
             out[key] = h
             seen_paths.append(h)
+    if orphans is not None and unfound:
+        callables = (types.FunctionType, types.MethodType, functools.partial)
+        orphans += [objs[i] for i in expanded - referred if i in objs and type(objs[i]) in callables]
     objs.clear()
     parents.clear()
     return sorted(seen_paths, key=lambda h: -h.nbytes), unfound, rest
@@ -513,6 +551,7 @@ class GrowthTrace:
         # (StorageImpl address, data address, bytes): a storage freed after the snapshot and a new one made
         # at the same StorageImpl address are told apart by where their bytes are
         self._snap: dict[str, set[tuple[int, int, int]]] = {}
+        self._atexit: dict[str, int | None] = {}  # atexit's count of registered callbacks at the last call, per cell
 
     def step(self, key: str, final: bool, names: Mapping[str, Any], hidden: Iterable[Any],
              device: torch.device, ignore: Iterable[Any] = ()) -> tuple[list[Holding], int, int] | None:
@@ -522,6 +561,11 @@ class GrowthTrace:
         from .._holders import storages_held
 
         now = live_storages(device)
+        callbacks = _atexit_count()
+        before = self._atexit.pop(key, None)
+        self._atexit[key] = callbacks
+        while len(self._atexit) > 8:
+            del self._atexit[next(iter(self._atexit))]
         prev = self._snap.pop(key, None)
         self._snap[key] = {_identity(k, v) for k, v in now.items()}
         while len(self._snap) > 8:  # the cells growing lately only
@@ -541,8 +585,31 @@ class GrowthTrace:
                 reached.update(storages_held(o, device))
             except Exception:  # noqa: BLE001 - an object the walk cannot read
                 continue
+        tkeys = {k: v[0] for k, v in new.items() if k not in reached}
         targets = [v for k, v in new.items() if k not in reached]
         new.clear()
         if not targets:
             return [], 0, 0
-        return holding_paths(targets, names, ignore=[*ignore, targets])
+        orphans: list[Any] = []
+        holdings, unfound, rest = holding_paths(targets, names, ignore=[*ignore, targets], orphans=orphans)
+        if orphans and unfound:
+            from ._interp_holders import kept_from_c
+
+            for h in kept_from_c(orphans, tkeys, device, before, callbacks):
+                h.nbytes = min(h.nbytes, unfound)
+                unfound -= h.nbytes
+                holdings.append(h)  # type: ignore[arg-type]
+            holdings.sort(key=lambda h: -h.nbytes)
+        return holdings, unfound, rest
+
+
+def _atexit_count() -> int | None:
+    """How many callbacks ``atexit`` holds (its ``_ncallbacks()``, CPython's), ``None`` where unknown."""
+    import atexit
+
+    count = getattr(atexit, "_ncallbacks", None)
+    try:
+        n = count() if callable(count) else None
+    except Exception:  # noqa: BLE001
+        return None
+    return n if type(n) is int else None
