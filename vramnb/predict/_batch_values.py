@@ -205,6 +205,29 @@ class BatchValues(TorchDispatchMode):
                     dst.copy_(src)
         self.limit = max(LIMIT, 2 * total)
 
+    def add_counters(self, model: Any, fakes: dict[int, torch.Tensor]) -> None:
+        """Shadow the fake copies of ``model``'s integer and boolean buffers by their values (copied; each up to
+        :data:`CONSTANTS` bytes): counters such as BatchNorm's ``num_batches_tracked``, whose value
+        ``momentum=None`` reads (``1 / num_batches_tracked``) after adding one, and masks. They are not learned:
+        the real step reads the same values. ``fakes`` maps ``id(real tensor)`` to its fake copy. The user's
+        buffers are not written (the shadows are copies, updated as the fake step updates the fakes)."""
+        if not isinstance(model, torch.nn.Module):
+            return
+        with no_dispatch(), torch.no_grad():
+            for _, t in model.named_buffers(remove_duplicate=True):
+                f = fakes.get(id(t))
+                if (not isinstance(f, FakeTensor) or type(t) is not torch.Tensor or t.layout != torch.strided
+                        or t.device.type == "meta" or t.dtype.is_floating_point or t.dtype.is_complex):
+                    continue
+                st = storage_of(f)
+                if st is None or st.nbytes() > CONSTANTS or tuple(t.shape) != tuple(f.shape):
+                    continue
+                key = storage_key(st)
+                entry = self._shadows.get(key)
+                if entry is None or entry[0]() is not st or not isinstance(entry[1], torch.UntypedStorage):
+                    self._set(st, torch.UntypedStorage(st.nbytes()), batch=False, tensor=f)
+                    _view(self._shadows[key][1], f).copy_(t.detach().cpu())
+
     def close(self) -> None:
         """Free every shadow."""
         self._shadows.clear()

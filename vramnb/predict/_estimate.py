@@ -428,6 +428,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     fbatch = fake_batch(batch, mode, batch_size)
     values = BatchValues()  # values the step reads, from the user's batch (real CPU shadows: _batch_values)
     values.add_batch([t for _, t in _batch_tensors(batch)], [t for _, t in _batch_tensors(fbatch)])
+    values.add_counters(model, fakes)  # BatchNorm's num_batches_tracked, read by momentum=None
     fopt = build_optimizer(optimizer, fmodel, fakes, mode, guard, dropped)
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
