@@ -217,11 +217,27 @@ def _imported(code: types.CodeType, package: str | None) -> set[str]:
     return out
 
 
+def _instance_functions(obj: Any) -> list[Any]:
+    """The functions an object holds as its own attributes (``opt.zero_grad = my_zero_grad``, ``m.forward = f``,
+    ``self.act = my_fn``): Python functions, ``functools.partial`` s and bound methods (of the object itself:
+    their function)."""
+    d = getattr(obj, "__dict__", None)
+    if not isinstance(d, dict):
+        return []
+    out = []
+    for f in list(d.values()):
+        if isinstance(f, types.MethodType) and f.__self__ is obj:  # types.MethodType(fn, obj): its function
+            out.append(f.__func__)
+        elif isinstance(f, (types.FunctionType, functools.partial, types.MethodType)):
+            out.append(f)
+    return out
+
+
 def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (), optimizer: Any = None) -> list[Any]:
     """The functions of the user's that a step runs: ``functions`` (the loss function, factories), the methods
     of the model's module classes, of its parameters' and buffers' tensor subclasses and the optimizer's class
-    (the user's classes only), a ``forward`` set on an
-    instance, every module hook and parameter/buffer hook of the model, and PyTorch's global module hooks."""
+    (the user's classes only), functions set on a module or the optimizer instance (a ``forward``, a wrapped
+    ``zero_grad``), every module hook and parameter/buffer hook of the model, and PyTorch's global module hooks."""
     import torch.nn.modules.module as mm
 
     out = [f for f in functions if f is not None]
@@ -231,8 +247,7 @@ def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (),
         for c in type(m).__mro__:
             if c not in classes and _users_class(c):
                 classes.append(c)
-        if "forward" in m.__dict__:
-            out.append(m.__dict__["forward"])
+        out += _instance_functions(m)  # a forward set on an instance, a helper function held as an attribute
         for name in _HOOK_DICTS:
             d = m.__dict__.get(name)
             if isinstance(d, dict):
@@ -246,6 +261,7 @@ def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (),
                     classes.append(c)
     if optimizer is not None and isinstance(optimizer, torch.optim.Optimizer):
         classes += [c for c in type(optimizer).__mro__ if c not in classes and _users_class(c)]
+        out += _instance_functions(optimizer)  # a zero_grad or step wrapped on the instance (a call log)
     for c in classes:
         out.append(c)
     for name in dir(mm):
@@ -464,7 +480,7 @@ class CodeState:
             if issubclass(t, (types.FunctionType, types.MethodType, functools.partial, types.ModuleType, type)):
                 continue  # functions are walked as code (add_function), not as values
             if issubclass(t, torch.optim.Optimizer) and not in_model:
-                self._groups(v, path)  # its hyperparameters (a scheduler sets lr); its state: the step's own
+                stack += self._groups(v, path, d)  # its hyperparameters (a scheduler sets lr); its state: the step's own
                 continue
             if issubclass(t, torch.nn.Module) and not in_model:
                 self._module(v, path)  # a module the code names (a metric, a tracker): its methods may change it
@@ -515,7 +531,7 @@ class CodeState:
                 if self._stateful(v, path):  # an LR scheduler, a GradScaler: its own state_dict, put back whole
                     opt = getattr(v, "optimizer", None)
                     if isinstance(opt, torch.optim.Optimizer):  # a scheduler sets its optimizer's lr
-                        self._groups(opt, (path, ".", "optimizer"))
+                        stack += self._groups(opt, (path, ".", "optimizer"), d)
                     continue
                 self.unchecked.append(f"{_path(path)} ({t.__module__}.{t.__qualname__}, a library's object)")
             elif isinstance(getattr(v, "__dict__", None), dict) or _slots(type(v)):
@@ -574,14 +590,21 @@ class CodeState:
                     if t is not None:
                         self.add_tensor(t)
 
-    def _groups(self, opt: torch.optim.Optimizer, path: Any) -> None:
-        """Record an optimizer's param groups' settings (``lr`` and the rest, not the parameters)."""
+    def _groups(self, opt: torch.optim.Optimizer, path: Any, d: int) -> list[tuple[Any, Any, int]]:
+        """Record an optimizer's param groups' settings (``lr`` and the rest, not the parameters); returns what
+        they hold to be walked as values (a user's list or dict in a group, which code appends to in place,
+        a tensor ``lr``), ``d`` being the optimizer's level below the name."""
         if id(opt) in self._seen_val:
-            return
+            return []
         self._seen_val.add(id(opt))
         self._keep.append(opt)
+        out: list[tuple[Any, Any, int]] = []
         for i, g in enumerate(opt.param_groups):
-            self.groups.append((g, {k: x for k, x in g.items() if k != "params"}, (path, ".", f"param_groups[{i}]")))
+            where = (path, ".", f"param_groups[{i}]")
+            self.groups.append((g, {k: x for k, x in g.items() if k != "params"}, where))
+            out += [(x, (where, "[]", k), d + 2) for k, x in g.items()
+                    if k != "params" and not issubclass(type(x), _ATOMS)]
+        return out
 
     # --- putting back ----------------------------------------------------------------------
     def changed(self) -> list[str]:
