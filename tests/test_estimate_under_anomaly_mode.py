@@ -40,6 +40,46 @@ def test_the_estimate_runs_under_anomaly_detection(how):
     assert est.peak.sources == plain.peak.sources
 
 
+class _TurnsItOn(nn.Module):
+    """A forward that turns anomaly detection on as it runs (a debugging line left in a model)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+        self.b = nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch.autograd.set_detect_anomaly(True)
+        return self.b(torch.relu(self.a(x)))
+
+
+@pytest.mark.parametrize("entry", ["estimate", "max_batch_size", "fit"])
+def test_a_forward_that_turns_anomaly_detection_on_is_estimated(entry):
+    """The NaN check the forward turns on runs in the fake backward (after the estimate turned it off): it was
+    refused ("the step needs tensor values"), not a read of the user's; now the same bytes as a model whose
+    forward does not turn it on, a note saying the check was not made, and the setting put back."""
+    torch.manual_seed(0)
+    m = _TurnsItOn()
+    plain = nn.Sequential(m.a, nn.ReLU(), m.b)
+    b = torch.randn(4, 8)
+    assert not torch.is_anomaly_enabled()
+    try:
+        if entry == "estimate":
+            est = vramnb.estimate(m, b, _loss, torch.optim.Adam(m.parameters()), target="8GiB")
+            want = vramnb.estimate(plain, b, _loss, torch.optim.Adam(plain.parameters()), target="8GiB")
+            assert est.peak.allocated == want.peak.allocated
+            assert any("anomaly detection's NaN check (turned on by your code" in n for n in est.notes), est.notes
+        elif entry == "max_batch_size":
+            r = vramnb.max_batch_size(m, b, _loss, torch.optim.Adam(m.parameters()), target="8GiB", progress=False,
+                                      limit=32)
+            assert r.batch_size == 32
+        else:
+            vramnb.fit(m, b, _loss, torch.optim.Adam(m.parameters()), target="8GiB", progress=False)
+        assert not torch.is_anomaly_enabled()
+    finally:
+        torch.autograd.set_detect_anomaly(False)
+
+
 @pytest.mark.xfail(strict=True, reason="a saved_tensors_hooks context of the user's that is active around the call "
                    "runs its pack hook on the fake step's tensors: a hook that keeps what it packs leaves FakeTensors "
                    "in the user's list (a user TorchDispatchMode around the call likewise logs fake outputs). vramnb "

@@ -63,6 +63,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from .._storages import storage_key, storage_of
 from ._value_reads import (
@@ -160,6 +161,8 @@ class BatchValues(TorchDispatchMode):
         self.limit = LIMIT
         self.repeated: str = ""
         self._generator = torch.Generator().manual_seed(0)  # draws of the estimate's own (the user's RNG is not used)
+        self.nan_checks = 0  # anomaly detection's NaN checks the user's code turned on in the fake step, answered "none"
+        self._nan_flags = WeakIdKeyDictionary()  # their `_is_any_true` results (by identity: a tensor's == is not)
 
     # -- the batch -------------------------------------------------------------
     def add_batch(self, real: list[torch.Tensor], fake: list[torch.Tensor]) -> None:
@@ -335,7 +338,13 @@ class BatchValues(TorchDispatchMode):
         try:
             out = func(*args, **kwargs)
         except (DataDependentOutputException, DynamicOutputShapeException):
+            if (func is torch.ops.aten._local_scalar_dense.default and args and isinstance(args[0], FakeTensor)
+                    and args[0] in self._nan_flags):
+                self.nan_checks += 1  # see _nan_check
+                return False
             return self._needs_values(func, args, kwargs)
+        if func is torch.ops.aten._is_any_true.default and _nan_check() and isinstance(out, FakeTensor):
+            self._nan_flags[out] = True
         info = _OPS.get(func)
         if info is None:
             name = func.overloadpacket.__name__
@@ -485,5 +494,21 @@ class BatchValues(TorchDispatchMode):
         return real
 
     def notes(self) -> list[str]:
-        """One line per place that read values: ``read from your batch: `op` at file:line = value``."""
-        return notes(self.reads, self.repeated)
+        """One line per place that read values: ``read from your batch: `op` at file:line = value``; and
+        anomaly detection's NaN checks the step's code turned on, which the estimate cannot make."""
+        out = notes(self.reads, self.repeated)
+        if self.nan_checks:
+            out.append(f"anomaly detection's NaN check (turned on by your code during the step: "
+                       f"torch.autograd.set_detect_anomaly or detect_anomaly) was not made by the estimate "
+                       f"({self.nan_checks} checks: fake tensors have no values); the real step makes them")
+        return out
+
+
+def _nan_check() -> bool:
+    """Whether an ``_is_any_true`` now is anomaly detection's NaN check of a gradient: the engine's
+    ``validate_outputs`` runs ``isnan(grad)._is_any_true().item()`` in a backward pass with the check on. The
+    estimate turns the check off for its step (:func:`vramnb.predict.estimate`); the user's code can turn it
+    on again as it runs (a forward calling ``torch.autograd.set_detect_anomaly(True)``)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return (torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()
+            and task is not None and task() != -1)
