@@ -3,9 +3,12 @@
 
 Shared by :mod:`vramnb._rng_state` (the process-wide generators and those the model reaches) and
 :mod:`vramnb._code_state` (those the user's code reaches by name, at any depth: a helper object's,
-a config's, a hook's closure object's). A NumPy ``Generator``'s state is its bit generator's; the
-count of children its ``SeedSequence`` spawned cannot be set back (NumPy makes it read-only):
-:func:`spawned` reads it so that a change can be named.
+a config's, a hook's closure object's). A NumPy ``Generator``'s state is its bit generator's and its
+``SeedSequence``'s (``Generator.spawn()`` advances the count of children it spawned, which NumPy makes a
+read-only attribute): the sequence's pickled state (its ``__reduce__``) is put back into the same object
+by its Cython ``__setstate_cython__`` (the object is kept: a user holding it sees it put back). A seed
+sequence without that method (another NumPy, a user's ``ISeedSequence``) is left as it is: :func:`spawned`
+reads the count so that a change can be named.
 """
 
 from __future__ import annotations
@@ -52,8 +55,23 @@ def get_state(obj: Any, kind: str) -> Any:
     if kind == "random":
         return obj.getstate()
     if kind == "numpy":
-        return copy.deepcopy(obj.bit_generator.state)
+        return copy.deepcopy(obj.bit_generator.state), _sequence_state(obj)
     return obj.get_state()
+
+
+def _sequence_state(obj: Any) -> Any:
+    """A NumPy ``Generator``'s ``SeedSequence`` state as its pickle has it, or ``None`` where it cannot be set back
+    in place (see the module docstring)."""
+    seq = getattr(obj.bit_generator, "seed_seq", None)
+    if seq is None or not callable(getattr(seq, "__setstate_cython__", None)):
+        return None
+    try:
+        reduced = seq.__reduce__()
+    except Exception:  # noqa: BLE001 - a sequence that cannot be pickled: not recorded
+        return None
+    if not (isinstance(reduced, tuple) and len(reduced) >= 3 and isinstance(reduced[2], tuple)):
+        return None
+    return copy.deepcopy(reduced[2])
 
 
 def set_state(obj: Any, kind: str, state: Any) -> None:
@@ -63,15 +81,17 @@ def set_state(obj: Any, kind: str, state: Any) -> None:
     elif kind == "random":
         obj.setstate(state)
     elif kind == "numpy":
-        obj.bit_generator.state = state
+        obj.bit_generator.state = state[0]
+        if state[1] is not None and not same_state(_sequence_state(obj), state[1]):
+            obj.bit_generator.seed_seq.__setstate_cython__(copy.deepcopy(state[1]))
     else:
         obj.set_state(state)
 
 
 def same_state(a: Any, b: Any) -> bool:
     """Whether two states from :func:`get_state` are equal (a legacy state holds a NumPy array)."""
-    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
-        return all(same_state(x, y) for x, y in zip(a, b))
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
     if hasattr(a, "shape") and hasattr(b, "shape"):
         return bool(a.shape == b.shape and (a == b).all())
     return bool(a == b)
