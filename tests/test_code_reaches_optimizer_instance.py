@@ -64,3 +64,40 @@ def test_lists_in_param_groups_are_put_back(entry):
         return _loss(mm, b)
     ENTRIES[entry](m, torch.randn(4, 8), loss, o)
     assert [g["seen"] for g in o.param_groups] == [[], []] and o.param_groups[1]["extra"] == {"n": 0}
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_module_state_dict_hooks_run_by_the_loss_log_nothing(entry):
+    """The loss saves a checkpoint (``state_dict()``) or reloads one: the model's state-dict and load-state-dict
+    hooks run in the step; what they change (a log list in their closure) is put back."""
+    m = _m()
+    log = []
+    m.register_state_dict_pre_hook(lambda mod, prefix, keep_vars: log.append("sd_pre"))
+    m[0].register_state_dict_post_hook(lambda mod, sd, prefix, local: log.append("sd_post"))
+    m.register_load_state_dict_post_hook(lambda mod, keys: log.append("load_post"))
+    m[2].register_load_state_dict_pre_hook(lambda mod, sd, prefix, lm, strict, mk, uk, err: log.append("load_pre"))
+    snap = {k: v.clone() for k, v in m.state_dict().items()}
+    log.clear()
+
+    def loss(mm, b):
+        sd = mm.state_dict()
+        if not any(isinstance(v, torch._subclasses.FakeTensor) for v in sd.values()):
+            mm.load_state_dict(snap)
+        return _loss(mm, b)
+    ENTRIES[entry](m, torch.randn(4, 8), loss, torch.optim.SGD(m.parameters(), lr=0.1))
+    assert log == []
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_optimizer_state_dict_hooks_run_by_the_loss_log_nothing(entry):
+    m = _m()
+    o = torch.optim.Adam(m.parameters(), lr=1e-2)
+    log = []
+    o.register_state_dict_pre_hook(lambda opt: log.append("sd_pre"))
+    o.register_state_dict_post_hook(lambda opt, sd: (log.append("sd_post"), sd)[1])
+
+    def loss(mm, b):
+        o.state_dict()  # the user's optimizer, by name: a checkpoint written from the loss
+        return _loss(mm, b)
+    ENTRIES[entry](m, torch.randn(4, 8), loss, o)
+    assert log == []

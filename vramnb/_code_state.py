@@ -123,7 +123,10 @@ _ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(
           classmethod, enum.Enum)
 _DATA_CLASSES = (types.SimpleNamespace, argparse.Namespace)  # library classes that only hold the user's data
 _OUTPUT_CLASSES = (logging.Logger, logging.LoggerAdapter, logging.Handler, logging.Manager)  # what they do is output
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               # run when the step's code calls state_dict() / load_state_dict() (a checkpoint saved in the loss)
+               "_state_dict_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks",
+               "_load_state_dict_post_hooks")
 _OWN = ("_parameters", "_buffers", "_modules")
 
 
@@ -262,6 +265,9 @@ def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (),
     if optimizer is not None and isinstance(optimizer, torch.optim.Optimizer):
         classes += [c for c in type(optimizer).__mro__ if c not in classes and _users_class(c)]
         out += _instance_functions(optimizer)  # a zero_grad or step wrapped on the instance (a call log)
+        for name, d in list(vars(optimizer).items()):  # its step and state-dict hooks (a loss saving a checkpoint)
+            if name.startswith("_optimizer_") and name.endswith("_hooks") and isinstance(d, dict):
+                out += list(d.values())
     for c in classes:
         out.append(c)
     for name in dir(mm):
