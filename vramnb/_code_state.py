@@ -57,8 +57,10 @@ Not recorded either, and named in :attr:`CodeState.unchecked`: objects without
 ``__dict__`` that are none of the above and can change (C extension objects
 such as ``itertools.count``; objects hashable by value and locks are taken as
 unchanging) and NumPy arrays larger than :data:`MAX_ARRAY_BYTES`. Deeper
-tensors are kept by their bindings only. Not put back, because it is not state:
-what the code printed or logged, files it wrote. Modules and optimizers reached
+tensors are kept by their bindings only. A stream the code reaches (an open file, a ``BytesIO``,
+an ``mmap``: a file-backed dataset's) has its position put back where it can seek (a read moved it); one
+that cannot seek (a pipe) is named in :attr:`CodeState.unchecked`. Not put back, because it is not state:
+what the code printed or logged, files it wrote (a writable stream is named). Modules and optimizers reached
 by name are left to the step's own mechanisms (:mod:`vramnb._reach` records the
 modules that run and the optimizers that step; the fake step refuses to reach
 real ones). Random generators (``torch.Generator``, NumPy's ``Generator`` and ``RandomState``,
@@ -76,6 +78,8 @@ import copy
 import enum
 import logging
 import functools
+import io
+import mmap
 import os
 import sys
 import sysconfig
@@ -297,6 +301,7 @@ class CodeState:
         self.caches: list[tuple[Any, Any, str]] = []  # (a functools cache wrapper, its cache_info(), name)
         self.generators: list[tuple[Any, str, Any, Any]] = []  # (a random generator, its kind, its state, path)
         self.dicts: list[tuple[Any, dict[str, Any], Any]] = []  # (an object, its __dict__ as recorded, path)
+        self.streams: list[tuple[Any, Any, Any]] = []  # (a seekable file, BytesIO or mmap, its position, path)
         self.unchecked: list[str] = []
         self._seen_fn: set[int] = set()
         self._seen_val: set[int] = set()
@@ -502,6 +507,12 @@ class CodeState:
                     self._keep.append(v)
                     self.generators.append((v, kind, get_state(v, kind), path))
                 continue
+            if issubclass(t, (io.IOBase, mmap.mmap)):  # a file, a BytesIO, an mmap the code reads from
+                if id(v) not in self._seen_val:
+                    self._seen_val.add(id(v))
+                    self._keep.append(v)
+                    self._stream(v, path)
+                continue
             if self._walked >= BUDGET:
                 if self._walked == BUDGET:  # said once
                     self.unchecked.append(f"{_path(path)} and what else is left (over {BUDGET} objects to record)")
@@ -578,6 +589,26 @@ class CodeState:
             self.containers.append((attrs, shallow_copy(attrs), path))
         return True
 
+    def _stream(self, v: Any, path: Any) -> None:
+        """A stream the code reaches: a seekable one's position is recorded (put back with ``seek``; a read moved
+        it); what is written into a writable one is not put back, and it is named in :attr:`unchecked`, as is a
+        stream that cannot seek (a pipe, a socket: what was read from it is gone)."""
+        name = f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__}"
+        try:
+            if getattr(v, "closed", False):
+                return
+            seekable = v.seekable() if isinstance(v, io.IOBase) else True
+            pos = v.tell() if seekable else None
+        except (OSError, ValueError):
+            seekable, pos = False, None
+        if pos is None:
+            self.unchecked.append(f"{name}, a stream that cannot seek: what is read from it is consumed)")
+            return
+        self.streams.append((v, pos, path))
+        writable = v.writable() if isinstance(v, io.IOBase) else not getattr(v, "closed", False) and _mmap_writable(v)
+        if writable:
+            self.unchecked.append(f"{name}: its position is put back, not what is written into it)")
+
     def _module(self, mod: torch.nn.Module, path: Any) -> None:
         """A module the code names (not through the model): each submodule's attributes' bindings (a counter,
         its parameter and buffer dicts) and, for the real step, its parameters and buffers (bytes, ``.grad``)."""
@@ -647,6 +678,7 @@ class CodeState:
         out += [_path(where) for gen, kind, state, where in self.generators
                 if not same_state(get_state(gen, kind), state)]
         out += [_path(where) for obj, attrs, where in self.dicts if _own_dict(obj) is not attrs]
+        out += [f"{_path(where)} (its position)" for v, pos, where in self.streams if _stream_moved(v, pos)]
         return list(dict.fromkeys(out))
 
     def restore(self) -> list[str]:
@@ -685,6 +717,9 @@ class CodeState:
         for fn, info, _ in self.caches:  # its entries cannot be taken out one by one: emptied (a cache, never a result)
             if _cache_grew(fn, info):
                 attempt(fn.cache_clear)
+        for v, pos, _ in self.streams:
+            if _stream_moved(v, pos):
+                attempt(v.seek, pos)
         if errors:
             raise errors[0]
         return changed
@@ -776,6 +811,25 @@ def _slots(cls: type) -> tuple[str, ...]:
         names = c.__dict__.get("__slots__", ())
         out += [n for n in ([names] if isinstance(names, str) else names) if n not in ("__dict__", "__weakref__")]
     return tuple(dict.fromkeys(out))
+
+
+def _stream_moved(v: Any, pos: Any) -> bool:
+    """Whether a recorded stream's position is not ``pos`` now (a closed one cannot be put back: not said)."""
+    try:
+        return not getattr(v, "closed", False) and v.tell() != pos
+    except (OSError, ValueError):
+        return False
+
+
+def _mmap_writable(v: Any) -> bool:
+    """Whether an ``mmap`` can be written (writing nothing into a read-only map raises TypeError)."""
+    try:
+        v.write(b"")
+    except TypeError:
+        return False
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _opaque(cls: type) -> bool:
