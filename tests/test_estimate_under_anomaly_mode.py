@@ -116,3 +116,42 @@ def test_an_ambient_save_on_cpu_is_modelled_as_the_offload_technique():
         assert torch._C._autograd._top_saved_tensors_default_hooks(True)[0] is ctx.pack_hook
     assert est.peak.allocated == want.peak.allocated
     assert torch._C._autograd._top_saved_tensors_default_hooks(True) is None
+
+
+class _Counting(torch.overrides.TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fake = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.fake += any(isinstance(a, torch._subclasses.FakeTensor) for a in args)
+        return func(*args, **(kwargs or {}))
+
+
+class _Logging(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.outputs: list[object] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        self.outputs.append(out)
+        return out
+
+
+@pytest.mark.parametrize("kind", ["function", "dispatch"])
+def test_a_users_ambient_mode_sees_no_fake_tensors(kind):
+    """A user's TorchFunctionMode / TorchDispatchMode around the call saw the fake step's calls and kept its
+    FakeTensor outputs; now it is set aside for the estimate (named in the notes) and active again after."""
+    m, b, opt = _setup()
+    plain = vramnb.estimate(m, b, _loss, opt, target="8GiB")
+    mode = _Counting() if kind == "function" else _Logging()
+    with torch.device("cpu"), mode:
+        est = vramnb.estimate(m, b, _loss, opt, target="8GiB")
+        torch.ones(2) + 1  # the mode is active again for the user's code
+    if kind == "function":
+        assert mode.fake == 0
+    else:
+        assert not any(isinstance(o, torch._subclasses.FakeTensor) for o in mode.outputs) and mode.outputs
+    assert est.peak.allocated == plain.peak.allocated
+    assert any(f"{type(mode).__qualname__} active around the call did not see" in n for n in est.notes), est.notes
