@@ -1,0 +1,36 @@
+"""profile_distributed with a model in shared memory (``model.share_memory()``, as Hogwild! notebooks do): every
+forked rank trained the notebook's weights in place (they share the pages). Refused before any rank starts,
+naming the tensors, whether they come in ``args`` or by name from train_fn's code; the weights unchanged."""
+import pytest
+import torch
+import torch.nn as nn
+
+from vramnb import profile_distributed
+
+
+def _rank(rank, world, model):
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    return ddp, torch.randn(4, 8), (lambda m, b: m(b).pow(2).mean()), torch.optim.SGD(ddp.parameters(), lr=0.1)
+
+
+SHARED = nn.Linear(8, 2)
+
+
+def _rank_by_name(rank, world):
+    return _rank(rank, world, SHARED)
+
+
+@pytest.mark.parametrize("how", ["args", "by name"])
+def test_a_model_in_shared_memory_is_refused_before_the_ranks_start(how):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)) if how == "args" else SHARED
+    m.share_memory()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    with pytest.raises(ValueError, match=r"in shared memory .*copy\.deepcopy\(model\)") as e:
+        if how == "args":
+            profile_distributed(_rank, 2, args=(m,), backend="gloo", timeout=120)
+        else:
+            profile_distributed(_rank_by_name, 2, backend="gloo", timeout=120)
+    assert ("args[0]'s parameter '0.weight'" if how == "args" else "a tensor of shape (2, 8) that train_fn reaches") \
+        in str(e.value)
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
