@@ -232,3 +232,25 @@ def test_an_lr_schedulers_wrapper_of_step_is_not_taken_into_the_estimates_optimi
     # Adam's exp_avg and exp_avg_sq per parameter and a float32 step per parameter, each in CUDA's 512-byte blocks
     blocks = sum(-(-4 * p.numel() // 512) * 512 for p in m.parameters())
     assert with_scheduler.peak.sources["optimizer state"] == 2 * blocks + 4 * 512
+
+
+class SeqHolder(nn.Module):
+    """A model holding a NumPy SeedSequence itself and spawning from it in forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ss = np.random.SeedSequence(7)
+        self.lin = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x * float(np.random.default_rng(self.ss.spawn(1)[0]).random()))
+
+
+def test_a_seed_sequence_held_by_the_model_is_put_back():
+    torch.manual_seed(0)
+    m = SeqHolder()
+    ss = m.ss
+    vramnb.profile_step(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1))
+    vramnb.compare(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1),
+                   toggles={"precision": ["fp32", "bf16"]}, progress=False)
+    assert m.ss is ss and ss.n_children_spawned == 0

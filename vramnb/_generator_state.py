@@ -24,7 +24,8 @@ __all__ = ["generator_kind", "get_state", "set_state", "spawned", "state_bytes",
 
 
 def generator_kind(obj: Any) -> str | None:
-    """``"torch"``, ``"random"``, ``"numpy"`` (a ``Generator``), ``"legacy"`` (a ``RandomState``) or ``None``."""
+    """``"torch"``, ``"random"``, ``"numpy"`` (a ``Generator``), ``"legacy"`` (a ``RandomState``), ``"seedseq"``
+    (a NumPy ``SeedSequence`` that can be set back in place) or ``None``."""
     if isinstance(obj, torch.Generator):
         return "torch"
     if isinstance(obj, random.Random):
@@ -35,6 +36,8 @@ def generator_kind(obj: Any) -> str | None:
             return "numpy"
         if isinstance(obj, np.random.RandomState):
             return "legacy"
+        if isinstance(obj, np.random.SeedSequence) and callable(getattr(obj, "__setstate_cython__", None)):
+            return "seedseq"  # held directly (self.ss.spawn(1) in a forward): its child counter
     return None
 
 
@@ -56,6 +59,8 @@ def get_state(obj: Any, kind: str) -> Any:
         return obj.getstate()
     if kind == "numpy":
         return copy.deepcopy(obj.bit_generator.state), _sequence_state(obj)
+    if kind == "seedseq":
+        return copy.deepcopy(obj.__reduce__()[2])
     return obj.get_state()
 
 
@@ -84,6 +89,9 @@ def set_state(obj: Any, kind: str, state: Any) -> None:
         obj.bit_generator.state = state[0]
         if state[1] is not None and not same_state(_sequence_state(obj), state[1]):
             obj.bit_generator.seed_seq.__setstate_cython__(copy.deepcopy(state[1]))
+    elif kind == "seedseq":
+        if not same_state(obj.__reduce__()[2], state):
+            obj.__setstate_cython__(copy.deepcopy(state))
     else:
         obj.set_state(state)
 
