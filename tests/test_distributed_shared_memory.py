@@ -34,3 +34,23 @@ def test_a_model_in_shared_memory_is_refused_before_the_ranks_start(how):
     assert ("args[0]'s parameter '0.weight'" if how == "args" else "a tensor of shape (2, 8) that train_fn reaches") \
         in str(e.value)
     assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+
+
+def _writes_the_map(rank, world, mm):
+    mm[0:4] = b"\xff\xff\xff\xff"
+    return _rank(rank, world, nn.Linear(8, 2))
+
+
+@pytest.mark.xfail(strict=True, reason="a writable MAP_SHARED mmap passed to (or reached by) the ranks: a rank's write "
+                   "lands in the notebook's mapping and its file; it is neither refused before the ranks start nor "
+                   "named in the report")
+def test_a_shared_writable_mmap_written_by_a_rank_is_refused(tmp_path):
+    import mmap
+
+    path = tmp_path / "rows.bin"
+    path.write_bytes(bytes(64))
+    with open(path, "r+b") as fh:
+        mm = mmap.mmap(fh.fileno(), 0)
+        with pytest.raises(ValueError, match="mmap"):
+            profile_distributed(_writes_the_map, 2, args=(mm,), backend="gloo", timeout=120)
+        assert mm[0:4] == bytes(4)
