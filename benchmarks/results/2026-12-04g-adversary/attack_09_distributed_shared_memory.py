@@ -18,6 +18,7 @@ import vramnb
 from _common import diff, fingerprint, global_fp
 
 vramnb.profile_distributed  # noqa: B018 - its lazy import adds torch.jit's warnings filters (an import, not the call)
+global_fp()  # its first call imports torch._dynamo (sympy adds a warnings filter) after reading the filters
 
 _PATH = os.path.join(tempfile.mkdtemp(prefix="adv8-dist-"), "rows.bin")
 with open(_PATH, "wb") as fh:
