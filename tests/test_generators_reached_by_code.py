@@ -199,15 +199,22 @@ class Spawner(nn.Module):
         return self.lin(x * float(child.random()))
 
 
-@pytest.mark.xfail(strict=True, reason="NumPy's SeedSequence.n_children_spawned is read-only and the BitGenerator's "
-                   "seed_seq cannot be replaced: a forward's Generator.spawn() cannot be undone; vramnb neither refuses "
-                   "it before the step (it cannot be seen before it runs) nor names it after (profile_step says "
-                   "'RNG state restored exactly'). Left for a later round: name it in the notes.")
 def test_a_numpy_generators_spawn_counter_is_kept():
     torch.manual_seed(0)
     m = Spawner()
-    vramnb.profile_step(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1))
-    assert m.rng.bit_generator.seed_seq.n_children_spawned == 0
+    seq = m.rng.bit_generator.seed_seq
+    r = vramnb.profile_step(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1))
+    assert m.rng.bit_generator.seed_seq is seq and seq.n_children_spawned == 0
+    assert "model, optimizer and RNG state restored exactly" in r.notes
+    for entry in ("compare", "estimate"):
+        if entry == "compare":
+            vramnb.compare(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1),
+                           toggles={"precision": ["fp32", "bf16"]}, progress=False)
+        else:
+            vramnb.estimate(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1), target="8GiB")
+        assert m.rng.bit_generator.seed_seq is seq and seq.n_children_spawned == 0, entry
+    child = m.rng.spawn(1)[0]  # the next child is the one a step never made
+    assert child.bit_generator.seed_seq.spawn_key == (0,)
 
 
 def test_an_lr_schedulers_wrapper_of_step_is_not_taken_into_the_estimates_optimizer():
@@ -225,3 +232,25 @@ def test_an_lr_schedulers_wrapper_of_step_is_not_taken_into_the_estimates_optimi
     # Adam's exp_avg and exp_avg_sq per parameter and a float32 step per parameter, each in CUDA's 512-byte blocks
     blocks = sum(-(-4 * p.numel() // 512) * 512 for p in m.parameters())
     assert with_scheduler.peak.sources["optimizer state"] == 2 * blocks + 4 * 512
+
+
+class SeqHolder(nn.Module):
+    """A model holding a NumPy SeedSequence itself and spawning from it in forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ss = np.random.SeedSequence(7)
+        self.lin = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x * float(np.random.default_rng(self.ss.spawn(1)[0]).random()))
+
+
+def test_a_seed_sequence_held_by_the_model_is_put_back():
+    torch.manual_seed(0)
+    m = SeqHolder()
+    ss = m.ss
+    vramnb.profile_step(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1))
+    vramnb.compare(m, torch.randn(4, 8), _loss, torch.optim.SGD(m.parameters(), lr=0.1),
+                   toggles={"precision": ["fp32", "bf16"]}, progress=False)
+    assert m.ss is ss and ss.n_children_spawned == 0

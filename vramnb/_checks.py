@@ -248,5 +248,9 @@ def _check_loss(loss: Any, needs_grad: bool = True) -> torch.Tensor:
     if loss.numel() != 1:
         raise InputError(f"the loss must be a scalar, got a tensor of shape {tuple(loss.shape)}: reduce it (e.g. .mean())")
     if needs_grad and not loss.requires_grad:
+        if torch.is_inference_mode_enabled():
+            raise InputError("the loss does not require grad: the step runs inside torch.inference_mode() (around the "
+                             "call or turned on by your code), where autograd records nothing; call vramnb outside the "
+                             "inference_mode block")
         raise InputError("the loss does not require grad: is the forward under torch.no_grad(), or every parameter frozen?")
     return loss

@@ -57,8 +57,10 @@ Not recorded either, and named in :attr:`CodeState.unchecked`: objects without
 ``__dict__`` that are none of the above and can change (C extension objects
 such as ``itertools.count``; objects hashable by value and locks are taken as
 unchanging) and NumPy arrays larger than :data:`MAX_ARRAY_BYTES`. Deeper
-tensors are kept by their bindings only. Not put back, because it is not state:
-what the code printed or logged, files it wrote. Modules and optimizers reached
+tensors are kept by their bindings only. A stream the code reaches (an open file, a ``BytesIO``,
+an ``mmap``: a file-backed dataset's) has its position put back where it can seek (a read moved it); one
+that cannot seek (a pipe) is named in :attr:`CodeState.unchecked`. Not put back, because it is not state:
+what the code printed or logged, files it wrote (a writable stream is named). Modules and optimizers reached
 by name are left to the step's own mechanisms (:mod:`vramnb._reach` records the
 modules that run and the optimizers that step; the fake step refuses to reach
 real ones). Random generators (``torch.Generator``, NumPy's ``Generator`` and ``RandomState``,
@@ -76,6 +78,8 @@ import copy
 import enum
 import logging
 import functools
+import io
+import mmap
 import os
 import sys
 import sysconfig
@@ -123,7 +127,10 @@ _ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(
           classmethod, enum.Enum)
 _DATA_CLASSES = (types.SimpleNamespace, argparse.Namespace)  # library classes that only hold the user's data
 _OUTPUT_CLASSES = (logging.Logger, logging.LoggerAdapter, logging.Handler, logging.Manager)  # what they do is output
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               # run when the step's code calls state_dict() / load_state_dict() (a checkpoint saved in the loss)
+               "_state_dict_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks",
+               "_load_state_dict_post_hooks")
 _OWN = ("_parameters", "_buffers", "_modules")
 
 
@@ -217,11 +224,27 @@ def _imported(code: types.CodeType, package: str | None) -> set[str]:
     return out
 
 
+def _instance_functions(obj: Any) -> list[Any]:
+    """The functions an object holds as its own attributes (``opt.zero_grad = my_zero_grad``, ``m.forward = f``,
+    ``self.act = my_fn``): Python functions, ``functools.partial`` s and bound methods (of the object itself:
+    their function)."""
+    d = getattr(obj, "__dict__", None)
+    if not isinstance(d, dict):
+        return []
+    out = []
+    for f in list(d.values()):
+        if isinstance(f, types.MethodType) and f.__self__ is obj:  # types.MethodType(fn, obj): its function
+            out.append(f.__func__)
+        elif isinstance(f, (types.FunctionType, functools.partial, types.MethodType)):
+            out.append(f)
+    return out
+
+
 def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (), optimizer: Any = None) -> list[Any]:
     """The functions of the user's that a step runs: ``functions`` (the loss function, factories), the methods
     of the model's module classes, of its parameters' and buffers' tensor subclasses and the optimizer's class
-    (the user's classes only), a ``forward`` set on an
-    instance, every module hook and parameter/buffer hook of the model, and PyTorch's global module hooks."""
+    (the user's classes only), functions set on a module or the optimizer instance (a ``forward``, a wrapped
+    ``zero_grad``), every module hook and parameter/buffer hook of the model, and PyTorch's global module hooks."""
     import torch.nn.modules.module as mm
 
     out = [f for f in functions if f is not None]
@@ -231,8 +254,7 @@ def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (),
         for c in type(m).__mro__:
             if c not in classes and _users_class(c):
                 classes.append(c)
-        if "forward" in m.__dict__:
-            out.append(m.__dict__["forward"])
+        out += _instance_functions(m)  # a forward set on an instance, a helper function held as an attribute
         for name in _HOOK_DICTS:
             d = m.__dict__.get(name)
             if isinstance(d, dict):
@@ -246,6 +268,10 @@ def user_functions(model: torch.nn.Module | None, functions: Iterable[Any] = (),
                     classes.append(c)
     if optimizer is not None and isinstance(optimizer, torch.optim.Optimizer):
         classes += [c for c in type(optimizer).__mro__ if c not in classes and _users_class(c)]
+        out += _instance_functions(optimizer)  # a zero_grad or step wrapped on the instance (a call log)
+        for name, d in list(vars(optimizer).items()):  # its step and state-dict hooks (a loss saving a checkpoint)
+            if name.startswith("_optimizer_") and name.endswith("_hooks") and isinstance(d, dict):
+                out += list(d.values())
     for c in classes:
         out.append(c)
     for name in dir(mm):
@@ -285,6 +311,7 @@ class CodeState:
         self.caches: list[tuple[Any, Any, str]] = []  # (a functools cache wrapper, its cache_info(), name)
         self.generators: list[tuple[Any, str, Any, Any]] = []  # (a random generator, its kind, its state, path)
         self.dicts: list[tuple[Any, dict[str, Any], Any]] = []  # (an object, its __dict__ as recorded, path)
+        self.streams: list[tuple[Any, Any, Any]] = []  # (a seekable file, BytesIO or mmap, its position, path)
         self.unchecked: list[str] = []
         self._seen_fn: set[int] = set()
         self._seen_val: set[int] = set()
@@ -474,7 +501,7 @@ class CodeState:
             if issubclass(t, (types.FunctionType, types.MethodType, functools.partial, types.ModuleType, type)):
                 continue  # functions are walked as code (add_function), not as values
             if issubclass(t, torch.optim.Optimizer) and not in_model:
-                self._groups(v, path)  # its hyperparameters (a scheduler sets lr); its state: the step's own
+                stack += self._groups(v, path, d)  # its hyperparameters (a scheduler sets lr); its state: the step's own
                 continue
             if issubclass(t, torch.nn.Module) and not in_model:
                 self._module(v, path)  # a module the code names (a metric, a tracker): its methods may change it
@@ -489,6 +516,12 @@ class CodeState:
                     self._seen_val.add(id(v))
                     self._keep.append(v)
                     self.generators.append((v, kind, get_state(v, kind), path))
+                continue
+            if issubclass(t, (io.IOBase, mmap.mmap)):  # a file, a BytesIO, an mmap the code reads from
+                if id(v) not in self._seen_val:
+                    self._seen_val.add(id(v))
+                    self._keep.append(v)
+                    self._stream(v, path)
                 continue
             if self._walked >= BUDGET:
                 if self._walked == BUDGET:  # said once
@@ -525,7 +558,7 @@ class CodeState:
                 if self._stateful(v, path):  # an LR scheduler, a GradScaler: its own state_dict, put back whole
                     opt = getattr(v, "optimizer", None)
                     if isinstance(opt, torch.optim.Optimizer):  # a scheduler sets its optimizer's lr
-                        self._groups(opt, (path, ".", "optimizer"))
+                        stack += self._groups(opt, (path, ".", "optimizer"), d)
                     continue
                 self.unchecked.append(f"{_path(path)} ({t.__module__}.{t.__qualname__}, a library's object)")
             elif isinstance(getattr(v, "__dict__", None), dict) or _slots(type(v)):
@@ -566,6 +599,26 @@ class CodeState:
             self.containers.append((attrs, shallow_copy(attrs), path))
         return True
 
+    def _stream(self, v: Any, path: Any) -> None:
+        """A stream the code reaches: a seekable one's position is recorded (put back with ``seek``; a read moved
+        it); what is written into a writable one is not put back, and it is named in :attr:`unchecked`, as is a
+        stream that cannot seek (a pipe, a socket: what was read from it is gone)."""
+        name = f"{_path(path)} ({type(v).__module__}.{type(v).__qualname__}"
+        try:
+            if getattr(v, "closed", False):
+                return
+            seekable = v.seekable() if isinstance(v, io.IOBase) else True
+            pos = v.tell() if seekable else None
+        except (OSError, ValueError):
+            seekable, pos = False, None
+        if pos is None:
+            self.unchecked.append(f"{name}, a stream that cannot seek: what is read from it is consumed)")
+            return
+        self.streams.append((v, pos, path))
+        writable = v.writable() if isinstance(v, io.IOBase) else not getattr(v, "closed", False) and _mmap_writable(v)
+        if writable:
+            self.unchecked.append(f"{name}: its position is put back, not what is written into it)")
+
     def _module(self, mod: torch.nn.Module, path: Any) -> None:
         """A module the code names (not through the model): each submodule's attributes' bindings (a counter,
         its parameter and buffer dicts) and, for the real step, its parameters and buffers (bytes, ``.grad``)."""
@@ -584,14 +637,21 @@ class CodeState:
                     if t is not None:
                         self.add_tensor(t)
 
-    def _groups(self, opt: torch.optim.Optimizer, path: Any) -> None:
-        """Record an optimizer's param groups' settings (``lr`` and the rest, not the parameters)."""
+    def _groups(self, opt: torch.optim.Optimizer, path: Any, d: int) -> list[tuple[Any, Any, int]]:
+        """Record an optimizer's param groups' settings (``lr`` and the rest, not the parameters); returns what
+        they hold to be walked as values (a user's list or dict in a group, which code appends to in place,
+        a tensor ``lr``), ``d`` being the optimizer's level below the name."""
         if id(opt) in self._seen_val:
-            return
+            return []
         self._seen_val.add(id(opt))
         self._keep.append(opt)
+        out: list[tuple[Any, Any, int]] = []
         for i, g in enumerate(opt.param_groups):
-            self.groups.append((g, {k: x for k, x in g.items() if k != "params"}, (path, ".", f"param_groups[{i}]")))
+            where = (path, ".", f"param_groups[{i}]")
+            self.groups.append((g, {k: x for k, x in g.items() if k != "params"}, where))
+            out += [(x, (where, "[]", k), d + 2) for k, x in g.items()
+                    if k != "params" and not issubclass(type(x), _ATOMS)]
+        return out
 
     # --- putting back ----------------------------------------------------------------------
     def changed(self) -> list[str]:
@@ -628,6 +688,7 @@ class CodeState:
         out += [_path(where) for gen, kind, state, where in self.generators
                 if not same_state(get_state(gen, kind), state)]
         out += [_path(where) for obj, attrs, where in self.dicts if _own_dict(obj) is not attrs]
+        out += [f"{_path(where)} (its position)" for v, pos, where in self.streams if _stream_moved(v, pos)]
         return list(dict.fromkeys(out))
 
     def restore(self) -> list[str]:
@@ -666,6 +727,9 @@ class CodeState:
         for fn, info, _ in self.caches:  # its entries cannot be taken out one by one: emptied (a cache, never a result)
             if _cache_grew(fn, info):
                 attempt(fn.cache_clear)
+        for v, pos, _ in self.streams:
+            if _stream_moved(v, pos):
+                attempt(v.seek, pos)
         if errors:
             raise errors[0]
         return changed
@@ -757,6 +821,25 @@ def _slots(cls: type) -> tuple[str, ...]:
         names = c.__dict__.get("__slots__", ())
         out += [n for n in ([names] if isinstance(names, str) else names) if n not in ("__dict__", "__weakref__")]
     return tuple(dict.fromkeys(out))
+
+
+def _stream_moved(v: Any, pos: Any) -> bool:
+    """Whether a recorded stream's position is not ``pos`` now (a closed one cannot be put back: not said)."""
+    try:
+        return not getattr(v, "closed", False) and v.tell() != pos
+    except (OSError, ValueError):
+        return False
+
+
+def _mmap_writable(v: Any) -> bool:
+    """Whether an ``mmap`` can be written (writing nothing into a read-only map raises TypeError)."""
+    try:
+        v.write(b"")
+    except TypeError:
+        return False
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _opaque(cls: type) -> bool:

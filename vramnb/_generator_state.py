@@ -3,9 +3,12 @@
 
 Shared by :mod:`vramnb._rng_state` (the process-wide generators and those the model reaches) and
 :mod:`vramnb._code_state` (those the user's code reaches by name, at any depth: a helper object's,
-a config's, a hook's closure object's). A NumPy ``Generator``'s state is its bit generator's; the
-count of children its ``SeedSequence`` spawned cannot be set back (NumPy makes it read-only):
-:func:`spawned` reads it so that a change can be named.
+a config's, a hook's closure object's). A NumPy ``Generator``'s state is its bit generator's and its
+``SeedSequence``'s (``Generator.spawn()`` advances the count of children it spawned, which NumPy makes a
+read-only attribute): the sequence's pickled state (its ``__reduce__``) is put back into the same object
+by its Cython ``__setstate_cython__`` (the object is kept: a user holding it sees it put back). A seed
+sequence without that method (another NumPy, a user's ``ISeedSequence``) is left as it is: :func:`spawned`
+reads the count so that a change can be named.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ __all__ = ["generator_kind", "get_state", "set_state", "spawned", "state_bytes",
 
 
 def generator_kind(obj: Any) -> str | None:
-    """``"torch"``, ``"random"``, ``"numpy"`` (a ``Generator``), ``"legacy"`` (a ``RandomState``) or ``None``."""
+    """``"torch"``, ``"random"``, ``"numpy"`` (a ``Generator``), ``"legacy"`` (a ``RandomState``), ``"seedseq"``
+    (a NumPy ``SeedSequence`` that can be set back in place) or ``None``."""
     if isinstance(obj, torch.Generator):
         return "torch"
     if isinstance(obj, random.Random):
@@ -32,6 +36,8 @@ def generator_kind(obj: Any) -> str | None:
             return "numpy"
         if isinstance(obj, np.random.RandomState):
             return "legacy"
+        if isinstance(obj, np.random.SeedSequence) and callable(getattr(obj, "__setstate_cython__", None)):
+            return "seedseq"  # held directly (self.ss.spawn(1) in a forward): its child counter
     return None
 
 
@@ -52,8 +58,25 @@ def get_state(obj: Any, kind: str) -> Any:
     if kind == "random":
         return obj.getstate()
     if kind == "numpy":
-        return copy.deepcopy(obj.bit_generator.state)
+        return copy.deepcopy(obj.bit_generator.state), _sequence_state(obj)
+    if kind == "seedseq":
+        return copy.deepcopy(obj.__reduce__()[2])
     return obj.get_state()
+
+
+def _sequence_state(obj: Any) -> Any:
+    """A NumPy ``Generator``'s ``SeedSequence`` state as its pickle has it, or ``None`` where it cannot be set back
+    in place (see the module docstring)."""
+    seq = getattr(obj.bit_generator, "seed_seq", None)
+    if seq is None or not callable(getattr(seq, "__setstate_cython__", None)):
+        return None
+    try:
+        reduced = seq.__reduce__()
+    except Exception:  # noqa: BLE001 - a sequence that cannot be pickled: not recorded
+        return None
+    if not (isinstance(reduced, tuple) and len(reduced) >= 3 and isinstance(reduced[2], tuple)):
+        return None
+    return copy.deepcopy(reduced[2])
 
 
 def set_state(obj: Any, kind: str, state: Any) -> None:
@@ -63,15 +86,20 @@ def set_state(obj: Any, kind: str, state: Any) -> None:
     elif kind == "random":
         obj.setstate(state)
     elif kind == "numpy":
-        obj.bit_generator.state = state
+        obj.bit_generator.state = state[0]
+        if state[1] is not None and not same_state(_sequence_state(obj), state[1]):
+            obj.bit_generator.seed_seq.__setstate_cython__(copy.deepcopy(state[1]))
+    elif kind == "seedseq":
+        if not same_state(obj.__reduce__()[2], state):
+            obj.__setstate_cython__(copy.deepcopy(state))
     else:
         obj.set_state(state)
 
 
 def same_state(a: Any, b: Any) -> bool:
     """Whether two states from :func:`get_state` are equal (a legacy state holds a NumPy array)."""
-    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
-        return all(same_state(x, y) for x, y in zip(a, b))
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
     if hasattr(a, "shape") and hasattr(b, "shape"):
         return bool(a.shape == b.shape and (a == b).all())
     return bool(a == b)

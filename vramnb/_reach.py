@@ -48,7 +48,7 @@ __all__ = ["Reach", "sequence_now"]
 
 def sequence_now() -> int:
     """The sequence number the next autograd node made on this thread will have."""
-    with torch.enable_grad():
+    with torch.inference_mode(False), torch.enable_grad():  # a call inside the user's inference_mode records no node
         leaf = torch.zeros((), requires_grad=True)
         node = (leaf * 1).grad_fn
         assert node is not None  # a product with a leaf that requires grad has a node

@@ -35,6 +35,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from .._breakdown import StepReport
+from .._code_state import CodeState  # here, not in the call: its imports add warnings filters (module import time)
 from .._file_offsets import offsets, put_offsets_back, unshare_offsets
 from ._report import DistributedReport, RankReport
 from .._global_state import kept_as_found
@@ -107,7 +108,9 @@ def profile_distributed(
             ``start_method`` or ``profile_step`` option; ``timeout``/``grace`` not positive;
             ``nccl`` with fewer CUDA devices than ``nprocs``; ``fork`` after this process
             initialised CUDA (with ``nccl``) or a process group; ``spawn`` with a ``train_fn``
-            a new interpreter cannot import. All before any process starts.
+            a new interpreter cannot import; a CPU tensor in shared memory in ``args`` or reached by
+            ``train_fn`` (a model after ``model.share_memory()``: the ranks would train the notebook's
+            weights in place). All before any process starts.
         KeyboardInterrupt: an interrupt while waiting stops and joins every rank first.
     """
     import torch.multiprocessing as tmp
@@ -180,6 +183,13 @@ def _check(train_fn: Any, nprocs: Any, args: Any, backend: Any, start_method: An
     unknown = sorted(set(profile_kwargs) - set(allowed))
     if unknown:
         raise ValueError(f"unknown profile_step option(s) {', '.join(map(repr, unknown))}; valid: {', '.join(allowed)}")
+    shared = _shared_tensors(train_fn, args)
+    if shared:
+        raise ValueError(
+            f"{'; '.join(shared[:3])}{f' (and {len(shared) - 3} more)' if len(shared) > 3 else ''}: in shared memory "
+            "(model.share_memory(), tensor.share_memory_(), or received from another process), which every rank "
+            "writes into as it trains: the notebook's tensors would change. Pass a private copy "
+            "(copy.deepcopy(model): its tensors are not shared) or build the model inside train_fn")
     if start_method == "fork":
         if backend == "nccl" and torch.cuda.is_initialized():
             raise ValueError(
@@ -194,6 +204,53 @@ def _check(train_fn: Any, nprocs: Any, args: Any, backend: Any, start_method: An
     else:
         _check_spawnable(train_fn, args)
     return str(backend)
+
+
+def _shared_tensors(train_fn: Any, args: tuple[Any, ...]) -> list[str]:
+    """The CPU tensors in shared memory that the ranks reach: in ``args`` (a module's parameters and buffers, an
+    optimizer's state, tensors in containers), named by where they are, and those ``train_fn``'s code reaches by
+    name (:class:`vramnb._code_state.CodeState`), by shape."""
+    import torch
+
+    out: list[str] = []
+    seen: set[int] = set()
+
+    def shared(t: Any) -> bool:
+        if not isinstance(t, torch.Tensor) or id(t) in seen:
+            return False
+        seen.add(id(t))
+        try:
+            return t.device.type == "cpu" and t.layout == torch.strided and t.is_shared()
+        except (RuntimeError, NotImplementedError):  # a tensor without storage (a subclass, a meta or fake one)
+            return False
+
+    def walk(v: Any, where: str, depth: int = 0) -> None:
+        if depth > 4:
+            return
+        if isinstance(v, torch.nn.Module):
+            for n, t in [*v.named_parameters(), *v.named_buffers()]:
+                if shared(t):
+                    out.append(f"{where}'s {'parameter' if isinstance(t, torch.nn.Parameter) else 'buffer'} {n!r}")
+        elif isinstance(v, torch.optim.Optimizer):
+            for i, st in enumerate(v.state.values()):
+                for k, t in st.items():
+                    if shared(t):
+                        out.append(f"{where}'s state {k!r} of parameter {i}")
+        elif isinstance(v, torch.Tensor):
+            if shared(v):
+                out.append(f"{where} (a tensor of shape {tuple(v.shape)})")
+        elif isinstance(v, (list, tuple)):
+            for i, x in enumerate(v):
+                walk(x, f"{where}[{i}]", depth + 1)
+        elif isinstance(v, dict):
+            for k, x in list(v.items()):
+                walk(x, f"{where}[{k!r}]", depth + 1)
+
+    walk(tuple(args), "args")
+    reached: list[torch.Tensor] = []
+    CodeState.take(None, [train_fn], add_tensor=reached.append)
+    out += [f"a tensor of shape {tuple(t.shape)} that train_fn reaches by name" for t in reached if shared(t)]
+    return out
 
 
 def _check_spawnable(train_fn: Any, args: tuple[Any, ...]) -> None:

@@ -63,6 +63,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from .._storages import storage_key, storage_of
 from ._value_reads import (
@@ -160,6 +161,8 @@ class BatchValues(TorchDispatchMode):
         self.limit = LIMIT
         self.repeated: str = ""
         self._generator = torch.Generator().manual_seed(0)  # draws of the estimate's own (the user's RNG is not used)
+        self.nan_checks = 0  # anomaly detection's NaN checks the user's code turned on in the fake step, answered "none"
+        self._nan_flags = WeakIdKeyDictionary()  # their `_is_any_true` results (by identity: a tensor's == is not)
 
     # -- the batch -------------------------------------------------------------
     def add_batch(self, real: list[torch.Tensor], fake: list[torch.Tensor]) -> None:
@@ -204,6 +207,29 @@ class BatchValues(TorchDispatchMode):
                 else:
                     dst.copy_(src)
         self.limit = max(LIMIT, 2 * total)
+
+    def add_counters(self, model: Any, fakes: dict[int, torch.Tensor]) -> None:
+        """Shadow the fake copies of ``model``'s integer and boolean buffers by their values (copied; each up to
+        :data:`CONSTANTS` bytes): counters such as BatchNorm's ``num_batches_tracked``, whose value
+        ``momentum=None`` reads (``1 / num_batches_tracked``) after adding one, and masks. They are not learned:
+        the real step reads the same values. ``fakes`` maps ``id(real tensor)`` to its fake copy. The user's
+        buffers are not written (the shadows are copies, updated as the fake step updates the fakes)."""
+        if not isinstance(model, torch.nn.Module):
+            return
+        with no_dispatch(), torch.no_grad():
+            for _, t in model.named_buffers(remove_duplicate=True):
+                f = fakes.get(id(t))
+                if (not isinstance(f, FakeTensor) or type(t) is not torch.Tensor or t.layout != torch.strided
+                        or t.device.type == "meta" or t.dtype.is_floating_point or t.dtype.is_complex):
+                    continue
+                st = storage_of(f)
+                if st is None or st.nbytes() > CONSTANTS or tuple(t.shape) != tuple(f.shape):
+                    continue
+                key = storage_key(st)
+                entry = self._shadows.get(key)
+                if entry is None or entry[0]() is not st or not isinstance(entry[1], torch.UntypedStorage):
+                    self._set(st, torch.UntypedStorage(st.nbytes()), batch=False, tensor=f)
+                    _view(self._shadows[key][1], f).copy_(t.detach().cpu())
 
     def close(self) -> None:
         """Free every shadow."""
@@ -312,7 +338,13 @@ class BatchValues(TorchDispatchMode):
         try:
             out = func(*args, **kwargs)
         except (DataDependentOutputException, DynamicOutputShapeException):
+            if (func is torch.ops.aten._local_scalar_dense.default and args and isinstance(args[0], FakeTensor)
+                    and args[0] in self._nan_flags):
+                self.nan_checks += 1  # see _nan_check
+                return False
             return self._needs_values(func, args, kwargs)
+        if func is torch.ops.aten._is_any_true.default and _nan_check() and isinstance(out, FakeTensor):
+            self._nan_flags[out] = True
         info = _OPS.get(func)
         if info is None:
             name = func.overloadpacket.__name__
@@ -462,5 +494,21 @@ class BatchValues(TorchDispatchMode):
         return real
 
     def notes(self) -> list[str]:
-        """One line per place that read values: ``read from your batch: `op` at file:line = value``."""
-        return notes(self.reads, self.repeated)
+        """One line per place that read values: ``read from your batch: `op` at file:line = value``; and
+        anomaly detection's NaN checks the step's code turned on, which the estimate cannot make."""
+        out = notes(self.reads, self.repeated)
+        if self.nan_checks:
+            out.append(f"anomaly detection's NaN check (turned on by your code during the step: "
+                       f"torch.autograd.set_detect_anomaly or detect_anomaly) was not made by the estimate "
+                       f"({self.nan_checks} checks: fake tensors have no values); the real step makes them")
+        return out
+
+
+def _nan_check() -> bool:
+    """Whether an ``_is_any_true`` now is anomaly detection's NaN check of a gradient: the engine's
+    ``validate_outputs`` runs ``isnan(grad)._is_any_true().item()`` in a backward pass with the check on. The
+    estimate turns the check off for its step (:func:`vramnb.predict.estimate`); the user's code can turn it
+    on again as it runs (a forward calling ``torch.autograd.set_detect_anomaly(True)``)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return (torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()
+            and task is not None and task() != -1)

@@ -37,6 +37,7 @@ from .._versions import versions
 
 from ._accuracy import META_SHORT, ExpectedError, StepOps, classify, expected_error
 from ._allocator import replay, round_size
+from ._ambient_hooks import set_aside
 from ._batch_values import BatchValues
 from ._library_hooks import untraced_where_known
 from .._breakdown import StepReport
@@ -380,10 +381,13 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
     # what the user's code (forwards, loss_fn, factories) reaches by name: put back after the fake step
     code = CodeState.take(user_model, [model if user_model is None else None, loss_fn,
                                        None if isinstance(optimizer, torch.optim.Optimizer) else optimizer], optimizer)
+    ambient: list[str] = []
     try:
         # anomaly detection's NaN check reads every gradient's values (``isnan().any()``), which fake tensors do not
         # have: it stays on as the user set it (its forward tracebacks too), without that check, for the fake step
-        with state.watching(), torch.autograd.set_detect_anomaly(torch.is_anomaly_enabled(), check_nan=False):
+        # the user's saved-tensor hooks around the call stay off the fake step (save_on_cpu: the estimate's model)
+        with state.watching(), torch.autograd.set_detect_anomaly(torch.is_anomaly_enabled(), check_nan=False), \
+                set_aside(ambient):
             est = _predict(model, batch, loss_fn, optimizer, guard, code, recipe=recipe, tgt=tgt, device=device,
                            batch_size=batch_size, expandable_segments=expandable_segments, margin=margin,
                            steps=steps, warm_optimizer=warm_optimizer, set_to_none=set_to_none,
@@ -397,6 +401,7 @@ def _estimate(model: Any, batch: Any, loss_fn: Any, optimizer: Any, *, recipe: A
                 with contextlib.suppress(ValueError):  # put back what was swapped; the step's own error is the one to see
                     state.check_and_restore()
         raise
+    est.notes.extend(ambient)
     left = state.check_and_restore()
     if left:  # a change vramnb cannot attribute: "nothing of yours was changed" would not be known
         est.notes[:] = [n.replace(_UNCHANGED, _UNCHANGED[:-len(" or changed")], 1) for n in est.notes] + left
@@ -428,6 +433,7 @@ def _predict(model: Any, batch: Any, loss_fn: Any, optimizer: Any, guard: RealTe
     fbatch = fake_batch(batch, mode, batch_size)
     values = BatchValues()  # values the step reads, from the user's batch (real CPU shadows: _batch_values)
     values.add_batch([t for _, t in _batch_tensors(batch)], [t for _, t in _batch_tensors(fbatch)])
+    values.add_counters(model, fakes)  # BatchNorm's num_batches_tracked, read by momentum=None
     fopt = build_optimizer(optimizer, fmodel, fakes, mode, guard, dropped)
     tracker = StorageTracker("meta")
     events: list[tuple[int, int, int]] = []
