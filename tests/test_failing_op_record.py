@@ -222,3 +222,19 @@ _fn_mode.__enter__(); _dispatch_mode.__enter__()
     assert ctx.op.outputs is not None and ctx.request_shape is not None  # the replay ran, out of their sight
     assert ip.user_ns["_dispatch_mode"].stand_ins == []
     assert ip.user_ns["_fn_mode"].calls.count("empty_strided") == 0, ip.user_ns["_fn_mode"].calls
+
+
+@pytest.mark.parametrize("cell, packet", [
+    ("q = torch.quantize_per_tensor(x.expand(1 << 50, 1000), 0.1, 0, torch.qint8)", "quantize_per_tensor"),
+    ("r = qx.repeat(1 << 48, 1)", "repeat"),
+])
+def test_a_quantized_result_is_not_read_from_a_meta_run(ip, cell, packet):
+    """PyTorch's meta kernel of ``quantize_per_tensor`` returns its input's dtype (float32), and a meta
+    tensor holds no quantizer: the reading says which operator asked, never that the request was "a
+    buffer inside it, not one of its outputs" (it was its qint8 output)."""
+    run(ip, "x = torch.rand(1000)\nqx = torch.quantize_per_tensor(torch.rand(1024, 4), 0.1, 0, torch.qint8)")
+    oom, _ = measured_oom(ip, cell)
+    ctx = oom.state.context
+    assert ctx.op is not None and ctx.op.packet == packet and ctx.op.outputs is None
+    assert f"asked for {format_bytes(oom.state.requested)} inside aten::{packet}" in ctx.call
+    assert "not one of its outputs" not in ctx.call

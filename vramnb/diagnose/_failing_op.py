@@ -36,6 +36,7 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 #: operator namespaces whose kernels are PyTorch's own: another's (a ``torch.library`` custom op of the
 #: user's, a library's) has a fake or meta kernel in Python that is their code, never run here
 _TORCH_NAMESPACES = frozenset({"aten", "prims"})
+_QUANTIZED = frozenset({torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4})
 
 
 class TensorSpec(NamedTuple):
@@ -70,8 +71,8 @@ class FailedOp:
             element size; a sparse tensor's indices and values; a compressed one's index arrays and
             values).
         args, kwargs: the arguments with each strided tensor as a :class:`TensorSpec` (``None``
-            where one is something else: a sparse or nested tensor, a subclass, an object; the
-            operator is not replayed then).
+            where one is something else: a sparse, nested or quantized tensor, a quantized dtype, a
+            subclass, an object; the operator is not replayed then).
         outputs: ``(shape, dtype, bytes)`` of each tensor it returns, from one run on ``meta``
             tensors of the inputs' shapes, made the first time it is read (no memory, no user
             code); ``None`` where that cannot be run (a sparse input, no meta kernel, an operator
@@ -120,10 +121,14 @@ def _spec(v: Any) -> Any:
     if tp in _PLAIN:
         if v.layout != torch.strided or v.is_nested:
             raise ValueError("not replayed: not a strided tensor")
+        if v.is_quantized:
+            raise ValueError("not replayed: a quantized tensor (meta tensors hold no quantizer)")
         return TensorSpec(tuple(v.shape), tuple(v.stride()), v.dtype, v.device.type, tp is torch.nn.Parameter,
                           _address(v))
     if tp in (list, tuple):
         return tp(_spec(x) for x in v)
+    if tp is torch.dtype and v in _QUANTIZED:  # quantize_per_tensor(x, s, z, torch.qint8): its meta kernel
+        raise ValueError("not replayed: a quantized result")  # returns x's dtype (torch 2.13): no true output
     if tp in _LEAVES:
         return v
     raise ValueError(f"not replayed: an argument of type {tp.__name__}")
