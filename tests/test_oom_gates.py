@@ -187,19 +187,21 @@ def test_the_replay_asks_autocast_itself_which_operators_it_lowers():
     the operands as autocast gives them. Exact result shapes; the request is the result's bytes."""
     import torch
 
-    from vramnb.diagnose._failing_op import read_op
+    from vramnb.diagnose._failing_op import read_op, record
 
-    def t(shape, dtype="float32", param=False):  # type: ignore[no-untyped-def]
-        return ("T", shape, tuple(torch.empty(shape, device="meta").stride()), dtype, "cpu", param, 0)
+    def t(shape, dtype=torch.float32, param=False):  # type: ignore[no-untyped-def]
+        x = torch.zeros(shape, dtype=dtype)
+        return torch.nn.Parameter(x) if param else x
 
-    conv = ("aten::convolution", "default", (t((8, 3, 64, 64)), t((16, 3, 3, 3), param=True), t((16,), param=True),
-                                             [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})
+    aten = torch.ops.aten
+    conv = record(aten.convolution.default, (t((8, 3, 64, 64)), t((16, 3, 3, 3), param=True),
+                                             t((16,), param=True), [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})
     assert read_op(conv, 8 * 16 * 62 * 62 * 4, "cpu")[:3] == ("convolution", (8, 16, 62, 62), True)
-    emb = ("aten::embedding", "default", (t((1000, 128), param=True), t((32, 512), "int64")), {})
+    emb = record(aten.embedding.default, (t((1000, 128), param=True), t((32, 512), torch.int64)), {})
     assert read_op(emb, 32 * 512 * 128 * 4, "cpu") == ("embedding", (32, 512, 128), False, "")
-    mm = ("aten::mm", "default", (t((64, 128)), t((128, 32))), {})
+    mm = record(aten.mm.default, (t((64, 128)), t((128, 32))), {})
     assert read_op(mm, 64 * 32 * 4, "cpu") == ("mm", (64, 32), True, "runs it in bfloat16")
-    srt = ("aten::sort", "default", (t((1000,)),), {})
+    srt = record(aten.sort.default, (t((1000,)),), {})
     assert read_op(srt, 1000 * 8, "cpu") == ("sort", (1000,), False, "")  # its int64 indices
     # its values keep the input's precision: bfloat16 only where the scores come in bfloat16 (said so)
     assert read_op(srt, 1000 * 4, "cpu")[2:] == (True, "computes in its inputs' precision, and under autocast those "

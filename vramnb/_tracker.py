@@ -82,12 +82,10 @@ def _plain_storages(run: list[Any]) -> list[Any] | None:
 
 __all__ = ["StorageTracker", "storage_key", "storage_of", "storages_of_tensor", "graph_tensors", "cpu_tracker"]
 
-def _failed_allocation(tracker: StorageTracker, exc: RuntimeError, spec: Any = None,
-                       op: tuple[Any, Any, Any] | None = None) -> None:
-    """An operator raised under the tracker: if its allocation failed, hand the live bytes
-    at this moment (before anything unwinds), the operator as shapes (``spec``:
-    :func:`vramnb.diagnose._failing_op.op_spec`) and its facts (``op``: ``(func, args, kwargs)``,
-    read as shapes and dtypes only) to the out-of-memory post-mortem."""
+def _failed_allocation(tracker: StorageTracker, exc: RuntimeError, func: Any, args: Any, kwargs: Any) -> None:
+    """An operator raised under the tracker: if its allocation failed, hand the live bytes at this
+    moment (before anything unwinds) and the operator's one record (:func:`vramnb.diagnose._failing_op.record`:
+    shapes, dtypes and numbers, no reference to ``args``) to the out-of-memory post-mortem."""
     from ._oom import is_oom, requested_bytes
 
     # the allocator's own error is a plain RuntimeError: a subclass (the user's, raised by a
@@ -96,10 +94,10 @@ def _failed_allocation(tracker: StorageTracker, exc: RuntimeError, spec: Any = N
         return
     try:
         if is_oom(exc):
-            from .diagnose._op_call import op_facts
+            from .diagnose._failing_op import record
             from .diagnose._postmortem import capture_cpu_oom
 
-            capture_cpu_oom(requested_bytes(exc), tracker.current, spec, op_facts(*op) if op is not None else None)
+            capture_cpu_oom(requested_bytes(exc), tracker.current, record(func, args, kwargs))
     except Exception:  # noqa: BLE001 - the post-mortem must never replace the user's error
         pass
 
@@ -209,13 +207,8 @@ class _Mode(TorchDispatchMode):
         try:
             out = func(*args, **(kwargs or {}))
         except BaseException as e:
-            spec = None
-            if self.tracker.device_type == "cpu" and type(e) is RuntimeError:  # the failing operator, as shapes
-                from .diagnose._failing_op import op_spec
-
-                spec = op_spec(func, args, kwargs)
             if self.tracker.device_type == "cpu" and isinstance(e, RuntimeError):
-                _failed_allocation(self.tracker, e, spec, (func, args, kwargs))
+                _failed_allocation(self.tracker, e, func, args, kwargs)
             del args, kwargs  # an exception's traceback must not keep the operands alive through this frame
             self._failed(e, sys._getframe())
             raise

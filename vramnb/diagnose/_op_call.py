@@ -9,9 +9,10 @@ result or an intermediate far larger than what it was given. This module says so
 
 From what is known at the failure, bytes and names only:
 
-* the failing ATen operator and its inputs' shapes and dtypes (:class:`OpFacts`, taken by the CPU
-  storage tracker's dispatch mode where the operator raised; its outputs' shapes from running it
-  once on ``meta`` copies of the inputs: no memory, no user code);
+* the failing ATen operator and its inputs' shapes and dtypes (:class:`OpFacts`: the one record
+  :func:`vramnb.diagnose._failing_op.record` the CPU storage tracker's dispatch mode makes where the
+  operator raised, which the autocast gate reads too; its outputs' shapes from running it once on
+  ``meta`` tensors of the inputs' shapes: no memory, no user code);
 * the call that was running on the user's line: the exact expression, from the failing frame's
   instruction (``code.co_positions()`` at ``f_lasti``, Python 3.11+) and the cell's syntax tree;
 * its arguments' tensors (read by name from the frame; other expressions evaluated on ``meta``
@@ -37,8 +38,9 @@ import torch
 
 from .._units import format_bytes
 from ._call_table import cheaper, func_name, held_bytes, python_objects
+from ._failing_op import FailedOp
 
-__all__ = ["OpFacts", "op_facts", "CallSite", "call_site", "call_reading", "python_memory_note", "ratio",
+__all__ = ["OpFacts", "CallSite", "call_site", "call_reading", "python_memory_note", "ratio",
            "value_of"]
 
 
@@ -47,82 +49,8 @@ _OPERATORS = (ast.BinOp, ast.Compare, ast.UnaryOp, ast.Subscript)
 _Operator = ast.BinOp | ast.Compare | ast.UnaryOp | ast.Subscript
 
 
-@dataclass(frozen=True)
-class OpFacts:
-    """The ATen operator whose allocation failed (bytes and strings only).
-
-    Attributes:
-        name: the overload, ``"aten::sort.default"``.
-        packet: its name without namespace and overload, ``"sort"``.
-        inputs: ``(shape, dtype, layout, bytes)`` of each tensor argument (bytes: elements ×
-            element size; a sparse tensor's indices and values).
-        outputs: ``(shape, dtype, bytes)`` of each tensor it returns, from one run on ``meta``
-            copies of the inputs; ``None`` where that could not be run (a sparse input, an
-            operator without a meta kernel).
-    """
-
-    name: str
-    packet: str
-    inputs: tuple[tuple[tuple[int, ...], str, str, int], ...]
-    outputs: tuple[tuple[tuple[int, ...], str, int], ...] | None
-
-
-def _dtype(d: torch.dtype) -> str:
-    return str(d).removeprefix("torch.")
-
-
-def _dense_bytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
-def _meta_copy(x: Any) -> Any:
-    if type(x) in (torch.Tensor, torch.nn.Parameter):
-        if x.layout != torch.strided:
-            raise ValueError("no meta copy of a sparse tensor")
-        return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
-    if isinstance(x, torch.Tensor):
-        raise ValueError("a tensor subclass: not run")
-    if type(x) in (list, tuple):
-        return type(x)(_meta_copy(v) for v in x)
-    if isinstance(x, torch.device):
-        return torch.device("meta")
-    return x
-
-
-def op_facts(func: Any, args: Any, kwargs: Any) -> OpFacts | None:
-    """:class:`OpFacts` of ``func(*args, **kwargs)`` (an ``OpOverload``), read where it raised; no
-    reference to a tensor is kept. ``None`` where it cannot be read."""
-    try:
-        flat = [a for a in list(args) + list((kwargs or {}).values())
-                for a in (a if type(a) in (list, tuple) else (a,))]
-        inputs = []
-        for a in flat:
-            if type(a) not in (torch.Tensor, torch.nn.Parameter):
-                continue
-            if a.layout == torch.sparse_coo:
-                n = _dense_bytes(a._indices()) + _dense_bytes(a._values())
-            else:
-                n = _dense_bytes(a)
-            inputs.append((tuple(a.shape), _dtype(a.dtype), str(a.layout).removeprefix("torch."), n))
-        outputs = None
-        try:
-            kw = {k: _meta_copy(v) for k, v in (kwargs or {}).items()}
-            if "device" in kw:
-                kw["device"] = torch.device("meta")
-            from torch.utils._python_dispatch import _disable_current_modes
-
-            with _disable_current_modes():  # no mode of the user's sees this run (nor runs its code)
-                out = func(*[_meta_copy(a) for a in args], **kw)
-            outs = out if isinstance(out, (tuple, list)) else (out,)
-            outputs = tuple((tuple(o.shape), _dtype(o.dtype), _dense_bytes(o)) for o in outs
-                            if isinstance(o, torch.Tensor))
-        except Exception:  # noqa: BLE001 - no meta kernel, a sparse input: the outputs stay unknown
-            outputs = None
-        name = str(getattr(func, "name", lambda: func)())
-        packet = name.split("::")[-1].split(".")[0]
-        return OpFacts(name, packet, tuple(inputs), outputs)
-    except Exception:  # noqa: BLE001 - the post-mortem must never fail
-        return None
+#: the failing operator's record, made once by the tracker where it raised (the name :mod:`._call_table` reads)
+OpFacts = FailedOp
 
 
 # -- the call on the failing line -----------------------------------------------------------------------------------

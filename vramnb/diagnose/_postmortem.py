@@ -158,7 +158,7 @@ class FailingCode:
             variables stay bound between ``yield`` statements (:func:`generator_frame`).
         forward: ``(model, its input's name, its input's shape, the innermost module's input's shape)``
             where the failure came inside a module's forward (:func:`._failing_op.forward_call`), else ``None``.
-        op: the failing operator as shapes (:func:`._failing_op.op_spec`; CPU, where the tracker saw it).
+        op: the failing operator's record (:class:`._failing_op.FailedOp`; CPU, where the tracker saw it).
         op_name, request_shape, lowered, lowered_how: that operator's name, the shape of its result
             that was the request, and whether bf16 autocast would run it in lower precision on the
             device (``None``: not known), with why (:func:`._failing_op.read_op`).
@@ -525,10 +525,10 @@ def _other_processes(device: int) -> int | None:
 
 
 # -- CPU ----------------------------------------------------------------------------------
-def capture_cpu_oom(requested: int | None, allocated: int, spec: Any = None, facts: Any = None) -> None:
+def capture_cpu_oom(requested: int | None, allocated: int, op: Any = None) -> None:
     """Called by the storage tracker where a CPU allocation failed: deliver the state to
-    the running measurements on the CPU (nothing when none runs). ``spec``: the failing operator
-    (:func:`._failing_op.op_spec`); ``facts``: its :class:`vramnb.diagnose._op_call.OpFacts`, if known."""
+    the running measurements on the CPU (nothing when none runs). ``op``: the failing operator's
+    record (:class:`._failing_op.FailedOp`), if known: the call's reading and the autocast gate read it."""
     if not _wanted("cpu"):
         return
     try:
@@ -536,9 +536,9 @@ def capture_cpu_oom(requested: int | None, allocated: int, spec: Any = None, fac
         state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
                          frames=(fr := frame_sharing(torch.device("cpu")))[0], frames_share=fr[1], cap_room=room, cap_name=which,
                          handled=_handled(torch.device("cpu")),
-                         context=failing_code(_stack(sys._getframe(1)), requested, facts))
+                         context=failing_code(_stack(sys._getframe(1)), requested, op))
         if state.context is not None:
-            state.context.op = spec
+            state.context.op = op
     except Exception:  # noqa: BLE001
         return
     _deliver(state)
@@ -623,7 +623,7 @@ def failing_code(frames: list[Any], requested: int | None = None, op: Any = None
     """:class:`FailingCode` from the frames of a failure, innermost first. Reads code
     objects' names and the frames' globals by name (``dict.get``: no user code runs);
     ``requested``: the bytes the failing allocation asked for (read against the failing line);
-    ``op``: the failing operator's :class:`vramnb.diagnose._op_call.OpFacts`, if known."""
+    ``op``: the failing operator's record (:class:`._failing_op.FailedOp`), if known."""
     from ._autocast_cache import _nesting
     from ._transient import transient_copy
 
