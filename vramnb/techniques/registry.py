@@ -147,5 +147,8 @@ class Recipe:
             why = tech.unavailable(value, plan)
             if why:
                 raise Unavailable(f"{tech.label} {value!r} is not available here: {why}")
+            said = len(plan.notes)
             tech.apply(plan, value)
-            plan.notes.append(tech.describe(value))
+            what = tech.describe(value)
+            if not any(n.startswith(what) for n in plan.notes[said:]):  # not where apply said it, with how
+                plan.notes.append(what)
