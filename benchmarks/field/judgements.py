@@ -951,3 +951,12 @@ JUDGEMENTS_V7_AFTER: dict[str, tuple[str, str, str]] = {
             "`handle.remove()` when done'; still false, and now contradicted by that line: by-source 'alive after the "
             "cell, held by no name above ... +10.1 MiB' with 'parameters of model' above it", _D),
 }
+
+
+# -- validation-8 (held out; cases in cases.py CASES_V8) ------------------------------------------------------------
+# Judged by hand after the runs: before (vramnb at main 3be0db5) and after (the checkout named in JUDGED_AT_V8_AFTER).
+# Empty until the run is judged; the part was committed before any run through vramnb.
+JUDGED_AT_V8_BEFORE = "3be0db5 (vramnb/ as at main 3be0db5, run from fix-judge8; judged by judge8)"
+JUDGEMENTS_V8_BEFORE: dict[str, tuple[str, str, str]] = {}
+JUDGED_AT_V8_AFTER = "(not yet run)"
+JUDGEMENTS_V8_AFTER: dict[str, tuple[str, str, str]] = {}
