@@ -1045,5 +1045,46 @@ JUDGEMENTS_V8_BEFORE: dict[str, tuple[str, str, str]] = {
         _P, "'inference grew by 16.0 MiB: it keeps what each run makes' and %vram 'inference._model_bank list 48.0 MiB' "
             "with six 8 MiB Modules (exact); no fix (keep only the last: _model_bank[-1:])", _P),
 }
-JUDGED_AT_V8_AFTER = "(not yet run)"
-JUDGEMENTS_V8_AFTER: dict[str, tuple[str, str, str]] = {}
+JUDGED_AT_V8_AFTER = ("6097cf4 (vramnb/ of /work/wt/after8 at 2b2af98, this round's fixes made without seeing this part; "
+                      "run from fix-judge8; judged by judge8)")
+_SAME = "unchanged reading: "
+JUDGEMENTS_V8_AFTER: dict[str, tuple[str, str, str]] = {
+    **{k: (v[0], _SAME + v[1], v[2]) for k, v in JUDGEMENTS_V8_BEFORE.items() if k not in (
+        "dense_adjacency_for_node_degrees_oom", "whole_test_set_in_one_forward_oom",
+        "prefetch_queue_filled_by_producer_thread", "optimizer_history_cat_keeps_graph",
+        "position_embedding_lru_cache_per_feature_shape", "signal_handler_chain_keeps_trials",
+        "feature_extractor_hooks_outlive_it")},
+    "dense_adjacency_for_node_degrees_oom": (
+        _P, "failing call now the user's line: '`to_dense_adj(edge_index, max_num_nodes=num_nodes)` asked for 381.5 MiB "
+            "for the (100000000,) float32 output of aten::new_zeros inside it from 3.1 MiB of inputs (x125)' (true); "
+            "still nothing on the dense adjacency or utils.degree", _P),
+    "whole_test_set_in_one_forward_oom": (
+        _D, "unchanged cell reading (the (30000, 2048) ReLU output; 'a smaller batch per evaluation step ... batch size "
+            "30000'); %vram's '(last exception)' row is now the hedged '234.4 MiB allocated is not found under the names "
+            "listed (... such as an earlier error's traceback, `%vram free` releases)' (true: it released 234.4 MiB)",
+        _D),
+    "prefetch_queue_filled_by_producer_thread": (
+        _W, "new, true: 'allocated grew by 1.8 MiB after the last %%vram cell ([4]) ended and before this one started, "
+            "while no cell ran: no cell's change shows it'; still 'take them where they are consumed "
+            "(`batch_queue.get()`)' (the cell already does; a producer thread refills it) and negative '%vram free' "
+            "lines ('unreachable cycles (gc.collect) -1.2 MiB', 'last exception (traceback frames) -512.0 KiB', 'total "
+            "allocated freed -2.5 MiB'); nothing on the queue size", _P),
+    "optimizer_history_cat_keeps_graph": (
+        _W, "new regrowth line 'f and new_p and p grew by 15.3 MiB: it keeps what each run makes' (true); %vram still "
+            "exact (state's 2 tensors with an autograd graph, 45.2 MiB) with `.detach()`, and still 'store numbers "
+            "(`.item()`)' for (10, 50000, 3) / (50000, 3) tensors", _D),
+    "position_embedding_lru_cache_per_feature_shape": (
+        _D, "new regrowth line: 'sine_pos_embed keeps 18.9 MiB more each run ... sine_pos_embed is a functools cache "
+            "with maxsize=128 holding 29 entries: it grows until it holds 128 and then stops ...; not a leak; where that "
+            "is more than the memory available, a smaller maxsize, or `sine_pos_embed.cache_clear()`' - cause and the "
+            "thread's fix (a smaller maxsize); true", _D),
+    "signal_handler_chain_keeps_trials": (
+        _D, "new regrowth line: 'the function Trial.__init__.<locals>._handler, the handler of SIGTERM keeps 16.2 MiB "
+            "more each run ... signal.signal(SIGTERM, ...) keeps its handler until another replaces it: put the "
+            "previous handler back when done (`old = signal.signal(SIGTERM, _handler)` ... `signal.signal(SIGTERM, "
+            "old)`)' - cause and the thread's fix (restore the handler); true", _D),
+    "feature_extractor_hooks_outlive_it": (
+        _W, "unchanged: hooks and handle.remove() right on run 3, but still false 'keeps 42.0 MiB more each run' (a run "
+            "adds 16.0 MiB) and '`del feats` ... frees them' (the last extractor keeps the same tensors through the "
+            "hooks)", _D),
+}
