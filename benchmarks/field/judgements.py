@@ -951,3 +951,140 @@ JUDGEMENTS_V7_AFTER: dict[str, tuple[str, str, str]] = {
             "`handle.remove()` when done'; still false, and now contradicted by that line: by-source 'alive after the "
             "cell, held by no name above ... +10.1 MiB' with 'parameters of model' above it", _D),
 }
+
+
+# -- validation-8 (held out; cases in cases.py CASES_V8) ------------------------------------------------------------
+# Judged by hand after the runs: before (vramnb at main 3be0db5) and after (the checkout named in JUDGED_AT_V8_AFTER).
+# Empty until the run is judged; the part was committed before any run through vramnb.
+JUDGED_AT_V8_BEFORE = "3be0db5 (vramnb/ as at main 3be0db5, run from fix-judge8; judged by judge8)"
+JUDGEMENTS_V8_BEFORE: dict[str, tuple[str, str, str]] = {
+    "dense_adjacency_for_node_degrees_oom": (
+        _P, "'failing call: `src.new_zeros(size)` asked for 381.5 MiB for its result, (100000000,) float32 from 781.2 KiB "
+            "of inputs (x500)' - a frame inside pyg's scatter, the user's to_dense_adj only in 'held by the failing "
+            "frames ... (to_dense_adj:97)': the disproportion is visible (10^8 = N^2); nothing on the dense adjacency or "
+            "utils.degree; otherwise only the limit and 'read the shapes'", _P),
+    "lm_head_logits_for_every_prompt_position_oom": (
+        _P, "'failing call: `lm_head(hidden)` asked for 250.0 MiB for the (2048, 32000) float32 output of aten::mm ... "
+            "(x125)' (true: every position's logits); fixes: the limit, 'read the shapes', bf16 autocast around the "
+            "forward (applicable here: halves the logits); nothing on computing only the last position", _P),
+    "multihead_attention_need_weights_default_oom": (
+        _W, "'failing call: `attn(x, x, x)` asked for 256.0 MiB for the (16, 2048, 2048) float32 output of aten::bmm' "
+            "(true: the attention matrix); inapplicable 'fix 4: recompute activations in backward: ... checkpoint(block, "
+            "x) around each block' - the failing request is one 256 MiB intermediate of the forward itself, more than "
+            "the 203 MiB free with 25 MiB allocated; checkpointing keeps it; nothing on need_weights=False", _P),
+    "corrcoef_of_stacked_arrays_for_one_row_oom": (
+        _P, "'MemoryError: Python (or NumPy) could not allocate memory ... (Unable to allocate 374. MiB for an array with "
+            "shape (7001, 7001) ...); it failed in `np.corrcoef(y_unit, x_train, rowvar=False)`' (true; the shape is "
+            "NumPy's own message); nothing on the full matrix for one row or the direct form", _P),
+    "deepcopy_of_row_views_copies_whole_storage_oom": (
+        _M, "'failing call: `copier(memo)` asked for 48.8 MiB' (a copy.py frame) and 'temporaries at peak 195.3 MiB'; "
+            "nothing says that deep-copying a 1 KiB row copies the 48.8 MiB storage; no clone(); only the limit", _M),
+    "mse_target_shape_broadcast_in_training_step_oom": (
+        _W, "'failing call: `F.mse_loss(pred, y)` asked for 256.0 MiB for a buffer inside aten::mse_loss ... pred "
+            "(8192, 1) float32, y (8192,) float32' (the shapes show it; no word 'broadcast' beyond the generic 'read the "
+            "shapes'); inapplicable 'fix 3: bf16 autocast around the forward and the loss' (mse_loss runs in float32 "
+            "under CPU autocast; the buffer is the broadcast) and 'fix 4: recompute activations in backward' (the 256 "
+            "MiB request is the loss's own buffer with 6 MiB allocated); nothing on matching the shapes", _P),
+    "meshgrid_dense_coordinates_oom": (
+        _M, "MemoryError reading names `xx**2` (line 4), not the meshgrid; the three 64 MiB NumPy grids are invisible "
+            "('no variable holds tensors'; RSS +192.6 MiB 'outside tensors'); nothing on sparse=True", _M),
+    "whole_test_set_in_one_forward_oom": (
+        _D, "'failing call: `model(X_test)` asked for 234.4 MiB for the (30000, 2048) float32 output of aten::relu ...' "
+            "and 'fix 3: a smaller batch per evaluation step: the failing allocation (30000, 2048) has the batch size "
+            "30000 of model's input X_test ... shrinks in proportion' (the thread's fix); ReLU(inplace=True) and bf16 "
+            "autocast true and applicable (in-place alone would not make it fit, but says no more)", _D),
+    "pickle_of_slice_serialises_whole_storage_oom": (
+        _P, "'MemoryError: ... it failed in `pickle.dumps(dataset[i * 16:(i + 1) * 16])` (line 3)' (true: the call); "
+            "nothing on a slice pickling the whole 97.7 MiB storage or clone()", _P),
+    "grpo_logits_for_prompt_tokens_oom": (
+        _W, "'failing call: `logits.log_softmax(-1)` asked for 249.5 MiB for its result, (4, 511, 32000) float32' (true: "
+            "full logits); inapplicable 'fix 3: recompute activations in backward: ... checkpoint(block, x) around each "
+            "block, in the forward' - the request is the log_softmax of the logits outside any block (the 250 MiB "
+            "logits tensor is held by the user's name); nothing on computing only the completion's logits", _P),
+    "dense_numpy_adjacency_for_graph_embedding_oom": (
+        _P, "'MemoryError: ... (Unable to allocate 374. MiB for an array with shape (7000, 7000) and data type float64); "
+            "it failed in `np.zeros((n, n))`' (true: the dense adjacency); nothing on a sparse matrix / densifying a "
+            "batch of rows", _P),
+    "memory_handler_without_target_keeps_records": (
+        _W, "holder exact ('log.handlers[0].buffer[i].args[1]' tensors, 'Logger log +20.0 MiB'), but: 'if MemoryHandler "
+            "drops entries beyond it (as a replay buffer does), it grows to 100 entries (≈100.0 MiB ...) and then stops, "
+            "which is not a leak; size the capacity to the memory available' - a MemoryHandler without a target never "
+            "drops or clears (the thread's point), so it grows past 100 without bound; sizing the capacity changes "
+            "nothing; no setTarget", _P),
+    "pyplot_figures_never_closed": (
+        _M, "RSS +36 MiB a run 'outside tensors', no regrowth line, nothing on pyplot / figures / plt.close; %vram lists "
+            "fmap and ch only", _M),
+    "prefetch_queue_filled_by_producer_thread": (
+        _W, "runs show 'change -2.0 MiB' (the thread grows it between cells; no regrowth line); %vram 'batch_queue is a "
+            "Queue holding 60 items (15.0 MiB) that nothing has taken out: ... take them where they are consumed "
+            "(`batch_queue.get()`)' - the cell already takes them; a producer thread puts them (inapplicable); false "
+            "'%vram free' lines 'last exception (traceback frames) -1.2 MiB' and 'total allocated freed -3.8 MiB' (no "
+            "exception; the thread allocated meanwhile); nothing on the queue size", _P),
+    "optimizer_history_cat_keeps_graph": (
+        _W, "cause exact ('state keeps 2 tensors with an autograd graph (grad_fn), which keep what their forward saved "
+            "for backward (45.2 MiB)') with the thread's `.detach()`, but also 'store numbers (`.item()`)' for a "
+            "(10, 50000, 3) history and (50000, 3) positions (inapplicable: not scalars); no regrowth line", _D),
+    "static_kv_cache_kept_as_model_attribute": (
+        _P, "exact holder: 'attributes of model +128.0 MiB' and %vram 'model._cache list 128.0 MiB' with its eight "
+            "(2, 8, 4096, 64) tensors; no sentence on freeing it (del model._cache)", _P),
+    "feature_extractor_hooks_outlive_it": (
+        _W, "run 3 right on cause and fix: 'encoder[1]._forward_hooks[0] (a closure of FeatureExtractor._hook.<locals>."
+            "hook, its `self`) ... encoder[1] has 12 forward hooks ... handle.remove() when done'; but false 'keeps 44.0 "
+            "MiB more each run' (44 MiB is the total; a run adds 16.0 MiB, as the same line says) and, every run, "
+            "'`del feats` at the end of the loop body ... or after the loop frees them' - feats' tensors are also kept "
+            "by the last extractor's features dict (through the hooks): del feats frees 0 B", _D),
+    "position_embedding_lru_cache_per_feature_shape": (
+        _P, "'bound in a loop, but deleting them frees nothing: pos is also kept by sine_pos_embed (its cache)' (true: "
+            "the holder); no regrowth line, %vram '72.2 MiB ... not found under the names listed'; nothing on the "
+            "maxsize (bounded at 128, fills) or cache_clear", _P),
+    "signal_handler_chain_keeps_trials": (
+        _M, "run 3 hedged regrowth line (true): 'no name that vramnb's listing walks grew by it (it may be held where "
+            "the listing does not reach ...)'; %vram 'no variable holds tensors', 48.5 MiB not found; nothing on the "
+            "signal handlers", _M),
+    "model_bank_deepcopy_every_round": (
+        _P, "'inference grew by 16.0 MiB: it keeps what each run makes' and %vram 'inference._model_bank list 48.0 MiB' "
+            "with six 8 MiB Modules (exact); no fix (keep only the last: _model_bank[-1:])", _P),
+}
+JUDGED_AT_V8_AFTER = ("6097cf4 (vramnb/ of /work/wt/after8 at 2b2af98, this round's fixes made without seeing this part; "
+                      "run from fix-judge8; judged by judge8)")
+_SAME = "unchanged reading: "
+JUDGEMENTS_V8_AFTER: dict[str, tuple[str, str, str]] = {
+    **{k: (v[0], _SAME + v[1], v[2]) for k, v in JUDGEMENTS_V8_BEFORE.items() if k not in (
+        "dense_adjacency_for_node_degrees_oom", "whole_test_set_in_one_forward_oom",
+        "prefetch_queue_filled_by_producer_thread", "optimizer_history_cat_keeps_graph",
+        "position_embedding_lru_cache_per_feature_shape", "signal_handler_chain_keeps_trials",
+        "feature_extractor_hooks_outlive_it")},
+    "dense_adjacency_for_node_degrees_oom": (
+        _P, "failing call now the user's line: '`to_dense_adj(edge_index, max_num_nodes=num_nodes)` asked for 381.5 MiB "
+            "for the (100000000,) float32 output of aten::new_zeros inside it from 3.1 MiB of inputs (x125)' (true); "
+            "still nothing on the dense adjacency or utils.degree", _P),
+    "whole_test_set_in_one_forward_oom": (
+        _D, "unchanged cell reading (the (30000, 2048) ReLU output; 'a smaller batch per evaluation step ... batch size "
+            "30000'); %vram's '(last exception)' row is now the hedged '234.4 MiB allocated is not found under the names "
+            "listed (... such as an earlier error's traceback, `%vram free` releases)' (true: it released 234.4 MiB)",
+        _D),
+    "prefetch_queue_filled_by_producer_thread": (
+        _W, "new, true: 'allocated grew by 1.8 MiB after the last %%vram cell ([4]) ended and before this one started, "
+            "while no cell ran: no cell's change shows it'; still 'take them where they are consumed "
+            "(`batch_queue.get()`)' (the cell already does; a producer thread refills it) and negative '%vram free' "
+            "lines ('unreachable cycles (gc.collect) -1.2 MiB', 'last exception (traceback frames) -512.0 KiB', 'total "
+            "allocated freed -2.5 MiB'); nothing on the queue size", _P),
+    "optimizer_history_cat_keeps_graph": (
+        _W, "new regrowth line 'f and new_p and p grew by 15.3 MiB: it keeps what each run makes' (true); %vram still "
+            "exact (state's 2 tensors with an autograd graph, 45.2 MiB) with `.detach()`, and still 'store numbers "
+            "(`.item()`)' for (10, 50000, 3) / (50000, 3) tensors", _D),
+    "position_embedding_lru_cache_per_feature_shape": (
+        _D, "new regrowth line: 'sine_pos_embed keeps 18.9 MiB more each run ... sine_pos_embed is a functools cache "
+            "with maxsize=128 holding 29 entries: it grows until it holds 128 and then stops ...; not a leak; where that "
+            "is more than the memory available, a smaller maxsize, or `sine_pos_embed.cache_clear()`' - cause and the "
+            "thread's fix (a smaller maxsize); true", _D),
+    "signal_handler_chain_keeps_trials": (
+        _D, "new regrowth line: 'the function Trial.__init__.<locals>._handler, the handler of SIGTERM keeps 16.2 MiB "
+            "more each run ... signal.signal(SIGTERM, ...) keeps its handler until another replaces it: put the "
+            "previous handler back when done (`old = signal.signal(SIGTERM, _handler)` ... `signal.signal(SIGTERM, "
+            "old)`)' - cause and the thread's fix (restore the handler); true", _D),
+    "feature_extractor_hooks_outlive_it": (
+        _W, "unchanged: hooks and handle.remove() right on run 3, but still false 'keeps 42.0 MiB more each run' (a run "
+            "adds 16.0 MiB) and '`del feats` ... frees them' (the last extractor keeps the same tensors through the "
+            "hooks)", _D),
+}
