@@ -82,6 +82,19 @@ def test_a_logger_keeping_tensors_with_graphs_is_told_item_or_detach(ip):  # typ
     assert "autograd graph" not in (held_note(ip, "tr") or "")
 
 
+def test_a_history_of_non_scalar_tensors_with_graphs_is_told_detach_only(ip):  # type: ignore[no-untyped-def]
+    """validation-8 (judge8, 2026-12-04 g): 'store numbers (`.item()`)' was offered for (10, 50000, 3) tensors,
+    which are not numbers."""
+    run(ip, "class Opt:\n    def __init__(self):\n        self.state = {'x': []}\n"
+            "p = torch.ones(64, 3, requires_grad=True)\nopt_h = Opt()\n"
+            "for i in range(3):\n    opt_h.state['x'].append(p * float(i + 1))")
+    h = held(ip, "opt_h")
+    assert (h.kind, h.path) == ("graphs", "opt_h.state")
+    assert "`.item()`" not in h.sentence
+    assert h.sentence.startswith("opt_h.state keeps 3 tensors with an autograd graph (grad_fn)")
+    assert "): store detached tensors (`.detach()`) instead" in h.sentence
+
+
 def test_a_bare_tensor_with_a_graph_is_left_to_the_kept_graph_line(ip):  # type: ignore[no-untyped-def]
     run(ip, "w = torch.ones(1024, requires_grad=True)\nloss = (w * torch.ones(1024)).sum()")
     assert held_note(ip, "loss") is None

@@ -319,10 +319,12 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
         saved = _graph_only(node, device)
         if saved:
             n = len(graphs)
+            # `.item()` only where every such tensor is one number (a loss); else detached tensors
+            numbers = "numbers (`.item()`) or " if all(t.numel() == 1 for t in graphs) else ""
             return Holding(path, "graphs", nbytes, (
                 f"{path} keeps {n} tensor{'s' if n != 1 else ''} with an autograd graph (grad_fn), which "
                 f"{'keep' if n != 1 else 'keeps'} what {'their' if n != 1 else 'its'} forward saved for backward "
-                f"({format_bytes(saved)}): store numbers (`.item()`) or "
+                f"({format_bytes(saved)}): store {numbers}"
                 f"detached tensors (`.detach()`) instead, or compute what is stored under `torch.no_grad()` if no "
                 f"backward needs it"))
     entries = container_items(node) if issubclass(type(node), _CONTAINERS) else []
