@@ -57,3 +57,45 @@ def test_a_queue_nobody_reads_is_told_to_get_not_to_delete_its_deque(ip):  # typ
     assert note == (f"q is a Queue holding 4 items ({format_bytes(4 * 128 * 128 * 4)}) that nothing has taken out: "
                     "each put() keeps its item until a get() takes it; take them where they are consumed (`q.get()`), "
                     "or give it a maxsize so that put() waits")
+
+
+def test_a_queue_a_thread_refills_is_told_its_size_not_to_get(ip):  # type: ignore[no-untyped-def]
+    """validation-8 (judge8, 2026-12-04 g): a producer thread kept a Queue(maxsize=400) full while the cell took
+    batches out; the line said 'take them where they are consumed (`batch_queue.get()`)', which the cell did."""
+    run(ip, "import queue, threading\nstop_pq = threading.Event()\npq = queue.Queue(maxsize=6)\n"
+            "def fill_pq():\n    while not stop_pq.is_set():\n        try:\n"
+            "            pq.put(torch.zeros(64, 64), timeout=0.05)\n        except queue.Full:\n            pass\n"
+            "th_pq = threading.Thread(target=fill_pq, name='producer', daemon=True)\nth_pq.start()\n"
+            "import time\nwhile pq.qsize() < 6:\n    time.sleep(0.01)\nx_pq = pq.get()\n"
+            "while pq.qsize() < 6:\n    time.sleep(0.01)")
+    try:
+        note = holding_note("pq", ip.user_ns["pq"], CPU, _ns(ip))
+        each = 64 * 64 * 4
+        assert note == (f"pq is a Queue(maxsize=6) holding 6 items ({format_bytes(6 * each)}, ≈{format_bytes(each)} "
+                        "each) that the thread 'producer' puts into as items are taken out: it keeps up to 6 items "
+                        f"(≈{format_bytes(6 * each)} at the current item size) for as long as the thread runs; give "
+                        "it a smaller maxsize (a few items keep the consumer fed), or stop the thread when done")
+    finally:
+        run(ip, "stop_pq.set(); th_pq.join()")
+    # the thread stopped: nobody refills it, the line is the plain one again
+    note = holding_note("pq", ip.user_ns["pq"], CPU, _ns(ip))
+    assert note is not None and "take them where they are consumed (`pq.get()`)" in note
+
+
+def test_a_memory_handler_without_a_target_is_not_told_it_stops(ip):  # type: ignore[no-untyped-def]
+    """validation-8 (judge8, 2026-12-04 g, cpython#107028): a MemoryHandler's capacity was read as a replay
+    buffer's bound ("it grows to 100 entries ... and then stops, which is not a leak"); without a target its
+    flush() keeps every record."""
+    run(ip, "import logging, logging.handlers\nmh = logging.handlers.MemoryHandler(capacity=3)\n"
+            "lg_mh = logging.getLogger('vramnb-test-mh')\nlg_mh.propagate = False\nlg_mh.setLevel(logging.DEBUG)\n"
+            "lg_mh.addHandler(mh)\nfor i in range(5):\n    lg_mh.debug('batch %s', torch.zeros(32, 32))")
+    try:
+        note = holding_note("mh", ip.user_ns["mh"], CPU, _ns(ip))
+        assert len(ip.user_ns["mh"].buffer) == 5  # past its capacity: nothing was cleared
+        assert note is not None and "stops" not in note and "not a leak" not in note
+        assert note.startswith("mh is a logging MemoryHandler without a target: its flush() has nowhere to send "
+                               "the records and keeps them, so its buffer (5 records, ")
+        assert note.endswith("grows without bound whatever its capacity: give it a target (`mh.setTarget(...)`) "
+                             "or remove it from its logger (`removeHandler`)")
+    finally:
+        run(ip, "lg_mh.removeHandler(mh)")

@@ -14,7 +14,31 @@ from typing import Any
 
 from .._units import format_bytes
 
-__all__ = ["bounded_sentence"]
+__all__ = ["bounded_sentence", "threads_using"]
+
+
+def threads_using(obj: Any) -> list[str]:
+    """Names of the live threads other than the calling one whose running frames use ``obj``: a local
+    variable bound to it, or a global name of the frame's code bound to it (a producer closure's queue).
+    Reads ``sys._current_frames()``; runs no user code (identity tests only)."""
+    import sys
+    import threading
+
+    names = {t.ident: t.name for t in threading.enumerate()}
+    me = threading.get_ident()
+    out = []
+    for ident, frame in sys._current_frames().items():
+        if ident == me:
+            continue
+        f: Any = frame
+        while f is not None:
+            code = f.f_code
+            if any(f.f_globals.get(n) is obj for n in code.co_names) or any(
+                    v is obj for v in f.f_locals.values()):
+                out.append(names.get(ident, f"thread {ident}"))
+                break
+            f = f.f_back
+    return out
 
 #: attribute names that state a container's capacity in number of entries
 CAPACITY_NAMES = ("capacity", "maxlen", "max_size", "buffer_size", "memory_size", "max_len", "size_limit")
@@ -32,6 +56,18 @@ def bounded_sentence(path: str, node: Any, owner: Any, owner_path: str, nbytes: 
 
     if owner is not None and issubclass(type(owner), queue.Queue) and getattr(owner, "queue", None) is node:
         cap = getattr(owner, "maxsize", 0)
+        producers = threads_using(owner)
+        if producers:  # refilled by a thread as the cell takes items: taking them is not the fix, its size is
+            who = ", ".join(f"'{t}'" for t in producers[:3]) + (" and more" if len(producers) > 3 else "")
+            kind = f"{type(owner).__name__}(maxsize={cap})" if cap and cap > 0 else f"{type(owner).__name__} without a maxsize"
+            return (f"{owner_path} is a {kind} holding {n} items ({format_bytes(nbytes)}, ≈{format_bytes(int(per))} "
+                    f"each) that the thread{'s' if len(producers) > 1 else ''} {who} put{'' if len(producers) > 1 else 's'} "
+                    "into as items are taken out: "
+                    + (f"it keeps up to {cap} items (≈{format_bytes(int(per * cap))} at the current item size) for as "
+                       "long as the thread runs; give it a smaller maxsize (a few items keep the consumer fed), or "
+                       "stop the thread when done" if cap and cap > 0 else
+                       "it grows for as long as the thread puts faster than items are taken; give it a maxsize (a "
+                       "few items keep the consumer fed) so that put() waits"))
         return (f"{owner_path} is a {type(owner).__name__} holding {n} items ({format_bytes(nbytes)}) that nothing has "
                 f"taken out: each put() keeps its item until a get() takes it; take them where they are consumed "
                 f"(`{owner_path}.get()`)" + ("" if cap and cap > 0 else ", or give it a maxsize so that put() waits"))
@@ -46,6 +82,14 @@ def bounded_sentence(path: str, node: Any, owner: Any, owner_path: str, nbytes: 
                 f"the oldest): not a leak; where that is more than the memory available, give it a smaller maxlen")
     if owner is None:
         return None
+    import logging.handlers
+
+    if issubclass(type(owner), logging.handlers.MemoryHandler) and getattr(owner, "buffer", None) is node \
+            and getattr(owner, "target", None) is None:  # flush() sends to the target, then clears: neither here
+        return (f"{owner_path} is a logging MemoryHandler without a target: its flush() has nowhere to send the "
+                f"records and keeps them, so its buffer ({n} records, {format_bytes(nbytes)} with what their "
+                f"arguments hold) grows without bound whatever its capacity: give it a target "
+                f"(`{owner_path}.setTarget(...)`) or remove it from its logger (`removeHandler`)")
     od = getattr(owner, "__dict__", None)
     if not isinstance(od, dict):
         return None
