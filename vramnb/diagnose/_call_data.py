@@ -21,7 +21,7 @@ import torch
 
 from .._units import format_bytes as fb
 from ._call_shapes import _paren, _torch_call, rewrite
-from ._call_table import _dt, _parents, _plain, _replaced, _shape, _target, _uses, func_name, held_bytes
+from ._call_parts import _dt, _parents, _plain, _replaced, _shape, _target, _uses, func_name, held_bytes
 
 if TYPE_CHECKING:
     from ._op_call import CallSite, OpFacts

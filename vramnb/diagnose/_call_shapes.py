@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .._units import format_bytes as fb
-from ._call_table import _dt, _parents, _plain, _replaced, _shape, _target, _uses, func_name
+from ._call_parts import _dt, _parents, _plain, _replaced, _shape, _target, _uses, func_name
 
 if TYPE_CHECKING:
     from ._op_call import CallSite, OpFacts

@@ -82,9 +82,9 @@ def _function_modes_aside(notes: list[str]) -> Iterator[None]:
     popped.reverse()  # outermost first
     try:
         for mode in popped:
-            if isinstance(mode, DeviceContext):
-                torch._C._push_on_torch_function_stack(mode)
-            elif not type(mode).__module__.startswith("vramnb."):
+            if isinstance(mode, DeviceContext) or type(mode).__module__.startswith("vramnb."):
+                torch._C._push_on_torch_function_stack(mode)  # a device context; vramnb's own (a step's watch)
+            else:
                 notes.append(f"the TorchFunctionMode {_kind(mode)} active around the call did not see the "
                              "estimate's fake step")
         yield
@@ -101,9 +101,21 @@ def _dispatch_modes_aside(notes: list[str]) -> Iterator[None]:
     """Pop the dispatch modes above the call (PyTorch's ``_disable_current_modes``), pushed back after."""
     from torch.utils._python_dispatch import _disable_current_modes
 
+    from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+    from .._interrupt import held_back
+
     with _disable_current_modes() as modes:
+        ours = [m for m in modes if type(m).__module__.startswith("vramnb.")]  # vramnb's own stay on
         for mode in modes:
-            if not type(mode).__module__.startswith("vramnb."):
+            if mode not in ours:
                 notes.append(f"the TorchDispatchMode {_kind(mode)} active around the call did not see the "
                              "estimate's fake step")
-        yield
+        for mode in ours:
+            _push_mode(mode)
+        try:
+            yield
+        finally:
+            with held_back():
+                for _ in ours:
+                    _pop_mode()
