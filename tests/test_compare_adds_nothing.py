@@ -29,3 +29,13 @@ def test_a_freeze_under_lora_adds_nothing_and_is_not_credited() -> None:
     why = cmp.reason(v_both)
     assert why.startswith(both.describe() + ": ") and "frozen parameters get no gradient" not in why
     assert why[len(both.describe()):] == cmp.reason(v_lora)[len(lora.describe()):]
+
+
+def test_recipe_extends_is_the_one_rule_compare_and_fit_share() -> None:
+    from vramnb.techniques import Recipe
+
+    base, bf16 = Recipe(), Recipe(precision="bf16")
+    both = Recipe(precision="bf16", optimizer="SGD")
+    assert both.extends(bf16) and both.extends(base) and bf16.extends(base)
+    assert not bf16.extends(both) and not bf16.extends(Recipe(precision="bf16"))  # not itself
+    assert not Recipe(precision="fp16", optimizer="SGD").extends(bf16)  # another value is not "more"

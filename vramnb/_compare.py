@@ -84,7 +84,7 @@ class Comparison(Rendered):
         base = self.baseline.report
         if v is self.baseline or v.report is None or base is None:
             return ""
-        w = dict((id(a), b) for a, b in self.adds_nothing()).get(id(v))
+        w = self._same_as_fewer().get(id(v))
         if w is not None and w is not self.baseline:  # the same peak as a recipe with fewer settings: only that
             # recipe's mechanisms explain it (the table's note says what adds nothing)
             why, head = reason(w.recipe, base.steady, v.report.steady), w.recipe.describe() + ": "
@@ -99,16 +99,22 @@ class Comparison(Rendered):
                           if ws.get(k, REGISTRY[k].default()) != x)
 
     def adds_nothing(self) -> list[tuple[Variant, Variant]]:
-        """``(v, w)`` where ``v``'s settings include all of ``w``'s and more, and its steady peak is the same
-        bytes as ``w``'s: what ``v`` adds changed nothing at the peak (a freeze under LoRA, which already
-        freezes the base weights)."""
-        out = []
-        ran = [(v, v.recipe.changed()) for v in self.variants if v.peak is not None]
-        for v, vs in ran:
-            for w, ws in ran:
-                if w is not v and ws != vs and all(k in vs and vs[k] == x for k, x in ws.items()) and v.peak == w.peak:
-                    out.append((v, w))
-                    break
+        """``(v, w)`` where ``v``'s recipe extends ``w``'s (:meth:`Recipe.extends`: all of ``w``'s settings and
+        more) and its steady peak is the same bytes as ``w``'s: what ``v`` adds changed nothing at the peak (a
+        freeze under LoRA, which already freezes the base weights)."""
+        return [(v, w) for v in self.variants if (w := self._same_as_fewer().get(id(v))) is not None]
+
+    def _same_as_fewer(self) -> dict[int, Variant]:
+        """``id(v)`` -> the first ``w`` of :meth:`adds_nothing`, computed once per list of variants (the table
+        and every variant's :meth:`reason` ask for it)."""
+        key = tuple((id(v), v.peak) for v in self.variants)
+        cached = self.__dict__.get("_same_as_fewer_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        ran = [v for v in self.variants if v.peak is not None]
+        out = {id(v): w for v in ran
+               if (w := next((w for w in ran if w.peak == v.peak and v.recipe.extends(w.recipe)), None)) is not None}
+        self.__dict__["_same_as_fewer_cache"] = (key, out)
         return out
 
     def _changed_sources(self) -> list[str]:

@@ -138,20 +138,23 @@ class FitResult(Rendered):
         return next((p for p in self.plans if p.fits and id(p) not in over), None)
 
     def adds_nothing(self) -> dict[int, Plan]:
-        """The fitting plans whose techniques add nothing: ``id(plan)`` -> a fitting plan with a subset of its
-        techniques that is as low in peak allocated bytes and device memory, and as fast (e.g. checkpointing
-        where the blocks' activations are not what the peak holds)."""
+        """The fitting plans whose techniques add nothing: ``id(plan)`` -> a fitting plan whose recipe it extends
+        (:meth:`Recipe.extends`: a subset of its techniques) that is as low in peak allocated bytes and device
+        memory, and as fast (e.g. checkpointing where the blocks' activations are not what the peak holds).
+        Computed once per list of plans."""
+        key = tuple((id(p), p.fits, p.peak, p.device_memory, p.ratio) for p in self.plans)
+        cached = self.__dict__.get("_adds_nothing_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
         fitting = [p for p in self.plans if p.fits]
-        settings = [p.recipe.changed() for p in fitting]
         out: dict[int, Plan] = {}
-        for p, ps in zip(fitting, settings):
-            for q, qs in zip(fitting, settings):
-                if q is p or qs == ps or any(k not in ps or ps[k] != v for k, v in qs.items()):
-                    continue
-                if q.peak <= p.peak and q.device_memory <= p.device_memory and (
-                        p.ratio is None or q.ratio is None or q.ratio <= p.ratio):
-                    out[id(p)] = q
-                    break
+        for p in fitting:
+            q = next((q for q in fitting if p.recipe.extends(q.recipe) and q.peak <= p.peak
+                      and q.device_memory <= p.device_memory
+                      and (p.ratio is None or q.ratio is None or q.ratio <= p.ratio)), None)
+            if q is not None:
+                out[id(p)] = q
+        self.__dict__["_adds_nothing_cache"] = (key, out)
         return out
 
     @property

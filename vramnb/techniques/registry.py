@@ -119,6 +119,12 @@ class Recipe:
         """The settings that differ from the baseline."""
         return {k: v for k, v in self if v != REGISTRY[k].default()}
 
+    def extends(self, other: Recipe) -> bool:
+        """Whether this recipe has every setting ``other`` changes, with the same value, and at least one more:
+        ``Recipe(precision="bf16", freeze="base")`` extends ``Recipe(precision="bf16")``; no recipe extends itself."""
+        mine, theirs = self.changed(), other.changed()
+        return mine != theirs and all(k in mine and mine[k] == v for k, v in theirs.items())
+
     def describe(self) -> str:
         """The recipe in words: ``"bf16 · checkpointing every block"`` (``"baseline"``)."""
         parts = [REGISTRY[k].describe(v) for k, v in self.changed().items()]
