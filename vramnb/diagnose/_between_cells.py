@@ -12,32 +12,21 @@ user's is called: frames' ``f_locals``, ``__dict__`` and the holders' walk only.
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 import types
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from .._units import format_bytes
+from ._threads import other_threads
 
 __all__ = ["MIN_GROWTH", "between_cells_note", "thread_holdings"]
 
 #: the least growth between two measured cells worth a note (bytes)
 MIN_GROWTH = 1 << 20
-
-
-#: parts of a file name that mark the notebook front-end's own threads
-_FRONT_END = tuple(f"{sep}{m}{sep}" for m in ("ipykernel", "zmq", "tornado", "IPython", "jupyter_client", "debugpy",
-                                              "comm", "ipywidgets") for sep in ("/", "\\"))
-
-
-def any_front_end(frames: list[types.FrameType]) -> bool:
-    """Whether any of ``frames`` runs the front-end's code (ipykernel, zmq, tornado, IPython...): a
-    kernel's own thread. A cell's code (``/tmp/ipykernel_<pid>/<hash>.py``) is not."""
-    return any(part in f.f_code.co_filename for f in frames for part in _FRONT_END)
 
 
 class ThreadHolding:
@@ -51,15 +40,6 @@ class ThreadHolding:
         self.parts: list[tuple[str, int, str]] = []
         self.blocked = ""
         self.code = ""
-
-
-def _frames(thread: threading.Thread, current: Mapping[int, types.FrameType]) -> list[types.FrameType]:
-    f = current.get(thread.ident) if thread.ident is not None else None
-    out: list[types.FrameType] = []
-    while f is not None and len(out) < 64:
-        out.append(f)
-        f = f.f_back
-    return out  # innermost first
 
 
 def _what(v: Any, nbytes: int) -> str:
@@ -101,16 +81,14 @@ def thread_holdings(device: torch.device, reached: set[int],
     ``reached`` (storage keys the notebook's names reach); threads that keep none are left out."""
     from .._holders import storages_held
 
-    me = threading.current_thread()
-    current = sys._current_frames()
+    wanted = None if threads is None else {id(t) for t in threads}
     out: list[ThreadHolding] = []
     seen: set[int] = set(reached)
-    for th in list(threads if threads is not None else threading.enumerate()):
-        if th is me or th is threading.main_thread() or th.name.startswith("vramnb"):
+    # the kernel's own threads (heartbeat, IOPub, control, a debugger) are not the user's: left out
+    for _ident, _name, th, frames in other_threads():
+        if th is None or th is threading.main_thread() or th.name.startswith("vramnb") or (
+                wanted is not None and id(th) not in wanted):
             continue
-        frames = _frames(th, current)
-        if any_front_end(frames):
-            continue  # the kernel's own threads (heartbeat, IOPub, control, a debugger): not the user's
         h = ThreadHolding(th)
         sources: list[tuple[str, Any]] = []
         lib = (threading.__file__, queue.__file__)

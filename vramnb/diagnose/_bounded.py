@@ -18,26 +18,19 @@ __all__ = ["bounded_sentence", "threads_using"]
 
 
 def threads_using(obj: Any) -> list[str]:
-    """Names of the live threads other than the calling one whose running frames use ``obj``: a local
-    variable bound to it, or a global name of the frame's code bound to it (a producer closure's queue).
-    Reads ``sys._current_frames()``; runs no user code (identity tests only)."""
-    import sys
-    import threading
+    """Names of the live threads other than the calling one and the front-end's own whose running frames
+    use ``obj``: a local variable bound to it, or a global name of the frame's code bound to it (a producer
+    closure's queue). Reads the threads' frames (:func:`._threads.other_threads`); runs no user code
+    (identity tests only)."""
+    from ._threads import other_threads
 
-    names = {t.ident: t.name for t in threading.enumerate()}
-    me = threading.get_ident()
     out = []
-    for ident, frame in sys._current_frames().items():
-        if ident == me:
-            continue
-        f: Any = frame
-        while f is not None:
-            code = f.f_code
-            if any(f.f_globals.get(n) is obj for n in code.co_names) or any(
+    for _ident, name, _th, frames in other_threads():
+        for f in frames:
+            if any(f.f_globals.get(n) is obj for n in f.f_code.co_names) or any(
                     v is obj for v in f.f_locals.values()):
-                out.append(names.get(ident, f"thread {ident}"))
+                out.append(name)
                 break
-            f = f.f_back
     return out
 
 #: attribute names that state a container's capacity in number of entries
