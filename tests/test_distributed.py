@@ -562,3 +562,50 @@ def test_ddp_on_two_gpus_over_nccl() -> None:
         assert r.step.first.mark("after optimizer step")["optimizer state"] == 2 * PARAMS
         peak = r.step.peak
         assert peak.reserved is not None and peak.non_pytorch is not None and peak.non_pytorch > 0
+
+
+# -- CPU ranks forked after the notebook started the CUDA driver ------------------------------------------------
+def adam_asking_for_cuda(rank: int, world_size: int) -> tuple:
+    """A rank whose train_fn checks that CUDA is said unavailable, with torch's own Adam (which asks)."""
+    assert not torch.cuda.is_available() and not torch.accelerator.is_available()
+    model = DDP(nn.Linear(N, N))
+    return model, torch.randn(BATCH, N), sq_loss, torch.optim.Adam(model.parameters(), foreach=False)
+
+
+def test_cpu_ranks_forked_after_the_driver_started_are_told_cuda_is_unavailable(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """On a GPU machine, torch.cuda.is_available() in the notebook starts the CUDA driver, and a forked child
+    cannot start it again: torch's Adam then fails in every CPU rank (CUDA error: initialization error, seen
+    on the H200 with torch 2.11). Here the machine and the started driver are stood in for: the ranks are told
+    CUDA is unavailable and the report says why; the notebook's torch.cuda.is_available is untouched."""
+    import vramnb.distributed._launch as launch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(launch, "driver_started_here", lambda: True)
+    mine = torch.cuda.is_available
+    before = _child_pids()
+    report = profile_distributed(adam_asking_for_cuda, 2, backend="gloo", timeout=240)
+    assert report.ok, report
+    assert torch.cuda.is_available is mine
+    assert any(n.startswith("this process had started the CUDA driver before the ranks were forked") for n in report.notes)
+    assert "in each rank torch.cuda.is_available() returned False" in " ".join(repr(report).split())
+    for r in report.ranks:
+        assert r.step is not None and r.step.first.mark("start")["parameters"] == PARAMS
+    assert_all_joined(report, before)
+
+
+def test_without_the_driver_started_ranks_see_cuda_as_the_machine_has_it() -> None:
+    report = profile_distributed(ddp_linear, 2, backend="gloo", timeout=240)
+    assert report.ok, report
+    assert not any("CUDA driver" in n for n in report.notes)
+
+
+@pytest.mark.cuda
+def test_cpu_ranks_after_is_available_run_torchs_adam_on_a_gpu_machine() -> None:
+    """The real case: this process asked torch.cuda.is_available() (pytest's conftest does), which starts the
+    driver; the probe finds that a forked child cannot start it, and the gloo ranks' Adam steps run."""
+    from vramnb.distributed._fork_cuda import driver_started_here
+
+    assert torch.cuda.is_available() and driver_started_here()
+    report = profile_distributed(adam_asking_for_cuda, 2, backend="gloo", timeout=240)
+    assert report.ok, report
+    assert any("CUDA driver" in n for n in report.notes)

@@ -13,7 +13,9 @@ interrupt :func:`vramnb.profile_step` restores on, so that it reports what it ha
 
 Start methods. ``fork`` (the default, as in ``accelerate.notebook_launcher``) runs a function
 defined in a notebook cell: the child is a copy of the kernel, nothing is pickled. It cannot use
-CUDA once the parent has initialised it (CUDA refuses a forked child), so it is refused then.
+CUDA once the parent has initialised it (CUDA refuses a forked child), so ``nccl`` is refused then;
+CPU ranks (``gloo``) forked after the parent started the CUDA driver are told CUDA is unavailable
+(:mod:`._fork_cuda`: torch's optimizers would otherwise fail there) and the report says so.
 ``spawn`` starts a fresh interpreter that imports ``train_fn`` by its module and name: a function
 defined in a notebook cell (module ``__main__`` without a file), a lambda or a closure cannot be
 found there, so it is refused before anything starts; move the function to a ``.py`` file.
@@ -37,6 +39,7 @@ from typing import Any
 from .._breakdown import StepReport
 from .._code_state import CodeState  # here, not in the call: its imports add warnings filters (module import time)
 from .._file_offsets import offsets, put_offsets_back, unshare_offsets
+from ._fork_cuda import NOTE as _FORK_CUDA_NOTE, cuda_unavailable_in_this_child, driver_started_here
 from ._report import DistributedReport, RankReport
 from .._global_state import kept_as_found
 
@@ -113,6 +116,7 @@ def profile_distributed(
             weights in place). All before any process starts.
         KeyboardInterrupt: an interrupt while waiting stops and joins every rank first.
     """
+    import torch
     import torch.multiprocessing as tmp
 
     backend = _check(train_fn, nprocs, args, backend, start_method, timeout, grace, profile_kwargs)
@@ -120,15 +124,20 @@ def profile_distributed(
     profile_kwargs.setdefault("restore", False)  # a rank's model ends with its process
     readers, writers = zip(*[_pipe(start_method) for _ in range(nprocs)])
     env = {**_ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(nprocs)}
+    # CPU ranks forked from a process that started the CUDA driver cannot use it: they are told so (_fork_cuda)
+    no_cuda = (start_method == "fork" and backend == "gloo" and torch.cuda.device_count() > 0
+               and (torch.cuda.is_initialized() or driver_started_here()))
     t0 = time.monotonic()
     context = None
     results: dict[int, RankReport] = {}
     report = DistributedReport([], backend, start_method)
+    if no_cuda:
+        report.notes.append(_FORK_CUDA_NOTE)
     found = offsets()  # a forked rank shares this process's open files: offsets it could not unshare come back
     try:
         with _environment(env), _main_spec():  # the children start with env (spawn: a fresh interpreter's)
             context = tmp.start_processes(
-                _rank_main, args=(nprocs, backend, train_fn, args, profile_kwargs, list(writers), timeout, env),
+                _rank_main, args=(nprocs, backend, train_fn, args, profile_kwargs, list(writers), timeout, env, no_cuda),
                 nprocs=nprocs, join=False, daemon=False, start_method=start_method)
         for w in writers:  # the children hold theirs: a child gone closes its pipe
             w.close()
@@ -406,8 +415,10 @@ def _stop(procs: list[Any], readers: list[Connection], results: dict[int, RankRe
 
 # -- a rank ---------------------------------------------------------------------------
 def _rank_main(rank: int, world_size: int, backend: str, train_fn: Callable[..., Any], args: tuple[Any, ...],
-               profile_kwargs: dict[str, Any], writers: list[Connection], timeout: float, env: dict[str, str]) -> None:
-    """A child's whole life: process group, ``train_fn``, the profiled step, the report sent."""
+               profile_kwargs: dict[str, Any], writers: list[Connection], timeout: float, env: dict[str, str],
+               no_cuda: bool = False) -> None:
+    """A child's whole life: process group, ``train_fn``, the profiled step, the report sent. ``no_cuda``: a
+    forked CPU rank whose parent had started the CUDA driver (:mod:`._fork_cuda`)."""
     import datetime
 
     import torch
@@ -436,6 +447,8 @@ def _rank_main(rank: int, world_size: int, backend: str, train_fn: Callable[...,
             out.device = f"cuda:{rank}"
         else:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+            if no_cuda:
+                cuda_unavailable_in_this_child()
             out.device = "cpu"
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
                                 timeout=datetime.timedelta(seconds=timeout))
