@@ -27,7 +27,10 @@ from ._call_parts import _dt, _parents, _plain, _replaced, _shape, _target, _use
 if TYPE_CHECKING:
     from ._op_call import CallSite, OpFacts
 
-__all__ = ["ENTRIES", "rewrite"]
+__all__ = ["ENTRIES", "MODULE_CALL", "rewrite"]
+
+#: the table's key for a call of an ``nn.Module`` held by a name (its entries read the module's class)
+MODULE_CALL = "<module call>"
 
 
 def rewrite(stmt: ast.AST, changes: dict[int, str]) -> str:
@@ -233,6 +236,118 @@ def _broadcast(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST
     return sentence, _replaced(site, node, new)
 
 
+# -- a pointwise loss of an input and a target of different shapes ---------------------------------------------------------
+#: the losses that compare input and target element by element after broadcasting them (torch.nn.functional's own
+#: names; their nn.Module forms are read by class): PyTorch warns "Using a target size ... that is different to the
+#: input size" for the first four
+_POINTWISE_LOSSES = {"mse_loss": "MSELoss", "l1_loss": "L1Loss", "smooth_l1_loss": "SmoothL1Loss",
+                     "huber_loss": "HuberLoss", "kl_div": "KLDivLoss", "poisson_nll_loss": "PoissonNLLLoss"}
+
+
+def _loss_operands(site: CallSite, node: ast.Call) -> tuple[ast.expr, ast.expr] | None:
+    """The input and target argument nodes of a pointwise loss call (``F.mse_loss(pred, y)``,
+    ``criterion(pred, y)`` where ``criterion`` is an ``nn.MSELoss``), else ``None``."""
+    name = func_name(node)
+    if name not in _POINTWISE_LOSSES:
+        mod = site.value(node.func)
+        if type(mod).__name__ not in _POINTWISE_LOSSES.values() or not isinstance(mod, torch.nn.Module):
+            return None
+    kw = {k.arg: k.value for k in node.keywords}
+    args = list(node.args[:2])
+    if len(args) < 2:
+        args += [kw[k] for k in ("input", "target")[len(args):] if k in kw]
+    return (args[0], args[1]) if len(args) == 2 else None
+
+
+def _loss_broadcast(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call):
+        return None
+    found = _loss_operands(site, node)
+    if found is None:
+        return None
+    a_node, b_node = found
+    a, b = site.value(a_node), site.value(b_node)
+    if not _plain(a) or not _plain(b) or a.shape == b.shape:
+        return None
+    try:
+        out = tuple(torch.broadcast_shapes(a.shape, b.shape))
+    except RuntimeError:
+        return None
+    if math.prod(out) < 16 * max(a.numel(), b.numel(), 1):
+        return None  # a broadcast that does not multiply the work (a per-channel weight)
+    each = math.prod(out) * torch.empty((), dtype=torch.promote_types(a.dtype, b.dtype)).element_size()
+    x, y = ast.unparse(a_node), ast.unparse(b_node)
+    sentence = (f"`{site.text}` compares {x} {_shape(a.shape)} with {y} {_shape(b.shape)} element by element after "
+                f"broadcasting both to {_shape(out)} ({fb(each)} for each temporary of that shape): every one of one "
+                "meets every one of the other, so the loss is also not the one meant (PyTorch warns: \"Using a target "
+                "size ... that is different to the input size\")")
+    if a.numel() != b.numel():
+        return sentence + "; give the input and the target the same shape", ""
+    small = a.numel() * torch.empty((), dtype=torch.promote_types(a.dtype, b.dtype)).element_size()
+    ones = [i for i, n in enumerate(a.shape) if n == 1]
+    squeezed = [n for i, n in enumerate(a.shape) if i != (ones[-1] if ones else -1)]
+    if ones and tuple(squeezed) == tuple(b.shape):
+        d = ones[-1] - a.dim()
+        new, what = f"{_paren(a_node)}.squeeze({d})", a_node
+    else:
+        new, what = f"{_paren(b_node)}.reshape_as({_paren(a_node)})", b_node
+    return (sentence + f"; give both the same shape: `{new}` makes them {_shape(a.shape if what is b_node else b.shape)}"
+            f" ({fb(small)} per temporary)"), _replaced(site, what, new)
+
+
+# -- nn.MultiheadAttention returning its attention weights ---------------------------------------------------------------
+def _attention_weights(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``attn(q, k, v)`` of an ``nn.MultiheadAttention`` with ``need_weights`` left True: PyTorch then takes the
+    path that materialises the (batch × heads, target length, source length) attention weights (and averages
+    them over heads to return them); with ``need_weights=False`` it calls ``scaled_dot_product_attention``,
+    which need not (torch/nn/functional.py, ``multi_head_attention_forward``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    mod = site.value(node.func)
+    if not isinstance(mod, torch.nn.MultiheadAttention):
+        return None
+    kw = {k.arg: k.value for k in node.keywords}
+    need = kw.get("need_weights", node.args[4] if len(node.args) > 4 else None)
+    if need is not None and not (isinstance(need, ast.Constant) and need.value is True):
+        return None  # need_weights given: False, or a value the code chooses
+    if len(node.args) < 2:
+        return None
+    q, k = site.value(node.args[0]), site.value(node.args[1])
+    if not _plain(q) or not _plain(k) or q.dim() not in (2, 3):
+        return None
+    first = bool(getattr(mod, "batch_first", False))
+    batch = 1 if q.dim() == 2 else q.shape[0 if first else 1]
+    lq = q.shape[-2] if q.dim() == 2 else q.shape[1 if first else 0]
+    lk = k.shape[-2] if k.dim() == 2 else k.shape[1 if first else 0]
+    scores = (batch * mod.num_heads, lq, lk)
+    nbytes = math.prod(scores) * q.element_size()
+    if requested and nbytes < requested // 2:
+        return None  # the request is not of the weights' size: something else failed
+    name = ast.unparse(node.func)
+    new = ast.unparse(node)[:-1] + ", need_weights=False)" if need is None else \
+        ast.unparse(node).replace(ast.unparse(need), "False")
+    return (f"{name} is an nn.MultiheadAttention called with need_weights=True (the default): PyTorch then "
+            f"materialises the attention weights, {_shape(scores)} {_dt(q)} ({fb(nbytes)}) for each of the scores "
+            "and their softmax, to return them; where the weights returned are not used, need_weights=False lets it "
+            "call scaled_dot_product_attention (fused: no (L, S) matrix per head where a fused kernel applies)",
+            _replaced(site, node, new))
+
+
+def _chain_module(*entries: Any) -> Any:
+    """The entries for a module's call, tried in order: the first that answers."""
+    def first(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+        for e in entries:
+            try:
+                found = e(site, op, requested, node)
+            except Exception:  # noqa: BLE001 - evidence unreadable: the next entry
+                found = None
+            if found is not None:
+                return found
+        return None
+
+    return first
+
+
 # -- interpolate of many channels, reduced over them after -----------------------------------------------------------------
 def _reduced_over_channels(site: CallSite, node: ast.Call) -> tuple[str, ast.AST] | None:
     """``(name of the result of the reduction, its node)`` where the upsampled tensor is argmax-ed over dim 1."""
@@ -355,4 +470,8 @@ ENTRIES = {
     "Mod": _broadcast, "Pow": _broadcast,
     "interpolate": _interpolate,
     "stft": _stft,
+    **dict.fromkeys(_POINTWISE_LOSSES, _loss_broadcast),
+    # a call of a module held by a name of the user's (``criterion(pred, y)``, ``attn(x, x, x)``): by its class
+    MODULE_CALL: _loss_broadcast,
 }
+ENTRIES[MODULE_CALL] = _chain_module(_loss_broadcast, _attention_weights)

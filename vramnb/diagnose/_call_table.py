@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .._units import format_bytes
+from ._call_shapes import MODULE_CALL
 from ._call_parts import _call, _dt, _nb, _parents, _plain, _replaced, _shape, _target, _uses, func_name, held_bytes
 
 if TYPE_CHECKING:
@@ -360,6 +361,8 @@ def cheaper(site: CallSite, op: OpFacts | None, requested: int) -> tuple[str, st
     for n in nodes:
         name = func_name(n) if n is not site.node else site.name  # type: ignore[arg-type]
         entry = TABLE.get(name)
+        if entry is None and isinstance(n, ast.Call) and isinstance(site.value(n.func), torch.nn.Module):
+            entry = TABLE.get(MODULE_CALL)  # a module held by a name of the user's: read by its class
         if entry is not None:
             found = _run(entry, site, op, requested, n.func if n is site.node and isinstance(n, ast.Call)
                          and isinstance(n.func, ast.Call) else n)

@@ -242,8 +242,8 @@ def read_op(op: FailedOp | None, requested: int | None, device: str,
     if plain is None:  # an operator it could not run: nothing known
         return name, None, None, ""
     sizes = [o for o in plain if o[2] == requested]
-    if not sizes:
-        return name, None, None, ""
+    if not sizes:  # a buffer inside the operator: float32 under autocast where autocast runs the operator in float32
+        return name, None, _runs_in_float32(op, plain, device.split(":")[0]), ""
     index = plain.index(sizes[0])
     shape = sizes[0][0]
     if sizes[0][1] != "float32":  # int64 indices, a bool mask: autocast leaves them
@@ -266,6 +266,22 @@ def read_op(op: FailedOp | None, requested: int | None, device: str,
         return name, shape, True, ("computes in its inputs' precision, and under autocast those are bfloat16 where "
                                    "they come from (or are cast for) an operation autocast lowers")
     return name, shape, False, ""
+
+
+def _runs_in_float32(op: FailedOp, plain: tuple[Any, ...], kind: str) -> bool | None:
+    """``False`` where every result of the float32 operator stays float32 under bf16 autocast, its
+    inputs given as recorded and given in bfloat16 alike (autocast's float32 list: ``mse_loss``,
+    ``log_softmax``; its buffers then stay float32 too), else ``None`` (not known: a buffer's dtype
+    is not a result's)."""
+    if not plain or any(o[1] != "float32" for o in plain):
+        return None
+    try:
+        for lower in (0, 1):
+            if any(dtype != torch.float32 for _, dtype in _replay(op, kind, lower=lower)):
+                return None
+    except Exception:  # noqa: BLE001 - not replayed: not known
+        return None
+    return False
 
 
 def _first_tensor(args: Any, kwargs: Any) -> Any:

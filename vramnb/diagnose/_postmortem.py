@@ -62,6 +62,8 @@ class OOMState:
         frames: ``(frame, variable, bytes, of which through its autograd graph)`` of tensors on
             the device the failing frames held (:func:`frame_holders`).
         frames_share: whether two of those variables keep one storage (counted for the first).
+        frames_graph: bytes all the failing frames' variables hold through autograd graphs (what
+            was saved for a backward), each storage counted once; ``None``: not read.
         holders: ``(variable, bytes it keeps, bytes deleting it frees)``, the largest holders in
             the notebook's namespace.
         cap_room: bytes the process's own limit still allowed (CPU: ``RLIMIT_AS``/``RLIMIT_DATA``
@@ -85,6 +87,7 @@ class OOMState:
     available: int | None = None
     frames: list[tuple[str, str, int, int]] = field(default_factory=list)
     frames_share: bool = False  # two of the frames' variables keep one storage (counted for the first)
+    frames_graph: int | None = None
     # what the exception being handled keeps in its finished frames (a retry inside `except`), as frames
     handled: list[tuple[str, str, int, int]] = field(default_factory=list)
     holders: list[tuple[Any, ...]] = field(default_factory=list)
@@ -482,6 +485,7 @@ def cuda_state(device: int, requested: int, limit: int, free: int) -> OOMState:
     return OOMState(f"cuda:{device}", True, int(requested), allocated, reserved, total,
                     int(limit) if limit < total else None, int(free), largest_free_block(device), non_pytorch,
                     others, frames=(fr := frame_sharing(torch.device("cuda", device)))[0], frames_share=fr[1],
+                    frames_graph=fr[2],
                     handled=_handled(torch.device("cuda", device)),
                     context=failing_code(_stack(sys._getframe(1)), int(requested)))
 
@@ -534,7 +538,8 @@ def capture_cpu_oom(requested: int | None, allocated: int, op: Any = None) -> No
     try:
         cap, room, which = process_limit()
         state = OOMState("cpu", True, requested, allocated, cap=cap, available=_mem_available(),
-                         frames=(fr := frame_sharing(torch.device("cpu")))[0], frames_share=fr[1], cap_room=room, cap_name=which,
+                         frames=(fr := frame_sharing(torch.device("cpu")))[0], frames_share=fr[1],
+                         frames_graph=fr[2], cap_room=room, cap_name=which,
                          handled=_handled(torch.device("cpu")),
                          context=failing_code(_stack(sys._getframe(1)), requested, op))
         if state.context is not None:
@@ -583,6 +588,7 @@ def _mem_available() -> int | None:
 # the packages' folders, with the separator: torchvision's, torch_geometric's or a user's
 # ``vramnb_experiments`` folder beside them are not theirs
 _SKIP = tuple(os.path.join(d, "") for d in (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__))))
+_TORCH = os.path.join(os.path.dirname(torch.__file__), "")
 
 
 def _user_frame(frame: Any) -> bool:
@@ -866,20 +872,33 @@ def frame_holders(device: torch.device, limit: int = 8) -> list[tuple[str, str, 
     return frame_sharing(device, limit)[0]
 
 
-def frame_sharing(device: torch.device, limit: int = 8) -> tuple[list[tuple[str, str, int, int]], bool]:
+def frame_sharing(device: torch.device, limit: int = 8) -> tuple[list[tuple[str, str, int, int]], bool, int | None]:
     """``(frame, variable, bytes, of which through its autograd graph)``: tensors on ``device`` held by the local variables of
     the user's frames on this thread's stack (not torch's, vramnb's or IPython's),
     innermost first, each storage counted once (a sparse tensor or a wrapper subclass by
     the storages of its parts); the ``limit`` largest. No user code runs (no
     ``__torch_function__``, no overridden ``values``/``__getitem__``) and no reference is
     kept (see :func:`vramnb._graph.frame_locals`). The flag: whether a storage one variable
-    keeps was already counted for another (two of them share it)."""
+    keeps was already counted for another (two of them share it). The int: the bytes all the
+    variables (not only the ``limit`` largest) and the failing cells' namespaces hold through
+    autograd graphs, each storage once: what was saved for a backward, all that recomputing
+    activations could free (``None`` where the walk reached its bounds: then only a lower bound)."""
     walk = _Walk(device)  # storages counted once; containers, modules and graph nodes visited once, bounded
     out: list[tuple[str, str, int, int]] = []
+    cells: dict[int, Any] = {}  # the namespaces the failing cells' own code runs in (a cell's top level)
+    inner: list[list[tuple[str, Any]]] = []  # torch's frames' variables
     frame: FrameType | None = sys._getframe(1)
     depth = 0
     while frame is not None and depth < 64:
         depth += 1
+        code = frame.f_code
+        if code.co_name == "<module>" and not code.co_filename.startswith(_SKIP) \
+                and "/IPython/" not in code.co_filename and not code.co_filename.startswith("<frozen"):
+            cells.setdefault(id(frame.f_globals), frame.f_globals)
+        elif code.co_name != "<module>" and code.co_filename.startswith(_TORCH):
+            # torch's own frames (a module's forward, F.multi_head_attention_forward): their variables keep
+            # graphs too; not listed as holders
+            inner.append(frame_locals(frame))
         if _user_frame(frame):
             where = f"{getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}:{frame.f_lineno}"
             var = val = None
@@ -895,10 +914,23 @@ def frame_sharing(device: torch.device, limit: int = 8) -> tuple[list[tuple[str,
             del var, val
         frame = frame.f_back
     del frame
+    shared = walk.shared  # what the frames' variables share; the namespaces' names are the holders' listing
+    others = [v for loc in inner for _, v in loc]
+    inner.clear()
+    for names in [*cells.values(), others]:  # after the frames: a storage a variable holds is its, not a graph's
+        val = None
+        for val in list(dict.values(names)) if type(names) is dict else names:
+            try:
+                _tensor_bytes(val, walk)
+            except Exception:  # noqa: BLE001 - a strange object holds nothing we can see
+                pass
+        del val
+    cells.clear()
+    graph = walk.graph if walk.budget >= 0 and len(walk.nodes) < _NODES else None
     walk.nodes.clear()
     walk.visited.clear()
     out.sort(key=lambda t: -t[2])
-    return out[:limit], walk.shared
+    return out[:limit], shared, graph
 
 
 _ITEMS = 10_000  # items of a local list, tuple or dict looked at

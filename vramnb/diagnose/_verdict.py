@@ -285,7 +285,11 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
     first = line + (first or [])  # the failing line's own copy: a shape of code to change, first
     joined = _join_fixes(s)
     kept = _kept_containers(s)
-    general = _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None, keeps=bool(kept))
+    gap = None
+    if short is not None and short > 0 and s.frames_graph is not None and s.requested and s.at_failure \
+            and ctx is not None and ctx.phase == "":
+        gap = (short, s.frames_graph, s.requested)
+    general = _general_fixes(s.device, ctx, _limit(s) if s.reserved is not None else None, keeps=bool(kept), gap=gap)
     if joined and ctx is not None and ctx.grows <= set(ctx.joins):
         # each grown name has its own line, with its bytes: the general one about what the loop keeps is said there
         general = [f for f in general if not f.what.startswith(_ABOUT_KEPT[1:])]
@@ -436,13 +440,20 @@ def _short(s: OOMState) -> int | None:
 
 
 def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | None = None,
-                   keeps: bool = False) -> list[Fix]:
+                   keeps: bool = False, gap: tuple[int, int, int] | None = None) -> list[Fix]:
     """The training techniques, without savings (the step is not known): none where no model
     ran in the failing code; not those it already uses (autocast, checkpointing), no
     checkpointing where gradients were off; with the notebook's own names. On CUDA the last is
     :func:`vramnb.fit` for this card (``limit``: the cap or the card, bytes), which estimates
     every combination and gives the code. ``keeps``: the failing code adds tensors to a
-    container that holds bytes (what a loop keeps grows)."""
+    container that holds bytes (what a loop keeps grows).
+
+    ``gap``: ``(bytes short, bytes the failing frames hold through autograd graphs, bytes
+    requested)`` where all three are known, for a failure outside backward and the optimizer:
+    recomputation frees at most what the graphs saved for backward (:func:`_recompute_can_close`),
+    bf16 autocast at most half of that and, where the failing operator runs in bf16 under
+    autocast, half the request (:func:`_autocast_can_close`); a technique that cannot close the
+    gap is not offered, and one line says why."""
     if ctx is not None and ctx.phase == "optimizer step":
         return _optimizer_fixes(ctx)
     if ctx is not None and ctx.phase == "constructor":  # no forward or backward ran: no step technique applies
@@ -485,25 +496,65 @@ def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | Non
                        f"{keep.format(part=each)}  # and no {total}.backward() after the loop"))
     if kind == "cuda":  # the search models a CUDA card
         out.append(Fix("find a batch that fits", f"vramnb.max_batch_size({args}){yours}"))
-    if (ctx is None or not ctx.autocast) and (ctx is None or ctx.model_fp32 is not False):
+    autocast = (ctx is None or not ctx.autocast) and (ctx is None or ctx.model_fp32 is not False)
+    recompute = (ctx is None or not ctx.checkpointing) and (ctx is None or ctx.grad)
+    cannot: list[str] = []  # the techniques that would apply but cannot close the gap
+    if autocast and gap is not None and ctx is not None and not _autocast_can_close(gap, ctx.lowered):
+        autocast, cannot = False, cannot + ["bf16 autocast"]
+    if recompute and gap is not None and not _recompute_can_close(gap):
+        recompute, cannot = False, cannot + ["recomputing activations (checkpointing)"]
+    if autocast:
         out.append(Fix("bf16 autocast around the forward and the loss",
                        f"with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    loss = loss_fn({model}, batch)"
                        f"{yours}"))
-    if (ctx is None or not ctx.checkpointing) and (ctx is None or ctx.grad):
+    if recompute:
         method = ctx.checkpoint_method if ctx is not None else None
         out.append(Fix("recompute activations in backward",
                        f"{model}.{method}()" if method else
                        "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # around each block, "
                        "in the forward"))
+    if cannot and gap is not None:
+        out.append(Fix(_cannot_close(cannot, gap, ctx), ""))
     if kind == "cuda":
         target = f", target={limit}" if limit else ""
         out.append(Fix("the fastest combination of techniques that fits, with its code",
                        f"vramnb.fit({args}{target}){yours}"))
-    else:
+    elif autocast or recompute or not cannot:  # where one cannot close the gap, only the other is compared
+        toggles = (['"precision": ["fp32", "bf16"]'] if autocast or not cannot else []) + \
+                  (['"checkpointing": ["off", "every block"]'] if recompute or not cannot else [])
         out.append(Fix("each technique's saving on this model",
-                       f'vramnb.compare({args}, toggles={{"precision": ["fp32", "bf16"], '
-                       f'"checkpointing": ["off", "every block"]}}){yours}'))
+                       f"vramnb.compare({args}, toggles={{{', '.join(toggles)}}}){yours}"))
     return out
+
+
+def _recompute_can_close(gap: tuple[int, int, int]) -> bool:
+    """Whether recomputing activations in backward could free the bytes missing: it frees at most
+    what the graphs the failing frames hold saved for backward (``gap``: short, saved, requested)."""
+    short, saved, _ = gap
+    return saved >= short
+
+
+def _autocast_can_close(gap: tuple[int, int, int], lowered: bool | None) -> bool:
+    """Whether bf16 autocast could free the bytes missing: it halves at most the activations saved
+    for backward and, unless the failing operator is known to run in float32 under autocast
+    (``lowered`` False), the request (``gap``: short, saved, requested)."""
+    short, saved, req = gap
+    return saved // 2 + (0 if lowered is False else req // 2) >= short
+
+
+def _cannot_close(names: list[str], gap: tuple[int, int, int], ctx: FailingCode | None) -> str:
+    """One line: why the named training techniques are not offered (true for the numbers in ``gap``)."""
+    short, saved, req = gap
+    op = f"`{ctx.op_name}` " if ctx is not None and ctx.op_name else "the failing operator "
+    why = [f"the failing code holds {format_bytes(saved)} saved for backward, all that recomputation could free"
+           if "recomputing activations (checkpointing)" in names else ""]
+    if "bf16 autocast" in names:
+        keeps = (f"{op}stays float32 under autocast, and " if ctx is not None and ctx.lowered is False else "")
+        why.append(f"{keeps}autocast halves at most the saved activations"
+                   + ("" if ctx is not None and ctx.lowered is False else " and the request"))
+    return (f"{' and '.join(names)} cannot close this gap: the request of {format_bytes(req)} is "
+            f"{format_bytes(short)} more than the room left; " + "; ".join(w for w in why if w)
+            + ": change the failing line's shapes instead")
 
 
 def _optimizer_fixes(ctx: FailingCode) -> list[Fix]:
