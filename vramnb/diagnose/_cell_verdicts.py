@@ -141,9 +141,16 @@ def _traced(traced: Any, who: str, advice: str, delta: int) -> tuple[str, str]:
     def keeps(h: Any) -> str:
         return "keep" if h.where.startswith("the keys of ") else "keeps"
 
-    more = ", and ".join(f"{h.where} {keeps(h)} {format_bytes(h.nbytes)} more each run"
-                         + (f" ({h.advice})" if h.advice != first.advice else "") for h in big[1:3])
-    said = f"{first.where} {keeps(first)} {format_bytes(first.nbytes)} more each run" + (f", and {more}" if more else "")
+    def more_each_run(h: Any) -> str:
+        # a holder that replaces what it kept (a hook overwriting its dict's entries) keeps more of this run's new
+        # storages than the cell grows by: those bytes are not a per-run growth
+        if h.nbytes <= delta:
+            return f"{h.where} {keeps(h)} {format_bytes(h.nbytes)} more each run"
+        return (f"{h.where} {keeps(h)} {format_bytes(h.nbytes)} of what this run made (more than the "
+                f"{format_bytes(delta)} a run grows by: it replaces some of what it kept before)")
+
+    more = ", and ".join(more_each_run(h) + (f" ({h.advice})" if h.advice != first.advice else "") for h in big[1:3])
+    said = more_each_run(first) + (f", and {more}" if more else "")
     if not who:
         return f": {said}", first.advice + extra
     return f"{who}; besides, {said}", f"{advice}; {first.advice}{extra}"

@@ -266,7 +266,10 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
             kept_else = {}
         kept = [(n, b) for n, b in kept if n not in kept_else]
     if kept_else:
+        from ._referrer_paths import ENTRIES_KEPT
+
         out.append("bound in a loop, but deleting them frees nothing: " + "; ".join(
+            f"{n}'s tensors are also kept by {w[len(ENTRIES_KEPT):]}" if w.startswith(ENTRIES_KEPT) else
             f"{n} is also kept by {w}" for n, w in list(kept_else.items())[:3]))
     if sum(b for _, b in kept) >= MIN_BYTES:
         listed = ", ".join(f"{n} ({format_bytes(b)})" for n, b in kept)

@@ -505,32 +505,60 @@ def _group(path: str) -> str:
     return re.sub(r"\[\d+\]", "[*]", path)
 
 
+#: the start of :func:`kept_elsewhere`'s answer for a container whose tensors (not the container) are kept elsewhere
+ENTRIES_KEPT = "(its tensors) "
+
+
 def kept_elsewhere(names: Mapping[str, Any], asked: list[str], ignore: Iterable[Any] = ()) -> dict[str, str]:
     """What else keeps the objects bound to the names ``asked``: name -> the path from another root
     (``input_image._backward_hooks[3] (a closure of ...)``, the keys of a dict), for those that
     something besides ``names`` itself and the namespaces in ``ignore`` refers to on a path up to a
     root; a name whose object nothing else reaches (deleting it lets the object go, a reference cycle
-    of its own at the next collection) is not in the answer. One walk for all of them."""
+    of its own at the next collection) is not in the answer. A built-in dict, list or tuple every one
+    of whose tensors something else keeps (a copy of a dict a hook fills) is answered with
+    :data:`ENTRIES_KEPT` before the path to its first tensor. One walk for all of them."""
     skip = {id(names), *(id(x) for x in ignore)}
     objs = {id(o): (n, o) for n in asked for o in [names.get(n)] if o is not None}
     if not objs:
         return {}
-    refs = gc.get_referrers(*[o for _, o in objs.values()])  # one pass over the heap for all of them
+    # the tensors a built-in container holds directly (a dict of features a hook also keeps): deleting the name
+    # frees them only where the container is all that keeps them
+    entries: dict[int, tuple[str, Any, Any]] = {}
+    for n, o in list(objs.values()):
+        if type(o) in (dict, list, tuple):
+            for v in (dict.values(o) if type(o) is dict else o):
+                if issubclass(type(v), torch.Tensor):
+                    entries.setdefault(id(v), (n, v, o))
+    containers = {id(c) for _, _, c in entries.values()}
+    refs = gc.get_referrers(*[o for _, o in objs.values()], *[v for _, v, _ in entries.values()])
     referred: set[int] = set()
     try:
         for r in refs:
             if id(r) in skip or type(r) is types.FrameType or r is refs or _namespace_copy(r, names):
                 continue
-            referred.update(id(c) for c in gc.get_referents(r) if id(c) in objs)
+            inside = id(r) in containers  # the container's own reference to its entry is not another holder
+            referred.update(id(c) for c in gc.get_referents(r)
+                            if id(c) in objs or (id(c) in entries and not (inside and entries[id(c)][2] is r)))
     finally:
         del refs
-    todo = [objs[i] for i in referred]
-    if not todo:
+    todo = [objs[i] for i in referred if i in objs]
+    by_name: dict[str, list[Any]] = {}
+    for i, (n, v, _) in entries.items():
+        by_name.setdefault(n, []).append((i in referred, v))
+    # a container every one of whose tensors something else keeps: its first tensor's path names the holder
+    held = [(n, vs[0][1]) for n, vs in by_name.items() if all(k for k, _ in vs)]
+    entries.clear()
+    if not todo and not held:
         return {}
     each: dict[int, Holding] = {}
-    holding_paths([(1, [obj]) for _, obj in todo], names, ignore=[*ignore, names],
-                  own={i: n for i, (n, _) in enumerate(todo)}, each=each)
-    return {todo[i][0]: h.path for i, h in each.items()}
+    chosen = todo + held
+    holding_paths([(1, [obj]) for _, obj in chosen], names,
+                  ignore=[*ignore, names, *[names.get(n) for n, _ in held]],
+                  own={i: n for i, (n, _) in enumerate(chosen)}, each=each)
+    out: dict[str, str] = {}
+    for i in sorted(each):  # the object's own holder before its entries'
+        out.setdefault(chosen[i][0], each[i].path if i < len(todo) else ENTRIES_KEPT + each[i].path)
+    return out
 
 
 def _identity(key: int, entry: tuple[int, list[Any]]) -> tuple[int, int, int]:
