@@ -324,7 +324,9 @@ class FreeReport(Rendered):
     Attributes:
         device: the device measured.
         freed: ``(source, bytes freed)`` in the order released (allocated bytes,
-            measured after ``gc.collect()``).
+            measured after ``gc.collect()``; where the allocator's counters are known, only
+            what was freed: what another thread allocated meanwhile is ``meanwhile``).
+        meanwhile: bytes allocated on the device while it ran (by another thread, a finalizer), else 0.
         returned: bytes of cached blocks the caching allocator gave back to the
             driver (``torch.cuda.empty_cache``; reserved before − after), or
             ``None`` on CPU.
@@ -343,6 +345,7 @@ class FreeReport(Rendered):
     method: str = ""
     versions: dict[str, str] = field(default_factory=dict)  # what it was measured with
     kept: list[tuple[str, str]] = field(default_factory=list)  # (source, why it was left as it is)
+    meanwhile: int = 0  # bytes other code (threads, finalizers) allocated while it ran (in no row)
 
     @property
     def total(self) -> int:
@@ -359,8 +362,56 @@ class FreeReport(Rendered):
             t.rows.append(("RSS returned by malloc_trim(0)", format_bytes(max(0, self.trimmed))))
         for src, why in self.kept:
             t.note(f"{src}: not released, {why}")
+        if self.meanwhile:
+            t.note(f"{format_bytes(self.meanwhile)} was allocated while this ran, by other code (another thread "
+                   "filling a queue or loading data, a finalizer or gc callback): in none of the rows above, which "
+                   "count only what was freed")
         t.note(f"measured by the {self.method}")
         return t
+
+
+@contextlib.contextmanager
+def _counting(probe: Any, device: torch.device) -> Any:
+    """A function giving ``(bytes allocated so far, bytes freed so far)`` on ``device`` while the block
+    runs (``None`` where not known): on CUDA the caching allocator's own counters
+    (``allocated_bytes.all.allocated``/``.freed``), on the CPU every change the storage tracker sees
+    in any thread (a storage it registers counts as allocated). Other threads allocating meanwhile (a
+    producer filling a queue) then show apart, instead of as negative bytes freed."""
+    if device.type == "cuda":
+        if not torch.cuda.is_initialized():
+            yield lambda: None
+            return
+
+        def cuda() -> tuple[int, int] | None:
+            st = torch.cuda.memory_stats(device)
+            if "allocated_bytes.all.allocated" not in st:
+                return None
+            return int(st["allocated_bytes.all.allocated"]), int(st["allocated_bytes.all.freed"])
+
+        yield cuda
+        return
+    tracker = getattr(probe, "tracker", None)
+    if not isinstance(probe, CpuProbe) or tracker is None:
+        yield lambda: None
+        return
+    seen = [0, 0]
+
+    def listener(_key: int, old: int, new: int) -> None:
+        if new > old:
+            seen[0] += new - old
+        else:
+            seen[1] += old - new
+
+    try:
+        ctx = tracker.listening(listener, all_threads=True)
+        ctx.__enter__()
+    except Exception:  # noqa: BLE001 - another thread is recording: the allocated bytes' difference
+        yield lambda: None
+        return
+    try:
+        yield lambda: (seen[0], seen[1])
+    finally:
+        ctx.__exit__(None, None, None)
 
 
 def free_hidden(shell: Any, device: torch.device, bound: Mapping[str, int] | None = None) -> FreeReport:
@@ -385,12 +436,19 @@ def free_hidden(shell: Any, device: torch.device, bound: Mapping[str, int] | Non
         ("output history (Out, _, __, ___)", lambda: _clear_output_history(shell, bound, report.kept)),
         ("last exception (traceback frames)", lambda: _clear_last_exception(shell, bound, report.kept)),
     ]
-    before = allocated(collect=False)
-    for name, step in steps:
-        step()
-        after = allocated()
-        report.freed.append((name, before - after))
-        before = after
+    with _counting(probe, device) as counts:
+        before = allocated(collect=False)
+        c0 = counts()
+        for name, step in steps:
+            step()
+            after = allocated()
+            c1 = counts()
+            if c0 is not None and c1 is not None:  # what was freed, apart from what other threads made meanwhile
+                report.freed.append((name, c1[1] - c0[1]))
+                report.meanwhile += c1[0] - c0[0]
+            else:
+                report.freed.append((name, before - after))
+            before, c0 = after, c1
     if device.type == "cuda" and torch.cuda.is_initialized():
         r0 = probe.sample(device_info=False).reserved or 0
         torch.cuda.empty_cache()
