@@ -369,8 +369,12 @@ def cheaper(site: CallSite, op: OpFacts | None, requested: int) -> tuple[str, st
             if found is not None:
                 return found
     if op is not None and op.packet in TABLE and op.packet != site.name:
-        return _run(TABLE[op.packet], site, op, requested, site.node)
-    return None
+        found = _run(TABLE[op.packet], site, op, requested, site.node)
+        if found is not None:
+            return found
+    from ._read_part import read_part  # no family of its own: is only part of what the line makes read?
+
+    return _run(lambda s, o, r, n: read_part(s, r), site, op, requested, site.node)
 
 
 def _run(entry: Entry, site: CallSite, op: OpFacts | None, requested: int, node: Any) -> tuple[str, str] | None:
