@@ -427,6 +427,32 @@ def raw_bytes(t: torch.Tensor, x: str) -> str:
     return s
 
 
+# -- deepcopy / pickle / torch.save of a view: the whole storage -----------------------------------------------------
+#: the calls that serialise or deep-copy a tensor with its whole storage (torch's Tensor.__reduce_ex__ and
+#: __deepcopy__ take the untyped storage; documented under torch.save: "views ... save the storage")
+_WHOLE_STORAGE = {"deepcopy": "copy.deepcopy", "dumps": "pickle.dumps", "dump": "pickle.dump", "save": "torch.save"}
+
+
+def _view_storage(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    arg = node.args[0]
+    t = site.value(arg)
+    if not _plain(t) or t.layout != torch.strided:
+        return None
+    own = t.numel() * t.element_size()
+    whole = t.untyped_storage().nbytes()
+    if whole < max(4 * own, 1 << 20):
+        return None  # the tensor is most of its storage: nothing to save
+    what = _WHOLE_STORAGE.get(func_name(node), func_name(node))
+    x = ast.unparse(arg)
+    new = f"{_paren(arg)}.clone()"
+    sentence = (f"{what} of {x}, a {_shape(t.shape)} {_dt(t)} view ({fb(own)}), copies the whole storage it views, "
+                f"{fb(whole)} ({whole / max(own, 1):,.0f}x): deepcopy, pickle and torch.save keep a tensor with its "
+                f"storage (PyTorch's serialization notes); `{new}` first copies only the view ({fb(own)})")
+    return sentence, _replaced(site, arg, new)
+
+
 ENTRIES = {
     "zeros": _sized, "ones": _sized, "empty": _sized, "full": _sized, "new_zeros": _sized, "new_ones": _sized,
     "new_empty": _sized, "new_full": _sized, "randn": _sized, "rand": _sized,
@@ -436,5 +462,7 @@ ENTRIES = {
     "Subscript": _mask_index,
     "float": _widen, "double": _widen,
     "as_tensor": _float64_array, "tensor": _float64_array, "asarray": _float64_array,
-    "deepcopy": _deepcopy,
+    **dict.fromkeys(_WHOLE_STORAGE, _view_storage),
+    "deepcopy": lambda site, op, requested, node: (_deepcopy(site, op, requested, node)
+                                                   or _view_storage(site, op, requested, node)),
 }

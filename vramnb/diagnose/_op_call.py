@@ -325,10 +325,15 @@ def _caller_of_library(frame: Any, lasti: int | None) -> tuple[Any, int | None]:
     where a frame of torch's lies between (a module's forward in a library: its line is the one read)."""
     f = frame
     while f is not None and (f.f_code.co_filename.startswith(_STDLIB) or "-packages" + os.sep in f.f_code.co_filename):
-        if f.f_code.co_filename.startswith(_SKIP):
+        if f.f_code.co_filename.startswith(_SKIP) and f.f_code.co_name in _MODULE_CALLS:
             return frame, lasti
+        # torch's other frames (Tensor.__deepcopy__ calling copy.deepcopy on its storage) are the library's too
         f = f.f_back
     return (frame, lasti) if f is None or f is frame else (f, None)
+
+
+#: torch's module-call frames: a library's module forward lies beyond them (its own line is the one read)
+_MODULE_CALLS = frozenset({"_call_impl", "_wrapped_call_impl", "__call__"})
 
 
 # -- a MemoryError raised by Python or NumPy ----------------------------------------------------------------------------
@@ -338,15 +343,16 @@ def python_memory_note(exc: BaseException) -> str | None:
     (:mod:`._call_table`); ``None`` where ``exc`` is no ``MemoryError``."""
     if not isinstance(exc, MemoryError):
         return None
-    tb, inner = exc.__traceback__, None
-    while tb is not None:  # the innermost frame of the user's code (a cell, a function of theirs)
+    tb, users = exc.__traceback__, []
+    while tb is not None:  # the frames of the user's code (a cell, a function of theirs), outermost first
         f = tb.tb_frame
         fn = f.f_code.co_filename
         if "-packages" + os.sep in fn or fn.startswith(_STDLIB):
             pass  # a library's frame (NumPy's, the standard library's): not the user's line
         elif not fn.startswith(_SKIP) and "/IPython/" not in fn and not fn.startswith("<frozen"):
-            inner = (f, tb.tb_lasti)
+            users.append((f, tb.tb_lasti))
         tb = tb.tb_next
+    inner = users[-1] if users else None
     msg = ""
     try:
         msg = str(exc).strip()
@@ -358,11 +364,22 @@ def python_memory_note(exc: BaseException) -> str | None:
         head += f" ({msg[:160]})"
     if inner is None:
         return head
-    site = call_site(*inner)
+    site = None
+    for where in reversed(users):  # the innermost line that makes a call (a helper's `raise MemoryError`: its caller's)
+        site = call_site(*where)
+        if site is not None:
+            break
     if site is None:
         return head
     head += f"; it failed in `{site.text}` (line {site.node.lineno})"
     extra = python_objects(site)
+    if not extra:  # the call's family in the table: a view pickled whole, a dense grid
+        try:
+            better = cheaper(site, None, 0)
+        except Exception:  # noqa: BLE001 - the line stands without the table's advice
+            better = None
+        if better is not None:
+            extra = better[0] + (f"; as code: `{better[1]}`" if better[1] and "\n" not in better[1] else "")
     return head + (f": {extra}" if extra else "")
 
 
