@@ -372,9 +372,11 @@ def cheaper(site: CallSite, op: OpFacts | None, requested: int) -> tuple[str, st
         found = _run(TABLE[op.packet], site, op, requested, site.node)
         if found is not None:
             return found
+    from ._dense_grid import dense_grid
     from ._read_part import read_part  # no family of its own: is only part of what the line makes read?
 
-    return _run(lambda s, o, r, n: read_part(s, r), site, op, requested, site.node)
+    return (_run(lambda s, o, r, n: read_part(s, r), site, op, requested, site.node)
+            or _run(lambda s, o, r, n: dense_grid(s), site, op, requested, site.node))
 
 
 def _run(entry: Entry, site: CallSite, op: OpFacts | None, requested: int, node: Any) -> tuple[str, str] | None:

@@ -378,9 +378,30 @@ def python_memory_note(exc: BaseException) -> str | None:
             better = cheaper(site, None, 0)
         except Exception:  # noqa: BLE001 - the line stands without the table's advice
             better = None
+        if better is None:  # only part of an array NumPy failed to make is read (its shape: NumPy's message)
+            from ._read_part import read_part
+
+            try:
+                better = read_part(site, 0, _numpy_array(msg))
+            except Exception:  # noqa: BLE001
+                better = None
         if better is not None:
             extra = better[0] + (f"; as code: `{better[1]}`" if better[1] and "\n" not in better[1] else "")
     return head + (f": {extra}" if extra else "")
+
+
+def _numpy_array(msg: str) -> tuple[tuple[int, ...], torch.dtype] | None:
+    """``(shape, dtype)`` from NumPy's "Unable to allocate 374. MiB for an array with shape (7001, 7001) and data
+    type float64", else ``None``."""
+    import re
+
+    m = re.search(r"shape \(([\d, ]*)\) and data type (\w+)", msg)
+    if m is None:
+        return None
+    dtype = getattr(torch, m.group(2), None)
+    if not isinstance(dtype, torch.dtype):
+        return None
+    return tuple(int(x) for x in m.group(1).replace(" ", "").split(",") if x), dtype
 
 
 _STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")

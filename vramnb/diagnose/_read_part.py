@@ -164,10 +164,47 @@ def _root_model(site: CallSite, value: ast.expr) -> tuple[str, str] | None:
     return None
 
 
-def read_part(site: CallSite, requested: int) -> tuple[str, str] | None:
-    """``(sentence, code)`` where every later read of the name the failing statement binds takes one
-    and the same index of it (``code`` empty where the index cannot move onto the inputs); else
-    ``None``."""
+def _same_line(site: CallSite, requested: int, result: tuple[tuple[int, ...], torch.dtype] | None,
+               ) -> tuple[str, str] | None:
+    """The sentence where the failing call's result is indexed on its own line (``np.corrcoef(a, b)[0, 1:]``)."""
+    p = _parents(site.tree).get(id(site.node))
+    if not isinstance(p, ast.Subscript) or p.value is not site.node:
+        return None
+    try:
+        whole = _meta_value(site, site.node)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - a call not evaluated on meta tensors (NumPy's): the shape given, if any
+        whole = None
+    given = not isinstance(whole, torch.Tensor)
+    if given:
+        if result is None:
+            return None
+        whole = torch.empty(result[0], dtype=result[1], device="meta")
+    part = _meta_value(site, ast.Subscript(value=ast.Name("_whole_", ast.Load()), slice=p.slice, ctx=ast.Load()),
+                       {"_whole_": whole})
+    if not isinstance(part, torch.Tensor) or part.numel() * 2 > whole.numel():
+        return None
+    pct = 100 * part.numel() / whole.numel()
+    share = f"{pct:.3g} %" if pct >= 1 else f"1/{whole.numel() / max(part.numel(), 1):,.0f}"
+    each = whole.element_size()
+    idx = ", ".join(ast.unparse(e) for e in p.slice.elts) if isinstance(p.slice, ast.Tuple) else ast.unparse(p.slice)
+    sizes = f"{share} of it: {format_bytes(part.numel() * each)} of {format_bytes(whole.numel() * each)}"
+    if given:  # the shape of the array that could not be made, taken to be the result's
+        return (f"only `[{idx}]` of `{site.text}`'s result is read: {_shape(part.shape)} of {_shape(whole.shape)} "
+                f"where the result is the {_shape(whole.shape)} {str(whole.dtype).replace('torch.', '')} array that "
+                f"could not be made ({sizes}): compute that part directly instead of the whole result"), ""
+    return (f"only `[{idx}]` {_shape(part.shape)} of `{site.text}`'s {_shape(whole.shape)} result is read ({sizes}): "
+            "compute that part directly instead of the whole result"), ""
+
+
+def read_part(site: CallSite, requested: int,
+              result: tuple[tuple[int, ...], torch.dtype] | None = None) -> tuple[str, str] | None:
+    """``(sentence, code)`` where the failing call's result is indexed on its own line, or every later
+    read of the name the failing statement binds takes one and the same index of it (``code`` empty
+    where the index cannot move onto the inputs); else ``None``. ``result``: the call's result's
+    ``(shape, dtype)`` where it cannot be computed on ``meta`` tensors (NumPy's, from its message)."""
+    same = _same_line(site, requested, result)
+    if same is not None:
+        return same
     found = _assigned(site)
     if found is None:
         return None
