@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .._units import format_bytes as fb
-from ._call_shapes import _paren, _torch_call, rewrite
+from ._call_shapes import _chain_module, _paren, _torch_call, rewrite
 from ._call_parts import _dt, _parents, _plain, _replaced, _shape, _target, _uses, func_name, held_bytes
 
 if TYPE_CHECKING:
@@ -427,6 +427,112 @@ def raw_bytes(t: torch.Tensor, x: str) -> str:
     return s
 
 
+# -- a dense square filled (or made) from a list of index pairs -------------------------------------------------------
+def _density(k: int, total: int) -> str:
+    pct = 100 * k / max(total, 1)
+    return f"{pct:.2g} %" if pct >= 0.01 else f"1 in {total / max(k, 1):,.0f}"
+
+
+def _length(site: CallSite, node: ast.expr) -> int | None:
+    """The length (dim 0) of what ``node`` holds; ``a[:, j]`` of a NumPy array by ``a``'s own rows."""
+    base = node
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and node.slice.elts \
+            and ast.unparse(node.slice.elts[0]) == ":":
+        base = node.value  # the rows of `a[:, j]` are a's
+    try:
+        shape = getattr(site.value(base), "shape", None)
+    except Exception:  # noqa: BLE001
+        return None
+    return int(shape[0]) if shape is not None and len(shape) >= 1 else None
+
+
+def _filled_at_pairs(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``adj = np.zeros((n, n))`` then ``adj[src, dst] = w`` later in the source: a dense matrix for k pairs."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    tgt = _target(site)
+    if tgt is None:
+        return None
+    shape = site.value(node.args[0])
+    if not isinstance(shape, tuple) or len(shape) != 2 or not all(isinstance(x, int) for x in shape):
+        return None
+    parents = _parents(site.tree)
+    for u in _uses(site, tgt):
+        p = parents.get(id(u))
+        if not (isinstance(p, ast.Subscript) and p.value is u and isinstance(p.ctx, ast.Store)
+                and isinstance(p.slice, ast.Tuple) and len(p.slice.elts) == 2):
+            continue
+        k = _length(site, p.slice.elts[0])
+        if k is None or k * 20 > shape[0] * shape[1]:
+            return None  # not a few pairs of a large square: dense is fine
+        st = parents.get(id(p))
+        numpy = ast.unparse(node.func).split(".")[0] in ("np", "numpy") and not any(k.arg == "dtype"
+                                                                                    for k in node.keywords)
+        # the element size: the request's where it is known, else NumPy's default float64 or torch's float32
+        item = requested // (shape[0] * shape[1]) if requested else (8 if numpy else 4)
+        if item <= 0:
+            return None
+        dense = shape[0] * shape[1] * item
+        coo = k * (2 * 8 + item)
+        where = f"line {st.lineno}" if isinstance(st, ast.stmt) else "a later line"
+        return (f"{tgt} is a dense {_shape(shape)} matrix ({fb(dense)}) that {where} fills at {k:,} index pairs "
+                f"({_density(k, shape[0] * shape[1])} of its entries): a sparse matrix of those pairs holds only "
+                f"them (scipy.sparse.coo_matrix((values, (rows, cols)), shape={_shape(shape)}), or torch.sparse_coo_tensor"
+                f": about {fb(coo)}); densify a batch of rows at a time where a dense block is needed"), ""
+    return None
+
+
+def _dense_adj(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """torch_geometric's ``to_dense_adj(edge_index, ..., max_num_nodes=n)``: a dense (B, n, n) from E edges; where
+    the result is only summed over its last dim, those sums are the out-degrees (``degree(edge_index[0], n)``)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    ei = site.value(node.args[0])
+    if not _plain(ei) or ei.dim() != 2 or ei.shape[0] != 2:
+        return None
+    kw = {k.arg: k.value for k in node.keywords}
+    n_node = kw.get("max_num_nodes")
+    n = site.value(n_node) if n_node is not None else (int(ei.max()) + 1 if ei.numel() else 0)
+    if not isinstance(n, int) or n <= 0:
+        return None
+    e = int(ei.shape[1])
+    if e * 20 > n * n:
+        return None
+    es = ast.unparse(node.args[0])
+    ns = ast.unparse(n_node) if n_node is not None else str(n)
+    sentence = (f"to_dense_adj makes a dense ({n:,} x {n:,}) adjacency per graph ({fb(n * n * 4)} in float32) from "
+                f"{e:,} edges ({_density(e, n * n)} of its entries); work on the edge list instead")
+    # the result only summed over its last dim (`adj.sum(-1)`): the out-degree of each node
+    parents = _parents(site.tree)
+    stmt: ast.AST | None = parents.get(id(node))
+    first = isinstance(stmt, ast.Subscript) and ast.unparse(stmt.slice) == "0"  # to_dense_adj(...)[0]: (n, n)
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = parents.get(id(stmt))
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return sentence + " (torch_geometric.utils has degree, scatter and the sparse ops that take it)", ""
+    tgt, end = stmt.targets[0].id, stmt.end_lineno or 0
+    last = ("-1", "1") if first else ("-1", "2")
+    sums: list[ast.Call] = []
+    for u in ast.walk(site.tree):
+        if not (isinstance(u, ast.Name) and u.id == tgt and isinstance(u.ctx, ast.Load) and u.lineno > end):
+            continue
+        a = parents.get(id(u))
+        c = parents.get(id(a))
+        if not (isinstance(a, ast.Attribute) and a.attr == "sum" and isinstance(c, ast.Call) and c.func is a
+                and len(c.args) == 1 and not c.keywords and ast.unparse(c.args[0]) in last):
+            return sentence + " (torch_geometric.utils has degree, scatter and the sparse ops that take it)", ""
+        sums.append(c)
+    if not sums:
+        return sentence + " (torch_geometric.utils has degree, scatter and the sparse ops that take it)", ""
+    line: ast.AST | None = sums[0]
+    while line is not None and not isinstance(line, ast.stmt):
+        line = parents.get(id(line))
+    out = line.targets[0].id if isinstance(line, ast.Assign) and isinstance(line.targets[0], ast.Name) else "deg"
+    return (sentence + f": {ast.unparse(sums[0])} is each node's number of outgoing edges, which "
+            f"torch_geometric.utils.degree({es}[0], {ns}) counts from the edge list ({fb(n * 4)})"), \
+        f"from torch_geometric.utils import degree\n{out} = degree({es}[0], {ns})"
+
+
 # -- deepcopy / pickle / torch.save of a view: the whole storage -----------------------------------------------------
 #: the calls that serialise or deep-copy a tensor with its whole storage (torch's Tensor.__reduce_ex__ and
 #: __deepcopy__ take the untyped storage; documented under torch.save: "views ... save the storage")
@@ -454,7 +560,8 @@ def _view_storage(site: CallSite, op: OpFacts | None, requested: int, node: ast.
 
 
 ENTRIES = {
-    "zeros": _sized, "ones": _sized, "empty": _sized, "full": _sized, "new_zeros": _sized, "new_ones": _sized,
+    "zeros": _chain_module(_sized, _filled_at_pairs),
+    "ones": _sized, "empty": _sized, "full": _sized, "new_zeros": _sized, "new_ones": _sized,
     "new_empty": _sized, "new_full": _sized, "randn": _sized, "rand": _sized,
     "bincount": _bincount,
     "scatter": _scatter, "scatter_add": _scatter, "scatter_sum": _scatter, "scatter_mean": _scatter,
@@ -463,6 +570,6 @@ ENTRIES = {
     "float": _widen, "double": _widen,
     "as_tensor": _float64_array, "tensor": _float64_array, "asarray": _float64_array,
     **dict.fromkeys(_WHOLE_STORAGE, _view_storage),
-    "deepcopy": lambda site, op, requested, node: (_deepcopy(site, op, requested, node)
-                                                   or _view_storage(site, op, requested, node)),
+    "to_dense_adj": _dense_adj,
+    "deepcopy": _chain_module(_deepcopy, _view_storage),
 }
