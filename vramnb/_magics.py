@@ -311,13 +311,15 @@ class VramMagics(Magics):
         else:
             display(obj)
 
-    def _holders_fn(self, device: Any, limit: int = 3, hidden_too: bool = False, explain: bool = False) -> Any:
+    def _holders_fn(self, device: Any, limit: int = 3, hidden_too: bool = False, explain: bool = False,
+                    entries: bool = False) -> Any:
         """A function giving ``(name, bytes it keeps, bytes deleting it frees, kind)`` of the ``limit``
         names of the notebook that hold the most on ``device``, then of up to ``limit`` others whose
         deletion alone frees the most (at least 1 MiB) (kind: ``Tensor``, ``Module``, ``list``...;
         ``hidden_too``: the out-of-sight holders as well, e.g. ``("(Out, _ __ ___)", …, "output history")``).
         ``explain``: the largest one's tuple has a fifth item, how it holds its bytes and the fix
-        (:func:`vramnb.diagnose._holding.holding_note`; ``""`` where none applies)."""
+        (:func:`vramnb.diagnose._holding.holding_note`; ``""`` where none applies). ``entries``: the
+        listed names' entries follow as rows of their own, named by their path (``trainer.history``)."""
         def top() -> list[tuple[str, int, int, str]]:
             dev = resolve_device(device)
             # what deleting a name frees: not what the output history, a kept exception's frames
@@ -326,13 +328,19 @@ class VramMagics(Magics):
             frames = _handled_frames()
             if frames:
                 hidden["(the failing frames)"] = ("traceback frames", frames)
-            rows = find_holders(self._users_names(), dev, hidden=hidden, limit=None, entries=False)
+            rows = find_holders(self._users_names(), dev, hidden=hidden, limit=None, entries=entries)
             visible = [h for h in rows if hidden_too or not h.hidden]
             shown = visible[:limit]
             # then those whose deletion alone frees the most (an idle copy of a model beside the model in
             # use, which holds more but shares it with the optimizer and the loss): the fixes need them
             alone = sorted((h for h in visible[limit:] if h.unique >= 1 << 20), key=lambda h: -h.unique)[:limit]
             out: list[tuple[Any, ...]] = [(h.name, h.nbytes, h.unique, h.kind) for h in shown + alone]
+            if entries:
+                todo = [e for h in shown for e in h.entries]
+                while todo:
+                    e = todo.pop(0)
+                    out.append((e.name, e.nbytes, e.unique, e.kind))
+                    todo.extend(e.entries)
             if explain and shown and shown[0].nbytes >= 1 << 20:
                 from .diagnose._holding import holding_note
 
@@ -355,8 +363,12 @@ class VramMagics(Magics):
             def advise(name: str, kind: str) -> str | None:
                 from .diagnose._hook_owners import hook_advice
 
-                if name not in names:
-                    return None
+                if name not in names:  # an entry (dataset.cache): what its name's object says of it, if anything
+                    # (not by calling advise again: a closure naming itself is a cycle that keeps `names`, the
+                    # notebook's variables, alive until gc runs)
+                    name = re.split(r"[.\[]", name, maxsplit=1)[0]
+                    if name not in names:
+                        return None
                 return hook_advice(name, names[name], names) or regrowth_advice(name, names[name], source,
                                                                                 resolve_device(device), names)
 
@@ -370,7 +382,8 @@ class VramMagics(Magics):
                 return self._growth_trace.step(key, final, names, hidden, dev, ignore=[self.shell.user_ns])
 
             note = self._regrowth.observe(source, report.delta_allocated,
-                                          self._holders_fn(device, limit=50, hidden_too=True), advise, trace)
+                                          self._holders_fn(device, limit=50, hidden_too=True, entries=True),
+                                          advise, trace)
         except Exception:  # noqa: BLE001 - a verdict must never break the cell
             note = None
         if note:

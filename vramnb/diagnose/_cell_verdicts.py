@@ -86,7 +86,17 @@ class Regrowth:
         for i in (0, 1):
             grew = sorted(((int(sizes[n][i]) - int(before.get(n, (0, 0, ""))[i]), n) for n in sizes), reverse=True)
             if grew and grew[0][0] > 0:
-                shared = sorted(n for g, n in grew if g == grew[0][0]) if i else [grew[0][1]]
+                top = [n for g, n in grew if g == grew[0][0]]
+
+                def below(n: str, m: str) -> bool:  # n is an entry of m (``m.attr``, ``m[3]``)
+                    return n != m and n.startswith(m) and n[len(m):len(m) + 1] in (".", "[")
+
+                # an entry that was there before and grew by as much as the name above it (inference._model_bank
+                # of inference) is what grows: named instead of its parents; an entry new this run is not
+                inner = [n for n in top if n in before and int(before[n][i]) > 0 and any(below(n, m) for m in top)]
+                top = [n for n in top if (not any(below(n, m) for m in sizes) or n in inner)
+                       and not any(below(m, n) for m in inner)] or top
+                shared = sorted(top) if i else [max(top, key=len)]
                 kept = sizes[shared[0]][1] - before.get(shared[0], (0, 0, ""))[1]
                 who = f": {' and '.join(shared[:3])} grew by {format_bytes(kept)}"
                 advice = ((advise(shared[0], sizes[shared[0]][2]) if advise is not None else None)
