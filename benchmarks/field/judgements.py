@@ -1088,3 +1088,107 @@ JUDGEMENTS_V8_AFTER: dict[str, tuple[str, str, str]] = {
             "adds 16.0 MiB) and '`del feats` ... frees them' (the last extractor keeps the same tensors through the "
             "hooks)", _D),
 }
+
+
+# -- validation-9 (held out; cases in cases.py CASES_V9) ------------------------------------------------------------
+# Judged by hand after the run (vramnb/ as at main b2f7f7c, imported from /work/wt/judge9 on branch judge9), by an
+# outside judge (helper judge9) who did not read vramnb's diagnosis code. Same standard as validation-8: diagnosed (the
+# output leads to the thread's fix or an equally good one, nothing false or inapplicable printed), partly, missed, wrong
+# (a false sentence, or advice that cannot help / would break the cell). Third field: the score were the false
+# sentence or the inapplicable advice named in the reason absent.
+JUDGED_AT_V9_BEFORE = "b2f7f7c (vramnb/ as at main b2f7f7c, run from judge9; judged by judge9)"
+JUDGEMENTS_V9_BEFORE: dict[str, tuple[str, str, str]] = {
+    "load_state_dict_into_initialised_model_oom": (
+        _W, "'failing call: `torch.load(CKPT, weights_only=True)` asked for 32.0 MiB' and 'fix 1: model, a model the "
+            "failing code does not name, keeps 192.1 MiB: save it to disk where it is still needed "
+            "(`torch.save(model.state_dict(), 'model.pt')`) and delete it' - model is the randomly initialised module "
+            "the checkpoint is being loaded into: saving its random weights is pointless and deleting it only moves the "
+            "second copy (LM() again beside the loaded state: 384 MiB); nothing on the meta device / assign=True", _P),
+    "adamw_foreach_intermediates_oom": (
+        _D, "fails in AdamW's _multi_tensor_adam (`_foreach_sqrt`); 'fix 3: the step's temporaries: this step runs the "
+            "multi-tensor (foreach) kernels ...: for g in opt.param_groups: g[\"foreach\"] = False' (the RFC's fix, "
+            "fits); Adafactor / fewer trainable parameters are true alternatives", _D),
+    "all_layer_hidden_states_returned_oom": (
+        _W, "'failing call: `torch.stack(hiddens)` ... (25, 4, 2048, 256)' and 'held by the failing frames: hiddens "
+            "192.0 MiB' (true); fix 1 preallocate the joined tensor (halves the peak, keeps the 200 MiB nobody uses); "
+            "false 'fix 4: bf16 autocast around the forward ... that result in half the bytes' - the residual stream "
+            "x + layer(x) promotes back to float32, so the stacked hidden states stay float32 under CPU autocast "
+            "(checked); nothing on return_hidden_states=False / only the last layer", _P),
+    "where_with_zeros_like_operand_oom": (
+        _P, "'failing call: `torch.where(valid_token_mask, down_out_list, torch.zeros_like(down_out_list))` asked for "
+            "128.0 MiB ... torch.zeros_like(down_out_list) (32768, 1024) float32' (the zeros operand is visible among "
+            "the inputs); only 'raise the process's limit'; nothing on masked_fill_ / in place", _P),
+    "decode_loop_keeps_every_step_scores_oom": (
+        _P, "'held by the failing frames: scores 241.2 MiB (decode:22)' (the kept logits, exact); the failing call is "
+            "one step's (8, 32000) logits; fixes: a smaller batch and bf16 autocast (true, they shrink every kept step "
+            "but the list still grows with the length: autocast alone cannot fit 992 steps here); nothing on not "
+            "keeping the scores when output_scores is False", _P),
+    "hessian_rows_create_graph_at_inference_oom": (
+        _W, "failing call `torch.autograd.grad(..., create_graph=True)` and 'rows keeps 135 tensors with an autograd "
+            "graph ... `rows.append(row.view(-1).detach())`' (an equally good fix: each row's graph is freed); but the "
+            "alternatives are inapplicable: 'or empty it ... rows.clear()' (rows is the Hessian) and 'compute what is "
+            "stored under torch.no_grad() if no backward needs it' (under no_grad `forces.view(-1)[i]` has no grad_fn "
+            "and autograd.grad raises; checked); nothing names create_graph=False", _D),
+    "maml_second_order_adaptation_steps_oom": (
+        _W, "failing call `torch.autograd.grad(loss, fast, create_graph=True)`; 'fast keeps 4 tensors with an autograd "
+            "graph ...: store detached tensors (`.detach()`) instead' - detaching the fast weights cuts the "
+            "meta-gradient (meta_loss.backward() then reaches no parameter); the same line for grads amounts to "
+            "first-order MAML (the maintainer's first_order=True) but is not said to be that; nothing on "
+            "first_order / create_graph=False", _P),
+    "detector_inference_without_no_grad_oom": (
+        _D, "'fix 2: no backward runs in the failing code, yet gradients are on ... with torch.no_grad(): # or "
+            "torch.inference_mode()' (the PR's fix); smaller batch and bf16 autocast (conv output) true alternatives",
+        _D),
+    "full_sort_for_top_values_oom": (
+        _P, "'failing call: `scores.sort(descending=True)` asked for 228.9 MiB for one of its 2 outputs, (30000000,) "
+            "int64' (the int64 indices are visible); only 'raise the process's limit'; nothing on topk (row-wise)", _P),
+    "expand_based_distance_matrix_oom": (
+        _D, "'fix 1: `x - y` on the failing line materialises the broadcast shape (784, 8192, 128), 3.1 GiB ... "
+            "torch.cdist(a, b) or the matmul form ... never builds it' (the thread's fix)", _D),
+    "rejection_sampling_keeps_candidate_graphs_oom": (
+        _W, "'fix 1: accepted ... `accepted.append(candidates[ok].detach())`' and 'fix 3: ... with torch.no_grad()' "
+            "(both the thread's fix); inapplicable: 'or empty it ... accepted.clear()' (accepted is the result) and "
+            "'fix 4: with gradients off ... keep each step's outputs reduced (predictions, metrics), not whole logits' "
+            "(the loop keeps (k, 4) samples, no logits; under no_grad nothing grows)", _D),
+    "profiler_started_never_stopped": (
+        _M, "RSS +50-60 MiB a run 'outside tensors' on every run, no regrowth line, nothing on the profiler (never "
+            "named in any output)", _M),
+    "monitoring_loss_ema_kept_as_tensor": (
+        _D, "run 3: 'ema grew by 40.6 MiB ... ema keeps 2 tensors with an autograd graph ... store numbers (`.item()`) "
+            "or detached tensors (`.detach()`) instead' and %vram `ema['terminal']` 122.0 MiB of graph (the PR's "
+            "fix: compute the EMAs outside pytorch)", _D),
+    "validation_step_outputs_never_cleared": (
+        _P, "%vram `lit.validation_step_outputs` 117.2 MiB (exact); run 3 'lit grew by 39.1 MiB: ... an attribute of "
+            "lit is added to on every run, e.g. a list a forward hook fills: remove the hook when done "
+            "(handle.remove()), or empty the list' - the attribute is not named in that line and the hook is a guess "
+            "(there is none); nothing on clearing it in on_validation_epoch_end", _P),
+    "reward_not_detached_chains_weight_grad": (
+        _W, "by source 'autograd graph of gradients of synapse +80.1 MiB' a run (true); %vram 'synapse.weight.grad "
+            "keeps an autograd graph of 240.2 MiB (backward(create_graph=True)): set the gradients to None after use "
+            "(`opt.zero_grad(set_to_none=True)`), or use `torch.autograd.grad(..., create_graph=True)`' - false: no "
+            "backward ran at all (the learner assigns weight.grad - reward * eligibility), and the autograd.grad "
+            "alternative is inapplicable; zero_grad after the step would bound it; nothing on detaching the reward",
+        _P),
+    "accelerator_reused_keeps_old_models": (
+        _D, "run 3: 'accelerator grew by 32.0 MiB ... accelerator._optimizers (a list of 3 entries, 96.1 MiB) ... "
+            "Accelerator has a clear(): call `accelerator.clear()`' (clear() is free_memory()'s alias: the fix)", _D),
+    "gc_disabled_cyclic_batches_never_collected": (
+        _W, "run 3: '... 38.0 MiB of this run's new storages is kept where no referrer path reaches a name (the "
+            "autograd graph or objects outside Python)' - false: the batches are in Python reference cycles that gc "
+            "(disabled) never collects, as `%vram free` then shows ('unreachable cycles (gc.collect) 118.0 MiB'); "
+            "every run '`del batch, loss` ... frees them' (with gc disabled del frees nothing: checked); nothing on "
+            "gc.disable()", _P),
+    "average_meter_updated_with_tensors": (
+        _D, "run 3: 'stats grew by 20.0 MiB: ... stats['iou'].avg keeps 1 tensor with an autograd graph ... store "
+            "numbers (`.item()`) ...' and %vram `stats['iou'].sum` 59.1 MiB of graph (the PR's val.item())", _D),
+    "grad_fn_hook_closes_over_its_owner": (
+        _W, "growth 90.3 MiB a run 'kept where no referrer path reaches a name'; %vram '261.8 MiB allocated is not "
+            "found under the names listed' (true, with 'a tensor's hooks' in a generic list); inapplicable "
+            "'strategy._memoize_cache keeps 1 tensor with an autograd graph ...: store detached tensors (`.detach()`) "
+            "instead' (the caches carry gradients by design) and 'wrap the cell in `with torch.no_grad():`' "
+            "(mean_cache.grad_fn is then None and register_hook raises); nothing on the hook cycle or weakref", _M),
+    "weight_statistics_keep_replaced_weights": (
+        _D, "every run: '`weight_ranges.append(w.abs().amax())` keeps each graph: append `w.abs().amax().detach()` "
+            "(or `.item()` for a scalar)' and %vram weight_ranges 'parameters 48.0 MiB · autograd graph 48.0 MiB' (the "
+            "replaced weights; detach is the PR's fix)", _D),
+}

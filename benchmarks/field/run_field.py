@@ -248,7 +248,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
     ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4", "v5", "v6-before",
-                                                 "v6-after", "v7-before", "v7-after", "v8-before", "v8-after"),
+                                                 "v6-after", "v7-before", "v7-after", "v8-before", "v8-after",
+                                                 "v9-before"),
                     default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
@@ -346,6 +347,8 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
         return f"validation-8: {j.JUDGED_AT_V8_BEFORE}", dict(j.JUDGEMENTS_V8_BEFORE)
     if judged_set == "v8-after":
         return f"validation-8: {j.JUDGED_AT_V8_AFTER}", dict(j.JUDGEMENTS_V8_AFTER)
+    if judged_set == "v9-before":
+        return f"validation-9: {j.JUDGED_AT_V9_BEFORE}", dict(j.JUDGEMENTS_V9_BEFORE)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -366,7 +369,7 @@ def _rescore(folder: Path, judged_set: str) -> None:
 
 SCORES = ("diagnosed", "partly", "missed", "wrong")
 PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4", "validation-5", "validation-6",
-         "validation-7", "validation-8")
+         "validation-7", "validation-8", "validation-9")
 # what the judgements' third field scores (judgements.py)
 THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
                "v3": "were the false sentence or the inapplicable advice named in the reason absent",
@@ -377,7 +380,8 @@ THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the 
                "v7-before": "were the false sentence or the inapplicable advice named in the reason absent",
                "v7-after": "were the false sentence or the inapplicable advice named in the reason absent",
                "v8-before": "were the false sentence or the inapplicable advice named in the reason absent",
-               "v8-after": "were the false sentence or the inapplicable advice named in the reason absent"}
+               "v8-after": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v9-before": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
