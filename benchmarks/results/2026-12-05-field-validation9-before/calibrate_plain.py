@@ -150,7 +150,8 @@ def main(name, which, headroom=None):
         line = (f"cell line {here[-1].lineno}: " + src.splitlines()[here[-1].lineno - 1].strip()) if here else tb[-1].line
         inner = [f for f in tb if f.filename == "<setup>"]
         if inner:
-            line += f" (in setup's {inner[-1].name}, line {inner[-1].lineno}: " + c.setup_code.splitlines()[inner[-1].lineno - 1].strip() + ")"
+            setup_line = c.setup_code.splitlines()[inner[-1].lineno - 1].strip()
+            line += f" (in setup's {inner[-1].name}, line {inner[-1].lineno}: " + setup_line + ")"
         res = f"FAILS {type(e).__name__}: {str(e)[:60]} @ {line}"
     resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     print(f"{name:48s} {which:5s} H={h:4d} {res} ({time.perf_counter() - t0:.1f} s)", flush=True)
