@@ -533,6 +533,49 @@ def _dense_adj(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST
         f"from torch_geometric.utils import degree\n{out} = degree({es}[0], {ns})"
 
 
+# -- torch.load of a checkpoint beside the initialised model it is loaded into ----------------------------------------
+def _load_beside_model(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``state = torch.load(path)`` then ``model.load_state_dict(state)``: the model's own initialised
+    parameters and the checkpoint's are alive together; built on the meta device, the model takes the
+    checkpoint's tensors with ``load_state_dict(..., assign=True)`` (one copy; torch.nn.Module docs), and
+    ``mmap=True`` maps the file instead of reading it into memory (torch.load docs)."""
+    if not isinstance(node, ast.Call) or func_name(node) != "load":
+        return None
+    tgt = _target(site)
+    if tgt is None:
+        return None
+    parents = _parents(site.tree)
+    for u in _uses(site, tgt):
+        call = parents.get(id(u))
+        if not (isinstance(call, ast.Call) and u in call.args and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "load_state_dict" and isinstance(call.func.value, ast.Name)):
+            continue
+        mname = call.func.value.id
+        model = site.value(call.func.value)
+        if not isinstance(model, torch.nn.Module):
+            return None
+        seen: set[int] = set()
+        held = sum((held_bytes(t, seen) or ((), "", 0))[2] for t in list(model.parameters()) + list(model.buffers()))
+        if not held:
+            return None
+        # where the cell built the model: that statement under the meta device
+        built = next((s for s in ast.walk(site.tree) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                      and isinstance(s.targets[0], ast.Name) and s.targets[0].id == mname
+                      and (s.end_lineno or 0) < (site.stmt.lineno if site.stmt is not None else 0)), None)
+        load = ast.unparse(node)
+        mapped = load[:-1] + ", mmap=True)" if not any(k.arg == "mmap" for k in node.keywords) else load
+        sentence = (f"{mname}'s own initialised parameters ({fb(held)}) and the checkpoint `{load}` reads are alive "
+                    f"together until {mname}.load_state_dict copies one into the other: build {mname} on the meta "
+                    f"device (no memory) and let it take the checkpoint's tensors with "
+                    f"{mname}.load_state_dict({tgt}, assign=True): one copy; mmap=True maps the file instead of "
+                    "reading it all into memory")
+        rest = f"{tgt} = {mapped}\n{mname}.load_state_dict({tgt}, assign=True)"
+        if built is None:
+            return sentence, ""
+        return sentence, f"with torch.device('meta'):\n    {ast.unparse(built)}\n{rest}"
+    return None
+
+
 # -- deepcopy / pickle / torch.save of a view: the whole storage -----------------------------------------------------
 #: the calls that serialise or deep-copy a tensor with its whole storage (torch's Tensor.__reduce_ex__ and
 #: __deepcopy__ take the untyped storage; documented under torch.save: "views ... save the storage")
@@ -571,5 +614,6 @@ ENTRIES = {
     "as_tensor": _float64_array, "tensor": _float64_array, "asarray": _float64_array,
     **dict.fromkeys(_WHOLE_STORAGE, _view_storage),
     "to_dense_adj": _dense_adj,
+    "load": _load_beside_model,
     "deepcopy": _chain_module(_deepcopy, _view_storage),
 }

@@ -93,7 +93,8 @@ class Regrowth:
 
                 # an entry that was there before and grew by as much as the name above it (inference._model_bank
                 # of inference) is what grows: named instead of its parents; an entry new this run is not
-                inner = [n for n in top if n in before and int(before[n][i]) > 0 and any(below(n, m) for m in top)]
+                inner = [n for n in top if n in before and int(before[n][i]) > 0 and any(below(n, m) for m in top)
+                         and 4 * (int(sizes[n][1]) - int(before[n][1])) >= 3 * delta]  # most of the run's growth
                 top = [n for n in top if (not any(below(n, m) for m in sizes) or n in inner)
                        and not any(below(m, n) for m in inner)] or top
                 shared = sorted(top) if i else [max(top, key=len)]

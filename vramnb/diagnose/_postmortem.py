@@ -318,6 +318,19 @@ def _cell_trains(filename: str) -> tuple[bool | None, set[str]]:
     return trains, names
 
 
+def _cell_reads_from(filename: str, line: int) -> set[str]:
+    """Names the notebook cell ``filename`` reads on line ``line`` and after: what the rest of the cell
+    still needs (IPython compiles each top-level statement apart, so the failing statement's code names
+    only its own); empty where it is no cell."""
+    import ast
+
+    cell = _cell_source(filename)
+    if cell is None:
+        return set()
+    return {n.id for n in ast.walk(cell[1]) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and getattr(n, "lineno", 0) >= line}
+
+
 def _cell_reads(filename: str) -> set[str]:
     """Names the notebook cell ``filename`` reads before (or without) binding them, in source
     order: ``logits`` in ``target = f(labels)`` then ``loss = g(target, logits)``; empty where it is
@@ -687,6 +700,8 @@ def failing_code(frames: list[Any], requested: int | None = None, op: Any = None
                     ctx.transient = read[1] or ctx.transient  # the call's family first (one_hot before its .float())
         names = set(code.co_names)
         ctx.in_use |= names
+        if code.co_name == "<module>":  # the rest of the cell still needs what it reads from here on
+            ctx.in_use |= _cell_reads_from(code.co_filename, frame.f_lineno)
         added = _mutated_names(code) & names
         ctx.mutated |= added
         if added:
