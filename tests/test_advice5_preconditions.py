@@ -105,6 +105,7 @@ def test_on_the_cpu_outputs_are_not_told_to_move_to_the_cpu(ip):
     ctx = _caught(ip, "with torch.no_grad():\n    for i in range(3):\n        couts.append(cnet(torch.ones(4, 8)))\n"
                       "        if i == 2:\n            raise RuntimeError('x')")
     texts = _texts(ctx)  # a CPU state
-    assert any(t.endswith("keep each step's outputs reduced (predictions, metrics), not whole logits") for t in texts), texts
+    assert any(t.endswith("keep each step's outputs reduced (predictions, metrics), not whole output tensors")
+               for t in texts), texts
     assert not any(".cpu()" in t for t in texts), texts
     run(ip, "del cnet, couts")

@@ -203,10 +203,9 @@ def test_the_replay_asks_autocast_itself_which_operators_it_lowers():
     assert read_op(mm, 64 * 32 * 4, "cpu") == ("mm", (64, 32), True, "runs it in bfloat16")
     srt = record(aten.sort.default, (t((1000,)),), {})
     assert read_op(srt, 1000 * 8, "cpu") == ("sort", (1000,), False, "")  # its int64 indices
-    # its values keep the input's precision: bfloat16 only where the scores come in bfloat16 (said so)
-    assert read_op(srt, 1000 * 4, "cpu")[2:] == (True, "computes in its inputs' precision, and under autocast those "
-                                                 "are bfloat16 where they come from (or are cast for) an operation "
-                                                 "autocast lowers")
+    # its values keep the input's precision: bfloat16 only where the scores come in bfloat16, which the record does
+    # not show (validation-9: torch.stack of hidden states a residual sum kept float32): not known, no autocast line
+    assert read_op(srt, 1000 * 4, "cpu")[2:] == (None, "")
     assert read_op(mm, 12345, "cpu") == ("mm", None, None, "")  # no result of the request's size: nothing known
 
 

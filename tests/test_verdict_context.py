@@ -366,7 +366,8 @@ def test_an_out_of_memory_in_a_no_grad_evaluation_loop_gets_no_checkpointing(ip)
     assert "recompute" not in text and "checkpoint" not in text and "vramnb.compare" not in text
     # on a card (cuda:0 in _fixes): keeping them on the CPU is a fix
     assert ("with gradients off nothing is kept for backward: what grows is what the loop keeps (kept); keep each "
-            "step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole logits on the device", "") in fixes
+            "step's outputs on the CPU (.cpu()) or reduced (predictions, metrics), not whole output tensors on the "
+            "device", "") in fixes
 
 
 def test_an_out_of_memory_in_a_forward_only_cell_with_gradients_on_says_no_grad_not_checkpointing(ip):

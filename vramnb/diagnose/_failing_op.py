@@ -255,16 +255,22 @@ def read_op(op: FailedOp | None, requested: int | None, device: str,
             return name, shape, True, "runs it in bfloat16"
     except Exception:  # noqa: BLE001 - autocast on a device this build lacks: not known
         return name, shape, None, ""
-    follow = None
+    follow, at = None, 0
     for lower in (1, 2):  # its own inputs in bf16; where their dtypes must match (a convolution), all of them
         try:
-            follow = _replay(op, kind, lower=lower, given=given)
+            follow, at = _replay(op, kind, lower=lower, given=given), lower
             break
         except Exception:  # noqa: BLE001 - mixed dtypes refused: try them all lowered
             continue
+    if follow is not None and at == 2 and follow[index][1] in (torch.bfloat16, torch.float16):
+        # its operands must share a dtype (a convolution, a linear's addmm): autocast casts them all where it
+        # lowers the call above it (conv2d, linear), which reaches the dispatcher as this operator
+        return name, shape, True, "runs it in bfloat16 (autocast casts all its operands)"
     if follow is not None and follow[index][1] in (torch.bfloat16, torch.float16):
-        return name, shape, True, ("computes in its inputs' precision, and under autocast those are bfloat16 where "
-                                   "they come from (or are cast for) an operation autocast lowers")
+        # it computes in its inputs' precision (stack, cat, add): bfloat16 only where every input comes from an
+        # operation autocast lowers, which the record does not show (a residual sum with a float32 embedding, a
+        # LayerNorm's float32 output keep it float32): not known
+        return name, shape, None, ""
     return name, shape, False, ""
 
 

@@ -16,6 +16,16 @@ from .._units import format_bytes
 __all__ = ["carried_states", "cell_accumulators", "kept_graph_note", "regrowth_advice"]
 
 
+
+def _detach_or_item(expr: str, last: Any) -> str:
+    """`` `expr.detach()` ``, with `` `expr.item()` `` as the other way only where the last value appended is one
+    number (or not known); a (N, 3) tensor gets no ``.item()``."""
+    try:
+        one = last is None or not issubclass(type(last), torch.Tensor) or last.numel() == 1
+    except Exception:  # noqa: BLE001
+        one = True
+    return f"`{_call(expr, 'detach')}`" + (f" (or `{_item(expr)}` for a scalar)" if one else "")
+
 def cell_accumulators(source: str) -> tuple[dict[str, str], dict[str, str]]:
     """``({name: added expression}, {list name: appended expression})`` of a cell: running
     totals (``total += loss``, ``total = total + loss``) and ``xs.append(v)`` calls, each
@@ -237,8 +247,7 @@ def kept_graph_note(names: Mapping[str, Any], source: str, key: Callable[[torch.
             each = _detached(appends[name], names, obj[-1] if obj else None)
             if each or not _is_display(appends[name]):
                 fixes.append(f"`{name}.append({appends[name]})` keeps each graph: append " +
-                             (f"`{each}`" if each else
-                              f"`{_call(appends[name], 'detach')}` (or `{_item(appends[name])}` for a scalar)"))
+                             (f"`{each}`" if each else _detach_or_item(appends[name], obj[-1] if obj else None)))
         elif name in carried and issubclass(type(obj), torch.Tensor) and has_graph:
             kept.append((name, nbytes))
             stmt = carried[name]
@@ -417,7 +426,8 @@ def regrowth_advice(name: str, obj: Any, source: str, device: torch.device | Non
         each = _detached(expr, {}, obj[-1] if issubclass(type(obj), list) and obj else None)
         if each or not _is_display(expr):
             return (f"`{name}.append({expr})` keeps each step's graph: append "
-                    + (f"`{each}`" if each else f"`{_call(expr, 'detach')}` (or `{_item(expr)}` for a scalar)"))
+                    + (f"`{each}`" if each else _detach_or_item(expr, obj[-1] if issubclass(type(obj), list) and obj
+                                                                else None)))
     sub = _subscript_totals(source).get(name)
     if sub:
         value = sub.split("+=", 1)[1].strip()

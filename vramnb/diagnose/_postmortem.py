@@ -126,6 +126,8 @@ class FailingCode:
             run in, read from :mod:`linecache`) calls a backward (``.backward(``,
             ``autograd.grad(``) or an optimizer's ``.step(``; ``None`` where no cell's text was
             found (nothing is claimed then).
+        results: of :attr:`mutated`, the names the failing cells' source also reads whole (``torch.stack(rows)``,
+            ``return rows``, ``for r in rows``; not ``len(rows)``): what the code builds, which emptying destroys.
         mutated: global names whose object the failing frames' source changes in place
             (``x.append(…)``/``extend``/``insert``/``add``/``update``/``setdefault``,
             ``x[k] = …``, ``x += …``), read from the source's syntax tree: a container only
@@ -184,6 +186,7 @@ class FailingCode:
     phase: str = ""
     backward: bool | None = None
     mutated: set[str] = field(default_factory=set)
+    results: set[str] = field(default_factory=set)
     stores: dict[str, str] = field(default_factory=dict)
     summed: tuple[str, str, str, str] | None = None
     optim: OptimizerFacts | None = None
@@ -352,6 +355,39 @@ def _cell_reads(filename: str) -> set[str]:
     for n in sorted(nodes, key=lambda n: key.get(id(n), (n.lineno, n.col_offset))):
         first.setdefault(n.id, isinstance(n.ctx, ast.Load) or id(n) in aug)
     return {k for k, v in first.items() if v}
+
+
+def _read_whole(code: Any, names: set[str]) -> set[str]:
+    """Of ``names``, those the source of ``code``'s cell (or function) reads whole somewhere: a name
+    loaded that is not the receiver of a mutating method (``x.append``), an augmented assignment's or a
+    subscript assignment's target, nor the sole argument of ``len``. Empty where the source is not there."""
+    import ast
+
+    if not names:
+        return set()
+    cell = _cell_source(code.co_filename)
+    lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+    if cell is None or not cell[0] or not lines:
+        return set()
+    text, tree = cell
+    lo, hi = (1, len(text.splitlines())) if code.co_name == "<module>" else (min(lines), max(lines))
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+                and lo <= getattr(n, "lineno", 0) <= hi):
+            continue
+        p = parents.get(id(n))
+        if isinstance(p, ast.Attribute) and p.attr in _MUTATORS:
+            continue
+        if isinstance(p, ast.Subscript) and isinstance(p.ctx, ast.Store):
+            continue
+        if isinstance(p, ast.AugAssign) and p.target is n:
+            continue
+        if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "len" and p.args == [n]:
+            continue
+        out.add(n.id)
+    return out
 
 
 def _mutated_names(code: Any) -> set[str]:
@@ -704,6 +740,9 @@ def failing_code(frames: list[Any], requested: int | None = None, op: Any = None
             ctx.in_use |= _cell_reads_from(code.co_filename, frame.f_lineno)
         added = _mutated_names(code) & names
         ctx.mutated |= added
+        if code.co_name == "<module>":  # IPython compiles each statement apart: the cell's other statements too
+            added |= _mutated_names(code) & _cell_reads_from(code.co_filename, 0) - added
+        ctx.results |= _read_whole(code, added)
         if added:
             from ._growing import growing
 

@@ -402,6 +402,13 @@ def _holder_fixes(s: OOMState) -> tuple[list[Fix], list[Fix]]:
         if used:
             instead = ctx.stores.get(root) if ctx is not None else None
             keep = f"keep less in it ({instead})" if instead else "keep numbers or reduced values, not whole tensors"
+            if ctx is not None and root in ctx.results:
+                # what the code builds (torch.stack(rows) after the loop): emptying it destroys the result
+                if not instead:
+                    continue
+                partial.append(Fix(f"{name} ({kind}), which the failing code adds to and then uses as its result, "
+                                   f"keeps {format_bytes(holds)}: {keep}", ""))
+                continue
             f = Fix(f"{name} ({kind}), which the failing code adds to, keeps {format_bytes(holds)}: {keep}, or empty "
                     f"it; that frees {format_bytes(frees)}", f"{name}.clear()", frees)
         elif kind == "Module" and "[" not in name and "." not in name:
@@ -624,9 +631,10 @@ def _no_grad_fixes(device: str, ctx: FailingCode, keeps: bool = False,
         grown = f" ({', '.join(sorted(ctx.grows))})" if ctx.grows else ""
         # on the CPU the outputs are on the CPU already: moving them there frees nothing
         where = "on the CPU (.cpu()) or " if device.split(":")[0] != "cpu" else ""
-        out.append(Fix(f"{why} nothing is kept for backward: what grows is what the loop keeps{grown}; keep "
-                       f"each step's outputs {where}reduced (predictions, metrics), not whole logits"
-                       + (" on the device" if where else ""), ""))
+        if not (ctx.grows and ctx.grows <= ctx.results):  # what the loop builds as its result: not to be reduced
+            out.append(Fix(f"{why} nothing is kept for backward: what grows is what the loop keeps{grown}; keep "
+                           f"each step's outputs {where}reduced (predictions, metrics), not whole output tensors"
+                           + (" on the device" if where else ""), ""))
     if not ctx.grows:  # a container of every step's results grows with the samples seen, whatever the batch
         out += [Fix(w, "") for w in [smaller_batch(ctx)] if w]
     # a half-precision model: nothing to halve; what grows with the samples seen: halving a step is no fix
