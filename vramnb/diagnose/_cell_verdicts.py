@@ -140,8 +140,17 @@ def _traced(traced: Any, who: str, advice: str, delta: int) -> tuple[str, str]:
     big = [h for h in holdings if h.nbytes * 8 >= delta]  # the paths that keep a real share of the growth
     extra = ""
     if unfound * 8 >= delta:
-        extra += (f"; {format_bytes(unfound)} of this run's new storages is kept where no referrer path reaches a name "
-                  "(the autograd graph or objects outside Python)")
+        import gc
+
+        if not gc.isenabled():  # nothing collects cycles: the likeliest holder, said as it is
+            extra += (f"; {format_bytes(unfound)} of this run's new storages is kept where no referrer path reaches a "
+                      "name: objects in reference cycles, the autograd graph or objects outside Python; the garbage "
+                      "collector is off (gc.disable()), so reference cycles are never freed: gc.enable(), or "
+                      "gc.collect() after each step (%vram free shows what it frees)")
+        else:
+            extra += (f"; {format_bytes(unfound)} of this run's new storages is kept where no referrer path reaches a "
+                      "name (reference cycles waiting for the garbage collector, the autograd graph or objects "
+                      "outside Python)")
     if rest * 8 >= delta:
         extra += f"; {format_bytes(rest)} of smaller new storages was not followed"
     if not big:

@@ -9,6 +9,7 @@ holders' walk: :func:`vramnb._holders.find_holders`)."""
 from __future__ import annotations
 
 import ast
+import gc
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -276,8 +277,9 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
         out.append(f"bound in a loop and still alive after it (a Python loop has no scope of its own): {listed}; "
                    "each pass's values also stay alive while the next pass builds its own: "
                    f"`del {', '.join(n for n, _ in kept)}` at the end of the loop body (where the next pass does not "
-                   "read them) or after the loop frees them (an object in a reference cycle at the next gc.collect()), "
-                   "as does running the loop in a function")
+                   "read them) or after the loop frees them (an object in a reference cycle at the next gc.collect()"
+                   + ("" if gc.isenabled() else ", which only an explicit gc.collect() runs: the garbage collector "
+                      "is off (gc.disable())") + "), as does running the loop in a function")
     from ._kept_results import conditionally_bound
 
     try:
