@@ -576,6 +576,25 @@ def _load_beside_model(site: CallSite, op: OpFacts | None, requested: int, node:
     return None
 
 
+# -- torch.autograd.grad(..., create_graph=True) in a loop -------------------------------------------------------------
+def _create_graph(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """A gradient taken with ``create_graph=True`` keeps its own graph (what the backward computed and saved) for as
+    long as what is computed from it lives: in a loop that carries it on (MAML's adapted weights, a Hessian's rows),
+    every step's. Where no gradient of it is taken later, ``create_graph=False`` returns plain tensors."""
+    if not isinstance(node, ast.Call) or func_name(node) not in ("grad", "backward"):
+        return None
+    flag = next((k for k in node.keywords if k.arg == "create_graph"), None)
+    if flag is None or not (isinstance(flag.value, ast.Constant) and flag.value.value is True):
+        return None
+    new = ast.unparse(node).replace(ast.unparse(flag), "create_graph=False")
+    return (f"`{site.text}` runs a backward that itself records an autograd graph (create_graph=True): the gradients "
+            "it returns keep what this backward computed, and what the forward saved, alive for as long as anything "
+            "computed from them is (in a loop that carries them on, every pass's); that is what a second-order "
+            "gradient needs (a meta-gradient through adaptation steps, a Hessian); where no gradient of these "
+            "gradients is taken later, create_graph=False returns plain tensors (first-order: MAML's first_order, "
+            "one Hessian row at a time then detached)"), _replaced(site, node, new)
+
+
 # -- deepcopy / pickle / torch.save of a view: the whole storage -----------------------------------------------------
 #: the calls that serialise or deep-copy a tensor with its whole storage (torch's Tensor.__reduce_ex__ and
 #: __deepcopy__ take the untyped storage; documented under torch.save: "views ... save the storage")
@@ -615,5 +634,6 @@ ENTRIES = {
     **dict.fromkeys(_WHOLE_STORAGE, _view_storage),
     "to_dense_adj": _dense_adj,
     "load": _load_beside_model,
+    "grad": _create_graph,
     "deepcopy": _chain_module(_deepcopy, _view_storage),
 }

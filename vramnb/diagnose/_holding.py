@@ -244,6 +244,24 @@ def _copies_share(copies: list[dict[str, Any]], module: Any) -> bool:
     return any(k in own for c in copies for t in dict.values(c) for k, _ in storages_of_tensor(t))
 
 
+def _second_order(tensors: list[torch.Tensor], limit: int = 2000) -> str:
+    """The name of an autograd node made by differentiating a backward formula (``ThresholdBackwardBackward0``:
+    ``torch.autograd.grad(..., create_graph=True)``) in the graphs of ``tensors``, the first found within
+    ``limit`` nodes; ``""`` where none is."""
+    todo = [t.grad_fn for t in tensors if t.grad_fn is not None]
+    seen: set[int] = set()
+    while todo and len(seen) < limit:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        name = type(node).__name__
+        if "BackwardBackward" in name:
+            return name
+        todo.extend(f for f, _ in getattr(node, "next_functions", ()) if f is not None)
+    return ""
+
+
 def _graph_only(obj: Any, device: torch.device) -> int:
     """Bytes ``obj`` keeps only through autograd graphs (saved for backward), parameters and other
     leaves that require grad left out (their modules keep them anyway)."""
@@ -319,6 +337,12 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
         saved = _graph_only(node, device)
         if saved:
             n = len(graphs)
+            if _second_order(graphs):  # made by a differentiable backward: kept for a further gradient on purpose
+                return Holding(path, "graphs", nbytes, (
+                    f"{path} keeps {n} tensor{'s' if n != 1 else ''} whose autograd graph was made by a backward with "
+                    f"create_graph=True (its nodes are backward formulas' own: {_second_order(graphs)}), which keeps "
+                    f"what both passes saved ({format_bytes(saved)}) for a second-order gradient; where none is "
+                    "needed, create_graph=False returns plain gradients (first-order: they keep nothing)"))
             # `.item()` only where every such tensor is one number (a loss); else detached tensors
             numbers = "numbers (`.item()`) or " if all(t.numel() == 1 for t in graphs) else ""
             return Holding(path, "graphs", nbytes, (
