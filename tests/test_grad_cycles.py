@@ -55,7 +55,8 @@ def test_a_leaf_whose_grad_graph_reaches_back_to_it_is_named_and_vram_free_frees
     # per pass: x, x.grad, and what x.grad's graph saves (tanh's result y, the ones given to backward): 4 tensors
     kept = 3 * 4 * N * 4
     line = (f"{format_bytes(kept)} of the memory no name holds is kept by leaf tensors whose .grad carries an autograd graph "
-            "(backward(create_graph=True)) that reaches back to the leaf: x -> x.grad -> graph -> x, a cycle through "
+            "(left by backward(create_graph=True), or a tensor with a graph assigned to .grad) that reaches back to "
+            "the leaf: x -> x.grad -> graph -> x, a cycle through "
             "autograd's C++ objects that gc.collect() cannot free (`%vram free` releases none of it); set `x.grad = "
             "None` before dropping such a tensor, or use `torch.autograd.grad(..., create_graph=True)`, which returns "
             "the gradients instead of storing them")

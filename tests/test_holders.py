@@ -147,10 +147,11 @@ def test_a_gradient_with_a_graph_create_graph_is_held_by_its_parameter_and_named
     note = grad_graph_note({"net": net, "inp": inp}, CPU)
     assert note is not None and note.startswith(
         f"net.weight.grad, inp.grad keep autograd graphs of {format_bytes(2 * 8 * 4 + 4)} ")
-    assert note.endswith("(backward(create_graph=True)): set the gradients to None after use "
-                         "(`net.zero_grad(set_to_none=True)` / `inp.grad = None`), or use "
-                         "`torch.autograd.grad(..., create_graph=True)`, which returns the gradients instead "
-                         "of storing them")
+    assert note.endswith("(a .grad carries a graph where backward ran with create_graph=True, or where code "
+                         "assigned a tensor with a graph to .grad): set the gradients to None after use "
+                         "(`net.zero_grad(set_to_none=True)` / `inp.grad = None`); assign detached tensors to .grad "
+                         "(`.detach()`), and for a second-order gradient use `torch.autograd.grad(..., "
+                         "create_graph=True)`, which returns the gradients instead of storing them")
     # the cycle (parameter -> .grad -> graph -> parameter) outlives the test otherwise: gc cannot free it,
     # and a later test in this process would count net's 256 KiB
     net.weight.grad = None
@@ -165,9 +166,10 @@ def test_a_gradient_with_a_graph_create_graph_is_held_by_its_parameter_and_named
     rows = {h.name: h for h in find_holders({"x": x}, CPU)}
     assert rows["x"].nbytes == 4 * n * 4  # x, x.grad, y and the ones: all reached from x
     assert grad_graph_note({"x": x}, CPU) == (
-        f"x.grad keeps an autograd graph of {format_bytes(2 * n * 4)} (backward(create_graph=True)): set the "
-        "gradients to None after use (`x.grad = None`), or use `torch.autograd.grad(..., create_graph=True)`, "
-        "which returns the gradients instead of storing them")
+        f"x.grad keeps an autograd graph of {format_bytes(2 * n * 4)} (a .grad carries a graph where backward ran "
+        "with create_graph=True, or where code assigned a tensor with a graph to .grad): set the gradients to None "
+        "after use (`x.grad = None`); assign detached tensors to .grad (`.detach()`), and for a second-order gradient "
+        "use `torch.autograd.grad(..., create_graph=True)`, which returns the gradients instead of storing them")
     x.grad = None
     assert grad_graph_note({"x": x}, CPU) is None
 

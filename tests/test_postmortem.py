@@ -169,8 +169,9 @@ def test_regrowth_reports_what_the_holder_keeps_more_where_a_loop_variable_share
         run(ip, cell)
     notes = vramnb.history()[-1].notes
     assert ("each run of this cell leaves 512.0 KiB more (3 runs in a row): model grew by 512.0 KiB: it keeps what "
-            "each run makes (an attribute of model is added to on every run, e.g. a list a forward hook fills: "
-            "remove the hook when done (handle.remove()), or empty the list)") in notes, notes
+            "each run makes (what grows is held inside model: an attribute added to on every run (a list a forward "
+            "hook fills: remove the hook when done, handle.remove(), or empty the list), or its parameters' .grad "
+            "carrying a graph (see %vram for its parts))") in notes, notes
 
 
 def test_regrowth_names_the_output_history_and_its_fix(ip):

@@ -74,7 +74,7 @@ def _own(tensors: Iterable[Any], device: torch.device, on_device: Callable[..., 
 
 # what ``backward(create_graph=True)`` leaves: each gradient's own autograd graph (it refers back
 # to the parameter, a cycle gc cannot break: it lives until the gradient is set to None)
-GRAD_GRAPH = "autograd graph of gradients (backward(create_graph=True))"
+GRAD_GRAPH = "autograd graph of gradients (a .grad with a graph)"
 
 
 def _grad_graphs(leaves: list[Any]) -> list[Any]:

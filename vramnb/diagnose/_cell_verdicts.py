@@ -127,9 +127,10 @@ def _regrowth_advice(name: str, kind: str) -> str | None:
     if kind == "output history":
         return ("the output history (Out) keeps each run's result: end the cell with ';' so its value is not "
                 "kept, or run %vram free")
-    if kind == "Module":
-        return (f"an attribute of {name} is added to on every run, e.g. a list a forward hook fills: remove the "
-                f"hook when done (handle.remove()), or empty the list")
+    if kind == "Module":  # what inside it grows is not known here: its kinds named, none claimed
+        return (f"what grows is held inside {name}: an attribute added to on every run (a list a forward hook fills: "
+                f"remove the hook when done, handle.remove(), or empty the list), or its parameters' .grad carrying "
+                "a graph (see %vram for its parts)")
     return None
 
 

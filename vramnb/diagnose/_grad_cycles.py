@@ -53,7 +53,8 @@ def leaf_cycle_note(names: Mapping[str, Any], device: torch.device, hidden: Mapp
     if not only:
         return None
     return (f"{format_bytes(only)} of the memory no name holds is kept by leaf tensors whose .grad carries an autograd graph "
-            "(backward(create_graph=True)) that reaches back to the leaf: x -> x.grad -> graph -> x, a cycle through "
+            "(left by backward(create_graph=True), or a tensor with a graph assigned to .grad) that reaches back to "
+            "the leaf: x -> x.grad -> graph -> x, a cycle through "
             "autograd's C++ objects that gc.collect() cannot free (`%vram free` releases none of it); set `x.grad = "
             "None` before dropping such a tensor, or use `torch.autograd.grad(..., create_graph=True)`, which returns "
             "the gradients instead of storing them")

@@ -345,9 +345,11 @@ def grad_graph_note(names: Mapping[str, Any], device: torch.device) -> str | Non
             sizes[k] = t.untyped_storage().nbytes()
     shown = ", ".join(n for n, _ in found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
     verb = "keeps an autograd graph" if len(found) == 1 else "keep autograd graphs"
-    return (f"{shown} {verb} of {format_bytes(sum(sizes.values()))} (backward(create_graph=True)): set the "
-            f"gradients to None after use ({' / '.join(dict.fromkeys(resets))}), or use "
-            "`torch.autograd.grad(..., create_graph=True)`, which returns the gradients instead of storing them")
+    return (f"{shown} {verb} of {format_bytes(sum(sizes.values()))} (a .grad carries a graph where backward ran "
+            "with create_graph=True, or where code assigned a tensor with a graph to .grad): set the gradients to None "
+            f"after use ({' / '.join(dict.fromkeys(resets))}); assign detached tensors to .grad (`.detach()`), and "
+            "for a second-order gradient use `torch.autograd.grad(..., create_graph=True)`, which returns the "
+            "gradients instead of storing them")
 
 
 def _subscript_totals(source: str) -> dict[str, str]:
