@@ -334,7 +334,8 @@ def _attention_weights(site: CallSite, op: OpFacts | None, requested: int, node:
 
 
 def _chain_module(*entries: Any) -> Any:
-    """The entries for a module's call, tried in order: the first that answers."""
+    """One entry of several for one key (a module's call; ``torch.tensor(array)`` and its dtype form), tried in
+    order: the first that answers; one that cannot read its evidence (raises) gives none."""
     def first(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
         for e in entries:
             try:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .._units import format_bytes
-from ._call_shapes import MODULE_CALL
+from ._call_shapes import MODULE_CALL, _chain_module
 from ._call_parts import _call, _dt, _nb, _parents, _plain, _replaced, _shape, _target, _uses, func_name, held_bytes
 
 if TYPE_CHECKING:
@@ -444,15 +444,8 @@ def _register() -> None:
 
     for entries in (shapes, data):
         for k, v in entries.items():
-            TABLE[k] = _chain(TABLE[k], v) if k in TABLE else v
-
-
-def _chain(first: Entry, then: Entry) -> Entry:
-    """Two entries for one name (``torch.tensor(array)``, ``torch.tensor(array, dtype=...)``): the first that answers."""
-    def both(site: CallSite, op: OpFacts | None, requested: int, node: Any) -> tuple[str, str] | None:
-        return _run(first, site, op, requested, node) or _run(then, site, op, requested, node)
-
-    return both
+            # two entries for one name (``torch.tensor(array)``, ``torch.tensor(array, dtype=...)``): the first that answers
+            TABLE[k] = _chain_module(TABLE[k], v) if k in TABLE else v
 
 
 _register()

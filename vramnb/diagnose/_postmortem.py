@@ -357,20 +357,28 @@ def _cell_reads(filename: str) -> set[str]:
     return {k for k, v in first.items() if v}
 
 
+def _code_span(code: Any) -> tuple[Any, int, int] | None:
+    """``(the parsed cell, first line, last line)`` of ``code``'s own lines in its notebook cell (a cell's top
+    level: the whole cell), ``None`` where the cell's source is not there (see :func:`_mutated_names`)."""
+    cell = _cell_source(code.co_filename)
+    lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+    if cell is None or not cell[0] or not lines:
+        return None
+    text, tree = cell
+    lo, hi = (1, len(text.splitlines())) if code.co_name == "<module>" else (min(lines), max(lines))
+    return tree, lo, hi
+
+
 def _read_whole(code: Any, names: set[str]) -> set[str]:
     """Of ``names``, those the source of ``code``'s cell (or function) reads whole somewhere: a name
     loaded that is not the receiver of a mutating method (``x.append``), an augmented assignment's or a
     subscript assignment's target, nor the sole argument of ``len``. Empty where the source is not there."""
     import ast
 
-    if not names:
+    span = _code_span(code) if names else None
+    if span is None:
         return set()
-    cell = _cell_source(code.co_filename)
-    lines = [ln for _, _, ln in code.co_lines() if ln is not None]
-    if cell is None or not cell[0] or not lines:
-        return set()
-    text, tree = cell
-    lo, hi = (1, len(text.splitlines())) if code.co_name == "<module>" else (min(lines), max(lines))
+    tree, lo, hi = span
     parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     out: set[str] = set()
     for n in ast.walk(tree):
@@ -399,12 +407,10 @@ def _mutated_names(code: Any) -> set[str]:
     is claimed)."""
     import ast
 
-    cell = _cell_source(code.co_filename)
-    lines = [ln for _, _, ln in code.co_lines() if ln is not None]
-    if cell is None or not cell[0] or not lines:
+    span = _code_span(code)
+    if span is None:
         return set()
-    text, tree = cell
-    lo, hi = (1, len(text.splitlines())) if code.co_name == "<module>" else (min(lines), max(lines))
+    tree, lo, hi = span
 
     def root(node: Any) -> str | None:
         while isinstance(node, (ast.Attribute, ast.Subscript)):
