@@ -295,6 +295,44 @@ def _loss_broadcast(site: CallSite, op: OpFacts | None, requested: int, node: as
             f" ({fb(small)} per temporary)"), _replaced(site, what, new)
 
 
+# -- torch.where with a tensor of zeros made for it -----------------------------------------------------------------------
+_FILLS = {"zeros_like": "0", "ones_like": "1", "full_like": None, "zeros": "0", "ones": "1"}
+
+
+def _where_fill(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``torch.where(mask, x, torch.zeros_like(x))``: a full tensor of one value made only to be chosen from, and a
+    new result; ``x.masked_fill(~mask, 0)`` makes the result alone, ``masked_fill_`` nothing (in place)."""
+    if not isinstance(node, ast.Call) or len(node.args) != 3:
+        return None
+    cond, a, b = node.args
+    for keep, fill, negate in ((a, b, True), (b, a, False)):
+        if not (isinstance(fill, ast.Call) and func_name(fill) in _FILLS):
+            continue
+        value = _FILLS[func_name(fill)]
+        if value is None:  # full_like(x, v): its value
+            if len(fill.args) < 2:
+                continue
+            value = ast.unparse(fill.args[1])
+        x, m = site.value(keep), site.value(cond)
+        if not _plain(x) or not _plain(m) or m.dtype != torch.bool:
+            continue
+        made = x.numel() * x.element_size()
+        try:
+            out = tuple(torch.broadcast_shapes(m.shape, x.shape))
+        except RuntimeError:
+            continue
+        if out != tuple(x.shape):
+            continue  # the mask widens the result: masked_fill keeps x's shape
+        xs, ms = _paren(keep), _paren(cond)
+        mask = f"~{ms}" if negate else ms
+        new = f"{xs}.masked_fill({mask}, {value})"
+        return (f"`{site.text}` makes a {_shape(x.shape)} {_dt(x)} tensor of {value}s ({fb(made)}) only to choose "
+                f"from, then a new result of the same size: `{new}` makes the result alone, and "
+                f"`{xs}.masked_fill_({mask}, {value})` changes {ast.unparse(keep)} in place (nothing new) where "
+                f"{ast.unparse(keep)} is not needed as it was", _replaced(site, node, new))
+    return None
+
+
 # -- nn.MultiheadAttention returning its attention weights ---------------------------------------------------------------
 def _attention_weights(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
     """``attn(q, k, v)`` of an ``nn.MultiheadAttention`` with ``need_weights`` left True: PyTorch then takes the
@@ -472,6 +510,7 @@ ENTRIES = {
     "interpolate": _interpolate,
     "stft": _stft,
     **dict.fromkeys(_POINTWISE_LOSSES, _loss_broadcast),
+    "where": _where_fill,
     # a call of a module held by a name of the user's (``criterion(pred, y)``, ``attn(x, x, x)``): by its class
     MODULE_CALL: _loss_broadcast,
 }

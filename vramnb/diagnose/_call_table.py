@@ -137,7 +137,27 @@ def _sort(site: CallSite, op: OpFacts | None, requested: int, node: ast.Call) ->
                 f"from 1); its working space, a copy of {xs} and int64 indices ({format_bytes(kept)}), is freed "
                 "before it returns",
                 f"{values.id}_k = torch.kthvalue({xs}, {k} + 1).values  # = {values.id}[{k}] (ascending)")
-    return None
+    # every read of the values (and of the indices, where the statement binds them too) is the same first k: topk
+    names = [e for e in t.elts if isinstance(e, ast.Name)] if isinstance(t, ast.Tuple) else [values]
+    reads = [(p, u) for nm in names for u in _uses(site, nm.id) for p in [parents.get(id(u))]]
+    firsts = {ast.unparse(p.slice.upper) for p, u in reads if isinstance(p, ast.Subscript) and p.value is u
+              and isinstance(p.slice, ast.Slice) and p.slice.lower is None and p.slice.step is None
+              and p.slice.upper is not None}
+    if len(firsts) != 1 or len(reads) != sum(1 for p, u in reads if isinstance(p, ast.Subscript) and p.value is u
+                                             and isinstance(p.slice, ast.Slice)):
+        return None
+    k = firsts.pop()
+    kv = site.value(ast.parse(k, mode="eval").body)
+    if not isinstance(kv, int) or kv <= 0 or kv * 4 > n:
+        return None
+    desc = next((kw.value for kw in node.keywords if kw.arg == "descending"), None)
+    largest = ast.unparse(desc) if desc is not None else "False"
+    lhs = ", ".join(ast.unparse(e) for e in t.elts) if isinstance(t, ast.Tuple) else ast.unparse(t)
+    new = f"{lhs} = {xs}.topk({k}, largest={largest})"
+    return (f"the sort's whole result (values and int64 indices: {n:,} × ({es} + 8) B = {format_bytes(kept)}) serves "
+            f"to read its first {kv:,} entries (`[:{k}]`): torch.topk returns those alone, sorted "
+            f"({kv:,} × ({es} + 8) B); where a 1-d topk's own working space is still too large, topk of the rows of a "
+            f"reshaped view, then topk of those", new + f"  # later reads of [:{k}] stay as they are")
 
 
 # -- a sparse operand densified --------------------------------------------------------------------------------------------
