@@ -143,6 +143,10 @@ class FailingCode:
         optim_is_model: the optimizer steps every parameter of :attr:`model` and no other, in one
             group (:func:`._optim_target.steps_exactly`): an optimizer swap may then take
             ``model.parameters()``; otherwise it takes the optimizer's own ``param_groups``.
+        local_grows: ``{variable: (function, flag)}`` for each list or dict a failing function of the user's
+            adds to (its own local, :func:`_mutated_names` of its code) whose other reads all lie under one test of
+            a name (``tuple(scores) if output_scores else None``): ``flag`` is that name, ``""`` where it is read
+            otherwise.
         grows: containers the failing code grows with every step's results
             (:func:`._growing.growing`): their size follows the samples seen, not the batch.
         model_grad: a parameter of :attr:`model` requires grad (``None``: not read); where none
@@ -196,6 +200,7 @@ class FailingCode:
     grads: tuple[str, int] | None = None
     optim_is_model: bool = False
     grows: set[str] = field(default_factory=set)
+    local_grows: dict[str, tuple[str, str]] = field(default_factory=dict)
     model_grad: bool | None = None
     model_fp32: bool | None = None
     joins: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
@@ -367,6 +372,37 @@ def _code_span(code: Any) -> tuple[Any, int, int] | None:
     text, tree = cell
     lo, hi = (1, len(text.splitlines())) if code.co_name == "<module>" else (min(lines), max(lines))
     return tree, lo, hi
+
+
+def _only_under(code: Any, name: str) -> str:
+    """The flag under whose test every read of ``name`` in ``code``'s lines other than adding to it lies
+    (``tuple(scores) if output_scores else None``, ``if output_scores: ... scores``), else ``""``."""
+    import ast
+
+    span = _code_span(code)
+    if span is None:
+        return ""
+    tree, lo, hi = span
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    flags = set()
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                and lo <= getattr(n, "lineno", 0) <= hi):
+            continue
+        p = parents.get(id(n))
+        if isinstance(p, ast.Attribute) and p.attr in _MUTATORS:
+            continue
+        child: Any = n
+        flag, up = "", p
+        while up is not None and not flag:
+            if isinstance(up, (ast.IfExp, ast.If)) and child is not up.test and isinstance(up.test, ast.Name) \
+                    and child in (up.body if isinstance(up, ast.If) else [up.body]):
+                flag = up.test.id
+            child, up = up, parents.get(id(up))
+        if not flag:
+            return ""
+        flags.add(flag)
+    return flags.pop() if len(flags) == 1 else ""
 
 
 def _read_whole(code: Any, names: set[str]) -> set[str]:
@@ -779,6 +815,13 @@ def failing_code(frames: list[Any], requested: int | None = None, op: Any = None
                 ctx.optimizer = name
                 ctx.optim = optimizer_facts(obj)
                 opt_ns = g  # the namespace that names it (outer frames: the kernel's, the test runner's)
+        if _user_frame(frame) and code.co_name != "<module>":  # a function's own lists it adds to
+            try:
+                local = set(code.co_varnames) & _mutated_names(code)
+                for var in local:
+                    ctx.local_grows.setdefault(var, (getattr(code, "co_qualname", code.co_name), _only_under(code, var)))
+            except Exception:  # noqa: BLE001 - no such line rather than a broken post-mortem
+                pass
         for _, val in frame_locals(frame) if _user_frame(frame) else ():
             if issubclass(type(val), torch.nn.Module):
                 ctx.trains = True

@@ -283,6 +283,7 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
             f"hold and the {format_bytes(room)} still free together: read the shapes on the failing line "
             "(an unintended broadcast, a batch or sequence far too large)", "")]
     first = line + (first or [])  # the failing line's own copy: a shape of code to change, first
+    first = _local_growth_fixes(s) + first
     joined = _join_fixes(s)
     kept = _kept_containers(s)
     gap = None
@@ -308,6 +309,31 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
         # kept where no backward runs stay
         general = [f for f in general if f.what.startswith(_ABOUT_KEPT)]
     return fixes + enough + (first or []) + general + partial
+
+
+def _local_growth_fixes(s: OOMState) -> list[Fix]:
+    """A line for each list or dict a failing function of the user's adds to that holds at least a quarter of what is
+    allocated (:attr:`FailingCode.local_grows`, with the bytes the failing frames' variable keeps): it grows with
+    every step, whatever the batch; where it is used only under a flag, adding to it only then is the fix."""
+    ctx = s.context
+    if ctx is None or not ctx.local_grows:
+        return []
+    out = []
+    for where, var, held, _graph in s.frames:
+        if var not in ctx.local_grows or held * 4 < max(s.allocated, 1):
+            continue
+        fn, flag = ctx.local_grows[var]
+        if not where.startswith(fn.split(".")[-1]) and not where.startswith(fn):
+            continue
+        text = (f"{var}, which {fn} adds to at every step, keeps {format_bytes(held)} ({held * 100 // max(s.allocated, 1)} % of "
+                f"what is allocated): it grows with the number of steps, whatever the batch")
+        if flag:
+            text += (f"; it is used only where {flag} is set: add to it only then (`if {flag}: {var}.append(...)`), "
+                     f"and with {flag} off it keeps nothing")
+        else:
+            text += "; keep less in it per step (reduced values, or each step's tensor on the CPU), or fewer steps"
+        out.append(Fix(text, ""))
+    return out[:2]
 
 
 #: joins that concatenate along an existing dimension (the list of parts joins the same way once)
