@@ -354,9 +354,20 @@ class VramMagics(Magics):
 
     def _note_regrowth(self, report: Any, source: str, device: Any) -> None:
         """The "grows on every re-run" verdict, with the variable that grew (scanned only
-        once the same cell has left the same bytes twice)."""
+        once the same cell has left the same bytes twice); on CPU also the process's memory that
+        grows outside tensors (:mod:`.diagnose._outside_growth`)."""
         if report.exception is not None or not source:
             return
+        try:
+            from .diagnose._outside_growth import OutsideGrowth
+
+            self._outside = getattr(self, "_outside", None) or OutsideGrowth()
+            rss = report.rss - report.rss_start if report.rss is not None and report.rss_start is not None else None
+            line = self._outside.observe(source, rss, report.delta_allocated)
+            if line:
+                report.notes.append(line)
+        except Exception:  # noqa: BLE001 - a note must never break the cell
+            pass
         try:
             names = self._users_names()
 

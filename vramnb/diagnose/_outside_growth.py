@@ -1,0 +1,98 @@
+"""Process memory that grows outside tensors on every re-run of a cell (CPU).
+
+A cell that leaves pyplot figures open, or runs under a ``torch.profiler`` that was started and never
+stopped, grows the process's resident memory on every run while the tensors it leaves stay the same:
+the storage tracker sees nothing. Where the same cell's runs each grow the RSS by at least
+:data:`MIN_GROWTH` more than its allocated tensor bytes (two runs in a row), the Python objects are
+counted by type (one pass over ``gc.get_objects()``, only then); on the next such run the types whose
+count grew are named, and two holders that keep memory outside any tensor are asked directly: pyplot's
+open figures (``plt.get_fignums()``, only where ``matplotlib.pyplot`` is already imported) and
+PyTorch's profiler (``torch.autograd.profiler._is_profiler_enabled``). Nothing of the user's runs:
+types are read with ``type()``, never ``__class__``.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import sys
+from collections import Counter
+
+from .._units import format_bytes
+
+__all__ = ["OutsideGrowth", "MIN_GROWTH"]
+
+#: the RSS growth beyond the tensors' own, per run, that counts (the allocator's and the interpreter's noise is less)
+MIN_GROWTH = 8 << 20
+
+
+def _type_counts() -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for o in gc.get_objects():
+        tp = type(o)
+        counts[f"{tp.__module__}.{tp.__qualname__}"] += 1
+    return counts
+
+
+def _known_holders() -> list[str]:
+    """Holders outside tensors asked directly: pyplot's open figures, a running profiler."""
+    out = []
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        try:
+            n = len(plt.get_fignums())
+        except Exception:  # noqa: BLE001
+            n = 0
+        if n >= 3:
+            out.append(f"pyplot keeps {n} figures open: a figure made with plt.figure()/plt.subplots() stays in pyplot's "
+                       "list, with its canvas and images, until it is closed (savefig does not close it): "
+                       "plt.close(fig) once it is saved or shown, or plt.close('all')")
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            on = bool(torch.autograd.profiler._is_profiler_enabled)
+        except Exception:  # noqa: BLE001
+            on = False
+        if on:
+            out.append("a PyTorch profiler is running: it keeps a record of every operator's events in memory until it "
+                       "stops: prof.stop() (or run it as `with torch.profiler.profile(...) as prof:`, which stops it)")
+    return out
+
+
+class OutsideGrowth:
+    """Per cell source: the runs in a row whose RSS grew beyond their tensors, and the last type counts."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, int] = {}
+        self._counts: dict[str, Counter[str]] = {}
+
+    def observe(self, source: str, rss_delta: int | None, allocated_delta: int) -> str | None:
+        """The line for this run of ``source`` (bytes), or ``None``: where it is the third run in a row
+        whose RSS grew by :data:`MIN_GROWTH` more than its allocated bytes."""
+        key = hashlib.sha1(source.strip().encode()).hexdigest()
+        if rss_delta is None or rss_delta - max(allocated_delta, 0) < MIN_GROWTH:
+            self._runs.pop(key, None)
+            self._counts.pop(key, None)
+            return None
+        runs = self._runs[key] = self._runs.get(key, 0) + 1
+        if runs < 2:
+            return None
+        counts = _type_counts()
+        before = self._counts.get(key)
+        self._counts[key] = counts
+        while len(self._counts) > 4:
+            del self._counts[next(iter(self._counts))]
+        if before is None:
+            return None
+        grew = sorted(((n - before.get(t, 0), t) for t, n in counts.items() if n > before.get(t, 0)), reverse=True)
+        # a library's or the user's own types first (a matplotlib type says more than a dict), then the standard ones
+        std = getattr(sys, "stdlib_module_names", frozenset()) | {"builtins"}
+        grew = [g for g in grew if g[1].split(".")[0].lstrip("_") not in std][:4] + \
+            [g for g in grew if g[1].split(".")[0].lstrip("_") in std]
+        shown = ", ".join(f"{t.removeprefix('builtins.')} +{d:,}" for d, t in grew[:5])
+        line = (f"each run of this cell grows the process's memory outside tensors ({runs} runs in a row, "
+                f"{format_bytes(rss_delta - max(allocated_delta, 0))} beyond its tensors this run): objects that grew "
+                f"in number since the last run: {shown or 'none by count'}")
+        known = _known_holders()
+        return line + ("; " + "; ".join(known) if known else
+                       "; %vram lists only tensors: these objects hold memory of their own (arrays, buffers, records)")
