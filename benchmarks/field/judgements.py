@@ -1192,3 +1192,188 @@ JUDGEMENTS_V9_BEFORE: dict[str, tuple[str, str, str]] = {
             "(or `.item()` for a scalar)' and %vram weight_ranges 'parameters 48.0 MiB · autograd graph 48.0 MiB' (the "
             "replaced weights; detach is the PR's fix)", _D),
 }
+
+
+# -- validation-8 and validation-9, SEEN (2026-12-05) -----------------------------------------------------------------
+# Both parts re-run through vramnb/ as at main 9a2e303 and judged again by hand by an outside judge (helper judge-after),
+# who did not read vramnb's diagnosis code (only its printed output) and used the standard of the earlier judgements
+# (JUDGEMENTS_V8_AFTER, JUDGEMENTS_V9_BEFORE). NOT held-out figures: the developers made fixes after reading those
+# earlier judgements of these very cases. Printed fix code was run in plain Python at each case's headroom
+# (benchmarks/results/2026-12-05-field-validation9-seen/check_printed.py). Third field: the score were the false
+# sentence or the inapplicable advice named in the reason absent.
+JUDGED_AT_V8_SEEN = ("9a2e303 (vramnb/ as at main 9a2e303, run from judge-after; judged by judge-after; SEEN: fixed after "
+                     "the earlier judgements of this part were read)")
+JUDGEMENTS_V8_SEEN: dict[str, tuple[str, str, str]] = {
+    "dense_adjacency_for_node_degrees_oom": (
+        _D, "new fix 1: 'to_dense_adj makes a dense (10,000 x 10,000) adjacency per graph (381.5 MiB ...) from 200,000 "
+            "edges (0.2 % of its entries); work on the edge list instead: adj.sum(-1) is each node's number of outgoing "
+            "edges, which torch_geometric.utils.degree(edge_index[0], num_nodes) counts' (the thread's fix; equal to "
+            "adj.sum(-1) and fits at the case's headroom: checked)", _D),
+    "lm_head_logits_for_every_prompt_position_oom": (
+        _D, "new fix 1: 'only `logits[:, -1, :]` (1, 32000) of logits (1, 2048, 32000) is read after this line ... "
+            "logits = lm_head(hidden[:, -1:])  # later reads of `logits[:, -1, :]` stay as they are' (the PR's fix; same "
+            "token, fits: checked); bf16 autocast true and applicable", _D),
+    "multihead_attention_need_weights_default_oom": (
+        _D, "new fix 1: 'attn is an nn.MultiheadAttention called with need_weights=True (the default): PyTorch then "
+            "materialises the attention weights ... need_weights=False lets it call scaled_dot_product_attention' with "
+            "the code (the PR's fix; same output, fits: checked); the checkpointing advice is now 'recomputing "
+            "activations (checkpointing) cannot close this gap ... change the failing line's shapes instead' (true); "
+            "bf16 autocast halves the bmm (no claim that it fits)", _D),
+    "corrcoef_of_stacked_arrays_for_one_row_oom": (
+        _D, "the MemoryError line now adds: 'only `[0, 1:]` of `np.corrcoef(y_unit, x_train, rowvar=False)`'s result is "
+            "read: (7000,) of (7001, 7001) ... (1/7,002 of it: 54.7 KiB of 373.9 MiB): compute that part directly "
+            "instead of the whole result' (the issue's point and fix; no code for the direct form - standardise and "
+            "multiply, checked equal and fits - so the weakest of the diagnosed)", _D),
+    "deepcopy_of_row_views_copies_whole_storage_oom": (
+        _D, "failing call now the user's `copy.deepcopy(embeddings[i])` and fix 1: 'copy.deepcopy of embeddings[i], a "
+            "(256,) float32 view (1.0 KiB), copies the whole storage it views, 48.8 MiB ... `embeddings[i].clone()` "
+            "first copies only the view' with the code (the issue's fix; fits: checked)", _D),
+    "mse_target_shape_broadcast_in_training_step_oom": (
+        _D, "new fix 1: 'compares pred (8192, 1) with y (8192,) ... after broadcasting both to (8192, 8192) ... the loss "
+            "is also not the one meant ... give both the same shape: loss = F.mse_loss(pred.squeeze(-1), y)' (the "
+            "thread's fix; fits: checked); autocast and checkpointing now 'cannot close this gap ... mse_loss stays "
+            "float32 under autocast' (true)", _D),
+    "meshgrid_dense_coordinates_oom": (
+        _D, "the MemoryError line now traces `xx**2` to `np.meshgrid(...)` (line 3): '3 dense (256, 256, 256) grids "
+            "(64.0 MiB each) ... with sparse=True ... broadcasting gives ... the same result ... `xx, yy, zz = "
+            "np.meshgrid(x, x, x, indexing='ij', sparse=True)`' (the docs PR's fix; same sdf, fits: checked)", _D),
+    "whole_test_set_in_one_forward_oom": (
+        _D, "unchanged: the (30000, 2048) ReLU output; ReLU(inplace=True) and 'a smaller batch per evaluation step ... "
+            "batch size 30000' (the thread's fix)", _D),
+    "pickle_of_slice_serialises_whole_storage_oom": (
+        _D, "the MemoryError line now adds: 'pickle.dumps of dataset[i * 16:(i + 1) * 16], a (16, 128) float32 view "
+            "(8.0 KiB), copies the whole storage it views, 97.7 MiB ... `payloads = [pickle.dumps(dataset[i * 16:(i + "
+            "1) * 16].clone()) for i in range(4)]`' (the issue's fix; fits: checked)", _D),
+    "grpo_logits_for_prompt_tokens_oom": (
+        _D, "new fix 1: 'only `logps[:, prompt_length - 1:]` (4, 64) of logps (4, 511) is read ... model's forward takes "
+            "num_logits_to_keep: model(..., num_logits_to_keep=N) makes the logits of the last N positions only' (the "
+            "PR's fix; N left to the user: 65 fits, checked); checkpointing now 'cannot close this gap' (true)", _D),
+    "dense_numpy_adjacency_for_graph_embedding_oom": (
+        _D, "the MemoryError line now adds: 'adj is a dense (7000, 7000) matrix ... that line 4 fills at 70,000 index "
+            "pairs (0.14 %): a sparse matrix of those pairs holds only them (scipy.sparse.coo_matrix ..., or "
+            "torch.sparse_coo_tensor: about 1.6 MiB); densify a batch of rows at a time' (the maintainer's fix; the "
+            "torch form fits: checked)", _D),
+    "memory_handler_without_target_keeps_records": (
+        _D, "the replay-buffer reading is gone; run 3 and %vram: 'log.handlers[0] is a logging MemoryHandler without a "
+            "target: its flush() has nowhere to send the records and keeps them, so its buffer (60 records, 60.0 MiB "
+            "...) grows without bound whatever its capacity: give it a target (setTarget(...)) or remove it' (the "
+            "issue's cause and fix; a capacity-5 handler keeps 23 of 23 records: checked)", _D),
+    "pyplot_figures_never_closed": (
+        _M, "unchanged: RSS +36 MiB a run 'outside tensors', no regrowth line, nothing on pyplot / figures / plt.close",
+        _M),
+    "prefetch_queue_filled_by_producer_thread": (
+        _D, "the 'take them ... get()' advice and the negative '%vram free' rows are gone; %vram: 'batch_queue is a "
+            "Queue(maxsize=400) holding 13 items ... that the thread 'Thread-1 (producer)' puts into as items are "
+            "taken out: it keeps up to 400 items (≈100.0 MiB ...) for as long as the thread runs; give it a smaller "
+            "maxsize' (the PR's fix); '%vram free': '3.0 MiB was allocated while this ran, by other code (another "
+            "thread filling a queue ...)' and the runs' 'allocated grew ... while no cell ran' (true)", _D),
+    "optimizer_history_cat_keeps_graph": (
+        _D, "the '.item()' advice is gone: %vram 'state keeps 2 tensors with an autograd graph ... store detached "
+            "tensors (`.detach()`) instead, or compute what is stored under `torch.no_grad()` if no backward needs it' "
+            "(the PR's detach; the no_grad clause fits the history entries, as judge8 read it) and the regrowth line", _D),
+    "static_kv_cache_kept_as_model_attribute": (
+        _P, "unchanged: 'attributes of model +128.0 MiB' and %vram 'model._cache list 128.0 MiB' (exact); still no "
+            "sentence on freeing it (del model._cache) and no line that it stays after generate() returns", _P),
+    "feature_extractor_hooks_outlive_it": (
+        _D, "the false lines are gone: run 3 'encoder[1]._forward_hooks[0] (...) (and 10 more like it) keeps 44.0 MiB of "
+            "what this run made (more than the 16.0 MiB a run grows by: it replaces some of what it kept before)' (true: "
+            "11 old extractors' features, all remade by the last forward) with '... handle.remove() when done'; the "
+            "'del feats frees them' line is now 'bound in a loop, but deleting them frees nothing: feats's tensors are "
+            "also kept by encoder[1]._forward_hooks[..] (...).features['1']' (true)", _D),
+    "position_embedding_lru_cache_per_feature_shape": (
+        _D, "unchanged from after: 'sine_pos_embed is a functools cache with maxsize=128 holding 29 entries: it grows "
+            "until it holds 128 and then stops ...; a smaller maxsize, or `sine_pos_embed.cache_clear()`'", _D),
+    "signal_handler_chain_keeps_trials": (
+        _D, "unchanged from after: 'the handler of SIGTERM keeps 16.2 MiB more each run ... put the previous handler "
+            "back when done (`old = signal.signal(SIGTERM, _handler)` ... `signal.signal(SIGTERM, old)`)'", _D),
+    "model_bank_deepcopy_every_round": (
+        _D, "run 3 now gives the step: 'inference._model_bank is added to on every run: empty it when done "
+            "(inference._model_bank.clear()) or store less in it' with %vram's six 8 MiB Modules (the maintainer's "
+            "keep-only-the-last is 'store less in it'; nothing in the cell reads the bank)", _D),
+}
+JUDGED_AT_V9_SEEN = ("9a2e303 (vramnb/ as at main 9a2e303, run from judge-after; judged by judge-after; SEEN: fixed after "
+                     "the earlier judgements of this part were read)")
+JUDGEMENTS_V9_SEEN: dict[str, tuple[str, str, str]] = {
+    "load_state_dict_into_initialised_model_oom": (
+        _D, "the false 'save it to disk ... and delete it' is gone; fix 1: 'model's own initialised parameters (192.1 "
+            "MiB) and the checkpoint ... are alive together until model.load_state_dict copies one into the other: "
+            "build model on the meta device ... load_state_dict(state, assign=True): one copy; mmap=True ...' with the "
+            "code (the PR's fix; same weights, fits: checked)", _D),
+    "adamw_foreach_intermediates_oom": (
+        _D, "unchanged: 'fix 3: ... this step runs the multi-tensor (foreach) kernels ... g[\"foreach\"] = False' (the "
+            "RFC's fix); Adafactor / fewer trainable parameters true alternatives", _D),
+    "all_layer_hidden_states_returned_oom": (
+        _P, "the false bf16 autocast line is gone; `torch.stack(hiddens)` and 'held by the failing frames: hiddens 192.0 "
+            "MiB' exact; fixes: preallocate the joined tensor (true, would fit, keeps 200 MiB nobody reads) and a "
+            "smaller batch (true); still nothing on not returning the hidden states (return_hidden_states=False)", _P),
+    "where_with_zeros_like_operand_oom": (
+        _D, "new fix 1: '... makes a (32768, 1024) float32 tensor of 0s (128.0 MiB) only to choose from, then a new "
+            "result ...: `down_out_list.masked_fill(~valid_token_mask, 0)` makes the result alone, and "
+            "`down_out_list.masked_fill_(...)` changes down_out_list in place' (the PR's fix; equal to the where, and "
+            "the printed out-of-place line fits: checked)", _D),
+    "decode_loop_keeps_every_step_scores_oom": (
+        _P, "unchanged: 'held by the failing frames: scores 241.2 MiB (decode:22)' (exact); fixes: a smaller batch and "
+            "bf16 autocast (true, shrink each kept step only); nothing on not keeping the scores when output_scores is "
+            "False", _P),
+    "hessian_rows_create_graph_at_inference_oom": (
+        _W, "new fix 1 is the issue's fix: '... where no gradient of these gradients is taken later, create_graph=False "
+            "returns plain tensors (... one Hessian row at a time then detached): row = torch.autograd.grad(..., "
+            "create_graph=False)[0]' (fits: checked), and 'rows.clear()' is gone (fix 3: 'rows.append(row.view(-1)."
+            "detach())', true); but still printed twice, as judge9 counted it: 'or compute what is stored under "
+            "`torch.no_grad()` if no backward needs it' - under no_grad `forces.view(-1)[i]` has no grad_fn and "
+            "autograd.grad raises (checked again)", _D),
+    "maml_second_order_adaptation_steps_oom": (
+        _D, "the '.detach()' of the fast weights is gone; fix 1: '... that is what a second-order gradient needs (a "
+            "meta-gradient through adaptation steps ...); where no gradient of these gradients is taken later, "
+            "create_graph=False returns plain tensors (first-order: MAML's first_order ...)' with the code - the "
+            "maintainer's answer (no solution for second order; first_order=True otherwise); fits: checked", _D),
+    "detector_inference_without_no_grad_oom": (
+        _D, "unchanged: 'fix 2: no backward runs in the failing code, yet gradients are on ... torch.no_grad()' (the "
+            "PR's fix)", _D),
+    "full_sort_for_top_values_oom": (
+        _D, "new fix 1: 'the sort's whole result (values and int64 indices ... 343.3 MiB) serves to read its first 200 "
+            "entries: torch.topk returns those alone ...; where a 1-d topk's own working space is still too large, "
+            "topk of the rows of a reshaped view, then topk of those' - both halves of the known fix; the code shown "
+            "is the 1-d topk, which itself fails at this headroom (std::bad_alloc, checked), a case the next clause "
+            "names; the row-wise form is given in words only", _D),
+    "expand_based_distance_matrix_oom": (
+        _D, "unchanged: '`x - y` ... materialises the broadcast shape (784, 8192, 128), 3.1 GiB ... torch.cdist(a, b) "
+            "or the matmul form'", _D),
+    "rejection_sampling_keeps_candidate_graphs_oom": (
+        _D, "'accepted.clear()' and the 'not whole logits' line are gone; fix 2 'torch.no_grad()' and fix 3 "
+            "'`accepted.append(candidates[ok].detach())`' (both the issue's fix) and the hedged no_grad line applies",
+        _D),
+    "profiler_started_never_stopped": (
+        _M, "unchanged: RSS +50-60 MiB a run, no regrowth line, the profiler never named", _M),
+    "monitoring_loss_ema_kept_as_tensor": (
+        _D, "unchanged: 'ema grew by 40.6 MiB ... store numbers (`.item()`) or detached tensors'", _D),
+    "validation_step_outputs_never_cleared": (
+        _D, "the hook guess is gone; run 3: 'lit.validation_step_outputs grew by 39.1 MiB ... is added to on every run: "
+            "empty it when done (lit.validation_step_outputs.clear())' (the docs' fix) and %vram exact", _D),
+    "reward_not_detached_chains_weight_grad": (
+        _D, "the false '(backward(create_graph=True))' is now 'a .grad carries a graph where backward ran with "
+            "create_graph=True, or where code assigned a tensor with a graph to .grad' (true: the second); fixes: "
+            "'set the gradients to None after use' (bounds it) and 'assign detached tensors to .grad (`.detach()`)' "
+            "(removes it, equally good as the PR's reward.detach()); autograd.grad now only 'for a second-order "
+            "gradient' (condition does not hold; not counted); run 3's hedged 'a list a forward hook fills ..., or its "
+            "parameters' .grad carrying a graph' includes the right cause", _D),
+    "accelerator_reused_keeps_old_models": (
+        _D, "unchanged: 'accelerator._optimizers (a list of 3 entries, 96.1 MiB) ... call `accelerator.clear()`'", _D),
+    "gc_disabled_cyclic_batches_never_collected": (
+        _D, "run 3 now: '... kept where no referrer path reaches a name: objects in reference cycles, ...; the garbage "
+            "collector is off (gc.disable()), so reference cycles are never freed: gc.enable(), or gc.collect() after "
+            "each step' (the PR's fix); the del line now says they are freed 'at the next gc.collect(), which only an "
+            "explicit gc.collect() runs: the garbage collector is off' (true)", _D),
+    "average_meter_updated_with_tensors": (
+        _D, "unchanged: 'stats['iou'].avg keeps 1 tensor with an autograd graph ... store numbers (`.item()`)' (the "
+            "loop-variable 'del x, pred, iou' line is true: the iou graph saves target, not pred; checked)", _D),
+    "grad_fn_hook_closes_over_its_owner": (
+        _W, "unchanged: growth 'kept where no referrer path reaches a name (reference cycles waiting for the garbage "
+            "collector, ...)' (gc.collect frees 0 B: the cycle runs through C++), still inapplicable "
+            "'strategy._memoize_cache ... store detached tensors (`.detach()`)' (the caches carry gradients by design) "
+            "and every run 'wrap the cell in `with torch.no_grad():`' (then mean_cache.grad_fn is None and "
+            "register_hook raises); nothing on the hook cycle or weakref", _M),
+    "weight_statistics_keep_replaced_weights": (
+        _D, "unchanged: '`weight_ranges.append(w.abs().amax())` keeps each graph: append `w.abs().amax().detach()`'",
+        _D),
+}

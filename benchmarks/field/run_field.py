@@ -249,7 +249,7 @@ def main() -> None:
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
     ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4", "v5", "v6-before",
                                                  "v6-after", "v7-before", "v7-after", "v8-before", "v8-after",
-                                                 "v9-before"),
+                                                 "v9-before", "v8-seen", "v9-seen"),
                     default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
@@ -349,6 +349,10 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
         return f"validation-8: {j.JUDGED_AT_V8_AFTER}", dict(j.JUDGEMENTS_V8_AFTER)
     if judged_set == "v9-before":
         return f"validation-9: {j.JUDGED_AT_V9_BEFORE}", dict(j.JUDGEMENTS_V9_BEFORE)
+    if judged_set == "v8-seen":
+        return f"validation-8: {j.JUDGED_AT_V8_SEEN}", dict(j.JUDGEMENTS_V8_SEEN)
+    if judged_set == "v9-seen":
+        return f"validation-9: {j.JUDGED_AT_V9_SEEN}", dict(j.JUDGEMENTS_V9_SEEN)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -381,7 +385,9 @@ THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the 
                "v7-after": "were the false sentence or the inapplicable advice named in the reason absent",
                "v8-before": "were the false sentence or the inapplicable advice named in the reason absent",
                "v8-after": "were the false sentence or the inapplicable advice named in the reason absent",
-               "v9-before": "were the false sentence or the inapplicable advice named in the reason absent"}
+               "v9-before": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v8-seen": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v9-seen": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
