@@ -69,7 +69,7 @@ def test_regrowth_of_such_an_object_gets_the_methods_fix(ip):
     for _ in range(3):
         notes = _notes(ip, "val_loss.update(net2(torch.ones(64, 128)).pow(2).mean())")
     text = " ".join(notes)
-    assert "val_loss grew by" in text and "`self.sum += val` in Metric.update (" in text, text
+    assert "val_loss.sum grew by" in text and "`self.sum += val` in Metric.update (" in text, text
 
 
 def test_the_imagenet_average_meter_and_a_dict_of_running_sums(ip):

@@ -96,7 +96,7 @@ def test_graphs_kept_without_backward_are_named_with_the_fix(ip):
     assert note == (f"autograd graphs kept after the cell by outs ({kib}): no backward ran in this cell: if none "
                     "will run on these results, wrap the cell in `with torch.no_grad():` (or "
                     f"`torch.inference_mode()`) so that it builds no graph (these keep {kib}); "
-                    "`outs.append(gm(x))` keeps each graph: append `gm(x).detach()` (or `gm(x).item()` for a scalar)")
+                    "`outs.append(gm(x))` keeps each graph: append `gm(x).detach()`")  # (32, 64): no .item()
     # a running total: also the model's output (32×64, saved by square) per step; loss's graph is inside total's
     run(ip, "%%vram -d cpu --breakdown\ntotal = 0\nfor x in gxs:\n    loss = gm(x).square().mean()\n    total += loss")
     note = _kept_note(vramnb.history()[-1])

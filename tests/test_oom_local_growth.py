@@ -21,17 +21,18 @@ def _whats(oom):  # type: ignore[no-untyped-def]
 
 def test_a_local_list_used_only_under_a_flag_gets_append_only_then(ip):
     run(ip, CELL)
-    oom, _ = measured_oom(ip, "tout = tdecode(8)")
+    oom, _ = measured_oom(ip, "tout = tdecode(64)")
     whats = _whats(oom)
-    assert ("kept, which tdecode adds to at every step, keeps 8.0 MiB (99 % of what is allocated): it grows with "
-            "the number of steps, whatever the batch; it is used only where keep_all is set: add to it only then "
-            "(`if keep_all: kept.append(...)`), and with keep_all off it keeps nothing") in whats, whats
+    line = [w for w in whats if w.startswith("kept, which tdecode adds to at every step, keeps 64.0 MiB (")]
+    assert line and line[0].endswith(" % of what is allocated): it grows with the number of steps, whatever the batch; "
+                                     "it is used only where keep_all is set: add to it only then "
+                                     "(`if keep_all: kept.append(...)`), and with keep_all off it keeps nothing"), whats
 
 
 def test_a_local_list_read_otherwise_gets_keep_less(ip):
     run(ip, CELL.replace("    return kept if keep_all else None", "    return torch.stack(kept)").replace("tdecode",
                                                                                                      "tdecode2"))
-    oom, _ = measured_oom(ip, "tout2 = tdecode2(8)")
+    oom, _ = measured_oom(ip, "tout2 = tdecode2(64)")
     whats = [w for w in _whats(oom) if w.startswith("kept, which tdecode2 adds to")]
     assert whats and whats[0].endswith("; keep less in it per step (reduced values, or each step's tensor on the "
                                        "CPU), or fewer steps"), whats
