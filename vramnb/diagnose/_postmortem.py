@@ -780,10 +780,11 @@ def failing_code(frames: list[Any], requested: int | None = None, op: Any = None
         ctx.in_use |= names
         if code.co_name == "<module>":  # the rest of the cell still needs what it reads from here on
             ctx.in_use |= _cell_reads_from(code.co_filename, frame.f_lineno)
-        added = _mutated_names(code) & names
+        changed = _mutated_names(code)  # the cell's source parsed once for both uses
+        added = changed & names
         ctx.mutated |= added
         if code.co_name == "<module>":  # IPython compiles each statement apart: the cell's other statements too
-            added |= _mutated_names(code) & _cell_reads_from(code.co_filename, 0) - added
+            added |= changed & _cell_reads_from(code.co_filename, 0) - added
         ctx.results |= _read_whole(code, added)
         if added:
             from ._growing import growing

@@ -164,6 +164,12 @@ def _root_model(site: CallSite, value: ast.expr) -> tuple[str, str] | None:
     return None
 
 
+def _share(part: int, whole: int) -> str:
+    """What share of ``whole`` elements ``part`` is: ``12.5 %``, or ``1/2,048`` below one per cent."""
+    pct = 100 * part / whole
+    return f"{pct:.3g} %" if pct >= 1 else f"1/{whole / max(part, 1):,.0f}"
+
+
 def _same_line(site: CallSite, requested: int, result: tuple[tuple[int, ...], torch.dtype] | None,
                ) -> tuple[str, str] | None:
     """The sentence where the failing call's result is indexed on its own line (``np.corrcoef(a, b)[0, 1:]``)."""
@@ -183,8 +189,7 @@ def _same_line(site: CallSite, requested: int, result: tuple[tuple[int, ...], to
                        {"_whole_": whole})
     if not isinstance(part, torch.Tensor) or part.numel() * 2 > whole.numel():
         return None
-    pct = 100 * part.numel() / whole.numel()
-    share = f"{pct:.3g} %" if pct >= 1 else f"1/{whole.numel() / max(part.numel(), 1):,.0f}"
+    share = _share(part.numel(), whole.numel())
     each = whole.element_size()
     idx = ", ".join(ast.unparse(e) for e in p.slice.elts) if isinstance(p.slice, ast.Tuple) else ast.unparse(p.slice)
     sizes = f"{share} of it: {format_bytes(part.numel() * each)} of {format_bytes(whole.numel() * each)}"
@@ -220,8 +225,7 @@ def read_part(site: CallSite, requested: int,
     if not isinstance(part, torch.Tensor) or part.numel() * 2 > whole.numel():
         return None  # half of it or more is read: not worth a sentence
     each = whole.element_size()
-    pct = 100 * part.numel() / whole.numel()
-    share = f"{pct:.3g} %" if pct >= 1 else f"1/{whole.numel() / max(part.numel(), 1):,.0f}"
+    share = _share(part.numel(), whole.numel())
     text = ast.unparse(reads[0])
     sentence = (f"only `{text}` {_shape(part.shape)} of {name} {_shape(whole.shape)} is read after this line "
                 f"({share} of it: {format_bytes(part.numel() * each)} of {format_bytes(whole.numel() * each)}); "
