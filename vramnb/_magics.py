@@ -363,6 +363,10 @@ class VramMagics(Magics):
 
             self._outside = getattr(self, "_outside", None) or OutsideGrowth()
             rss = report.rss - report.rss_start if report.rss is not None and report.rss_start is not None else None
+            if report.malloc_used is not None and report.malloc_used_start is not None:
+                # what the C allocator handed out shows growth that RSS hides where freed memory is reused
+                used = report.malloc_used - report.malloc_used_start
+                rss = used if rss is None else max(rss, used)
             line = self._outside.observe(source, rss, report.delta_allocated)
             if line:
                 report.notes.append(line)

@@ -41,7 +41,7 @@ from .diagnose._autocast_cache import CACHE_ROW, CastCache, CastMode, cache_note
 from ._tracker_patch import _exit_mode
 from .diagnose._one_time import new_workspaces, outside_growth, workspace_note
 from .diagnose._postmortem import failing_code, listening, process_limit
-from ._process import process_memory, process_rss
+from ._process import malloc_used, process_memory, process_rss
 from ._probe import CpuProbe, CudaProbe, probe_for, resolve_device
 from ._render import Rendered, Table, dataframe
 from ._report import CellReport, OOMInfo
@@ -110,6 +110,7 @@ class Measurement:
     nested_resets: int = field(default=0, init=False)
     # on CPU: the process's RSS at the start (/proc/self/statm), for the report's process view
     rss_start: int | None = field(default=None, init=False)
+    malloc_used_start: int | None = field(default=None, init=False)
 
 
 # measurements running now (any thread): a nested one's reset of the device's peak
@@ -193,6 +194,7 @@ def vram(
     # context exists): what a cell's first use of a kernel family loads there (lazy module loading)
     start = probe.sample(device_info=isinstance(probe, CudaProbe) and was_active)
     m.rss_start = process_rss() if isinstance(probe, CpuProbe) else None
+    m.malloc_used_start = malloc_used() if isinstance(probe, CpuProbe) else None
     _fold_peak(name, start.peak)
     track = contextlib.ExitStack()
     resets: list[int] = [0]
@@ -463,6 +465,7 @@ def _finish(
         else:
             report.rss, report.malloc_free = proc.rss, proc.malloc_free
             report.rss_start = m.rss_start
+            report.malloc_used_start, report.malloc_used = m.malloc_used_start, proc.malloc_used
             report.children, report.children_private = proc.children, proc.children_private
     note = reserved_growth(report)
     if note:

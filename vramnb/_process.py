@@ -2,6 +2,9 @@
 :mod:`vramnb._tracker` do not show.
 
 * ``rss``: the process's resident set (``/proc/self/statm``, 2nd field × page size).
+* ``malloc_used``: bytes the C allocator (glibc) has handed out and not had back
+  (``mallinfo2().uordblks + hblkhd``): unlike RSS, it grows by what a cell keeps even
+  where the allocation reuses memory freed earlier (already resident).
 * ``malloc_free``: bytes the C allocator (glibc) holds free in its arenas
   (``mallinfo2().fordblks``): memory that was ``free()``-d but not given back to
   the system; ``malloc_trim(0)`` returns what of it is at the top of an arena or
@@ -25,7 +28,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-__all__ = ["ProcessMemory", "process_memory", "malloc_trim", "children_pids", "process_rss"]
+__all__ = ["ProcessMemory", "process_memory", "malloc_trim", "malloc_used", "children_pids", "process_rss"]
 
 
 @dataclass
@@ -34,6 +37,7 @@ class ProcessMemory:
 
     rss: int
     malloc_free: int | None = None
+    malloc_used: int | None = None
     children: int = 0
     children_private: int | None = None
 
@@ -68,6 +72,17 @@ def malloc_free() -> int | None:
     """Bytes free inside glibc's malloc arenas (``mallinfo2().fordblks``), or ``None`` without glibc ≥ 2.33."""
     lib = _libc()
     return int(lib.mallinfo2().fordblks) if lib is not None else None
+
+
+def malloc_used() -> int | None:
+    """Bytes glibc's malloc has handed out and not had back (``mallinfo2().uordblks + hblkhd``: in-use
+    chunks of the arenas plus mmap-ed blocks), or ``None`` without glibc ≥ 2.33. Costs about 0.05 ms
+    (up to 0.25 ms with 10,000 free chunks: glibc walks its bins)."""
+    lib = _libc()
+    if lib is None:
+        return None
+    info = lib.mallinfo2()
+    return int(info.uordblks) + int(info.hblkhd)
 
 
 def malloc_trim() -> bool | None:
@@ -121,7 +136,10 @@ def process_memory() -> ProcessMemory | None:
     rss = process_rss()
     if rss is None:
         return None
-    pm = ProcessMemory(rss, malloc_free())
+    lib = _libc()
+    info = lib.mallinfo2() if lib is not None else None
+    pm = ProcessMemory(rss, None if info is None else int(info.fordblks),
+                       None if info is None else int(info.uordblks) + int(info.hblkhd))
     pids = children_pids()
     if pids:
         privs = [_private(p) for p in pids]

@@ -72,6 +72,9 @@ class CellReport(Rendered):
         malloc_free: on CPU with glibc, bytes free inside the C allocator's
             arenas at the end (``mallinfo2().fordblks``): freed but kept by
             glibc; ``None`` elsewhere.
+        malloc_used_start / malloc_used: on CPU with glibc, bytes the C allocator
+            had handed out at the start and end (``mallinfo2().uordblks + hblkhd``);
+            ``None`` elsewhere.
         children / children_private: on CPU (Linux), the number of live child
             processes (DataLoader workers, ...) and their private memory summed
             (``Private_Clean + Private_Dirty`` of each ``/proc/<pid>/smaps_rollup``)
@@ -104,6 +107,8 @@ class CellReport(Rendered):
     rss_start: int | None = None
     rss: int | None = None
     malloc_free: int | None = None
+    malloc_used_start: int | None = None
+    malloc_used: int | None = None
     children: int = 0
     children_private: int | None = None
     exception: str | None = None

@@ -1,9 +1,11 @@
 """Process memory that grows outside tensors on every re-run of a cell (CPU).
 
 A cell that leaves pyplot figures open, or runs under a ``torch.profiler`` that was started and never
-stopped, grows the process's resident memory on every run while the tensors it leaves stay the same:
-the storage tracker sees nothing. Where the same cell's runs each grow the RSS by at least
-:data:`MIN_GROWTH` more than its allocated tensor bytes (two runs in a row), the Python objects are
+stopped, grows the process's memory on every run while the tensors it leaves stay the same: the
+storage tracker sees nothing. Where the same cell's runs each grow the process by at least
+:data:`MIN_GROWTH` more than its allocated tensor bytes (two runs in a row; the growth is the larger of
+the RSS's and of the bytes glibc's malloc has handed out, which also counts what reuses memory freed
+earlier and so leaves the RSS where it was), the Python objects are
 counted by type (one pass over ``gc.get_objects()``, only then); on the next such run the types whose
 count grew are named, and two holders that keep memory outside any tensor are asked directly: pyplot's
 open figures (``plt.get_fignums()``, only where ``matplotlib.pyplot`` is already imported) and
@@ -24,6 +26,9 @@ __all__ = ["OutsideGrowth", "MIN_GROWTH"]
 
 #: the RSS growth beyond the tensors' own, per run, that counts (the allocator's and the interpreter's noise is less)
 MIN_GROWTH = 8 << 20
+
+#: packages whose objects are the notebook's own record of each run, never what a cell grows
+_NOTEBOOK = frozenset({"vramnb", "IPython", "ipykernel", "ipywidgets", "comm", "traitlets"})
 
 
 def _type_counts() -> Counter[str]:
@@ -67,8 +72,9 @@ class OutsideGrowth:
         self._counts: dict[str, Counter[str]] = {}
 
     def observe(self, source: str, rss_delta: int | None, allocated_delta: int) -> str | None:
-        """The line for this run of ``source`` (bytes), or ``None``: where it is the third run in a row
-        whose RSS grew by :data:`MIN_GROWTH` more than its allocated bytes."""
+        """The line for this run of ``source``, or ``None``: where it is the third run in a row whose
+        process memory grew (``rss_delta``, bytes: see the module's docstring) by :data:`MIN_GROWTH` more
+        than its allocated tensor bytes (``allocated_delta``)."""
         key = hashlib.sha1(source.strip().encode()).hexdigest()
         if rss_delta is None or rss_delta - max(allocated_delta, 0) < MIN_GROWTH:
             self._runs.pop(key, None)
@@ -84,7 +90,9 @@ class OutsideGrowth:
             del self._counts[next(iter(self._counts))]
         if before is None:
             return None
-        grew = sorted(((n - before.get(t, 0), t) for t, n in counts.items() if n > before.get(t, 0)), reverse=True)
+        # not the notebook's own records of each run (vramnb's reports, IPython's history and outputs)
+        grew = sorted(((n - before.get(t, 0), t) for t, n in counts.items()
+                       if n > before.get(t, 0) and t.split(".")[0] not in _NOTEBOOK), reverse=True)
         # a library's or the user's own types first (a matplotlib type says more than a dict), then the standard ones
         std = getattr(sys, "stdlib_module_names", frozenset()) | {"builtins"}
         grew = [g for g in grew if g[1].split(".")[0].lstrip("_") not in std][:4] + \
