@@ -357,3 +357,39 @@ def test_an_attribute_the_objects_own_methods_read_is_not_advised_deleted(ip):  
         f"writer.buffer (a list of 4 tensors, {format_bytes(4 * 256 * 4)}) is an attribute of writer (a Writer) that "
         "Writer's own methods read (flush()): it is what writer works with, and goes when writer does (`del writer` "
         "and every other reference to it once done), or have Writer keep less of it")
+
+
+# -- no_grad only where the code that made the graphs is known to run no backward (validation-9 hessian_rows) --
+def test_rows_made_by_autograd_grad_are_not_told_no_grad_and_name_the_input_leaf(ip):  # type: ignore[no-untyped-def]
+    """Hessian rows from autograd.grad(create_graph=True): under no_grad the forces have no grad_fn and
+    autograd.grad raises, so only detaching what is stored is offered, naming the input it differentiates by."""
+    from vramnb.diagnose._holding import holding
+
+    src = ("rows = []\nfor i in range(6):\n"
+           "    row = torch.autograd.grad(forces.view(-1)[i], pos, retain_graph=True, create_graph=True)[0]\n"
+           "    rows.append(row.view(-1))")
+    run(ip, "pos = torch.rand(4, 3).requires_grad_(True)\nE = (pos[:, None] - pos[None]).pow(2).sum().sqrt()\n"
+            "forces = -torch.autograd.grad(E, pos, create_graph=True)[0]\n" + src)
+    for source in (src, None):  # the failing cell known (a post-mortem), or not (%vram)
+        h = holding("rows", ip.user_ns["rows"], CPU, _ns(ip), source=source)
+        assert h.kind == "graphs"
+        assert "no_grad" not in h.sentence
+        assert h.sentence.endswith("store detached tensors (`.detach()`) instead where no gradient has to reach pos "
+                                   "through them")
+    # the fix as printed: the rows detached keep no graph
+    run(ip, "rows = [r.detach() for r in rows]")
+    assert "autograd graph" not in (held_note(ip, "rows") or "")
+
+
+def test_no_grad_is_offered_where_the_code_is_known_to_run_no_backward(ip):  # type: ignore[no-untyped-def]
+    from vramnb.diagnose._holding import holding
+
+    src = "for i in range(3):\n    log.append(net(torch.randn(8, 64)))"
+    run(ip, "net = torch.nn.Linear(64, 64)\nlog = []\n" + src)
+    with_src = holding("log", ip.user_ns["log"], CPU, _ns(ip), source=src).sentence
+    assert with_src.endswith("store detached tensors (`.detach()`) instead, or compute what is stored under "
+                             "`torch.no_grad()` if no backward needs it")
+    # unknown code (%vram), or code that runs a backward: detaching only
+    assert holding("log", ip.user_ns["log"], CPU, _ns(ip)).sentence.endswith(
+        "store detached tensors (`.detach()`) instead")
+    assert "no_grad" not in holding("log", ip.user_ns["log"], CPU, _ns(ip), source=src + "\nlog[-1].sum().backward()").sentence

@@ -104,3 +104,42 @@ def test_a_signal_handler_kept_from_c_is_named_by_its_signal():  # type: ignore[
         assert "atexit's registered callbacks went" not in got[0].where
     finally:
         signal.signal(signal.SIGUSR1, old)
+
+
+_STRATEGY = ("import functools\n"
+             "def clear_cache_hook(owner, *args):\n    owner.cache = {}\n"
+             "class Strategy:\n    def __init__(self, x, scale):\n        self.x, self.scale, self.cache = x, scale, {}\n"
+             "    def mean(self):\n        if 'mean' not in self.cache:\n"
+             "            k = torch.exp(-torch.cdist(self.x, self.x) / self.scale)\n"
+             "            m = k @ self.x\n"
+             "{register}"
+             "            self.cache['mean'] = m\n        return self.cache['mean']\n"
+             "scale = torch.tensor(2.0, requires_grad=True)\n")
+
+
+def test_a_hook_on_a_grad_fn_that_refers_to_its_owner_is_named_as_a_cycle_through_cpp(ip):  # type: ignore[no-untyped-def]
+    """validation-9 grad_fn_hook_closes_over_its_owner (gpytorch#2734): the hook's dict is kept by the autograd
+    node in C++, gc sees no referrer, and the hook keeps the object that keeps the node's graph."""
+    run(ip, _STRATEGY.replace("{register}", "            m.grad_fn.register_hook(functools.partial(clear_cache_hook, self))\n"))
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nfor i in range(4):\n    s = Strategy(torch.randn(256, 8), scale)\n    acq = s.mean().sum()")
+    line = _line(ip)
+    assert len(line) == 1, line
+    assert ("functools.partial(clear_cache_hook, ...) (a hook on an autograd node: grad_fn.register_hook keeps it in "
+            "C++, where the garbage collector cannot see it; it refers to a Strategy) keeps") in line[0]
+    assert ("where the node is in a graph that the Strategy keeps, the graph keeps the hook and the hook keeps the graph: "
+            "a reference cycle through C++ that gc.collect() never frees; have the hook keep a weak reference") in line[0]
+    assert "kept where no referrer path reaches a name" not in line[0]
+
+
+def test_the_same_hook_holding_a_weak_reference_leaves_nothing(ip):  # type: ignore[no-untyped-def]
+    # the printed fix: the hook keeps a weakref to its owner; each run's strategies are then freed
+    run(ip, "import weakref\n" + _STRATEGY.replace(
+        "{register}", "            ref = weakref.ref(self)\n"
+                      "            m.grad_fn.register_hook(lambda *a: (o := ref()) is not None and clear_cache_hook(o))\n"))
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nfor i in range(4):\n    s = Strategy(torch.randn(256, 8), scale)\n    acq = s.mean().sum()")
+    import vramnb
+
+    assert vramnb.history()[-1].delta_allocated == 0
+    assert _line(ip) == []

@@ -55,3 +55,33 @@ def test_a_cell_that_grows_nothing_gets_no_line(ip):
     for _ in range(3):
         run(ip, "%%vram -d cpu\nox = sum(range(1000))")
     assert _line() is None
+
+
+MiB = 1 << 20
+
+
+def test_memory_alive_only_while_each_run_ends_is_not_growth():
+    """Each run ends with 30 MiB more in use than it started (a scan's buffers, freed after): the level
+    outside tensors at each run's end stays the same, so no run counts."""
+    from vramnb.diagnose._outside_growth import OutsideGrowth
+
+    og = OutsideGrowth()
+    for _ in range(4):
+        assert og.observe("x = f()", (500 * MiB, 400 * MiB), (530 * MiB, 430 * MiB), (0, 0)) is None
+
+
+def test_rss_that_grows_with_new_tensors_pages_is_not_growth_outside_them():
+    """90 MiB of new tensors each run grow the RSS by 120 MiB (huge pages, rounding) while malloc's count grows
+    by the tensors' bytes: no line. The same RSS growth with no tensors growing counts."""
+    from vramnb.diagnose._outside_growth import OutsideGrowth
+
+    og = OutsideGrowth()
+    for k in range(4):
+        start, end = (500 + 120 * k) * MiB, (620 + 120 * k) * MiB
+        used0, used1 = (400 + 90 * k) * MiB, (490 + 90 * k) * MiB
+        assert og.observe("s = make()", (start, used0), (end, used1), (90 * k * MiB, 90 * (k + 1) * MiB)) is None
+    lines = [og.observe("t = make()", ((500 + 30 * k) * MiB, None), ((530 + 30 * k) * MiB, None), (0, 0))
+             for k in range(3)]
+    assert lines[:2] == [None, None] and lines[2] is not None
+    assert lines[2].startswith("each run of this cell grows the process's memory outside tensors (3 runs in a row, "
+                               "30.0 MiB beyond its tensors this run)")

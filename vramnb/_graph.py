@@ -44,8 +44,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["MAX_DEPTH", "RUN", "collector_paused", "graph_tensors", "held_tensors", "module_attributes", "object_attributes",
-           "plain_leaves", "saved_tensors_of"]
+__all__ = ["MAX_DEPTH", "RUN", "collector_paused", "graph_tensors", "input_leaves", "held_tensors", "module_attributes",
+           "object_attributes", "plain_leaves", "saved_tensors_of"]
 
 # levels of containers and objects a walk follows below a name: 6 reaches a Hugging Face model output's
 # key/value cache (output → EncoderDecoderCache → DynamicCache → layers → a layer → keys) in a dict of outputs
@@ -199,6 +199,28 @@ def graph_tensors(root: Any, seen: dict[int, Any], grads: bool = True, depth: in
                     stack.append(g.grad_fn)
         for nxt, _ in getattr(node, "next_functions", ()):
             stack.append(nxt)
+
+
+def input_leaves(tensors: list[Any], limit: int = 4000) -> list[Any]:
+    """The leaves of the autograd graphs of ``tensors`` that require grad and are not
+    ``nn.Parameter``: tensors code made require grad (``pos.requires_grad_(True)``), whose
+    gradients the user asked for. Walks at most ``limit`` nodes (``AccumulateGrad.variable``);
+    reads attributes only, runs no hook."""
+    out: list[Any] = []
+    seen: set[int] = set()
+    with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ does not run
+        todo = [t.grad_fn for t in tensors if issubclass(type(t), torch.Tensor) and t.grad_fn is not None]
+        while todo and len(seen) < limit:
+            node = todo.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            var: Any = getattr(node, "variable", None)
+            if issubclass(type(var), torch.Tensor) and not isinstance(var, torch.nn.Parameter) and var.requires_grad:
+                if all(v is not var for v in out):
+                    out.append(var)
+            todo.extend(f for f, _ in getattr(node, "next_functions", ()) if f is not None)
+    return out
 
 
 def plain_leaves(items: list[Any], seen: dict[int, Any], grads: bool = True) -> bool:

@@ -362,12 +362,10 @@ class VramMagics(Magics):
             from .diagnose._outside_growth import OutsideGrowth
 
             self._outside = getattr(self, "_outside", None) or OutsideGrowth()
-            rss = report.rss - report.rss_start if report.rss is not None and report.rss_start is not None else None
-            if report.malloc_used is not None and report.malloc_used_start is not None:
-                # what the C allocator handed out shows growth that RSS hides where freed memory is reused
-                used = report.malloc_used - report.malloc_used_start
-                rss = used if rss is None else max(rss, used)
-            line = self._outside.observe(source, rss, report.delta_allocated)
+            # what glibc's malloc handed out shows growth that RSS hides where freed memory is reused
+            line = self._outside.observe(source, (report.rss_start, report.malloc_used_start),
+                                         (report.rss, report.malloc_used),
+                                         (report.start_allocated, report.end_allocated))
             if line:
                 report.notes.append(line)
         except Exception:  # noqa: BLE001 - a note must never break the cell

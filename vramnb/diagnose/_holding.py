@@ -34,9 +34,10 @@ from typing import Any
 
 import torch
 
-from .._graph import container_items, held_tensors, is_tooling, notebook_class, object_attributes
+from .._graph import container_items, held_tensors, input_leaves, is_tooling, notebook_class, object_attributes
 from .._storages import storages_of_tensor
 from .._units import format_bytes
+from ._kept_graphs import backward_calls
 
 __all__ = ["Holding", "holding", "holding_note", "holding_notes"]
 
@@ -262,6 +263,14 @@ def _second_order(tensors: list[torch.Tensor], limit: int = 2000) -> str:
     return ""
 
 
+def _leaf_names(leaves: list[Any], names: Mapping[str, Any]) -> str:
+    """The notebook's names of ``leaves`` (``pos``), else what they are."""
+    found = [n for leaf in leaves[:3] for n, v in list(names.items()) if v is leaf and not n.startswith("_")][:3]
+    if found:
+        return " or ".join(dict.fromkeys(found))
+    return "the tensors made to require grad (not parameters) that they come from"
+
+
 def _graph_only(obj: Any, device: torch.device) -> int:
     """Bytes ``obj`` keeps only through autograd graphs (saved for backward), parameters and other
     leaves that require grad left out (their modules keep them anyway)."""
@@ -276,11 +285,13 @@ def _graph_only(obj: Any, device: torch.device) -> int:
 
 
 def holding(name: str, obj: Any, device: torch.device, names: Mapping[str, Any] | None = None,
-            nbytes: int | None = None) -> Holding:
+            nbytes: int | None = None, source: str | None = None) -> Holding:
     """How ``obj`` (the notebook's ``name``) holds its memory on ``device``: see the module's
     docstring. ``names``: the notebook's namespace (to name the module whose weights are copied);
     ``nbytes``: what ``obj`` holds on ``device``, where the caller has it already (the holders'
-    listing: :func:`vramnb._holders.storages_held` at the same depth)."""
+    listing: :func:`vramnb._holders.storages_held` at the same depth); ``source``: the code that made
+    ``obj`` where it is known (a cell): computing under ``torch.no_grad()`` is offered only where that code
+    runs no backward."""
     names = names or {}
     path, node, owner, owner_path = name, obj, None, ""
     here = sum(_bytes(obj, device).values()) if nbytes is None else nbytes
@@ -302,11 +313,11 @@ def holding(name: str, obj: Any, device: torch.device, names: Mapping[str, Any] 
             break  # a container's one large tensor: the container (an object's attribute) is what keeps it
         owner, owner_path = node, path
         path, node, here = path + suffix, v, held
-    return _classify(path, node, owner, owner_path, here, device, names)
+    return _classify(path, node, owner, owner_path, here, device, names, source)
 
 
 def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, device: torch.device,
-              names: Mapping[str, Any]) -> Holding:
+              names: Mapping[str, Any], source: str | None = None) -> Holding:
     size = format_bytes(nbytes)
     from ._bounded import bounded_sentence
 
@@ -345,12 +356,19 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
                     "needed, create_graph=False returns plain gradients (first-order: they keep nothing)"))
             # `.item()` only where every such tensor is one number (a loss); else detached tensors
             numbers = "numbers (`.item()`) or " if all(t.numel() == 1 for t in graphs) else ""
+            # a tensor code made require grad (not a parameter) in the graphs: its gradients are wanted, so
+            # computing under no_grad is no fix, and detaching is one only where no gradient goes through
+            # no_grad only where the code that made them is known and runs no backward (a Hessian's rows made
+            # by autograd.grad cannot be computed under no_grad)
+            leaves = input_leaves(graphs)
+            how = "detached tensors (`.detach()`) instead" + (
+                f" where no gradient has to reach {_leaf_names(leaves, names)} through them" if leaves else "")
+            if source is not None and not backward_calls(source)[0]:
+                how += ", or compute what is stored under `torch.no_grad()` if no backward needs it"
             return Holding(path, "graphs", nbytes, (
                 f"{path} keeps {n} tensor{'s' if n != 1 else ''} with an autograd graph (grad_fn), which "
                 f"{'keep' if n != 1 else 'keeps'} what {'their' if n != 1 else 'its'} forward saved for backward "
-                f"({format_bytes(saved)}): store {numbers}"
-                f"detached tensors (`.detach()`) instead, or compute what is stored under `torch.no_grad()` if no "
-                f"backward needs it"))
+                f"({format_bytes(saved)}): store {numbers}{how}"))
     entries = container_items(node) if issubclass(type(node), _CONTAINERS) else []
     copies = [e for e in entries if _state_dict_like(e)] if entries and _state_dict_like(entries[0]) else []
     if len(copies) >= 2 and len(copies) == len(entries) and all(set(c) == set(copies[0]) for c in copies):
@@ -484,11 +502,11 @@ def _object_parts(path: str, node: Any, candidates: list[tuple[str, Any]], devic
 
 
 def holding_note(name: str, obj: Any, device: torch.device, names: Mapping[str, Any] | None = None,
-                 nbytes: int | None = None) -> str | None:
+                 nbytes: int | None = None, source: str | None = None) -> str | None:
     """The one-line mechanism and fix for ``name`` (:func:`holding`), ``None`` where no kind applies
     or reading the object failed."""
     try:
-        h = holding(name, obj, device, names, nbytes)
+        h = holding(name, obj, device, names, nbytes, source)
     except Exception:  # noqa: BLE001 - a note must never break a report
         return None
     return h.sentence or None

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from .._units import format_bytes
+from ._referrer_paths import is_hook_dict
 
 __all__ = ["CHeld", "kept_from_c"]
 
@@ -79,6 +80,11 @@ def kept_from_c(orphans: list[Any], keys: Mapping[int, int], device: torch.devic
     left = dict(keys)
     grew = (atexit_now - atexit_before if atexit_before is not None and atexit_now is not None else 0)
     for fn in orphans:
+        if is_hook_dict(fn):  # hooks only C++ refers to: an autograd node's (grad_fn.register_hook)
+            held = _node_hooks(fn, left, device)
+            if held is not None:
+                out.append(held)
+            continue
         text, kept, code = _what(fn)
         mine = _keys_of(kept, device) & left.keys()
         n = sum(left.pop(k) for k in mine)
@@ -109,7 +115,45 @@ def kept_from_c(orphans: list[Any], keys: Mapping[int, int], device: torch.devic
                 "interpreter or of an extension module, not a variable)", n,
                 "find where it is registered and unregister it when done (an atexit callback, a C library's callback)",
                 "kept from C"))
-    return sorted(out, key=lambda h: -h.nbytes)
+    merged: dict[tuple[str, str], CHeld] = {}  # one line for the same holder met once per run's object
+    for h in out:
+        got = merged.get((h.where, h.advice))
+        if got is None:
+            merged[(h.where, h.advice)] = h
+        else:
+            got.nbytes += h.nbytes
+    return sorted(merged.values(), key=lambda h: -h.nbytes)
+
+
+def _node_hooks(hooks: Mapping[int, Any], left: dict[int, int], device: torch.device) -> CHeld | None:
+    """The hooks of a dict that no object the garbage collector sees refers to, where they reach some of
+    the storages ``left`` (popped): PyTorch keeps an autograd node's hooks (``grad_fn.register_hook``,
+    ``register_prehook``) in such a dict, held from C++ (a tensor's or a module's hook dict is referred
+    to by the tensor or the module)."""
+    texts, owners, n = [], [], 0
+    fns: list[Any] = list(dict.values(hooks))  # type: ignore[arg-type]
+    for fn in fns:
+        text, kept, _code = _what(fn)
+        kept = [x for o in kept for x in (o if type(o) is tuple else list(dict.values(o)) if type(o) is dict
+                                          else [o])]  # a partial's args and keywords: the objects themselves
+        for o in kept:
+            mine = _keys_of([o], device) & left.keys()
+            if mine:
+                n += sum(left.pop(k) for k in mine)
+                texts.append(text)
+                if type(o) not in (tuple, dict, types.FunctionType):
+                    owners.append(f"a {type(o).__qualname__}")
+    if not n:
+        return None
+    owner = " and ".join(dict.fromkeys(owners)) or "the objects it refers to"
+    hook = " and ".join(dict.fromkeys(texts))
+    return CHeld(
+        f"{hook} (a hook on an autograd node: grad_fn.register_hook keeps it in C++, where the garbage collector "
+        f"cannot see it; it refers to {owner})", n,
+        f"where the node is in a graph that {owner.replace('a ', 'the ', 1)} keeps, the graph keeps the hook and the hook keeps "
+        "the graph: a reference cycle through C++ that gc.collect() never frees; have the hook keep a weak reference "
+        "(`ref = weakref.ref(obj)` outside it, `obj = ref()` inside), or remove it when it has run "
+        "(`handle = t.grad_fn.register_hook(...)`, then `handle.remove()`)", "autograd node hook")
 
 
 def _keys_of(objs: list[Any], device: torch.device) -> set[int]:

@@ -381,7 +381,7 @@ def regrowth_advice(name: str, obj: Any, source: str, device: torch.device | Non
     from ._holding import holding_note
 
     def how() -> str | None:
-        return holding_note(name, obj, device or torch.device("cpu"), names)
+        return holding_note(name, obj, device or torch.device("cpu"), names, source=source)
 
     totals, appends = cell_accumulators(source)
     if issubclass(type(obj), torch.Tensor):

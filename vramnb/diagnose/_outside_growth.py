@@ -3,14 +3,18 @@
 A cell that leaves pyplot figures open, or runs under a ``torch.profiler`` that was started and never
 stopped, grows the process's memory on every run while the tensors it leaves stay the same: the
 storage tracker sees nothing. Where the same cell's runs each grow the process by at least
-:data:`MIN_GROWTH` more than its allocated tensor bytes (two runs in a row; the growth is the larger of
-the RSS's and of the bytes glibc's malloc has handed out, which also counts what reuses memory freed
-earlier and so leaves the RSS where it was), the Python objects are
+:data:`MIN_GROWTH` more than its allocated tensor bytes (two runs in a row), the Python objects are
 counted by type (one pass over ``gc.get_objects()``, only then); on the next such run the types whose
 count grew are named, and two holders that keep memory outside any tensor are asked directly: pyplot's
 open figures (``plt.get_fignums()``, only where ``matplotlib.pyplot`` is already imported) and
 PyTorch's profiler (``torch.autograd.profiler._is_profiler_enabled``). Nothing of the user's runs:
 types are read with ``type()``, never ``__class__``.
+
+The process's growth is the larger of the RSS's and of the bytes glibc's malloc has handed out (which
+also counts what reuses memory freed earlier, already resident, and so leaves the RSS where it was), less
+the tracked tensors' growth; the RSS only where the tensors did not grow (by :data:`MIN_GROWTH`): new
+tensors' pages grow it by more than their bytes (huge pages, rounding). It must hold both within the run
+and since the previous run's end, so that memory alive only while a run ends does not count.
 """
 
 from __future__ import annotations
@@ -64,22 +68,53 @@ def _known_holders() -> list[str]:
     return out
 
 
+def _outside(process: tuple[int | None, int | None], allocated: int, tensors_grew: bool) -> tuple[int | None, int | None]:
+    """The process's bytes outside tensors by each measure (RSS, what malloc handed out). The RSS is
+    left out where the tensors grew: it also grows by how the pages of new tensors are mapped (huge
+    pages, page rounding), which is not memory outside them."""
+    rss, used = process
+    return (None if rss is None or tensors_grew else rss - allocated, None if used is None else used - allocated)
+
+
+def _growth(before: tuple[int | None, ...], after: tuple[int | None, ...]) -> int | None:
+    """The larger growth of the measures both sides have, ``None`` where none has both."""
+    got = [a - b for b, a in zip(before, after, strict=True) if a is not None and b is not None]
+    return max(got) if got else None
+
+
 class OutsideGrowth:
-    """Per cell source: the runs in a row whose RSS grew beyond their tensors, and the last type counts."""
+    """Per cell source: the runs in a row whose process memory grew beyond their tensors, the level
+    outside tensors at the last run's end, and the last type counts."""
 
     def __init__(self) -> None:
         self._runs: dict[str, int] = {}
         self._counts: dict[str, Counter[str]] = {}
+        self._ends: dict[str, tuple[int | None, int | None]] = {}
 
-    def observe(self, source: str, rss_delta: int | None, allocated_delta: int) -> str | None:
+    def observe(self, source: str, start: tuple[int | None, int | None], end: tuple[int | None, int | None],
+                allocated: tuple[int, int]) -> str | None:
         """The line for this run of ``source``, or ``None``: where it is the third run in a row whose
-        process memory grew (``rss_delta``, bytes: see the module's docstring) by :data:`MIN_GROWTH` more
-        than its allocated tensor bytes (``allocated_delta``)."""
+        process memory grew by :data:`MIN_GROWTH` more than its tensors did.
+
+        ``start`` / ``end``: the process's ``(RSS, bytes glibc's malloc handed out)`` at the run's start and
+        end (bytes, ``None`` where unreadable); ``allocated``: tracked tensor bytes at the start and end. A
+        run counts where both its own growth and the growth since the previous run's end (outside tensors)
+        reach :data:`MIN_GROWTH`: memory that is only alive while the run ends (a scan's buffers) counts in
+        the first and cancels in the second."""
         key = hashlib.sha1(source.strip().encode()).hexdigest()
-        if rss_delta is None or rss_delta - max(allocated_delta, 0) < MIN_GROWTH:
+        tensors_grew = allocated[1] - allocated[0] >= MIN_GROWTH
+        level = _outside(end, allocated[1], tensors_grew)
+        within = _growth(_outside(start, allocated[0], tensors_grew), level)
+        prev = self._ends.pop(key, None)
+        self._ends[key] = level
+        while len(self._ends) > 16:
+            del self._ends[next(iter(self._ends))]
+        since = _growth(prev, level) if prev is not None else within  # where the tensors grew: malloc's only
+        if within is None or since is None or min(within, since) < MIN_GROWTH:
             self._runs.pop(key, None)
             self._counts.pop(key, None)
             return None
+        grown = min(within, since)
         runs = self._runs[key] = self._runs.get(key, 0) + 1
         if runs < 2:
             return None
@@ -99,7 +134,7 @@ class OutsideGrowth:
             [g for g in grew if g[1].split(".")[0].lstrip("_") in std]
         shown = ", ".join(f"{t.removeprefix('builtins.')} +{d:,}" for d, t in grew[:5])
         line = (f"each run of this cell grows the process's memory outside tensors ({runs} runs in a row, "
-                f"{format_bytes(rss_delta - max(allocated_delta, 0))} beyond its tensors this run): objects that grew "
+                f"{format_bytes(grown)} beyond its tensors this run): objects that grew "
                 f"in number since the last run: {shown or 'none by count'}")
         known = _known_holders()
         return line + ("; " + "; ".join(known) if known else
