@@ -128,3 +128,24 @@ def test_frames_holding_only_what_a_name_holds_are_listed_as_before(ip, monkeypa
         real = _free._frame_objects
         m.setattr(_free, "_frame_objects", lambda shell, device=None: real(shell))
         assert _listing(ip) == rows
+
+
+def test_long_lists_of_distinct_plain_tensors_make_entries_only_for_the_rows_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the rows shown, a long list of plain tensors that each keep a storage of their own is lumped
+    (issue 28 item 16: a million tensors in lists of 1000): the rows, bytes and details are those of the
+    entry-by-entry walk, with sizes that differ (the largest shown, ties in order), lists of lists, a
+    list holding a Parameter (its own split) and one whose tensors share a storage (walked one by one)."""
+    g = torch.Generator().manual_seed(0)
+    sizes = torch.randint(1, 50, (300,), generator=g).tolist()
+    base = torch.zeros(64)
+    ns = {"varied": [torch.ones(n) for n in sizes],
+          "nested": [[torch.ones(1 + (i * 7 + j) % 13) for j in range(40)] for i in range(30)],
+          "with_param": [torch.ones(3) for _ in range(20)] + [torch.nn.Parameter(torch.ones(5), requires_grad=False)],
+          "views": [base[i:i + 4] for i in range(40)],
+          "also": None}
+    ns["also"] = [ns["varied"][5], *[torch.ones(2) for _ in range(30)]]  # a tensor another name's list counts first
+    rows = _both(ns, monkeypatch)
+    by = {r.name: r for r in rows}
+    assert by["varied"].nbytes == 4 * sum(sizes) and by["varied"].more == 300 - 8
+    assert [e.nbytes for e in by["varied"].entries] == sorted((4 * n for n in sizes), reverse=True)[:8]
+    assert by["nested"].more == 30 - 8 and by["nested"].entries[0].more == 40 - 8

@@ -24,8 +24,10 @@ Bytes are ints; nothing here formats except :func:`describe`, through
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
+import heapq
 import itertools
 from collections import UserDict
 from collections.abc import Callable, Container, Iterable
@@ -250,10 +252,11 @@ class Entry:
     lumped: int = 0  # items past MAX_ITEMS, not walked one by one
     lumped_bytes: int = 0  # what they hold that no walked entry counts
     lumped_unique: int = 0
+    lumped_tensors: Held = dataclasses.field(default_factory=dict)  # lumped plain tensors' storages (bulk entries)
     plain: bool = False  # a plain leaf tensor read in bulk (vramnb._graph.plain_leaves): its one storage is all it holds
 
 
-WalkPlain = Callable[[list[Any]], "list[Held] | None"]
+WalkPlain = Callable[[list[Any]], "tuple[list[int], list[int]] | list[Held] | None"]
 
 
 def entries_of(path: str, obj: Any, held: Held, unique_keys: Container[int], depth: int,
@@ -290,7 +293,7 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Call
     if depth > 0:
         items, n_items = first_items(node.obj, MAX_ITEMS)
         node.lumped = max(0, n_items - MAX_ITEMS)
-        if _plain_entries(node.path, items, owner, children, walk_plain):
+        if _plain_entries(node, items, owner, children, walk_plain):
             items = []  # all of them read in bulk
         for suffix, value, cost in items:
             if id(value) in ancestors or depth - cost < 0:
@@ -320,7 +323,7 @@ def _expand(node: Entry, depth: int, walk: Callable[[Any, int], Held], own: Call
     node.children.sort(key=lambda c: -sum(c.counted.values()))
 
 
-def _plain_entries(path: str, items: list[tuple[str, Any, int]], owner: dict[int, str], children: list[Entry],
+def _plain_entries(node: Entry, items: list[tuple[str, Any, int]], owner: dict[int, str], children: list[Entry],
                    walk_plain: WalkPlain | None) -> bool:
     """Entries for ``items`` when every one is a plain leaf tensor (one level down), read in
     bulk: what :func:`_expand` makes of each (a tensor has no entries and claims nothing of its
@@ -328,12 +331,33 @@ def _plain_entries(path: str, items: list[tuple[str, Any, int]], owner: dict[int
     order, appended to ``children``. False (nothing done) otherwise."""
     if walk_plain is None or len(items) < 2 or any(cost != 1 for _, _, cost in items):
         return False
+    path = node.path
     values = [v for _, v, _ in items]
     if not plain_leaves(values, {}):
         return False
-    helds = walk_plain(values)
-    if helds is None:
+    found = walk_plain(values)
+    if found is None:
         return False
+    if not isinstance(found, tuple):
+        helds = found
+    else:  # one storage each, as read
+        keys, sizes = found
+        keep = MAX_ENTRIES + 2  # more than the rows shown: the "… and N more entries" row stays as it is
+        if (len(items) > keep and len(set(keys)) == len(keys) and owner.keys().isdisjoint(keys)
+                and set(map(type, values)) == {torch.Tensor}):
+            # each item keeps one storage of its own, none shared: it counts for that item whatever the order, so
+            # only the largest become entries (the rows are sorted by bytes, ties in item order: a stable sort), and
+            # the rest are lumped, counted for the container (_count_rest) as the items past MAX_ITEMS are
+            top = sorted(heapq.nlargest(keep, range(len(items)), key=sizes.__getitem__))
+            for i in top:
+                suffix, value, _ = items[i]
+                children.append(Entry(path + suffix, value, {keys[i]: sizes[i]}, counted={keys[i]: sizes[i]},
+                                      plain=True))
+                owner[keys[i]] = path + suffix
+            node.lumped += len(items) - keep
+            node.lumped_tensors = dict(zip(keys, sizes))  # (its split: tensors; the entries' keys come off there)
+            return True
+        helds = [{k: n} for k, n in zip(keys, sizes)]
     get = owner.get
     for (suffix, value, _), held in zip(items, helds):
         if not held:
@@ -372,7 +396,7 @@ def _count_rest(node: Entry, owner: dict[int, str], via_children: set[int], last
     held = node.held
     taken = owner.keys() & held.keys()  # (iterates the smaller)
     skip = taken | node.counted.keys()
-    elsewhere = {k for k in taken if k not in node.counted and k not in via_children}
+    elsewhere = taken - node.counted.keys() - via_children  # (set operations, in C)
     if elsewhere:  # in held's order: the order of node.shared
         for k in (held if len(elsewhere) > 1 else elsewhere):
             if k in elsewhere:
@@ -380,9 +404,12 @@ def _count_rest(node: Entry, owner: dict[int, str], via_children: set[int], last
                 if k not in node.shared_keys.setdefault(o, set()):
                     node.shared_keys[o].add(k)
                     node.shared[o] = node.shared.get(o, 0) + held[k]
-    fresh = dict(held)  # a copy of a dict is made in C
-    for k in skip:
-        fresh.pop(k, None)
+    if len(skip) == len(held) and skip >= held.keys():  # every storage counted already (a list's entries)
+        fresh: Held = {}
+    else:
+        fresh = dict(held)  # a copy of a dict is made in C
+        for k in skip:
+            fresh.pop(k, None)
     if node.lumped:
         node.lumped_bytes += sum(fresh.values())
     if not last:
@@ -421,35 +448,48 @@ def _lumped_unique(node: Entry, keys: Container[int], via: AbstractSet[int]) -> 
     d = node.counted
     if (isinstance(keys, KeysBut) and keys.held is node.held
             and all(c.counted.keys() <= node.held.keys() for c in node.children)):
-        drop = {k for k in itertools.chain(keys.but, via) if k in d}
-        return sum(d.values()) - sum(d[k] for k in drop)
+        drop = (d.keys() & keys.but) | (d.keys() & via)  # (set operations, in C)
+        return sum(d.values()) - sum(map(d.__getitem__, drop))
+    if isinstance(keys, (set, frozenset)):
+        return sum(map(d.__getitem__, (d.keys() & keys) - via))
     return sum(n for k, n in d.items() if k in keys and k not in via)
 
 
 def _set_unique(node: Entry, unique_keys: Container[int]) -> None:
     """An entry's ``unique``: its storages that no other name and no other
     entry beside it keeps (``del models['a']`` frees them)."""
-    reach: dict[int, int] = {}
-    for c in node.children:
-        for k in c.held:
-            reach[k] = reach.get(k, 0) + 1
+    reached: set[int] = set().union(*(c.held.keys() for c in node.children))
+    multi: set[int] = set()  # storages two entries beside each other reach
+    if sum(len(c.held) for c in node.children) != len(reached):
+        reach = collections.Counter(itertools.chain.from_iterable(c.held for c in node.children))
+        multi = {k for k, n in reach.items() if n > 1}
     if node.lumped:
-        node.lumped_unique = _lumped_unique(node, unique_keys, reach.keys())
+        node.lumped_unique = _lumped_unique(node, unique_keys, reached)
     for c in node.children:
-        mine = {k for k in c.held if k in unique_keys and reach[k] == 1}
-        c.unique = sum(c.held[k] for k in mine)
+        if isinstance(unique_keys, KeysBut):  # (set operations, in C: a list of a million entries)
+            mine = (c.held.keys() & unique_keys.held.keys()) - unique_keys.but - multi
+        elif isinstance(unique_keys, (set, frozenset)):
+            mine = (c.held.keys() & unique_keys) - multi
+        else:
+            mine = {k for k in c.held if k in unique_keys and k not in multi}
+        c.unique = sum(map(c.held.__getitem__, mine))
         if c.children or c.lumped:  # (a leaf's is set: it has nothing beneath it)
             _set_unique(c, mine)
 
 
 def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_device: Callable[..., bool],
-                  children: list[Entry]) -> list[tuple[str, Held]]:
+                  children: list[Entry], lumped_tensors: Held | None = None) -> list[tuple[str, Held]]:
     """The split of ``held``: :func:`parts_of` for an object, the sum of its
-    entries' splits for a container (what no entry counts is ``other``)."""
+    entries' splits for a container (what no entry counts is ``other``; ``lumped_tensors``:
+    the storages of plain tensors lumped without entries, ``tensors``)."""
     if not children or issubclass(type(obj), (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
         return parts_of(obj, held, device, canon, on_device)
     merged: dict[str, Held] = {}
     left = dict(held)
+    if lumped_tensors:
+        part = {k: left.pop(k) for k in lumped_tensors.keys() & left.keys()}
+        if part:
+            merged["tensors"] = part
     for c in children:
         if c.plain:  # parts_of's split of a plain leaf: its storage is the tensor's own
             own = "parameters" if type(c.obj) is torch.nn.Parameter else "tensors"  # (plain: one of the two)
@@ -457,7 +497,7 @@ def _merged_parts(obj: Any, held: Held, device: torch.device, canon: Canon, on_d
             if part:
                 merged.setdefault(own, {}).update(part)
             continue
-        for name, part in _merged_parts(c.obj, c.counted, device, canon, on_device, c.children):
+        for name, part in _merged_parts(c.obj, c.counted, device, canon, on_device, c.children, c.lumped_tensors):
             part = {k: left.pop(k) for k in part if k in left}
             if part:
                 merged.setdefault(name, {}).update(part)
@@ -484,12 +524,12 @@ def _shape(t: torch.Tensor) -> str:
 
 def detail_of(obj: Any, held: Held, device: torch.device, canon: Canon, on_device: Callable[..., bool],
               children: list[Entry] | None = None, shared: dict[str, int] | None = None,
-              kept_by: list[str] | None = None) -> str:
+              kept_by: list[str] | None = None, lumped_tensors: Held | None = None) -> str:
     """A row's detail: shape and dtype for a tensor, then the parts of ``held``
     (:func:`parts_of`, summed over the entries for a container), what it
     shares with entries before it, and the other names that keep some of it."""
     try:
-        parts = _merged_parts(obj, held, device, canon, on_device, children or [])
+        parts = _merged_parts(obj, held, device, canon, on_device, children or [], lumped_tensors)
         if issubclass(type(obj), torch.Tensor):
             own = "parameters" if isinstance(obj, torch.nn.Parameter) else "tensors"
             one = obj.is_leaf  # a leaf's own gradient; a graph's are its parameters' gradients

@@ -414,7 +414,7 @@ class _Rows:
 
     def detail(self, e: Entry, held: dict[int, int]) -> str:
         return detail_of(e.obj, held, self.device, self.canon, _on_device, e.children, e.shared,
-                         self.kept_by(e.held, self.root))
+                         self.kept_by(e.held, self.root), e.lumped_tensors)
 
     def entries(self, node: Entry, level: int) -> tuple[list[Holder], int, int, int]:
         """Rows of ``node``'s entries (``level``: 1 beneath a name), the first
@@ -543,12 +543,17 @@ def _find_holders(namespace: Mapping[str, Any], device: torch.device, hidden: Ma
     def walk(value: Any, depth: int) -> dict[int, int]:
         return canon(storages_held(value, device, depth))
 
-    def walk_plain(values: list[Any]) -> list[dict[int, int]] | None:
-        """``walk`` of each of ``values`` (plain leaf tensors), in bulk."""
+    def walk_plain(values: list[Any]) -> tuple[list[int], list[int]] | list[dict[int, int]] | None:
+        """``walk`` of each of ``values`` (plain leaf tensors), in bulk: ``(keys, sizes)``, one storage
+        each, where ``canon`` renames none of them; else one dict each."""
         found = _plain_storages_on(values, device, known=known)
         if found is None:
             return None
-        return [canon({k: n}) for k, n in zip(found[0], found[1])]
+        keys, sizes = list(found[0]), list(found[1])
+        whole = dict(zip(keys, sizes))
+        if canon(dict(whole)) == whole:  # (one call: what it renames, it renames in any dict)
+            return keys, sizes
+        return [canon({k: n}) for k, n in zip(keys, sizes)]
 
     listed = [(row.name, kept[id(row)][1]) for row in rows]
 
