@@ -373,7 +373,7 @@ def _rescore(folder: Path, judged_set: str) -> None:
 
 SCORES = ("diagnosed", "partly", "missed", "wrong")
 PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4", "validation-5", "validation-6",
-         "validation-7", "validation-8", "validation-9")
+         "validation-7", "validation-8", "validation-9", "validation-10")
 # what the judgements' third field scores (judgements.py)
 THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
                "v3": "were the false sentence or the inapplicable advice named in the reason absent",
