@@ -1377,3 +1377,128 @@ JUDGEMENTS_V9_SEEN: dict[str, tuple[str, str, str]] = {
         _D, "unchanged: '`weight_ranges.append(w.abs().amax())` keeps each graph: append `w.abs().amax().detach()`'",
         _D),
 }
+
+
+# -- validation-10 (held out; cases in cases.py CASES_V10) ----------------------------------------------------------
+# Judged by hand after the run (vramnb/ as at 696e082, imported from /work/wt/judge10 on branch judge10), by an outside
+# judge (helper judge10) who did not read vramnb's source. Same standard as validation-9: diagnosed (the output leads to
+# the thread's fix or an equally good one, nothing false or inapplicable printed), partly (right cause, fix missing or
+# vague), missed, wrong (a false sentence, or advice that cannot help / would break the cell). The simulated limit's
+# verdict ('per-process cap ... raise the process's limit') is right for the simulation and is not scored. Third field:
+# the score were the false sentence or the inapplicable advice named in the reason absent.
+JUDGED_AT_V10 = "696e082 (vramnb/ as at 696e082, run from judge10; judged by judge10)"
+_ONLY_LIMIT = "only fix: raise the process's limit; "
+JUDGEMENTS_V10: dict[str, tuple[str, str, str]] = {
+    # -- out of memory -------------------------------------------------------------------------------------------
+    "mvn_diagonal_covariance_dense_oom": (
+        _P, "'failing call: `MultivariateNormal(mu, covariance_matrix=cov)` asked for 96.0 MiB for the (96, 512, 512) "
+            "float32 output of aten::mul inside it ... cov (96, 512, 512)' and 'largest holders: cov 96.0 MiB' (the dense "
+            "covariance is visible); " + _ONLY_LIMIT + "nothing on the diagonal case / coordinate-wise sampling "
+            "(mu + randn_like(mu) * var.sqrt(), Independent(Normal))", _P),
+    "gcn_messages_gathered_per_edge_oom": (
+        _P, "'failing call: `norm.view(-1, 1) * x_j` asked for 146.5 MiB for the (300000, 128) float32 output' and "
+            "'largest holders: x_j 146.5 MiB' (the per-edge copy is visible); " + _ONLY_LIMIT + "nothing on a sparse "
+            "adjacency product (torch.sparse.mm(adj, x @ weight)) or sampling", _P),
+    "global_default_dtype_float64_oom": (
+        _W, "'fix 1: ReLU at model[1] is out of place ... ReLU(inplace=True) overwrites it instead: model[1].inplace = "
+            "True' cannot help here: the peak (x, the first layer's output and the second layer's output) is the same "
+            "with an in-place ReLU (checked in plain Python: both need the same headroom, 384 MiB, to fit); the float64 "
+            "default dtype (the cause) appears only as '(6144, 2048) float64 output' in the failing call, never named "
+            "as the problem; fix 3 a smaller batch (true, helps) is not the thread's fix; traceback sentence true (96.0 "
+            "MiB kept, %vram free released 96.0 MiB)", _M),
+    "bf16_logits_upcast_to_fp32_for_loss_oom": (
+        _P, "'failing call: `torch.log_softmax(logits.float(), dim=-1)` asked for 256.0 MiB ... from 256.0 MiB of "
+            "inputs (x1.0): logits.float() (4096, 16384) float32' (the fp32 copy of the bf16 logits is visible); "
+            + _ONLY_LIMIT + "nothing on keeping the logits bf16 and upcasting per chunk inside the loss", _P),
+    "one_hot_inputs_into_linear_wide_model_oom": (
+        _P, "'failing call: `torch.zeros(B, n_ids)` asked for 195.3 MiB for its result, (1024, 50000) float32' (the "
+            "one-hot buffer); fix 2 only the generic 'read the shapes on the failing line (an unintended broadcast, a "
+            "batch or sequence far too large)'; nothing on feeding the indexes to an nn.Embedding", _P),
+    "dataset_padded_to_longest_sample_oom": (
+        _W, "official run: timeout (nothing printed within the runner's 120 s; the cell fails in 0.8 s in plain Python). "
+            "Re-run with --timeout 600 (rerun-dataset_padded_to_longest_sample_oom-timeout600.json): the cell took "
+            "42.9 s under %%vram and %vram 20.5 s; 'failing call: `torch.tensor(padded[name])` asked for 62.5 MiB', "
+            "'599.0 MiB of RSS is outside tensors ... the interpreter, Python objects' (the padded lists, not named), "
+            "only the limit as fix, then the false 'vramnb: could not finish the report (MemoryError: ); the cell ran "
+            "unmeasured' printed right after the report that measured it; nothing on padding per batch in a collate_fn",
+        _P),
+    "embedding_then_sum_instead_of_embeddingbag_oom": (
+        _P, "'failing call: `emb(bags)` asked for 256.0 MiB for the (4096, 64, 256) float32 output of aten::embedding "
+            "inside it from 2.0 MiB of inputs (x128)' (the materialised embeddings before the sum are visible); fix 2 "
+            "'a smaller batch per evaluation step' (true, a workaround); nothing on nn.EmbeddingBag", _P),
+    "gat_dense_all_pairs_attention_input_oom": (
+        _P, "'failing call: `torch.cat([Wh_repeated_in_chunks, Wh_repeated_alternating], dim=1)` asked for 137.3 MiB' "
+            "and 'held by the failing frames: Wh_repeated_in_chunks 68.7 MiB ..., Wh_repeated_alternating 68.7 MiB' "
+            "(the all-pairs construction is visible, exact; traceback sentence true: 137.3 MiB kept and released); "
+            + _ONLY_LIMIT + "nothing on the sparse / decomposed attention (Wh @ a1 + (Wh @ a2).T)", _P),
+    "nri_one_hot_relation_matrices_oom": (
+        _P, "'failing call: `torch.eye(N)[send]` asked for 102.7 MiB for the (89700, 300) float32 output' and 'largest "
+            "holders: rel_rec 102.7 MiB' (the one-hot E x N matrices are visible); " + _ONLY_LIMIT + "nothing on "
+            "indexing x by the edge list and scatter_add / index_add", _P),
+    "attention_inputs_repeated_per_head_oom": (
+        _P, "'failing call: `inputs.repeat(num_heads, 1, 1)` asked for 256.0 MiB ... from 32.0 MiB of inputs (x8.0)' "
+            "(the per-head copies are visible); fix 2 only the generic 'read the shapes on the failing line (an "
+            "unintended broadcast, ...)'; nothing on expand (a view: bmm reads it without copying)", _P),
+    "mc_dropout_passes_batched_by_repeat_oom": (
+        _W, "'fix 1: ReLU at model[1] is out of place ... model[1].inplace = True' cannot help: the next Dropout "
+            "(on at test time) allocates a new 128 MiB output beside it, so the peak is unchanged (checked in plain "
+            "Python: both need the same headroom, 448 MiB); otherwise right: failing call `model(x.repeat(num_passes, "
+            "1))` with the (16384, 512) input and 'fix 3: a smaller batch per evaluation step ... batch size 16384 ... "
+            "shrinks in proportion' (the reviewer's fix: fewer passes per forward / a loop); traceback sentence true "
+            "(160.0 MiB kept and released)", _D),
+    # -- growing / not freed -------------------------------------------------------------------------------------
+    "itertools_cycle_keeps_every_sample": (
+        _P, "run 3: 'infinite_iterator (a cycle)[8] (and 2 more like it) keeps 22.9 MiB more each run: it keeps what "
+            "each run makes (remove it from there once it is no longer needed)' - the cycle is named (it keeps 30.5 "
+            "MiB more a run; one of the four samples is also held by sample, hence 22.9), but 'remove it from there' "
+            "cannot be done to an itertools.cycle; nothing on replacing cycle by a generator / re-creating the "
+            "iterator; %vram does not list the cycle ('83.9 MiB allocated is not found under the names listed')", _P),
+    "custom_function_output_stored_on_ctx": (
+        _P, "run 3: 'no name that vramnb's listing walks grew by it ...; 36.0 MiB of this run's new storages is kept "
+            "where no referrer path reaches a name (reference cycles waiting for the garbage collector, the autograd "
+            "graph or objects outside Python)' and %vram free 'unreachable cycles (gc.collect) 60.0 MiB' (true: on "
+            "torch 2.13 the ctx <-> output cycle is collectable, gc just does not run); the cycle is one of three hedged "
+            "causes, ctx.y / Scale never named, no ctx.save_for_backward", _P),
+    "replay_memory_trimmed_by_one_per_episode": (
+        _W, "run 3: 'replay grew by 12.4 MiB ... store less in it (reduced values, not whole tensors), or empty it once "
+            "what it holds has been used (`replay.clear()`)' - replay is right, but both remedies are inapplicable to a "
+            "replay memory (it must keep whole states, and its transitions are sampled again and again: clearing it "
+            "after use defeats experience replay); nothing on trimming to memory_limit (while len(replay) > "
+            "memory_limit / deque(maxlen=...)), the PR's fix", _P),
+    "itertools_tee_branch_never_advanced": (
+        _P, "run 3: 'train_batches (a _tee) (a _tee_dataobject) keeps 16.0 MiB more each run: it keeps what each run "
+            "makes (remove it from there once it is no longer needed)' and 'deleting them frees nothing: xb is also "
+            "kept by train_batches (a _tee)' - the tee's buffer is named (right cause; the branch never advanced, "
+            "spare_batches, is not), the fix is vague and not doable for a tee; nothing on dropping the tee", _P),
+    "ema_scores_requires_grad_chains_graphs": (
+        _D, "every run: 'autograd graphs kept after the cell by ema_scores (19.0 MiB): no backward ran ... wrap the "
+            "cell in `with torch.no_grad():` ...; `ema_scores = alpha * ema_scores + (1 - alpha) * scores` carries "
+            "ema_scores from one step to the next ...: detach it where a step starts (`ema_scores = "
+            "ema_scores.detach()`)' and run 3 'ema_scores grew by 20.0 MiB' - cause exact; detaching / no_grad bound it "
+            "like the PR's requires_grad=False (the 'truncated backpropagation through time' label is an odd name for "
+            "an EMA, not false)", _D),
+    "jit_trace_called_in_a_loop": (
+        _W, "vramnb breaks the cell: under %%vram every run raises RuntimeError 'output 1 (...) of traced region did "
+            "not have observable data dependence with trace inputs; this probably indicates your program cannot be "
+            "understood by the tracer' - the same cell runs in plain Python and in IPython without %%vram (checked: "
+            "torch.jit.trace of a one-Conv2d model works without the magic and raises under `%%vram -q`, with or "
+            "without no_grad); the report shows it as the cell's own 'raised RuntimeError' and says nothing on the "
+            "repeated tracing (the growth could not be observed)", _M),
+    "episode_buffer_capped_by_count_while_episodes_grow": (
+        _P, "run 3: 'episodes grew by 10.0 MiB: it keeps what each run makes (episodes is added to on every run: empty "
+            "it when done (episodes.clear()) or store less in it)' - episodes is right and 'store less in it' points "
+            "the right way, but nothing says the cap counts episodes while they get longer, nor to bound the buffer "
+            "by its size (the thread's fix); %vram 'episodes deque 30.0 MiB'", _P),
+    "spiking_neurons_kept_by_class_registry": (
+        _W, "run 3 and %vram: 'SpikingNeuron.instances (a list of 12 entries, 96.0 MiB) is a class attribute ...: make "
+            "it an instance attribute (`self.instances = []` in `__init__`), or empty it when done "
+            "(`SpikingNeuron.instances.clear()`)' - cause exact and .clear() is the fix (= _clear_instances), but the "
+            "first remedy cannot help: __init__ appends through the class (`SpikingNeuron.instances.append(self)`), so "
+            "a per-instance list changes nothing (and the registry exists to reach every neuron from the class)", _D),
+    "partial_feature_assignment_from_parameter_keeps_graph": (
+        _D, "run 3: 'ndata['y'] grew by 1.9 MiB: ... ndata keeps 1 tensor with an autograd graph (grad_fn), which keeps "
+            "what its forward saved for backward (5.7 MiB): store detached tensors (`.detach()`) instead, or compute "
+            "what is stored under `torch.no_grad()`' - the maintainer's fix; the amounts are right (checked: the graph "
+            "keeps each step's index tensor, 39 KiB x 50 a run; the gathered values are freed, and the larger RSS "
+            "growth is freed memory the allocator kept, which %vram free's malloc_trim returned, 37.4 MiB)", _D),
+}

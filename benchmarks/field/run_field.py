@@ -29,6 +29,8 @@ validation-4 after advice fixes merge)::
         --judgements v6-before --out DIR
     MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-7 --checkout /work/main \
         --judgements v7-before --out DIR
+    MALLOC_ARENA_MAX=1 /work/venv/bin/python benchmarks/field/run_field.py --part validation-10 --checkout /work/main \
+        --judgements v10 --out DIR
 
 ``--checkout DIR`` puts ``DIR`` first on the children's ``PYTHONPATH`` (so ``vramnb`` is imported from there; the
 run stops if it is not) and records the last commit that changed that checkout's ``vramnb/`` (``-dirty`` when it has
@@ -249,7 +251,7 @@ def main() -> None:
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
     ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4", "v5", "v6-before",
                                                  "v6-after", "v7-before", "v7-after", "v8-before", "v8-after",
-                                                 "v9-before", "v8-seen", "v9-seen"),
+                                                 "v9-before", "v8-seen", "v9-seen", "v10"),
                     default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
@@ -353,6 +355,8 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
         return f"validation-8: {j.JUDGED_AT_V8_SEEN}", dict(j.JUDGEMENTS_V8_SEEN)
     if judged_set == "v9-seen":
         return f"validation-9: {j.JUDGED_AT_V9_SEEN}", dict(j.JUDGEMENTS_V9_SEEN)
+    if judged_set == "v10":
+        return f"validation-10: {j.JUDGED_AT_V10}", dict(j.JUDGEMENTS_V10)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -373,7 +377,7 @@ def _rescore(folder: Path, judged_set: str) -> None:
 
 SCORES = ("diagnosed", "partly", "missed", "wrong")
 PARTS = ("tuning", "validation", "validation-2", "validation-3", "validation-4", "validation-5", "validation-6",
-         "validation-7", "validation-8", "validation-9")
+         "validation-7", "validation-8", "validation-9", "validation-10")
 # what the judgements' third field scores (judgements.py)
 THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the traceback sentence true",
                "v3": "were the false sentence or the inapplicable advice named in the reason absent",
@@ -387,7 +391,8 @@ THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the 
                "v8-after": "were the false sentence or the inapplicable advice named in the reason absent",
                "v9-before": "were the false sentence or the inapplicable advice named in the reason absent",
                "v8-seen": "were the false sentence or the inapplicable advice named in the reason absent",
-               "v9-seen": "were the false sentence or the inapplicable advice named in the reason absent"}
+               "v9-seen": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v10": "were the false sentence or the inapplicable advice named in the reason absent"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
