@@ -38,7 +38,7 @@ from ._oom import is_oom, message, requested_bytes
 from ._versions import versions
 from .diagnose import OOMState, install_cuda_observer, reserved_growth, verdict
 from .diagnose._autocast_cache import CACHE_ROW, CastCache, CastMode, cache_note
-from ._tracker_patch import _exit_mode
+from ._tracker_patch import TRACED, _exit_mode, jit_trace_aside
 from .diagnose._one_time import new_workspaces, outside_growth, workspace_note
 from .diagnose._postmortem import failing_code, listening, process_limit
 from ._process import malloc_used, process_memory, process_rss
@@ -111,6 +111,8 @@ class Measurement:
     # on CPU: the process's RSS at the start (/proc/self/statm), for the report's process view
     rss_start: int | None = field(default=None, init=False)
     malloc_used_start: int | None = field(default=None, init=False)
+    # calls of torch.jit.trace made with vramnb's modes stepped aside, at the start (_tracker_patch.TRACED)
+    traced_start: int = field(default=0, init=False)
 
 
 # measurements running now (any thread): a nested one's reset of the device's peak
@@ -213,6 +215,8 @@ def vram(
                 _ACTIVE.append(m)
             resets_before = probe.tracker.resets if isinstance(probe, CpuProbe) else 0
             ops_before = probe.tracker.ops if isinstance(probe, CpuProbe) else 0
+            track.enter_context(jit_trace_aside())  # (before the modes: it outlives them)
+            m.traced_start = TRACED[0]
             if isinstance(probe, CpuProbe):
                 track.enter_context(probe.tracker.tracking())
             casts = CastCache()  # autocast's weight-cast cache: seen by the CPU tracker's mode, or on CUDA by
@@ -292,6 +296,12 @@ def _end(m: Measurement, probe: Any, start: Any, was_active: bool, cuda_resets: 
         note = _tracking_cost_note(probe.tracker, probe.tracker.ops - ops_before, wall)
         if note:
             m.report.notes.append(note)
+    if TRACED[0] != m.traced_start:  # (it counts only where one of vramnb's modes was on the stack)
+        m.report.peak_is_lower_bound = True
+        m.report.notes.append(
+            "torch.jit.trace ran here (PyTorch's tracer: also torch.onnx.export): it cannot trace under a dispatch "
+            "mode, so vramnb's stepped aside while it ran; what tracing allocated and freed is not in the peak (a lower "
+            "bound), what it left is counted")
     if isinstance(probe, CpuProbe) and _dynamo_frames() != compiles:
         m.report.peak_is_lower_bound = True
         m.report.notes.append(

@@ -15,6 +15,12 @@
   modules loaded meanwhile) and in the globals of every module already loaded
   (``PyCodeCache.modules``). Code compiled with ``cpp_wrapper`` allocates in C++ and
   stays unseen until its outputs reach Python.
+* ``torch.jit.trace`` / ``trace_module`` / ``_get_trace_graph`` (``torch.onnx.export``) cannot trace
+  under any dispatch mode (a traced parameter then reads as a constant: "Cannot insert a Tensor that
+  requires grad as a constant"):
+  while a measured block runs (:func:`jit_trace_aside`), they are wrapped so that vramnb's own modes
+  step off the stack for the call (the user's modes stay), and :data:`TRACED` counts those calls so
+  that the report says its peak is a lower bound.
 * :func:`_untrack_child` runs in a child ``fork()`` makes (a DataLoader worker): the child
   would otherwise inherit the forking thread's dispatch modes, the ``gc`` callback and the
   storage patches, and run every operator of its own through them (an epoch with two
@@ -149,6 +155,70 @@ def _patch_release(tracker: Any) -> None:
                 else:  # it was inherited: remove ours so the base class's shows again
                     with contextlib.suppress(AttributeError):
                         delattr(torch.UntypedStorage, name)
+
+
+_JIT_LOCK = threading.Lock()
+_JIT_USERS = 0
+_JIT_NAMES = ("trace", "trace_module", "_get_trace_graph")  # _get_trace_graph: torch.onnx.export (TorchScript)
+TRACED = [0]  # calls of torch.jit.trace / trace_module made with vramnb's modes stepped aside
+
+
+def _ours(mode: Any) -> bool:
+    return type(mode).__module__.split(".")[0] == "vramnb"
+
+
+def _wrap_trace(original: Any) -> Any:
+    import functools
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode, _push_mode
+
+        stack = list(_get_current_dispatch_mode_stack())
+        if not any(_ours(m) for m in stack):
+            return original(*args, **kwargs)
+        lowest = next(i for i, m in enumerate(stack) if _ours(m))
+        for _ in stack[lowest:]:
+            _pop_mode()
+        kept = [m for m in stack[lowest:] if not _ours(m)]  # the user's modes above ours stay, in order
+        for m in kept:
+            _push_mode(m)
+        TRACED[0] += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            for _ in kept:
+                _pop_mode()
+            for m in stack[lowest:]:
+                _push_mode(m)
+
+    wrapper._vramnb_original = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+@contextlib.contextmanager
+def jit_trace_aside() -> Any:
+    """While the block runs (reference-counted across nested blocks and threads), ``torch.jit.trace``
+    and ``torch.jit.trace_module`` run with vramnb's dispatch modes off the stack."""
+    global _JIT_USERS
+    jit = torch.jit
+    with _JIT_LOCK:
+        if _JIT_USERS == 0:
+            for name in _JIT_NAMES:
+                fn = getattr(jit, name, None)
+                if fn is not None and getattr(fn, "_vramnb_original", None) is None:
+                    setattr(jit, name, _wrap_trace(fn))
+        _JIT_USERS += 1
+    try:
+        yield
+    finally:
+        with _JIT_LOCK:
+            _JIT_USERS -= 1
+            if _JIT_USERS == 0:
+                for name in _JIT_NAMES:
+                    original = getattr(getattr(jit, name, None), "_vramnb_original", None)
+                    if original is not None:
+                        setattr(jit, name, original)
 
 
 _ON_FORK: list[Any] = []  # weak references to what a forked child calls after the patches are gone (trackers')
