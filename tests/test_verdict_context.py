@@ -433,3 +433,39 @@ def test_optimizer_step_fixes_count_adamw_state_per_trainable_parameter_and_fore
     assert ("the step's temporaries: this step runs the multi-tensor (foreach) kernels, which work on all of a "
             "group's tensors at once; one tensor at a time needs less",
             'for g in opt2.param_groups:\n    g["foreach"] = False') in fixes
+
+
+def test_a_failure_after_the_report_is_made_does_not_say_the_cell_ran_unmeasured(ip, monkeypatch):
+    # validation-10: a MemoryError in what follows the report (a limit the cell ran into) printed "the cell ran
+    # unmeasured" under a report that had measured it
+    from vramnb import _measure
+
+    def no_memory(*a, **k):
+        raise MemoryError("no memory left")
+
+    monkeypatch.setattr(_measure, "_cache_verdict", no_memory)  # runs after the report is made
+    res, cap = run(ip, "%%vram -d cpu\nx = torch.ones(1024)")
+    assert res.error_in_exec is None
+    assert ("could not finish the report (MemoryError: no memory left); the report shown was made before it, "
+            "without the notes that come after") in cap.stderr
+    assert "ran unmeasured" not in cap.stderr
+
+
+def test_a_breakdown_that_runs_out_of_memory_leaves_the_report_with_a_note(ip, monkeypatch):
+    from vramnb import _cell_breakdown
+
+    calls = []
+    claims = _cell_breakdown.CellAttribution._claims_now
+
+    def no_memory_at_the_end(self, *a, **k):  # the start's reading works; the end's runs out of memory
+        calls.append(1)
+        if len(calls) > 1:
+            raise MemoryError
+        return claims(self, *a, **k)
+
+    monkeypatch.setattr(_cell_breakdown.CellAttribution, "_claims_now", no_memory_at_the_end, raising=True)
+    res, cap = run(ip, "%%vram -d cpu --breakdown\nx = torch.ones(1024)")
+    rep = vramnb.history()[-1]
+    assert res.error_in_exec is None and "could not" not in cap.stderr
+    assert rep.end_allocated - rep.start_allocated == 4096 and rep.sources == []
+    assert "the breakdown by source could not be made: no memory was left to read the live objects" in rep.notes

@@ -87,6 +87,7 @@ class CellAttribution:
         self.rows: list[tuple[str, int, int, int]] = []
         self.recorder: Any = None
         self.backward_runs = 0  # autograd engine runs while the cell ran (backward, autograd.grad)
+        self.failed: str | None = None  # why the breakdown is missing, where it could not be made
         # {name: bytes} of each named tensor's value from before the cell still alive at the peak and freed
         # right after it, before the next allocation (``z = layer(z)``: the old z lives until the new one is assigned)
         self.old_at_peak: dict[str, int] = {}
@@ -181,9 +182,14 @@ class CellAttribution:
             self.recorder.mark("end")
             self.backward_runs = saved.runs
             tl = self.recorder.finish()
-            end_claims = self._claims_now(graphs=True)  # graphs still alive: their saved tensors
-            keys_end = tensor_keys(self.device) if self.cuda else None
-            self._finish(tl, start_claims, end_claims, saved, keys_start, keys_end, copies)
+            try:
+                end_claims = self._claims_now(graphs=True)  # graphs still alive: their saved tensors
+                keys_end = tensor_keys(self.device) if self.cuda else None
+                self._finish(tl, start_claims, end_claims, saved, keys_start, keys_end, copies)
+            except MemoryError:  # out of memory (a process limit the cell ran into): the report goes on without it
+                self.rows = []
+                self.failed = "the breakdown by source could not be made: no memory was left to read the live objects"
+
 
     def _finish(self, tl: Timeline, start_claims: list[tuple[str, set[int]]], end_claims: list[tuple[str, set[int]]],
                 saved: SavedTensors, keys_start: set[int] | None, keys_end: set[int] | None,

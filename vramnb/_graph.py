@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 __all__ = ["MAX_DEPTH", "RUN", "collector_paused", "graph_tensors", "input_leaves", "held_tensors", "module_attributes",
-           "object_attributes", "plain_leaves", "saved_tensors_of"]
+           "object_attributes", "only_atoms", "plain_leaves", "saved_tensors_of", "tensor_items"]
 
 # levels of containers and objects a walk follows below a name: 6 reaches a Hugging Face model output's
 # key/value cache (output → EncoderDecoderCache → DynamicCache → layers → a layer → keys) in a dict of outputs
@@ -60,6 +60,7 @@ _HAS_DATA = _SAVED is not None and hasattr(_SAVED, "data") and hasattr(_SAVED, "
 _SKIP_TYPES = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, types.FunctionType, type, str, bytes,
                bytearray, int, float, complex, bool, types.FrameType, types.CodeType, memoryview, range)
 _CONTAINERS = (dict, list, tuple, set, frozenset, collections.deque)  # followed through their own C methods
+_ATOMS = {str, bytes, int, float, complex, bool, type(None)}  # exact types that hold nothing (not subclasses)
 _TOOLING = ("IPython.", "ipykernel.", "vramnb.", "traitlets.", "jupyter_client.", "zmq.", "tornado.", "asyncio.")
 
 
@@ -346,6 +347,8 @@ def held_tensors(obj: Any, depth: int, seen: dict[int, Any], *, grads: bool = Tr
             items = [v for _, v in object_attributes(obj)]
     except Exception:  # a user object that raises when inspected holds nothing we can see
         return
+    if only_atoms(items):  # a container of plain values (a list of token ids): nothing to follow, told in C
+        return
     if bulk is None or len(items) < 2:
         for item in items:
             yield from held_tensors(item, depth - 1, seen, grads=grads, graphs=graphs, closures=closures, bulk=bulk)
@@ -445,6 +448,23 @@ def container_items(obj: Any) -> list[Any]:
         if issubclass(tp, base):
             return list(dict.values(obj)) if base is dict else list(base.__iter__(obj))
     return []
+
+
+def only_atoms(items: list[Any]) -> bool:
+    """Whether ``items`` (more than 8 of them) are all plain values that hold nothing (``int``, ``float``,
+    ``str``, ``bytes``, ``bool``, ``complex``, ``None``: exact types), told in C: a walk looking for
+    tensors skips a list of a million token ids without visiting each."""
+    try:
+        return len(items) > 8 and set(map(type, items)) <= _ATOMS
+    except Exception:  # noqa: BLE001 - items that cannot be counted: walked one by one
+        return False
+
+
+def tensor_items(obj: Any) -> list[Any]:
+    """:func:`container_items` for a walk looking for tensors: ``[]`` where they are all plain values
+    (:func:`only_atoms`)."""
+    items = container_items(obj)
+    return [] if only_atoms(items) else items
 
 
 def _instance_dict(obj: Any) -> dict[str, Any] | None:

@@ -94,13 +94,16 @@ def times_itself(cell: str) -> bool:
     return bool(_TIMING.search(cell))
 
 
-def _warn_unmeasured(what: str, e: BaseException) -> None:
-    """One line on stderr where vramnb's own work failed around a cell that ran."""
+def _warn_unmeasured(what: str, e: BaseException, measured: bool = False) -> None:
+    """One line on stderr where vramnb's own work failed around a cell that ran; ``measured``: the
+    report was made before the failure (it is shown, without what came after)."""
     try:
         why = f"{type(e).__name__}: {e}"[:200]
     except Exception:  # noqa: BLE001 - an exception whose __str__ raises
         why = type(e).__name__
-    print(f"vramnb: could not {what} ({why}); the cell ran unmeasured", file=sys.stderr)
+    then = ("the report shown was made before it, without the notes that come after" if measured
+            else "the cell ran unmeasured")
+    print(f"vramnb: could not {what} ({why}); {then}", file=sys.stderr)
 
 
 def _handled_frames() -> list[Any]:
@@ -674,7 +677,7 @@ class VramMagics(Magics):
                                     err.__traceback__ if err is not None else None)
                     except Exception as e:  # noqa: BLE001 - the cell's result and error stay the user's
                         if e is not err:
-                            _warn_unmeasured("finish the report", e)
+                            _warn_unmeasured("finish the report", e, measured=m.report is not None)
                 for value in shown:  # the final value, displayed outside the measurement
                     sys.displayhook(value)
                 self._record(outcome)

@@ -290,6 +290,8 @@ def _end(m: Measurement, probe: Any, start: Any, was_active: bool, cuda_resets: 
     if attribution is not None:
         m.report.sources = attribution.rows
         m.attribution = attribution
+        if attribution.failed:
+            m.report.notes.append(attribution.failed)
     _cache_verdict(m.report, casts, attribution)
     casts.release()
     if timed and isinstance(probe, CpuProbe):

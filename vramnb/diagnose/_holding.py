@@ -34,7 +34,8 @@ from typing import Any
 
 import torch
 
-from .._graph import container_items, held_tensors, input_leaves, is_tooling, notebook_class, object_attributes
+from .._graph import (container_items, held_tensors, input_leaves, is_tooling, notebook_class, object_attributes,
+                      tensor_items)
 from .._storages import storages_of_tensor
 from .._units import format_bytes
 from ._kept_graphs import backward_calls
@@ -157,7 +158,7 @@ def _tensors(obj: Any, depth: int = 3, limit: int | None = None) -> list[torch.T
         return [obj]
     if depth <= 0 or not issubclass(type(obj), _CONTAINERS):
         return []
-    return [t for v in container_items(obj)[:limit] for t in _tensors(v, depth - 1)]
+    return [t for v in tensor_items(obj)[:limit] for t in _tensors(v, depth - 1)]
 
 
 def _has_graph(obj: Any) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .._graph import MAX_DEPTH, container_items, graph_tensors, is_tooling
+from .._graph import MAX_DEPTH, container_items, graph_tensors, is_tooling, tensor_items
 from .._units import format_bytes
 
 __all__ = ["carried_states", "cell_accumulators", "kept_graph_note", "regrowth_advice"]
@@ -200,7 +200,7 @@ def _entries(obj: Any, depth: int) -> list[Any]:
         return [obj]
     if depth <= 0 or not issubclass(type(obj), (list, tuple, dict)):
         return []
-    items = container_items(obj)  # through the built-in types' own methods: a subclass's are the user's code
+    items = tensor_items(obj)  # through the built-in types' own methods: a subclass's are the user's code
     return [t for it in items for t in _entries(it, depth - 1)]
 
 
