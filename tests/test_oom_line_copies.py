@@ -19,6 +19,9 @@ from vramnb._units import format_bytes
 from vramnb.diagnose._line_copies import line_copy
 
 
+from vramnb.diagnose._verdict import _default_dtype_fixes  # noqa: E402
+
+
 def _oom(ip, cell):
     return measured_oom(ip, cell)[0]
 
@@ -241,3 +244,40 @@ def test_a_join_of_a_kept_list_is_named_with_a_preallocated_tensor_and_the_list_
     assert f.code.startswith(f"out = torch.empty(({3 * 2**40},), dtype=torch.float32)  # once, before the loop")
     assert not any(g.code == "jparts.clear()" for g in oom.verdict.fixes), oom.verdict.fixes
     run(ip, "del jparts")
+
+
+def test_inplace_is_not_offered_where_the_next_layer_allocates_as_much(ip):
+    """validation-10 (global_default_dtype_float64_oom, mc_dropout_passes_batched_by_repeat_oom): in an MLP of equal
+    widths the Linear after the ReLU allocates an output of the same size while the ReLU's is its input, so an
+    in-place ReLU lowers the memory for one step only and the peak comes back: no such fix. A narrower next layer
+    (or none) keeps it."""
+    run(ip, "import torch.nn as nn\nW = 1024\n"
+            "equal = nn.Sequential(nn.Identity(), nn.ReLU(), nn.Linear(W, W))\n"
+            "narrow = nn.Sequential(nn.Identity(), nn.ReLU(), nn.Linear(W, 1))\n"
+            "x = torch.zeros(1, W).expand(2**38, W)")
+    oom = _oom(ip, "with torch.no_grad():\n    y = equal(x)")
+    assert oom.state.requested == 2**48 * 4
+    assert not any("inplace" in (f.code or "") for f in oom.verdict.fixes)
+    oom = _oom(ip, "with torch.no_grad():\n    y = narrow(x)")
+    assert oom.verdict.fixes[0].code.startswith("narrow[1].inplace = True")
+
+
+def test_a_float64_default_dtype_is_named_with_the_float32_fix(ip):
+    """validation-10 global_default_dtype_float64_oom (pytorch#4588): a helper set the default dtype to float64."""
+    try:
+        run(ip, "torch.set_default_dtype(torch.float64)\nlin = torch.nn.Linear(8, 8)\n"
+                "x = torch.zeros(1, 8).expand(2**46, 8)")
+        oom = _oom(ip, "with torch.no_grad():\n    y = lin(x)")
+        # (a request larger than any machine: halving it is no fix there, so the verdict reads the shapes first;
+        # the fix itself, as any other verdict puts it first)
+        [f] = _default_dtype_fixes(oom.state.context)
+        assert f.what.startswith("the default dtype is float64 (torch.get_default_dtype(); set by "
+                                 "torch.set_default_dtype, here or in a module imported before)")
+        assert f"makes a float64 result ({format_bytes(2**46 * 8 * 8)})" in f.what
+        assert f.code.startswith("torch.set_default_dtype(torch.float32)")
+    finally:
+        run(ip, "torch.set_default_dtype(torch.float32)")
+    # float32 by default: not said
+    run(ip, "lin = torch.nn.Linear(8, 8)\nx = torch.zeros(1, 8).expand(2**46, 8)")
+    oom = _oom(ip, "with torch.no_grad():\n    y = lin(x)")
+    assert _default_dtype_fixes(oom.state.context) == []

@@ -537,6 +537,8 @@ def module_activation(frames: list[Any], requested: int | None, namespaces: list
             return None
         if mod.__dict__.get("inplace") is not False or _nbytes(x) != requested:
             return None
+        if _next_allocates(mod, x, requested, namespaces):
+            return None  # the saving lasts one step: the peak is the next module's output beside this one's
         where = _module_path(mod, namespaces) or "the module"
         kind = type(mod).__name__
         sentence = (f"{kind} at {where} is out of place: it allocates its output, {format_bytes(requested)}, "
@@ -544,6 +546,41 @@ def module_activation(frames: list[Any], requested: int | None, namespaces: list
                     f"backward needs the input, and {kind}(inplace=True) overwrites it instead")
         return sentence, f"{where}.inplace = True  # or build it as torch.nn.{kind}(inplace=True)", True
     return None
+
+
+def _next_allocates(mod: torch.nn.Module, x: torch.Tensor, requested: int, namespaces: list[Any]) -> bool:
+    """Whether the module run right after ``mod`` (its next sibling in an ``nn.Sequential``, up to three
+    levels up) is one of PyTorch's own (``torch.nn``) that makes a new output of at least ``requested``
+    bytes from ``mod``'s output: then ``inplace=True`` lowers the memory at ``mod`` only, and the peak comes
+    back one step later (x, the next layer's input and its output: an MLP of equal widths). Read with
+    FakeTensorMode (shapes only; PyTorch's own forward runs, none of the user's); ``False`` where unknown."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    parents = {id(sub): (parent, i) for g in namespaces if type(g) is dict
+               for obj in list(g.values()) if isinstance(obj, torch.nn.Module)
+               for parent in obj.modules() if isinstance(parent, torch.nn.Sequential)
+               for i, sub in enumerate(parent)}
+    cur: torch.nn.Module = mod
+    for _ in range(3):
+        found = parents.get(id(cur))
+        if found is None:
+            return False
+        parent, i = found
+        if i + 1 < len(parent):
+            nxt = parent[i + 1]
+            if not type(nxt).__module__.startswith("torch.nn.modules.") or type(nxt).forward is torch.nn.Module.forward:
+                return False
+            try:
+                with FakeTensorMode(allow_non_fake_inputs=True) as fake:
+                    fx = fake.from_tensor(x)
+                    out = nxt(fx)
+                    # an identity (Dropout in eval) or a view makes no new memory
+                    return (isinstance(out, torch.Tensor) and out is not fx and out._base is None
+                            and out.untyped_storage().nbytes() >= requested)
+            except Exception:  # noqa: BLE001 - a module the shapes alone cannot run: unknown
+                return False
+        cur = parent
+    return False
 
 
 def _module_path(mod: torch.nn.Module, namespaces: list[Any]) -> str | None:

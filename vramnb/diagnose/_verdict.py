@@ -283,6 +283,7 @@ def _capacity_fixes(s: OOMState, first: list[Fix] | None = None) -> list[Fix]:
             f"hold and the {format_bytes(room)} still free together: read the shapes on the failing line "
             "(an unintended broadcast, a batch or sequence far too large)", "")]
     first = line + (first or [])  # the failing line's own copy: a shape of code to change, first
+    first = _default_dtype_fixes(ctx) + first
     first = _local_growth_fixes(s) + first
     joined = _join_fixes(s)
     kept = _kept_containers(s)
@@ -470,6 +471,29 @@ def _short(s: OOMState) -> int | None:
         return None
     outside = 0 if s.cap is not None and s.cap < s.total else (s.non_pytorch or 0) + (s.other_processes or 0)
     return max(0, s.allocated + req + outside - limit)
+
+
+def _default_dtype_fixes(ctx: FailingCode | None) -> list[Fix]:
+    """Where the default dtype is float64 (``torch.set_default_dtype``, often in a module imported for
+    something else) and the failing operator makes float64: every tensor and layer made without a dtype
+    is double, twice the bytes of float32 (pytorch#4588)."""
+    import torch
+
+    if ctx is None or ctx.op is None or torch.get_default_dtype() is not torch.float64:
+        return []
+    try:
+        outs = ctx.op.outputs or ()
+    except Exception:  # noqa: BLE001 - no replay of the operator: nothing said
+        return []
+    double = [o for o in outs if str(o[1]).removeprefix("torch.") == "float64"]
+    if not double:
+        return []
+    return [Fix(f"the default dtype is float64 (torch.get_default_dtype(); set by torch.set_default_dtype, here or in "
+                f"a module imported before), so every tensor and layer made without a dtype is double precision, "
+                f"twice the bytes of float32, and the failing operation makes a float64 result "
+                f"({format_bytes(sum(o[2] for o in double))}): set float32 back before the model and the data are made, "
+                "and ask for float64 by name only where a computation needs it",
+                "torch.set_default_dtype(torch.float32)  # then re-create the model and inputs (or .float() them)")]
 
 
 def _general_fixes(device: str, ctx: FailingCode | None = None, limit: int | None = None,
