@@ -281,3 +281,20 @@ def test_a_float64_default_dtype_is_named_with_the_float32_fix(ip):
     run(ip, "lin = torch.nn.Linear(8, 8)\nx = torch.zeros(1, 8).expand(2**46, 8)")
     oom = _oom(ip, "with torch.no_grad():\n    y = lin(x)")
     assert _default_dtype_fixes(oom.state.context) == []
+
+
+def test_a_repeat_of_the_first_dimension_viewed_as_copies_gets_reshape_and_expand(ip):
+    """validation-10 attention_inputs_repeated_per_head_oom (allennlp#1000): `inputs.repeat(h, 1, 1).view(h, B * T, D)`
+    is h copies of one block: `inputs.reshape(1, B * T, D).expand(h, B * T, D)`, a view."""
+    run(ip, "B, T, D = 2**20, 2**10, 2**6\nnum_heads = 8\ninputs = torch.zeros(1, 1, 1).expand(B, T, D)")
+    oom = _oom(ip, "per_head = inputs.repeat(num_heads, 1, 1).view(num_heads, B * T, D)")
+    f = oom.verdict.fixes[0]
+    assert f.what.startswith("`.repeat(num_heads, 1, 1)` on the failing line copies inputs (")
+    assert f"reads as 8 copies of the same ({2**30}, 64) block" in f.what
+    assert f.code == "inputs.reshape(1, B * T, D).expand(num_heads, B * T, D)"
+    # the code as printed, on small sizes: the same values as the repeat, as a view (no copy)
+    ns = {"torch": torch, "B": 3, "T": 4, "D": 5, "num_heads": 2}
+    ns["inputs"] = torch.arange(60.0).view(3, 4, 5)
+    same = eval(f.code, ns)  # noqa: S307 - the printed fix
+    assert torch.equal(same, ns["inputs"].repeat(2, 1, 1).view(2, 12, 5))
+    assert same.untyped_storage().data_ptr() == ns["inputs"].untyped_storage().data_ptr()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 import linecache
+import math
 import types
 from typing import Any
 
@@ -292,7 +293,7 @@ def _repeat(node: ast.AST, v: torch.Tensor, ev: _Eval, tree: ast.AST) -> tuple[s
         elif size == 1:
             args.append(ast.unparse(a))
         else:
-            return None  # repeating a dimension longer than 1 is no expand
+            return _repeat_viewed(rep, src, out, ev, tree)  # repeating a dimension longer than 1 is no expand...
     what = ast.unparse(rep.func.value)
     times = out.numel() // max(src.numel(), 1)
     sentence = (f"`.repeat({', '.join(ast.unparse(a) for a in rep.args)})` on the failing line copies {what} "
@@ -308,6 +309,34 @@ def _repeat(node: ast.AST, v: torch.Tensor, ev: _Eval, tree: ast.AST) -> tuple[s
     base = top if isinstance(topv, torch.Tensor) and tuple(topv.shape) == tuple(out.shape) else node
     small = _replace(_clone(base), _find_same(_clone_map, rep), rep.func.value)
     code = f"({ast.unparse(small)}).expand({', '.join(args)})"
+    return sentence, code, False
+
+
+def _repeat_viewed(rep: ast.Call, src: torch.Tensor, out: torch.Tensor, ev: _Eval,
+                   tree: ast.AST) -> tuple[str, str, bool] | None:
+    """... unless only the first dimension repeats and the copies are then viewed as ``(n, ...)``:
+    ``x.repeat(n, 1, 1).view(n, B * T, D)`` holds ``n`` copies of ``x.reshape(B * T, D)``, which
+    ``x.reshape(1, B * T, D).expand(n, B * T, D)`` gives as a view (allennlp#1000's review)."""
+    reps = [ev.values.get(id(a)) for a in rep.args]
+    if not reps or not isinstance(reps[0], int) or reps[0] < 2 or any(r != 1 for r in reps[1:]):
+        return None
+    parent = next((n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.value is rep and n.func.attr in ("view", "reshape")), None)
+    viewed = ev.values.get(id(parent)) if parent is not None else None
+    if not isinstance(viewed, torch.Tensor) or viewed.dim() < 1 or viewed.shape[0] != reps[0] \
+            or math.prod(viewed.shape[1:]) != src.numel():
+        return None
+    assert parent is not None and isinstance(parent.func, ast.Attribute) and isinstance(rep.func, ast.Attribute)
+    n, rest = ast.unparse(rep.args[0]), [ast.unparse(a) for a in parent.args[1:]]
+    if len(parent.args) != viewed.dim() or any(isinstance(a, ast.Starred) for a in parent.args):
+        rest = [str(d) for d in viewed.shape[1:]]
+    what = ast.unparse(rep.func.value)
+    sentence = (f"`.repeat({', '.join(ast.unparse(a) for a in rep.args)})` on the failing line copies {what} "
+                f"({format_bytes(_nbytes(src))}) {reps[0]} times into {_shape(out)}, {format_bytes(_nbytes(out))}, "
+                f"which `.{parent.func.attr}(...)` then reads as {reps[0]} copies of the same {tuple(viewed.shape[1:])} "
+                f"block; `.expand(...)` of {what} reshaped to one block gives that shape as a view, no copy (bmm, "
+                "matmul and element-wise operations read it as it is; writing into it writes every copy)")
+    code = f"{what}.reshape(1, {', '.join(rest)}).expand({n}, {', '.join(rest)})"
     return sentence, code, False
 
 
