@@ -373,3 +373,23 @@ def test_tensor_scatter_add_with_its_own_output_gets_no_dim_size(ip):
     setup = "out = torch.zeros(100, 16)\nsrc = torch.randn(1000, 16)\nidx = torch.randint(0, 100, (1000, 16))"
     oom = _failing(ip, setup, "res = out.scatter_add(0, idx, src)", A.scatter_add, 100 * 16 * 4)
     _no_fix(oom, "dim_size")
+
+
+# -- embedding then a sum over the bag: embedding_bag (validation-10, pytorch#1803) ------------------------------------
+@pytest.mark.parametrize("reduce, mode", [("emb(bags).sum(1)", "sum"), ("emb(bags).mean(dim=1)", "mean")])
+def test_embeddings_summed_over_the_bag_get_embedding_bag(ip, reduce, mode):
+    setup = "emb = torch.nn.Embedding(50, 16)\nbags = torch.randint(0, 50, (32, 12))"
+    oom = _failing(ip, setup, f"doc = {reduce}", A.embedding, 32 * 12 * 16 * 4)
+    f = _fix(oom, "makes every embedding of every bag first")
+    assert f.what.startswith(f"`{reduce}` makes every embedding of every bag first, (32, 12, 16) float32 "
+                             f"({fb(32 * 12 * 16 * 4)}), only to {mode} them over the bag")
+    assert f.code == f"doc = torch.nn.functional.embedding_bag(bags, emb.weight, mode='{mode}')"
+    torch.testing.assert_close(_ns(ip, f.code)["doc"], _ns(ip, f"doc = {reduce}")["doc"])
+
+
+def test_embeddings_kept_whole_or_reduced_over_another_dim_get_no_embedding_bag(ip):
+    setup = "emb = torch.nn.Embedding(50, 16)\nbags = torch.randint(0, 50, (32, 12))"
+    oom = _failing(ip, setup, "doc = emb(bags).sum(2)", A.embedding, 32 * 12 * 16 * 4)
+    _no_fix(oom, "embedding_bag")
+    oom = _failing(ip, setup, "doc = emb(bags)", A.embedding, 32 * 12 * 16 * 4)
+    _no_fix(oom, "embedding_bag")

@@ -371,6 +371,41 @@ def _attention_weights(site: CallSite, op: OpFacts | None, requested: int, node:
             _replaced(site, node, new))
 
 
+def _embedding_bag(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``emb(bags).sum(1)`` (or ``.mean(1)``, ``torch.sum(emb(bags), 1)``) of an ``nn.Embedding``: the
+    (B, L, D) embeddings are made whole before the reduction; ``F.embedding_bag`` sums or averages each bag
+    without making them (pytorch#1803, ``nn.EmbeddingBag``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    mod = site.value(node.func)
+    if type(mod) is not torch.nn.Embedding or len(node.args) != 1 or node.keywords:
+        return None
+    bags = site.value(node.args[0])
+    if not _plain(bags) or bags.dim() != 2 or mod.padding_idx is not None or mod.max_norm is not None:
+        return None  # (a padding index or max_norm: the bag function's own arguments, not read here)
+    parents = _parents(site.tree)
+    up = parents.get(id(node))
+    mode, outer = None, None
+    if isinstance(up, ast.Attribute) and up.attr in ("sum", "mean") and isinstance(parents.get(id(up)), ast.Call):
+        call = parents[id(up)]
+        assert isinstance(call, ast.Call)
+        dims = [a for a in call.args] + [k.value for k in call.keywords if k.arg == "dim"]
+        if len(dims) == 1 and isinstance(dims[0], ast.Constant) and dims[0].value in (1, -2) and \
+                all(k.arg == "dim" for k in call.keywords):
+            mode, outer = up.attr, call
+    if mode is None or outer is None:
+        return None
+    made = bags.numel() * mod.embedding_dim * mod.weight.element_size()
+    if requested and made < requested // 2:
+        return None  # the request is not the embeddings' size
+    code = f"torch.nn.functional.embedding_bag({ast.unparse(node.args[0])}, {ast.unparse(node.func)}.weight, mode={mode!r})"
+    return (f"`{ast.unparse(outer)}` makes every embedding of every bag first, "
+            f"{_shape((*bags.shape, mod.embedding_dim))} {_dt(mod.weight)} ({fb(made)}), only to {mode} them over the "
+            f"bag; torch.nn.functional.embedding_bag (nn.EmbeddingBag) {mode}s each bag as it reads it, without that "
+            f"tensor: the same {_shape((bags.shape[0], mod.embedding_dim))} result from the same weights "
+            "(gradients reach them as before)", _replaced(site, outer, code))
+
+
 def _chain_module(*entries: Any) -> Any:
     """One entry of several for one key (a module's call; ``torch.tensor(array)`` and its dtype form), tried in
     order: the first that answers; one that cannot read its evidence (raises) gives none."""
@@ -514,4 +549,4 @@ ENTRIES = {
     # a call of a module held by a name of the user's (``criterion(pred, y)``, ``attn(x, x, x)``): by its class
     MODULE_CALL: _loss_broadcast,
 }
-ENTRIES[MODULE_CALL] = _chain_module(_loss_broadcast, _attention_weights)
+ENTRIES[MODULE_CALL] = _chain_module(_loss_broadcast, _attention_weights, _embedding_bag)
