@@ -393,3 +393,20 @@ def test_no_grad_is_offered_where_the_code_is_known_to_run_no_backward(ip):  # t
     assert holding("log", ip.user_ns["log"], CPU, _ns(ip)).sentence.endswith(
         "store detached tensors (`.detach()`) instead")
     assert "no_grad" not in holding("log", ip.user_ns["log"], CPU, _ns(ip), source=src + "\nlog[-1].sum().backward()").sentence
+
+
+def test_a_class_registry_its_own_init_adds_to_is_not_told_to_become_an_instance_attribute(ip):  # type: ignore[no-untyped-def]
+    """validation-10 spiking_neurons_kept_by_class_registry (snntorch): __init__ appends through the class, so an
+    instance attribute cannot help; the registry is emptied with its own classmethod or .clear()."""
+    run(ip, "class Neuron:\n    instances = []\n    def __init__(self):\n        Neuron.instances.append(self)\n"
+            "        self.mem = torch.zeros(1 << 18)\n"
+            "    @classmethod\n    def _clear_instances(cls):\n        cls.instances = []\n"
+            "class Leaky(Neuron):\n    pass\nnet = [Leaky() for _ in range(4)]\ndel net")
+    note = held_note(ip, "Neuron")
+    assert note is not None and "make it an instance attribute" not in note
+    assert note.endswith("Neuron's own code adds to it through the class (Neuron.__init__), a registry of every "
+                         "instance: empty it when a set of them is discarded or rebuilt (`Neuron.instances.clear()`, "
+                         "or `Neuron._clear_instances()`, its own)")
+    # the printed classmethod, run: nothing is kept
+    run(ip, "Neuron._clear_instances()")
+    assert ip.user_ns["Neuron"].instances == []

@@ -142,6 +142,35 @@ def _methods_reading(cls: type, attr: str) -> list[str]:
     return out
 
 
+def _class_registry(owner: type, attr: str) -> tuple[str, str | None]:
+    """``(the first method of the user's class ``owner`` or its bases that reads ``attr`` through the class,
+    ``Owner.attr`` or ``cls.attr``: ``"__init__"``, else ``""``; a classmethod or staticmethod that empties or
+    resets it, else ``None``)``, read from the bytecode (nothing runs)."""
+    import dis
+
+    names = {base.__name__ for base in owner.__mro__ if base is not object}
+    via, clearer = "", None
+    for base in owner.__mro__:
+        if base is object or getattr(base, "__module__", "").split(".")[0] in ("builtins", "torch", "vramnb"):
+            continue
+        for name, v in list(base.__dict__.items()):
+            klass = issubclass(type(v), (staticmethod, classmethod))
+            fn = v.__func__ if klass else v
+            code = getattr(fn, "__code__", None) if type(fn) is types.FunctionType else None
+            if code is None:
+                continue
+            ins = list(dis.get_instructions(code))
+            for a, b in zip(ins, ins[1:]):
+                on_class = (a.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF") and a.argval in names) or \
+                    (klass and a.opname == "LOAD_FAST" and a.argval == "cls")
+                if on_class and b.argval == attr and b.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"):
+                    if b.opname == "STORE_ATTR" or klass and any(i.argval == "clear" for i in ins):
+                        clearer = clearer or (name if klass else None)
+                    if b.opname != "STORE_ATTR" and not via and not klass:
+                        via = f"{base.__name__}.{name}"
+    return via, clearer
+
+
 def _class_has(cls: type, method: str) -> bool:
     """``cls`` (or a base) defines a callable ``method`` in its own ``__dict__`` (no descriptor runs)."""
     for base in cls.__mro__:
@@ -384,9 +413,15 @@ def _classify(path: str, node: Any, owner: Any, owner_path: str, nbytes: int, de
         attr = path[len(owner_path) + 1:]
         mutable = issubclass(type(node), (list, dict, set, collections.deque))
         empty = "{}" if type(node) is dict else "[]" if type(node) is list else f"{type(node).__name__}()"
-        fix = (f"make it an instance attribute (`self.{attr} = {empty}` in `__init__`), or "
-               f"empty it when done (`{path}.clear()`)" if mutable else
-               f"make it an instance attribute, or `del {path}` when done")
+        through, clearer = _class_registry(owner, attr)
+        if through and mutable:  # the class's own code adds to it through the class: a registry on purpose
+            fix = (f"{owner_path}'s own code adds to it through the class ({through}), a registry of every "
+                   f"instance: empty it when a set of them is discarded or rebuilt (`{path}.clear()`"
+                   + (f", or `{owner_path}.{clearer}()`, its own" if clearer else "") + ")")
+        else:
+            fix = (f"make it an instance attribute (`self.{attr} = {empty}` in `__init__`), or "
+                   f"empty it when done (`{path}.clear()`)" if mutable else
+                   f"make it an instance attribute, or `del {path}` when done")
         stays = (", so what is added to it through any of them stays until it is removed" if mutable else "")
         return Holding(path, "class attribute", nbytes, (
             f"{path} ({_what(node)}, {size}) is a class attribute: one object for {owner_path} and every "

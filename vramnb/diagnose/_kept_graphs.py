@@ -107,6 +107,41 @@ def backward_calls(source: str) -> tuple[bool, set[str]]:
     return trains, on
 
 
+def _trimmed_once(source: str, name: str) -> tuple[str, str, str] | None:
+    """``(test, limit, removal)`` where the cell trims ``name`` with an ``if`` (``if len(replay) >
+    memory_limit: replay.pop(0)``, or ``del replay[0]``) outside any loop, while a loop of the cell appends
+    to it: one entry removed per run, many added (a replay memory that still grows)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]
+    in_loop = {id(c) for lp in loops for c in ast.walk(lp)}
+    appended = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend")
+                   and isinstance(n.func.value, ast.Name) and n.func.value.id == name and id(n) in in_loop
+                   for n in ast.walk(tree))
+    if not appended:
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If) or id(node) in in_loop or len(node.body) != 1:
+            continue
+        t = node.test
+        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Gt, ast.GtE))
+                and isinstance(t.left, ast.Call) and isinstance(t.left.func, ast.Name) and t.left.func.id == "len"
+                and len(t.left.args) == 1 and isinstance(t.left.args[0], ast.Name) and t.left.args[0].id == name):
+            continue
+        body = node.body[0]
+        pop = isinstance(body, ast.Expr) and isinstance(body.value, ast.Call) and \
+            isinstance(body.value.func, ast.Attribute) and body.value.func.attr == "pop" and \
+            isinstance(body.value.func.value, ast.Name) and body.value.func.value.id == name
+        delete = isinstance(body, ast.Delete) and len(body.targets) == 1 and \
+            isinstance(body.targets[0], ast.Subscript) and isinstance(body.targets[0].value, ast.Name) and \
+            body.targets[0].value.id == name and not isinstance(body.targets[0].slice, ast.Slice)
+        if pop or delete:
+            return ast.unparse(t), ast.unparse(t.comparators[0]), ast.unparse(body)
+    return None
+
+
 def _has_graph(obj: Any) -> bool:
     return issubclass(type(obj), torch.Tensor) and obj.grad_fn is not None
 
@@ -419,6 +454,13 @@ def regrowth_advice(name: str, obj: Any, source: str, device: torch.device | Non
             return (f"{name} keeps a model per run, and each keeps {format_bytes(pay.nbytes)} in `.{pay.attr}` beside "
                     f"its weights (the last one's): drop that from the models you keep (`for m in {name}: "
                     f"m.{pay.attr} = None`) rather than emptying {name}")
+    trim = _trimmed_once(source, name) if issubclass(type(obj), list) else None
+    if trim is not None:
+        test, limit, pop = trim
+        return (f"`if {test}: {pop}` removes one entry per run while the cell adds more than one (in its loop), so "
+                f"{name} still grows by the difference on every run: trim until the limit holds (`while {test}: {pop}`),"
+                f" or keep it as `collections.deque(maxlen={limit})`, which drops the oldest entry as each new one "
+                "comes")
     if not graph:
         return how() or (f"{name} is added to on every run and its tensors keep no graph: what grows is what it "
                          f"stores; store less in it (reduced values, not whole tensors), or empty it once what it "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import functools
 import gc
+import itertools
 import logging
 import sys
 import threading
@@ -332,6 +333,21 @@ def _describe(root: str, chain: list[Any]) -> tuple[str, str, str, str]:
             return (path, "cache",
                     f"{fn} is a functools cache keeping each call's result: "
                     f"`{fn}.cache_clear()`, or a small maxsize", fn)
+        if tp is itertools.cycle:
+            name = _text(root, chain[:i + 1])
+            return (path, "cycle",
+                    f"{name} is an itertools.cycle: it saves every element it returns so that it can repeat them "
+                    "(its documentation), so it keeps every item of the first pass; loop forever with a generator "
+                    "that starts the iterable again instead "
+                    "(`def forever(it):` / `    while True:` / `        yield from it`), or re-create `iter(loader)` "
+                    "when it raises StopIteration", name)
+        if type(o).__module__ == "itertools" and tp.__name__ in ("_tee", "_tee_dataobject"):
+            name = _text(root, chain[:i + 1])
+            return (path, "tee",
+                    f"{name} comes from itertools.tee: the items one copy has read are kept until every other copy "
+                    "has read them too, so a copy that is read less (or never) keeps all of them; iterate the "
+                    "iterable itself where one copy is enough, or delete the copy that lags behind (`del` its name)",
+                    name)
         if tp is types.CellType and i >= 2 and type(chain[i - 2]) is types.FunctionType:
             fn = chain[i - 2]
             try:
