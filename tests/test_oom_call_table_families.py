@@ -393,3 +393,32 @@ def test_embeddings_kept_whole_or_reduced_over_another_dim_get_no_embedding_bag(
     _no_fix(oom, "embedding_bag")
     oom = _failing(ip, setup, "doc = emb(bags)", A.embedding, 32 * 12 * 16 * 4)
     _no_fix(oom, "embedding_bag")
+
+
+# -- one-hot rows only multiplied: index instead (validation-10 nri_one_hot_relation_matrices_oom,
+#    one_hot_inputs_into_linear_wide_model_oom) -----------------------------------------------------------------------
+def test_one_hot_rows_from_eye_then_matmul_get_index_select(ip):
+    setup = "N, H = 12, 5\nx = torch.randn(2, N, H)\nsend = torch.randint(0, N, (40,))"
+    cell = "rel_send = torch.eye(N)[send]\nsenders = torch.matmul(rel_send, x)"
+    oom = _failing(ip, setup, cell, A.index, 40 * 12 * 4)
+    f = _fix(oom, "makes a one-hot row for each of the 40 indices of send")
+    assert f.what.startswith(f"`torch.eye(N)[send]` makes a one-hot row for each of the 40 indices of send, (40, 12) "
+                             f"({fb(40 * 12 * 4)}), and `torch.matmul(rel_send, x)` later only picks rows of x with it")
+    assert f.code == "senders = x.index_select(-2, send)"
+    torch.testing.assert_close(_ns(ip, f.code)["senders"], _ns(ip, cell)["senders"])
+
+
+def test_one_hot_columns_scattered_into_zeros_then_a_linear_get_the_weight_lookup(ip):
+    setup = "n_ids, B = 30, 8\nwide = torch.nn.Linear(n_ids, 2)\ny = torch.rand(B, 2)\n" \
+            "X_idx = torch.stack([torch.randperm(n_ids)[:4] for _ in range(B)])"  # distinct ids per row
+    cell = "X = torch.zeros(B, n_ids)\nX.scatter_(1, X_idx, 1.0)\nloss = (wide(X) - y).pow(2).mean()"
+    oom = _failing(ip, setup, cell, A.zeros, 8 * 30 * 4)
+    f = _fix(oom, "with ones at X_idx's 4 columns per row (scatter_)")
+    assert f.code == "loss = ((wide.weight.T[X_idx].sum(1) + wide.bias) - y).pow(2).mean()"
+    torch.testing.assert_close(_ns(ip, f.code)["loss"], _ns(ip, cell)["loss"])
+
+
+def test_one_hot_rows_not_multiplied_get_no_lookup(ip):
+    setup = "N = 12\nsend = torch.randint(0, N, (40,))"
+    oom = _failing(ip, setup, "rel_send = torch.eye(N)[send]\ncounts = rel_send.sum(0)", A.index, 40 * 12 * 4)
+    _no_fix(oom, "one-hot row")

