@@ -422,3 +422,21 @@ def test_one_hot_rows_not_multiplied_get_no_lookup(ip):
     setup = "N = 12\nsend = torch.randint(0, N, (40,))"
     oom = _failing(ip, setup, "rel_send = torch.eye(N)[send]\ncounts = rel_send.sum(0)", A.index, 40 * 12 * 4)
     _no_fix(oom, "one-hot row")
+
+
+# -- a diagonal covariance given to MultivariateNormal (validation-10 mvn_diagonal_covariance_dense_oom) ------------------
+def test_a_diagonal_covariance_gets_independent_normals(ip):
+    setup = "from torch.distributions import MultivariateNormal\nmu = torch.randn(6, 16)\nvar = torch.rand(6, 16) + 0.1"
+    cell = "cov = torch.diag_embed(var)\ndist = MultivariateNormal(mu, covariance_matrix=cov)\nlp = dist.log_prob(mu + 0.3)"
+    oom = _failing(ip, setup, cell, A.linalg_cholesky_ex, 6 * 16 * 16 * 4)
+    f = _fix(oom, "is diagonal (`var` on the diagonal, made with diag_embed)")
+    new = "torch.distributions.Independent(torch.distributions.Normal(mu, var.sqrt()), 1)"
+    assert f.code == f"dist = {new}"
+    # the same distribution: the log-density agrees
+    torch.testing.assert_close(_ns(ip, f.code + "\nlp = dist.log_prob(mu + 0.3)")["lp"], _ns(ip, cell)["lp"])
+    # a full covariance: nothing said
+    oom = _failing(ip, "from torch.distributions import MultivariateNormal\nmu = torch.randn(6, 16)\n"
+                       "a = torch.randn(6, 16, 16)", cell.replace("torch.diag_embed(var)", "a @ a.transpose(-1, -2) + "
+                                                                  "torch.eye(16)"),
+                   A.linalg_cholesky_ex, 6 * 16 * 16 * 4)
+    _no_fix(oom, "is diagonal")

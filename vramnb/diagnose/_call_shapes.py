@@ -406,6 +406,38 @@ def _embedding_bag(site: CallSite, op: OpFacts | None, requested: int, node: ast
             "(gradients reach them as before)", _replaced(site, outer, code))
 
 
+def _diagonal_mvn(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``MultivariateNormal(mu, covariance_matrix=cov)`` where the code built ``cov = torch.diag_embed(var)``: a
+    diagonal covariance, which the distribution factors (Cholesky) as a dense (..., d, d) matrix;
+    ``Independent(Normal(mu, var.sqrt()), 1)`` is the same distribution, coordinate by coordinate (pyro#3275)."""
+    if not isinstance(node, ast.Call):
+        return None
+    kw = {k.arg: k.value for k in node.keywords}
+    cov_node = kw.get("covariance_matrix", node.args[1] if len(node.args) > 1 else None)
+    mu_node = node.args[0] if node.args else kw.get("loc")
+    if not isinstance(cov_node, ast.Name) or mu_node is None or "precision_matrix" in kw or "scale_tril" in kw:
+        return None
+    var_node, made_by = None, ""
+    for st in ast.walk(site.tree):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and \
+                st.targets[0].id == cov_node.id and isinstance(st.value, ast.Call) and \
+                func_name(st.value) in ("diag_embed", "diag") and len(st.value.args) == 1 and not st.value.keywords:
+            var_node, made_by = st.value.args[0], func_name(st.value)
+    cov, var, mu = site.value(cov_node), site.value(var_node) if var_node is not None else None, site.value(mu_node)
+    if var_node is None or var is None or not _plain(cov) or not _plain(var) or not _plain(mu) or cov.dim() < 2 \
+            or tuple(var.shape) != tuple(cov.shape[:-1]) or tuple(mu.shape[-1:]) != tuple(cov.shape[-1:]):
+        return None
+    d = cov.shape[-1]
+    dense = cov.numel() * cov.element_size()
+    v, m = ast.unparse(var_node), ast.unparse(mu_node)
+    new = f"torch.distributions.Independent(torch.distributions.Normal({m}, {v}.sqrt()), 1)"
+    return (f"`{cov_node.id}` is diagonal (`{ast.unparse(var_node)}` on the diagonal, made with {made_by}), yet "
+            f"MultivariateNormal works on it as a dense {_shape(tuple(cov.shape))} matrix ({fb(dense)}, and its "
+            f"Cholesky factor as large again); with a diagonal covariance the {d} coordinates are independent: "
+            f"`{new}` is the same distribution (sample, rsample and log_prob), without any (d, d) matrix",
+            _replaced(site, node, new))
+
+
 def _chain_module(*entries: Any) -> Any:
     """One entry of several for one key (a module's call; ``torch.tensor(array)`` and its dtype form), tried in
     order: the first that answers; one that cannot read its evidence (raises) gives none."""
@@ -546,6 +578,7 @@ ENTRIES = {
     "stft": _stft,
     **dict.fromkeys(_POINTWISE_LOSSES, _loss_broadcast),
     "where": _where_fill,
+    "MultivariateNormal": _diagonal_mvn,
     # a call of a module held by a name of the user's (``criterion(pred, y)``, ``attn(x, x, x)``): by its class
     MODULE_CALL: _loss_broadcast,
 }
