@@ -143,3 +143,26 @@ def test_the_same_hook_holding_a_weak_reference_leaves_nothing(ip):  # type: ign
 
     assert vramnb.history()[-1].delta_allocated == 0
     assert _line(ip) == []
+
+
+_SCALE = ("class Scale(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        y = x * 2\n"
+          "{keep}        return y\n    @staticmethod\n    def backward(ctx, grad):\n        return grad * 2\n")
+
+
+def test_a_custom_functions_output_set_on_ctx_is_named_with_save_for_backward(ip):  # type: ignore[no-untyped-def]
+    """validation-10 custom_function_output_stored_on_ctx (pytorch#25340): `ctx.y = y` in forward; the output's
+    grad_fn is that ctx, a cycle the regrowth walk cannot follow to a name."""
+    import gc
+
+    run(ip, _SCALE.replace("{keep}", "        ctx.y = y\n"))
+    gc.disable()  # (the cycle stays until the collector runs: as it would between runs of a busy notebook)
+    try:
+        for _ in range(3):
+            run(ip, "%%vram -d cpu\nfor i in range(4):\n    x = torch.randn(256, 256, requires_grad=True)\n"
+                    "    y = Scale.apply(x)\n    y.sum().backward()")
+        line = _line(ip)
+    finally:
+        gc.enable()
+    assert len(line) == 1, line
+    assert "the context of the custom autograd Function Scale (its forward set ctx.y) keeps" in line[0]
+    assert "save tensors for backward with `ctx.save_for_backward(...)` and read them as `ctx.saved_tensors`" in line[0]

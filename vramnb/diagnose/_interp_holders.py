@@ -80,6 +80,11 @@ def kept_from_c(orphans: list[Any], keys: Mapping[int, int], device: torch.devic
     left = dict(keys)
     grew = (atexit_now - atexit_before if atexit_before is not None and atexit_now is not None else 0)
     for fn in orphans:
+        if issubclass(type(fn), torch.autograd.function.BackwardCFunction):
+            held = _ctx_attributes(fn, left, device)
+            if held is not None:
+                out.append(held)
+            continue
         if is_hook_dict(fn):  # hooks only C++ refers to: an autograd node's (grad_fn.register_hook)
             held = _node_hooks(fn, left, device)
             if held is not None:
@@ -123,6 +128,34 @@ def kept_from_c(orphans: list[Any], keys: Mapping[int, int], device: torch.devic
         else:
             got.nbytes += h.nbytes
     return sorted(merged.values(), key=lambda h: -h.nbytes)
+
+
+def _ctx_attributes(ctx: Any, left: dict[int, int], device: torch.device) -> CHeld | None:
+    """The tensors a custom autograd Function's ``forward`` set as attributes of its ``ctx`` (``ctx.y = y``),
+    where they reach some of the storages ``left`` (popped): the output's ``grad_fn`` is that ctx, so an output
+    kept on it is a reference cycle that only the garbage collector frees (through C++ on older torch: never);
+    ``ctx.save_for_backward`` is the way the autograd docs give (pytorch#25340)."""
+    try:
+        attrs = [(k, v) for k, v in list(object.__getattribute__(ctx, "__dict__").items())
+                 if isinstance(k, str) and issubclass(type(v), torch.Tensor)]
+    except Exception:  # noqa: BLE001
+        return None
+    names, n = [], 0
+    for k, v in attrs:
+        mine = _keys_of([v], device) & left.keys()
+        if mine:
+            n += sum(left.pop(key) for key in mine)
+            names.append(k)
+    if not n:
+        return None
+    fn = type(ctx).__name__.removesuffix("Backward")
+    shown = ", ".join(f"ctx.{k}" for k in names[:3])
+    return CHeld(
+        f"the context of the custom autograd Function {fn} (its forward set {shown})", n,
+        "a tensor set as an attribute of ctx keeps what it refers to for as long as the graph lives, and where it is "
+        "the output (or computed from it) the output's grad_fn is that ctx: a reference cycle only gc.collect() "
+        "frees; save tensors for backward with `ctx.save_for_backward(...)` and read them as `ctx.saved_tensors` "
+        "(the autograd docs' way: no cycle, and checked for in-place changes)", "ctx attribute")
 
 
 def _node_hooks(hooks: Mapping[int, Any], left: dict[int, int], device: torch.device) -> CHeld | None:

@@ -398,7 +398,8 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
     a name that is not a root for it (the name being asked about); ``each``, if given, gets target
     index -> its own path (targets in the order given, all followed). ``orphans``, if given, gets the
     functions, bound methods and ``functools.partial`` objects met on the way up from the storages no path
-    was found for that no object the garbage collector sees refers to (not even a frame): kept from C."""
+    was found for that no object the garbage collector sees refers to (not even a frame): kept from C; and the
+    contexts of custom autograd Functions met on the way (an attribute set on ``ctx``)."""
     targets = list(targets) if each is not None else sorted(targets, key=lambda t: -t[0])
     chosen = targets[:MAX_TARGETS]
     rest = sum(b for b, _ in targets[MAX_TARGETS:])
@@ -512,6 +513,9 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
         callables = (types.FunctionType, types.MethodType, functools.partial)
         orphans += [objs[i] for i in expanded - referred if i in objs and (type(objs[i]) in callables or
                                                                             is_hook_dict(objs[i]))]
+        # a custom autograd Function's ctx met on the way up: its attributes are in a cycle with its output
+        ctxs = [objs[i] for i in expanded if i in objs and issubclass(type(objs[i]), torch.autograd.function.BackwardCFunction)]
+        orphans += ctxs[:16]
     objs.clear()
     parents.clear()
     return sorted(seen_paths, key=lambda h: -h.nbytes), unfound, rest
