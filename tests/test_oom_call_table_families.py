@@ -440,3 +440,18 @@ def test_a_diagonal_covariance_gets_independent_normals(ip):
                                                                   "torch.eye(16)"),
                    A.linalg_cholesky_ex, 6 * 16 * 16 * 4)
     _no_fix(oom, "is diagonal")
+
+
+# -- a whole-vocabulary log_softmax read at one entry per row (validation-10 bf16_logits_upcast_to_fp32_for_loss_oom) --
+def test_a_log_softmax_read_at_one_entry_per_row_gets_chunks(ip):
+    setup = "logits = torch.randn(64, 100, dtype=torch.bfloat16)\ntokens = torch.randint(0, 100, (64,))"
+    cell = ("logp = torch.log_softmax(logits.float(), dim=-1)\nlog_prob = logp.gather(-1, tokens[:, None]).squeeze(-1)\n"
+            "loss = -log_prob.mean()")
+    oom = _failing(ip, setup, cell, A._log_softmax, 64 * 100 * 4)
+    f = _fix(oom, "normalises all 64 rows over all 100 columns at once, on a float32 copy of logits")
+    assert f.code == ("log_prob = torch.cat([torch.log_softmax(c.float(), dim=-1).gather(-1, t[:, None]).squeeze(-1) "
+                      "for c, t in zip(logits.split(4), tokens.split(4))])")
+    torch.testing.assert_close(_ns(ip, f.code)["log_prob"], _ns(ip, cell)["log_prob"])
+    # with a gradient to keep, each chunk's softmax is saved for backward: nothing said
+    oom = _failing(ip, setup + "\nlogits.requires_grad_(True)", cell, A._log_softmax, 64 * 100 * 4)
+    _no_fix(oom, "rows can go")

@@ -710,9 +710,72 @@ def _one_hot_into_linear(site: CallSite, op: OpFacts | None, requested: int, nod
             "as scatter_ of ones counts a repeated id once)", code)
 
 
+def _row_picked_log_softmax(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``logp = torch.log_softmax(logits.float(), dim=-1)`` over a whole vocabulary, of which a later
+    ``logp.gather(-1, tokens[:, None])`` reads one entry per row, with no gradient to keep: the rows go one
+    chunk at a time, each upcast and normalised alone, so only a chunk's float32 copy exists at once
+    (slime/miles#1554: the full-vocabulary float32 buffer dropped)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    x_node = node.args[0]
+    upcast = isinstance(x_node, ast.Call) and isinstance(x_node.func, ast.Attribute) and x_node.func.attr == "float" \
+        and not x_node.args
+    logits_node = x_node.func.value if upcast and isinstance(x_node, ast.Call) and \
+        isinstance(x_node.func, ast.Attribute) else x_node
+    logits = site.value(logits_node)
+    dim = {k.arg: k.value for k in node.keywords}.get("dim", node.args[1] if len(node.args) > 1 else None)
+    if not _plain(logits) or logits.dim() != 2 or not isinstance(dim, (ast.Constant, ast.UnaryOp)) \
+            or ast.literal_eval(dim) not in (-1, 1) or (logits.requires_grad and torch.is_grad_enabled()):
+        return None  # (with a graph, each chunk's softmax is saved for backward: no saving)
+    name = _target(site)
+    if name is None:
+        return None
+    parents = _parents(site.tree)
+    for u in _uses(site, name):
+        at = parents.get(id(u))
+        call = parents.get(id(at)) if isinstance(at, ast.Attribute) and at.attr == "gather" else None
+        if not isinstance(call, ast.Call) or len(call.args) != 2 or ast.unparse(call.args[0]) not in ("-1", "1"):
+            continue
+        ix = call.args[1]
+        tok = None
+        if isinstance(ix, ast.Subscript) and isinstance(ix.value, ast.Name) \
+                and ast.unparse(ix.slice).strip("()") == ":, None":  # (3.11 writes the tuple in parentheses)
+            tok = ix.value
+        elif isinstance(ix, ast.Call) and isinstance(ix.func, ast.Attribute) and ix.func.attr == "unsqueeze" \
+                and isinstance(ix.func.value, ast.Name):
+            tok = ix.func.value
+        tv = site.value(tok) if tok is not None else None
+        if tok is None or tv is None or not _plain(tv) or tuple(tv.shape) != (logits.shape[0],):
+            continue
+        rows = logits.shape[0]
+        chunk = max(1, rows // 16)
+        up = ".float()" if upcast else ""
+        lg, tk = ast.unparse(logits_node), ast.unparse(tok)
+        fn = ast.unparse(node.func)
+        inner = ast.unparse(call).replace(ast.unparse(u), f"{fn}(c{up}, dim=-1)", 1).replace(tk, "t", 1)
+        outer = parents.get(id(call))
+        whole: ast.AST = call
+        if isinstance(outer, ast.Attribute) and outer.attr == "squeeze" and isinstance(parents.get(id(outer)), ast.Call):
+            whole = parents[id(outer)]
+            inner = ast.unparse(whole).replace(ast.unparse(call), inner, 1)
+        stmt = _stmt_of(parents, whole)
+        if stmt is None:
+            continue
+        chunked = f"torch.cat([{inner} for c, t in zip({lg}.split({chunk}), {tk}.split({chunk}))])"
+        code = ast.unparse(stmt).replace(ast.unparse(whole), chunked, 1)
+        each = chunk * logits.shape[1] * 4
+        return (f"`{site.text}` normalises all {rows:,} rows over all {logits.shape[1]:,} columns at once"
+                + (f", on a float32 copy of {lg}" if upcast else "")
+                + f", while `{ast.unparse(whole)}` later reads one entry per row; with no gradient to keep, the rows "
+                f"can go {chunk:,} at a time, each upcast and normalised alone ({fb(each)} per chunk instead of the "
+                "whole): the same values", code)
+    return None
+
+
 ENTRIES = {
     "zeros": _chain_module(_sized, _filled_at_pairs, _one_hot_into_linear),
     "eye": _eye_rows,
+    "log_softmax": _row_picked_log_softmax,
     "ones": _sized, "empty": _sized, "full": _sized, "new_zeros": _sized, "new_ones": _sized,
     "new_empty": _sized, "new_full": _sized, "randn": _sized, "rand": _sized,
     "bincount": _bincount,
