@@ -455,3 +455,19 @@ def test_a_log_softmax_read_at_one_entry_per_row_gets_chunks(ip):
     # with a gradient to keep, each chunk's softmax is saved for backward: nothing said
     oom = _failing(ip, setup + "\nlogits.requires_grad_(True)", cell, A._log_softmax, 64 * 100 * 4)
     _no_fix(oom, "rows can go")
+
+
+# -- message passing edge by edge: a sparse adjacency product (validation-10 gcn_messages_gathered_per_edge_oom) -----
+def test_per_edge_messages_summed_into_nodes_get_a_sparse_product(ip):
+    setup = ("N, E = 20, 90\nh = torch.randn(N, 6)\nedge_index = torch.randint(0, N, (2, E))\n"
+             "norm = torch.rand(E)")
+    cell = ("x_j = h[edge_index[0]]\nmsg = norm.view(-1, 1) * x_j\n"
+            "out = torch.zeros_like(h).index_add_(0, edge_index[1], msg)")
+    oom = _failing(ip, setup, cell, A.mul, 90 * 6 * 4)
+    f = _fix(oom, "copies a row of h for each of the 90 edges")
+    assert f.code == ("adj = torch.sparse_coo_tensor(torch.stack([edge_index[1], edge_index[0]]), norm, (20, 20))  "
+                      "# adj[dst, src] = weight\nout = torch.sparse.mm(adj, h)")
+    torch.testing.assert_close(_ns(ip, f.code)["out"], _ns(ip, cell)["out"])
+    # the rows gathered but not summed into nodes: nothing said
+    oom = _failing(ip, setup, "x_j = h[edge_index[0]]\nmsg = norm.view(-1, 1) * x_j\ntotal = msg.sum()", A.mul, 90 * 6 * 4)
+    _no_fix(oom, "sparse adjacency")

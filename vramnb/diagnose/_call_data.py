@@ -772,6 +772,70 @@ def _row_picked_log_softmax(site: CallSite, op: OpFacts | None, requested: int, 
     return None
 
 
+def _name_of(st: ast.Assign) -> str:
+    t = st.targets[0]
+    return t.id if isinstance(t, ast.Name) else ast.unparse(t)
+
+
+def _edge_messages(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """Message passing written edge by edge: ``x_j = h[src]`` (a row of ``h`` per edge), maybe scaled
+    (``msg = w.view(-1, 1) * x_j``), then summed into nodes (``out = torch.zeros_like(h).index_add_(0, dst, msg)``):
+    the (E, F) per-edge copies are what a sparse adjacency product never makes (``torch.sparse.mm(adj, h)``,
+    adj[dst, src] = w: PyG's answer to GCN out-of-memory reports). Read from the statements of the cell."""
+    stmts = [st for st in ast.walk(site.tree) if isinstance(st, ast.Assign) and len(st.targets) == 1
+             and isinstance(st.targets[0], ast.Name)]
+    gathers = {_name_of(st): st.value for st in stmts if isinstance(st.value, ast.Subscript)
+               and not isinstance(st.value.slice, (ast.Slice, ast.Tuple))}
+    for gname, sub in gathers.items():
+        assert isinstance(sub, ast.Subscript)
+        h, src = site.value(sub.value), site.value(sub.slice)
+        if not _plain(h) or h.dim() != 2 or not _plain(src) or src.dim() != 1 or src.dtype not in (torch.int64, torch.int32) \
+                or src.numel() <= h.shape[0]:
+            continue  # not a row per edge of a node table
+        msg_name, weight = gname, None
+        for st in stmts:  # msg = w.view(-1, 1) * x_j (or x_j * w[:, None], w.unsqueeze(-1) * x_j)
+            v = st.value
+            if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mult):
+                pair = [v.left, v.right]
+                if any(isinstance(p, ast.Name) and p.id == gname for p in pair):
+                    other = next(p for p in pair if not (isinstance(p, ast.Name) and p.id == gname))
+                    w = site.value(other)
+                    if _plain(w) and w.numel() == src.numel() and w.dim() == 2 and w.shape[1] == 1:
+                        base = other
+                        if isinstance(other, ast.Call) and isinstance(other.func, ast.Attribute) \
+                                and other.func.attr in ("view", "unsqueeze", "reshape"):
+                            base = other.func.value
+                        elif isinstance(other, ast.Subscript):
+                            base = other.value
+                        msg_name, weight = _name_of(st), ast.unparse(base)
+        adder = None
+        for st in stmts:
+            for c in ast.walk(st.value):
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
+                        c.func.attr in ("index_add_", "index_add") and len(c.args) == 3 and \
+                        ast.unparse(c.args[0]) == "0" and isinstance(c.args[2], ast.Name) and c.args[2].id == msg_name:
+                    adder = (st, c)
+        if adder is None:
+            continue
+        st, c = adder
+        dst = site.value(c.args[1])
+        if not _plain(dst) or dst.shape != src.shape:
+            continue
+        hs, ss, ds = ast.unparse(sub.value), ast.unparse(sub.slice), ast.unparse(c.args[1])
+        out = _name_of(st)
+        n, e, f = h.shape[0], src.numel(), h.shape[1]
+        w = weight or f"torch.ones({ss}.numel())"
+        code = (f"adj = torch.sparse_coo_tensor(torch.stack([{ds}, {ss}]), {w}, ({n}, {n}))  # adj[dst, src] = weight\n"
+                f"{out} = torch.sparse.mm(adj, {hs})")
+        per_edge = e * f * h.element_size()
+        return (f"`{gname} = {ast.unparse(sub)}` copies a row of {hs} for each of the {e:,} edges, {_shape((e, f))} "
+                f"({fb(per_edge)})" + (f", `{msg_name}` scales it into another as large" if weight else "") +
+                f", only for `{ast.unparse(c)}` to sum them into the {n:,} nodes: that is a product with the sparse "
+                f"adjacency matrix (adj[dst, src] = {'the weight' if weight else '1'}), which torch.sparse.mm computes "
+                f"without a per-edge copy: the same ({n}, {f}) result", code)
+    return None
+
+
 ENTRIES = {
     "zeros": _chain_module(_sized, _filled_at_pairs, _one_hot_into_linear),
     "eye": _eye_rows,
@@ -781,7 +845,8 @@ ENTRIES = {
     "bincount": _bincount,
     "scatter": _scatter, "scatter_add": _scatter, "scatter_sum": _scatter, "scatter_mean": _scatter,
     "scatter_max": _scatter, "scatter_min": _scatter,
-    "Subscript": _mask_index,
+    "Subscript": _chain_module(_mask_index, _edge_messages),
+    "Mult": _edge_messages,
     "float": _widen, "double": _widen,
     "as_tensor": _float64_array, "tensor": _float64_array, "asarray": _float64_array,
     **dict.fromkeys(_WHOLE_STORAGE, _view_storage),
