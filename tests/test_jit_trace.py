@@ -58,3 +58,18 @@ def test_an_onnx_export_through_the_tracer_runs_in_a_measured_cell(ip):  # type:
     run(ip, _SETUP + "import io\nbuf = io.BytesIO()")
     run(ip, "%%vram -d cpu\ntorch.onnx.export(m, (x,), buf, dynamo=False)")
     assert vramnb.history()[-1].exception is None and ip.user_ns["buf"].getbuffer().nbytes > 0
+
+
+def test_tracing_on_every_run_is_named_with_trace_once(ip):  # type: ignore[no-untyped-def]
+    """validation-10 jit_trace_called_in_a_loop (pytorch#35600): every trace is kept by TorchScript's global
+    compilation unit; the outside-growth line names it with the fix."""
+    run(ip, _SETUP + "big = torch.nn.Sequential(*[torch.nn.Conv2d(32, 32, 3, padding=1) for _ in range(10)]).eval()\n"
+            "xb = torch.randn(1, 32, 64, 64)")
+    for _ in range(3):
+        run(ip, "%%vram -d cpu\nwith torch.no_grad():\n    for i in range(20):\n"
+                "        tr = torch.jit.trace(big, xb, check_trace=False)\n        out = tr(xb)")
+    line = next((n for n in vramnb.history()[-1].notes if "grows the process's memory outside tensors" in n), None)
+    assert line is not None, vramnb.history()[-1].notes
+    assert ("torch.jit.trace ran 20 times since this cell's previous run, and tracing from Python registers each traced "
+            "graph and module class in TorchScript's global compilation unit") in line
+    assert "trace once, outside the loop, and reuse the traced module" in line

@@ -10,11 +10,12 @@ open figures (``plt.get_fignums()``, only where ``matplotlib.pyplot`` is already
 PyTorch's profiler (``torch.autograd.profiler._is_profiler_enabled``). Nothing of the user's runs:
 types are read with ``type()``, never ``__class__``.
 
-The process's growth is the larger of the RSS's and of the bytes glibc's malloc has handed out (which
-also counts what reuses memory freed earlier, already resident, and so leaves the RSS where it was), less
-the tracked tensors' growth; the RSS only where the tensors did not grow (by :data:`MIN_GROWTH`): new
-tensors' pages grow it by more than their bytes (huge pages, rounding). It must hold both within the run
-and since the previous run's end, so that memory alive only while a run ends does not count.
+The process's growth is that of the bytes glibc's malloc has handed out (which counts what reuses memory
+freed earlier, already resident, and so leaves the RSS where it was, and leaves out memory freed but kept
+by the allocator, which the RSS counts), less the tracked tensors' growth; without glibc, the RSS's, only
+where the tensors did not grow (by :data:`MIN_GROWTH`): new tensors' pages grow it by more than their
+bytes (huge pages, rounding). It must hold both within the run and since the previous run's end, so that
+memory alive only while a run ends does not count.
 """
 
 from __future__ import annotations
@@ -43,9 +44,15 @@ def _type_counts() -> Counter[str]:
     return counts
 
 
-def _known_holders() -> list[str]:
-    """Holders outside tensors asked directly: pyplot's open figures, a running profiler."""
+def _known_holders(traced: int = 0) -> list[str]:
+    """Holders outside tensors asked directly: pyplot's open figures, a running profiler, and TorchScript's
+    compilation unit where the cell traced (``traced``: calls of ``torch.jit.trace`` since its previous run)."""
     out = []
+    if traced:
+        out.append(f"torch.jit.trace ran {traced} time{'s' if traced != 1 else ''} since this cell's previous run, and "
+                   "tracing from Python registers each traced graph and module class in TorchScript's global "
+                   "compilation unit, which keeps them for as long as the process lives: trace once, outside the "
+                   "loop, and reuse the traced module (or torch.jit.save it and torch.jit.load it once)")
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is not None:
         try:
@@ -69,11 +76,14 @@ def _known_holders() -> list[str]:
 
 
 def _outside(process: tuple[int | None, int | None], allocated: int, tensors_grew: bool) -> tuple[int | None, int | None]:
-    """The process's bytes outside tensors by each measure (RSS, what malloc handed out). The RSS is
-    left out where the tensors grew: it also grows by how the pages of new tensors are mapped (huge
-    pages, page rounding), which is not memory outside them."""
+    """The process's bytes outside tensors by one measure: what glibc's malloc handed out where it can be
+    read (it counts what a run keeps whether or not the pages were resident already, and not what was
+    freed and kept by the allocator), else the RSS, and the RSS only where the tensors did not grow (it
+    also grows by how the pages of new tensors are mapped: huge pages, page rounding)."""
     rss, used = process
-    return (None if rss is None or tensors_grew else rss - allocated, None if used is None else used - allocated)
+    if used is not None:
+        return None, used - allocated
+    return (None if rss is None or tensors_grew else rss - allocated), None
 
 
 def _growth(before: tuple[int | None, ...], after: tuple[int | None, ...]) -> int | None:
@@ -90,6 +100,7 @@ class OutsideGrowth:
         self._runs: dict[str, int] = {}
         self._counts: dict[str, Counter[str]] = {}
         self._ends: dict[str, tuple[int | None, int | None]] = {}
+        self._traced: dict[str, int] = {}  # _tracker_patch.TRACED at the end of each source's last run
 
     def observe(self, source: str, start: tuple[int | None, int | None], end: tuple[int | None, int | None],
                 allocated: tuple[int, int]) -> str | None:
@@ -102,6 +113,12 @@ class OutsideGrowth:
         reach :data:`MIN_GROWTH`: memory that is only alive while the run ends (a scan's buffers) counts in
         the first and cancels in the second."""
         key = hashlib.sha1(source.strip().encode()).hexdigest()
+        from .._tracker_patch import TRACED
+
+        traced = TRACED[0] - self._traced.get(key, TRACED[0])
+        self._traced[key] = TRACED[0]
+        while len(self._traced) > 16:
+            del self._traced[next(iter(self._traced))]
         tensors_grew = allocated[1] - allocated[0] >= MIN_GROWTH
         level = _outside(end, allocated[1], tensors_grew)
         within = _growth(_outside(start, allocated[0], tensors_grew), level)
@@ -136,6 +153,6 @@ class OutsideGrowth:
         line = (f"each run of this cell grows the process's memory outside tensors ({runs} runs in a row, "
                 f"{format_bytes(grown)} beyond its tensors this run): objects that grew "
                 f"in number since the last run: {shown or 'none by count'}")
-        known = _known_holders()
+        known = _known_holders(traced)
         return line + ("; " + "; ".join(known) if known else
                        "; %vram lists only tensors: these objects hold memory of their own (arrays, buffers, records)")
