@@ -471,3 +471,18 @@ def test_per_edge_messages_summed_into_nodes_get_a_sparse_product(ip):
     # the rows gathered but not summed into nodes: nothing said
     oom = _failing(ip, setup, "x_j = h[edge_index[0]]\nmsg = norm.view(-1, 1) * x_j\ntotal = msg.sum()", A.mul, 90 * 6 * 4)
     _no_fix(oom, "sparse adjacency")
+
+
+# -- a model run on k stacked copies of its batch (validation-10 mc_dropout_passes_batched_by_repeat_oom) -------------
+def test_a_model_on_a_repeated_batch_with_gradients_off_gets_one_pass_at_a_time(ip):
+    setup = "model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3)).eval()\n" \
+            "x = torch.randn(5, 8)\nnum_passes = 4"
+    cell = "with torch.no_grad():\n    out = model(x.repeat(num_passes, 1)).view(num_passes, 5, 3)"
+    oom = _failing(ip, setup, cell, A.relu, 4 * 5 * 32 * 4)
+    f = _fix(oom, "runs model once on 4 copies of x stacked into one batch of 20")
+    assert f.code == "out = torch.cat([model(x) for _ in range(num_passes)]).view(num_passes, 5, 3)"
+    with torch.no_grad():
+        torch.testing.assert_close(_ns(ip, f.code)["out"], _ns(ip, cell)["out"])
+    # with gradients on, every pass's graph is kept until backward: nothing said
+    oom = _failing(ip, setup, "out = model(x.repeat(num_passes, 1))", A.relu, 4 * 5 * 32 * 4)
+    _no_fix(oom, "stacked into one batch")

@@ -438,6 +438,29 @@ def _diagonal_mvn(site: CallSite, op: OpFacts | None, requested: int, node: ast.
             _replaced(site, node, new))
 
 
+def _repeated_batch(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``model(x.repeat(k, 1, ...))`` with gradients off: the model runs once on k stacked copies of the batch, so
+    every activation inside it is k times as large; k passes over ``x`` (Monte Carlo dropout, test-time
+    augmentation) can run one after another, keeping only their outputs (torch-uncertainty's review)."""
+    if not isinstance(node, ast.Call) or len(node.args) != 1 or node.keywords or torch.is_grad_enabled():
+        return None
+    mod, arg = site.value(node.func), node.args[0]
+    if not isinstance(mod, torch.nn.Module) or not isinstance(arg, ast.Call) or \
+            not isinstance(arg.func, ast.Attribute) or arg.func.attr != "repeat" or not arg.args:
+        return None
+    x = site.value(arg.func.value)
+    reps = [site.value(a) for a in arg.args]
+    if not _plain(x) or len(reps) != x.dim() or not isinstance(reps[0], int) or reps[0] < 2 or any(r != 1 for r in reps[1:]):
+        return None
+    k, xs, m = ast.unparse(arg.args[0]), ast.unparse(arg.func.value), ast.unparse(node.func)
+    new = f"torch.cat([{m}({xs}) for _ in range({k})])"
+    return (f"`{ast.unparse(node)}` runs {m} once on {reps[0]} copies of {xs} stacked into one batch of "
+            f"{reps[0] * x.shape[0]:,}, so every activation inside it is {reps[0]}× as large as for {xs}; with "
+            f"gradients off the {reps[0]} passes can run one after another, each on {xs} alone, keeping only their "
+            "outputs: the same outputs where the model treats the rows of a batch apart (no batch statistics; "
+            "dropout draws a mask per row either way)", _replaced(site, node, new))
+
+
 def _chain_module(*entries: Any) -> Any:
     """One entry of several for one key (a module's call; ``torch.tensor(array)`` and its dtype form), tried in
     order: the first that answers; one that cannot read its evidence (raises) gives none."""
@@ -582,4 +605,4 @@ ENTRIES = {
     # a call of a module held by a name of the user's (``criterion(pred, y)``, ``attn(x, x, x)``): by its class
     MODULE_CALL: _loss_broadcast,
 }
-ENTRIES[MODULE_CALL] = _chain_module(_loss_broadcast, _attention_weights, _embedding_bag)
+ENTRIES[MODULE_CALL] = _chain_module(_loss_broadcast, _attention_weights, _embedding_bag, _repeated_batch)
