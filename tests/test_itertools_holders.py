@@ -59,3 +59,23 @@ def test_a_list_trimmed_by_one_per_run_while_a_loop_appends_gets_while_or_deque(
     # the printed while-trim, run: the list stays at the limit
     run(ip, cell.replace("if len(", "while len("))
     assert len(ip.user_ns["replay"]) == 8
+
+
+def test_a_buffer_at_its_count_whose_entries_grow_gets_a_bound_on_bytes(ip):  # type: ignore[no-untyped-def]
+    """validation-10 episode_buffer_capped_by_count_while_episodes_grow: `while len(episodes) > n: popleft()` keeps
+    the count, but longer episodes make it grow; "episodes.clear()" is no fix for a replay buffer."""
+    run(ip, "from collections import deque\nepisodes = deque()\nmaximum_episodes = 4\nrun_no = 0")
+    cell = ("%%vram -d cpu\nrun_no += 1\nfor k in range(4):\n"
+            "    episodes.append([torch.randn(4096) for _ in range(40 * run_no)])\n"
+            "while len(episodes) > maximum_episodes:\n    episodes.popleft()")
+    for _ in range(3):
+        run(ip, cell)
+    line = _line()
+    assert ("`while len(episodes) > maximum_episodes: episodes.popleft()` keeps episodes at 4 entries, and it is at "
+            "that count, yet it grows: its entries get larger") in line
+    assert "episodes.clear()" not in line
+    # the printed bound, run: the buffer's bytes stay under the budget
+    run(ip, "nbytes = lambda e: sum(t.nbytes for t in (e if isinstance(e, (list, tuple)) else [e]))\nbudget = 4 << 20\n"
+            "while len(episodes) > maximum_episodes or sum(map(nbytes, episodes)) > budget: episodes.popleft()")
+    ns = ip.user_ns
+    assert sum(map(ns["nbytes"], ns["episodes"])) <= 4 << 20

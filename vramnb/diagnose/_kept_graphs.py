@@ -107,6 +107,51 @@ def backward_calls(source: str) -> tuple[bool, set[str]]:
     return trains, on
 
 
+def _capped_by_count(source: str, name: str, obj: Any, device: torch.device,
+                     names: Mapping[str, Any] | None = None) -> str | None:
+    """Where the cell trims ``name`` (a list or deque) to a number of entries (``while len(episodes) >
+    maximum_episodes: episodes.popleft()``) and it grows all the same: its entries get larger (episodes that
+    get longer), so the count is no bound on the bytes; the fix bounds the bytes too (lab-ml / a replay buffer
+    of episodes: "cap by memory, not by count")."""
+    import collections
+
+    if not issubclass(type(obj), (list, collections.deque)) or len(obj) < 2:
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.While) or len(node.body) != 1:
+            continue
+        t = node.test
+        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Gt, ast.GtE))
+                and isinstance(t.left, ast.Call) and isinstance(t.left.func, ast.Name) and t.left.func.id == "len"
+                and len(t.left.args) == 1 and isinstance(t.left.args[0], ast.Name) and t.left.args[0].id == name):
+            continue
+        body = node.body[0]
+        if not (isinstance(body, ast.Expr) and isinstance(body.value, ast.Call) and isinstance(body.value.func, ast.Attribute)
+                and body.value.func.attr in ("pop", "popleft") and isinstance(body.value.func.value, ast.Name)
+                and body.value.func.value.id == name):
+            continue
+        from .._holders import storages_held
+
+        cap_node = t.comparators[0]
+        cap = cap_node.value if isinstance(cap_node, ast.Constant) else \
+            (names or {}).get(cap_node.id) if isinstance(cap_node, ast.Name) else None
+        if type(cap) is not int or len(obj) < cap:
+            return None  # below its count: growing in number, which the count bounds
+        items = list(container_items(obj)) if issubclass(type(obj), list) else list(collections.deque.__iter__(obj))
+        each = sum(storages_held(obj, device).values()) // max(len(items), 1)
+        limit, pop = ast.unparse(cap_node), ast.unparse(body)
+        return (f"`while {ast.unparse(t)}: {pop}` keeps {name} at {cap} entries, and it is at that count, yet it "
+                f"grows: its entries get larger (about {format_bytes(each)} each now), so the count is no bound on the "
+                f"memory; bound the bytes too: `while len({name}) > {limit} or sum(map(nbytes, {name})) > budget: "
+                f"{pop}` with `nbytes = lambda e: sum(t.nbytes for t in (e if isinstance(e, (list, tuple)) else [e]))` "
+                "and budget the bytes you allow (or keep a running total as entries come and go)")
+    return None
+
+
 def _trimmed_once(source: str, name: str) -> tuple[str, str, str] | None:
     """``(test, limit, removal)`` where the cell trims ``name`` with an ``if`` (``if len(replay) >
     memory_limit: replay.pop(0)``, or ``del replay[0]``) outside any loop, while a loop of the cell appends
@@ -431,6 +476,9 @@ def regrowth_advice(name: str, obj: Any, source: str, device: torch.device | Non
                     f"it where a step starts (`{name} = {name}.detach()`), or run the cell under `torch.no_grad()` "
                     "if no backward needs it")
         return None
+    capped = _capped_by_count(source, name, obj, device or torch.device("cpu"), names)
+    if capped is not None:
+        return capped
     if not issubclass(type(obj), (list, dict)):
         from ._attr_sums import attribute_sums
 
