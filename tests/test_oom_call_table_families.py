@@ -486,3 +486,21 @@ def test_a_model_on_a_repeated_batch_with_gradients_off_gets_one_pass_at_a_time(
     # with gradients on, every pass's graph is kept until backward: nothing said
     oom = _failing(ip, setup, "out = model(x.repeat(num_passes, 1))", A.relu, 4 * 5 * 32 * 4)
     _no_fix(oom, "stacked into one batch")
+
+
+# -- a data set padded up front to its longest row (validation-10 dataset_padded_to_longest_sample_oom) ---------------
+def test_rows_padded_up_front_get_a_collate_fn_that_pads_each_batch(ip):
+    setup = ("import random\nrandom.seed(0)\nlens = [random.randint(3, 12) for _ in range(63)] + [200]\n"
+             "padded = {'ids': [[random.randint(1, 99) for _ in range(L)] + [0] * (200 - L) for L in lens]}\n"
+             "NAMES = ['ids']")
+    cell = "ts = [torch.tensor(padded[name]) for name in NAMES]"
+    oom = _failing(ip, setup, cell, A.lift_fresh, 64 * 200 * 8)
+    f = _fix(oom, "padded[name] is 64 rows all 200 long")
+    assert "of its values are padding" in f.what and "pad each batch to its own longest in a collate_fn" in f.what
+    ns = _ns(ip, f.code)
+    batch = ns["collate"]([[5, 6, 7], [8]])
+    assert batch.tolist() == [[5, 6, 7], [8, 0, 0]]
+    # rows of real values (no long trailing run): nothing said
+    oom = _failing(ip, "rows = [[i % 7 + 1 for i in range(200)] for _ in range(64)]", "t = torch.tensor(rows)",
+                   A.lift_fresh, 64 * 200 * 8)
+    _no_fix(oom, "padding")

@@ -836,6 +836,65 @@ def _edge_messages(site: CallSite, op: OpFacts | None, requested: int, node: ast
     return None
 
 
+def _raw(site: CallSite, node: ast.expr) -> Any:
+    """The object a name, or a plain dict's or list's entry under a name or a constant (``padded[name]``),
+    holds in the failing frame, read as it is (no meta copy: a list of a million ints stays as it is); ``None``
+    for anything else."""
+    from ._transient import _lookup
+
+    if isinstance(node, ast.Name):
+        return _lookup(site.frame, node.id)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        base = _lookup(site.frame, node.value.id)
+        key = node.slice.value if isinstance(node.slice, ast.Constant) else \
+            _lookup(site.frame, node.slice.id) if isinstance(node.slice, ast.Name) else None
+        if type(base) is dict and type(key) in (str, int):
+            return dict.get(base, key)
+        if type(base) is list and type(key) is int and -len(base) <= key < len(base):
+            return list.__getitem__(base, key)
+    return None
+
+
+def _padded_rows(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``torch.tensor(rows)`` of a list of equally long rows most of which is padding (a data set padded to its
+    longest sample up front: transfer-learning-conv-ai's pad_dataset): read on up to 256 rows spread over the list
+    (the run of the last value at each row's end), no element converted. Padding each batch to its own longest in a
+    ``collate_fn`` makes the tensors as long as each batch needs."""
+    if not isinstance(node, ast.Call) or len(node.args) != 1:
+        return None
+    rows = _raw(site, node.args[0])
+    if type(rows) is not list or len(rows) < 8 or type(rows[0]) is not list:
+        return None
+    n, width = len(rows), len(rows[0])
+    if width < 16:
+        return None
+    sample = [rows[i] for i in range(0, n, max(1, n // 256))]
+    if any(type(r) is not list or len(r) != width for r in sample):
+        return None
+    pads, used = 0, []
+    for r in sample:
+        last, k = r[-1], width - 1
+        while k > 0 and r[k - 1] == last:
+            k -= 1
+        pads += width - k
+        used.append(k)
+    share = pads / (len(sample) * width)
+    used.sort()
+    median = used[len(used) // 2]
+    if share < 0.5 or median * 2 > width:
+        return None
+    name = ast.unparse(node.args[0])
+    pad = sample[0][-1]
+    code = ("from torch.nn.utils.rnn import pad_sequence\n"
+            "def collate(batch):  # batch: the unpadded sequences of one batch\n"
+            f"    return pad_sequence([torch.tensor(s) for s in batch], batch_first=True, padding_value={pad!r})")
+    return (f"{name} is {n:,} rows all {width:,} long, and about {share:.0%} of its values are padding (the trailing run "
+            f"of each row's last value, read on {len(sample)} rows spread over the list; the median row has {median:,} "
+            f"values before it): padded up front to the longest row; keep the sequences unpadded and pad each batch to "
+            "its own longest in a collate_fn, `torch.utils.data.DataLoader(sequences, batch_size=..., "
+            "collate_fn=collate)` over the unpadded sequences, so that only a batch is ever padded", code)
+
+
 ENTRIES = {
     "zeros": _chain_module(_sized, _filled_at_pairs, _one_hot_into_linear),
     "eye": _eye_rows,
@@ -848,7 +907,8 @@ ENTRIES = {
     "Subscript": _chain_module(_mask_index, _edge_messages),
     "Mult": _edge_messages,
     "float": _widen, "double": _widen,
-    "as_tensor": _float64_array, "tensor": _float64_array, "asarray": _float64_array,
+    "as_tensor": _chain_module(_float64_array, _padded_rows), "tensor": _chain_module(_float64_array, _padded_rows),
+    "asarray": _float64_array,
     **dict.fromkeys(_WHOLE_STORAGE, _view_storage),
     "to_dense_adj": _dense_adj,
     "load": _load_beside_model,
