@@ -302,8 +302,8 @@ def _end(m: Measurement, probe: Any, start: Any, was_active: bool, cuda_resets: 
         m.report.peak_is_lower_bound = True
         m.report.notes.append(
             "torch.jit.trace ran here (PyTorch's tracer: also torch.onnx.export): it cannot trace under a dispatch "
-            "mode, so vramnb's stepped aside while it ran; what tracing allocated and freed is not in the peak (a lower "
-            "bound), what it left is counted")
+            "mode, so vramnb's tracking stepped aside while it ran; what tracing allocated and freed is not in the peak (a "
+            "lower bound), what it left is counted")
     if isinstance(probe, CpuProbe) and _dynamo_frames() != compiles:
         m.report.peak_is_lower_bound = True
         m.report.notes.append(

@@ -251,7 +251,7 @@ def main() -> None:
     ap.add_argument("--check-split", action="store_true", help="check TUNING/VALIDATION against split(SPLIT_SEED)")
     ap.add_argument("--judgements", choices=("before", "after", "c-before", "c-after", "v3", "v4", "v5", "v6-before",
                                                  "v6-after", "v7-before", "v7-after", "v8-before", "v8-after",
-                                                 "v9-before", "v8-seen", "v9-seen", "v10"),
+                                                 "v9-before", "v8-seen", "v9-seen", "v10", "v10-seen"),
                     default="before",
                     help="which by-hand judgements to record (judgements.py)")
     ap.add_argument("--rescore", metavar="DIR", help="re-score DIR/results.json (keywords, judgements) without running")
@@ -357,6 +357,8 @@ def _judgements(judged_set: str) -> tuple[str, dict]:
         return f"validation-9: {j.JUDGED_AT_V9_SEEN}", dict(j.JUDGEMENTS_V9_SEEN)
     if judged_set == "v10":
         return f"validation-10: {j.JUDGED_AT_V10}", dict(j.JUDGEMENTS_V10)
+    if judged_set == "v10-seen":
+        return f"validation-10: {j.JUDGED_AT_V10_SEEN}", dict(j.JUDGEMENTS_V10_SEEN)
     return f"{j.JUDGED_AT}; validation-2: {j.JUDGED_AT_V2_BEFORE}", {**j.JUDGEMENTS, **j.JUDGEMENTS_V2_BEFORE}
 
 
@@ -392,7 +394,8 @@ THIRD_FIELD = {"before": "were the traceback sentence true", "after": "were the 
                "v9-before": "were the false sentence or the inapplicable advice named in the reason absent",
                "v8-seen": "were the false sentence or the inapplicable advice named in the reason absent",
                "v9-seen": "were the false sentence or the inapplicable advice named in the reason absent",
-               "v10": "were the false sentence or the inapplicable advice named in the reason absent"}
+               "v10": "were the false sentence or the inapplicable advice named in the reason absent",
+               "v10-seen": "the same as the first (no false sentence or inapplicable advice was found)"}
 
 
 def _markdown(meta: dict, results: list[dict]) -> str:
