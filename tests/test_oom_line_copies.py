@@ -284,7 +284,7 @@ def test_a_float64_default_dtype_is_named_with_the_float32_fix(ip):
 
 
 def test_a_repeat_of_the_first_dimension_viewed_as_copies_gets_reshape_and_expand(ip):
-    """validation-10 attention_inputs_repeated_per_head_oom (allennlp#1000): `inputs.repeat(h, 1, 1).view(h, B * T, D)`
+    """validation-10 attention_inputs_repeated_per_head_oom (allennlp#605): `inputs.repeat(h, 1, 1).view(h, B * T, D)`
     is h copies of one block: `inputs.reshape(1, B * T, D).expand(h, B * T, D)`, a view."""
     run(ip, "B, T, D = 2**20, 2**10, 2**6\nnum_heads = 8\ninputs = torch.zeros(1, 1, 1).expand(B, T, D)")
     oom = _oom(ip, "per_head = inputs.repeat(num_heads, 1, 1).view(num_heads, B * T, D)")

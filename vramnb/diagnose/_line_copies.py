@@ -316,7 +316,7 @@ def _repeat_viewed(rep: ast.Call, src: torch.Tensor, out: torch.Tensor, ev: _Eva
                    tree: ast.AST) -> tuple[str, str, bool] | None:
     """... unless only the first dimension repeats and the copies are then viewed as ``(n, ...)``:
     ``x.repeat(n, 1, 1).view(n, B * T, D)`` holds ``n`` copies of ``x.reshape(B * T, D)``, which
-    ``x.reshape(1, B * T, D).expand(n, B * T, D)`` gives as a view (allennlp#1000's review)."""
+    ``x.reshape(1, B * T, D).expand(n, B * T, D)`` gives as a view (allennlp#605's review)."""
     reps = [ev.values.get(id(a)) for a in rep.args]
     if not reps or not isinstance(reps[0], int) or reps[0] < 2 or any(r != 1 for r in reps[1:]):
         return None
