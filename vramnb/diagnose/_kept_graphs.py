@@ -111,8 +111,8 @@ def _capped_by_count(source: str, name: str, obj: Any, device: torch.device,
                      names: Mapping[str, Any] | None = None) -> str | None:
     """Where the cell trims ``name`` (a list or deque) to a number of entries (``while len(episodes) >
     maximum_episodes: episodes.popleft()``) and it grows all the same: its entries get larger (episodes that
-    get longer), so the count is no bound on the bytes; the fix bounds the bytes too (HandyRL#189: a replay buffer
-    of episodes: "cap by memory, not by count")."""
+    get longer), so the count is no bound on the bytes; the fix bounds the bytes too (HandyRL#189: a buffer of
+    episodes bounded by their count while episodes get longer)."""
     import collections
 
     if not issubclass(type(obj), (list, collections.deque)) or len(obj) < 2:
