@@ -504,3 +504,15 @@ def test_rows_padded_up_front_get_a_collate_fn_that_pads_each_batch(ip):
     oom = _failing(ip, "rows = [[i % 7 + 1 for i in range(200)] for _ in range(64)]", "t = torch.tensor(rows)",
                    A.lift_fresh, 64 * 200 * 8)
     _no_fix(oom, "padding")
+
+
+# -- all pairs of rows side by side, then multiplied by a vector (validation-10 gat_dense_all_pairs_attention_input_oom)
+def test_all_pairs_of_rows_concatenated_get_the_split_score(ip):
+    setup = ("N, F_out = 6, 3\nWh = torch.randn(N, F_out)\na = torch.randn(2 * F_out, 1)\n"
+             "def pairs(Wh):\n    chunks = Wh.repeat_interleave(N, dim=0)\n    alternating = Wh.repeat(N, 1)\n"
+             "    both = torch.cat([chunks, alternating], dim=1)\n    return both.view(N, N, 2 * F_out)")
+    cell = "e = torch.matmul(pairs(Wh), a).squeeze(2)"
+    oom = _failing(ip, setup, cell, A.cat, 36 * 6 * 4)
+    f = _fix(oom, "puts every pair of rows of Wh side by side, (36, 6)")
+    assert f.code.startswith("e = Wh @ a[:3] + (Wh @ a[3:]).T")
+    torch.testing.assert_close(_ns(ip, f.code)["e"], _ns(ip, cell)["e"])

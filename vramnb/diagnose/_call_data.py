@@ -895,9 +895,50 @@ def _padded_rows(site: CallSite, op: OpFacts | None, requested: int, node: ast.A
             "collate_fn=collate)` over the unpadded sequences, so that only a batch is ever padded", code)
 
 
+def _all_pairs(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
+    """``torch.cat([Wh.repeat_interleave(N, dim=0), Wh.repeat(N, 1)], dim=1)`` (the names assigned so in the same
+    code): every pair of rows of ``Wh`` side by side, (N·N, 2F), to be multiplied by a vector (a GAT's attention
+    ``a``); that product splits into ``Wh @ a[:F] + (Wh @ a[F:]).T``, the (N, N) scores without the pairs
+    (pyGAT#2; the later pyGAT's form)."""
+    if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], (ast.List, ast.Tuple)) \
+            or len(node.args[0].elts) != 2:
+        return None
+    made: dict[str, ast.Call] = {}
+    for st in ast.walk(site.tree):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute):
+            made[st.targets[0].id] = st.value
+    calls = []
+    for e in node.args[0].elts:
+        c = made.get(e.id) if isinstance(e, ast.Name) else e if isinstance(e, ast.Call) else None
+        if not isinstance(c, ast.Call) or not isinstance(c.func, ast.Attribute):
+            return None
+        calls.append(c)
+    first, second = calls
+    assert isinstance(first.func, ast.Attribute) and isinstance(second.func, ast.Attribute)
+    if first.func.attr != "repeat_interleave" or second.func.attr != "repeat" or \
+            ast.unparse(first.func.value) != ast.unparse(second.func.value):
+        return None
+    wh = site.value(first.func.value)
+    n_a = site.value(first.args[0]) if first.args else None
+    reps = [site.value(a) for a in second.args]
+    if not _plain(wh) or wh.dim() != 2 or n_a != wh.shape[0] or reps != [wh.shape[0], 1]:
+        return None
+    n, f = wh.shape
+    x = ast.unparse(first.func.value)
+    pairs = n * n * 2 * f * wh.element_size()
+    return (f"`{ast.unparse(node)}` puts every pair of rows of {x} side by side, {_shape((n * n, 2 * f))} "
+            f"({fb(pairs)}), from two repeated copies of {x} as large as half of it each; multiplied by a vector a of "
+            f"{2 * f} (an attention's scores), a pair [{x}_i, {x}_j] gives {x}_i·a[:{f}] + {x}_j·a[{f}:], so the "
+            f"({n}, {n}) scores are `{x} @ a[:{f}] + ({x} @ a[{f}:]).T` without the pairs (a: the ({2 * f}, 1) "
+            "vector the pairs are multiplied by)", f"e = {x} @ a[:{f}] + ({x} @ a[{f}:]).T  # (N, N), as (pairs @ a)"
+            f".view({n}, {n})")
+
+
 ENTRIES = {
     "zeros": _chain_module(_sized, _filled_at_pairs, _one_hot_into_linear),
     "eye": _eye_rows,
+    "cat": _all_pairs,
     "log_softmax": _row_picked_log_softmax,
     "ones": _sized, "empty": _sized, "full": _sized, "new_zeros": _sized, "new_ones": _sized,
     "new_empty": _sized, "new_full": _sized, "randn": _sized, "rand": _sized,
