@@ -276,3 +276,24 @@ def summed_parts_note(names: Mapping[str, Any], text: str, activations_at_peak: 
             f"call backward on each part instead, {order}{moved}; the gradients accumulate in .grad to the same sum, "
             f"and each part's graph is freed before the next forward runs (pass retain_graph=True where the parts "
             f"share a graph made before them)")
+
+
+def backward_calls(source: str) -> tuple[bool, set[str]]:
+    """(whether the cell's code calls a backward or an optimizer step anywhere: ``x.backward(``,
+    ``torch.autograd.grad(``/``backward(``, ``opt.step(``; the names ``x`` it calls
+    ``.backward()`` on). A cell that raised before reaching its backward ran none, yet is a
+    training cell: its total is the loss to differentiate, not a number to ``.item()``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False, set()
+    trains, on = False, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("backward", "step", "grad", "manual_backward"):
+                trains = True
+            if node.func.attr == "backward" and isinstance(node.func.value, ast.Name):
+                on.add(node.func.value.id)
+            if node.func.attr in ("backward", "manual_backward") and node.args and isinstance(node.args[0], ast.Name):
+                on.add(node.args[0].id)
+    return trains, on

@@ -38,7 +38,7 @@ from .._graph import (container_items, held_tensors, input_leaves, is_tooling, n
                       tensor_items)
 from .._storages import storages_of_tensor
 from .._units import format_bytes
-from ._kept_graphs import backward_calls
+from ._cell_code import backward_calls
 
 __all__ = ["Holding", "holding", "holding_note", "holding_notes"]
 

@@ -9,6 +9,7 @@ attributes are read, never called."""
 
 from __future__ import annotations
 
+import collections
 import functools
 import signal
 import sys
@@ -19,9 +20,8 @@ from typing import Any
 import torch
 
 from .._units import format_bytes
-from ._referrer_paths import is_hook_dict
 
-__all__ = ["CHeld", "kept_from_c"]
+__all__ = ["CHeld", "kept_from_c", "is_hook_dict"]
 
 
 class CHeld:
@@ -35,6 +35,17 @@ class CHeld:
 
     def line(self) -> str:
         return f"{self.where} keeps {format_bytes(self.nbytes)} more each run ({self.advice})"
+
+
+def is_hook_dict(o: Any) -> bool:
+    """Whether ``o`` is a dict of hooks as PyTorch keeps them (handle id -> callable: ``OrderedDict``
+    or ``dict``), read without running any of its entries."""
+    if type(o) not in (dict, collections.OrderedDict) or not o:
+        return False
+    try:
+        return all(type(k) is int and callable(v) for k, v in list(dict.items(o)))
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _what(fn: Any) -> tuple[str, list[Any], str]:

@@ -12,6 +12,7 @@ import torch
 
 from .._graph import MAX_DEPTH, container_items, graph_tensors, is_tooling, tensor_items
 from .._units import format_bytes
+from ._cell_code import backward_calls
 
 __all__ = ["carried_states", "cell_accumulators", "kept_graph_note", "regrowth_advice"]
 
@@ -84,27 +85,6 @@ def carried_states(source: str) -> dict[str, str]:
             if name in read and name not in totals:
                 out.setdefault(name, ast.unparse(node))
     return out
-
-
-def backward_calls(source: str) -> tuple[bool, set[str]]:
-    """(whether the cell's code calls a backward or an optimizer step anywhere: ``x.backward(``,
-    ``torch.autograd.grad(``/``backward(``, ``opt.step(``; the names ``x`` it calls
-    ``.backward()`` on). A cell that raised before reaching its backward ran none, yet is a
-    training cell: its total is the loss to differentiate, not a number to ``.item()``."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return False, set()
-    trains, on = False, set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in ("backward", "step", "grad", "manual_backward"):
-                trains = True
-            if node.func.attr == "backward" and isinstance(node.func.value, ast.Name):
-                on.add(node.func.value.id)
-            if node.func.attr in ("backward", "manual_backward") and node.args and isinstance(node.args[0], ast.Name):
-                on.add(node.args[0].id)
-    return trains, on
 
 
 def _capped_by_count(source: str, name: str, obj: Any, device: torch.device,

@@ -250,7 +250,7 @@ def leftover_notes(names: Mapping[str, Any], source: str, frees: Callable[[], di
                  and len(items_of(o)) >= 2
                  and len([p for p, _ in entry_views if p.startswith(n + "[") and "][" not in p[len(n):]]) == len(items_of(o))]
     entry_views = [(p, t) for p, t in entry_views if not any(p.startswith(n + "[") for n in all_views)]
-    from ._kept_graphs import backward_calls
+    from ._cell_code import backward_calls
 
     looped = _looped(source)
     trained = [(n, es) for n, o in names.items() if n in looped and not n.startswith("_")

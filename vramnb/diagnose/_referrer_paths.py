@@ -15,7 +15,6 @@ Nothing is called on the user's objects but the interpreter's accessors (``type(
 
 from __future__ import annotations
 
-import collections
 import functools
 import gc
 import itertools
@@ -33,7 +32,7 @@ import torch
 from .._storages import storages_of_tensor
 from .._units import format_bytes
 
-__all__ = ["live_storages", "Holding", "holding_paths", "kept_elsewhere", "GrowthTrace", "MAX_DEPTH", "is_hook_dict"]
+__all__ = ["live_storages", "Holding", "holding_paths", "kept_elsewhere", "GrowthTrace", "MAX_DEPTH"]
 
 MAX_TARGETS = 64
 MAX_DEPTH = 14
@@ -510,6 +509,8 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
             out[key] = h
             seen_paths.append(h)
     if orphans is not None and unfound:
+        from ._interp_holders import is_hook_dict
+
         callables = (types.FunctionType, types.MethodType, functools.partial)
         orphans += [objs[i] for i in expanded - referred if i in objs and (type(objs[i]) in callables or
                                                                             is_hook_dict(objs[i]))]
@@ -519,17 +520,6 @@ def holding_paths(targets: Iterable[tuple[int, list[Any]]], names: Mapping[str, 
     objs.clear()
     parents.clear()
     return sorted(seen_paths, key=lambda h: -h.nbytes), unfound, rest
-
-
-def is_hook_dict(o: Any) -> bool:
-    """Whether ``o`` is a dict of hooks as PyTorch keeps them (handle id -> callable: ``OrderedDict``
-    or ``dict``), read without running any of its entries."""
-    if type(o) not in (dict, collections.OrderedDict) or not o:
-        return False
-    try:
-        return all(type(k) is int and callable(v) for k, v in list(dict.items(o)))
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _group(path: str) -> str:
