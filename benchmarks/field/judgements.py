@@ -1522,8 +1522,10 @@ JUDGEMENTS_V10_SEEN: dict[str, tuple[str, str, str]] = {k: (v[0], v[1], v[0]) fo
                                                  "'the cell ran unmeasured' gone; 8 s, not 67 s"),
     "embedding_then_sum_instead_of_embeddingbag_oom": (_D, "fix 1: torch.nn.functional.embedding_bag(bags, emb.weight, "
                                                            "mode='sum') (the PR's EmbeddingBag)"),
-    "gat_dense_all_pairs_attention_input_oom": (_P, "unchanged: the failing torch.cat and the two repeated tensors held "
-                                                    "by the frames are named; nothing on the decomposed score"),
+    "gat_dense_all_pairs_attention_input_oom": (_D, "fix 1: 'puts every pair of rows of Wh side by side ... the (1500, "
+                                                    "1500) scores are `Wh @ a[:8] + (Wh @ a[8:]).T` without the pairs' (the "
+                                                    "later pyGAT's form; the maintainer's other answer, the sparse GAT, "
+                                                    "not named)"),
     "nri_one_hot_relation_matrices_oom": (_D, "fix 1: `x.index_select(-2, send)` for `torch.matmul(rel_send, x)` (the "
                                               "one-hot product is a row pick)"),
     "attention_inputs_repeated_per_head_oom": (_D, "fix 1: inputs.reshape(1, B * T, D).expand(num_heads, B * T, D) (the "
