@@ -264,15 +264,21 @@ def _in_loop(site: CallSite) -> bool:
     return site.frame.f_code.co_name != "<module>"
 
 
+def _stmt_of(parents: dict[int, ast.AST], n: ast.AST) -> ast.stmt | None:
+    """The statement that holds ``n`` (``parents``: :func:`._call_parts._parents` of its tree), else ``None``."""
+    s: Any = n
+    while s is not None and not isinstance(s, ast.stmt):
+        s = parents.get(id(s))
+    return s
+
+
 def _batch_use(site: CallSite, name: str) -> tuple[ast.stmt, ast.Subscript] | None:
     """The first later statement that indexes ``name`` (``episodes[idx]``), and that subscript."""
     parents = _parents(site.tree)
     for u in _uses(site, name):
         p = parents.get(id(u))
         if isinstance(p, ast.Subscript) and p.value is u:
-            s: Any = p
-            while s is not None and not isinstance(s, ast.stmt):
-                s = parents.get(id(s))
+            s = _stmt_of(parents, p)
             if s is not None:
                 return s, p
     return None
@@ -621,13 +627,6 @@ def _view_storage(site: CallSite, op: OpFacts | None, requested: int, node: ast.
     return sentence, _replaced(site, arg, new)
 
 
-def _stmt_of(parents: dict[int, ast.AST], n: ast.AST) -> ast.stmt | None:
-    s: Any = n
-    while s is not None and not isinstance(s, ast.stmt):
-        s = parents.get(id(s))
-    return s
-
-
 def _eye_rows(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST) -> tuple[str, str] | None:
     """``onehot = torch.eye(N)[idx]`` (a one-hot row per index: encode_onehot), later multiplied as
     ``torch.matmul(onehot, x)`` / ``onehot @ x``: that product only picks rows of ``x``, which
@@ -661,7 +660,7 @@ def _eye_rows(site: CallSite, op: OpFacts | None, requested: int, node: ast.AST)
         stmt = _stmt_of(parents, call)
         if stmt is None:
             continue
-        copy_ = ast.unparse(stmt).replace(ast.unparse(call), f"{ast.unparse(x)}.index_select(-2, {ids})", 1)
+        copy_ = rewrite(stmt, {id(call): f"{ast.unparse(x)}.index_select(-2, {ids})"})
         return (f"`{ast.unparse(sub)}` makes a one-hot row for each of the {idx.numel():,} indices of {ids}, "
                 f"{_shape((idx.numel(), n))} ({fb(made)}), and `{ast.unparse(call)}` later only picks rows of "
                 f"{ast.unparse(x)} with it: `{ast.unparse(x)}.index_select(-2, {ids})` gives the same result without the "
@@ -762,7 +761,7 @@ def _row_picked_log_softmax(site: CallSite, op: OpFacts | None, requested: int, 
         if stmt is None:
             continue
         chunked = f"torch.cat([{inner} for c, t in zip({lg}.split({chunk}), {tk}.split({chunk}))])"
-        code = ast.unparse(stmt).replace(ast.unparse(whole), chunked, 1)
+        code = rewrite(stmt, {id(whole): chunked})
         each = chunk * logits.shape[1] * 4
         return (f"`{site.text}` normalises all {rows:,} rows over all {logits.shape[1]:,} columns at once"
                 + (f", on a float32 copy of {lg}" if upcast else "")

@@ -102,8 +102,7 @@ def kept_from_c(orphans: list[Any], keys: Mapping[int, int], device: torch.devic
                 out.append(held)
             continue
         text, kept, code = _what(fn)
-        mine = _keys_of(kept, device) & left.keys()
-        n = sum(left.pop(k) for k in mine)
+        n = _take(kept, left, device)
         if not n:
             continue
         sig = _signal_of(fn)
@@ -153,9 +152,9 @@ def _ctx_attributes(ctx: Any, left: dict[int, int], device: torch.device) -> CHe
         return None
     names, n = [], 0
     for k, v in attrs:
-        mine = _keys_of([v], device) & left.keys()
-        if mine:
-            n += sum(left.pop(key) for key in mine)
+        took = _take([v], left, device)
+        if took:
+            n += took
             names.append(k)
     if not n:
         return None
@@ -181,9 +180,9 @@ def _node_hooks(hooks: Mapping[int, Any], left: dict[int, int], device: torch.de
         kept = [x for o in kept for x in (o if type(o) is tuple else list(dict.values(o)) if type(o) is dict
                                           else [o])]  # a partial's args and keywords: the objects themselves
         for o in kept:
-            mine = _keys_of([o], device) & left.keys()
-            if mine:
-                n += sum(left.pop(k) for k in mine)
+            took = _take([o], left, device)
+            if took:
+                n += took
                 texts.append(text)
                 if type(o) not in (tuple, dict, types.FunctionType):
                     owners.append(f"a {type(o).__qualname__}")
@@ -198,6 +197,12 @@ def _node_hooks(hooks: Mapping[int, Any], left: dict[int, int], device: torch.de
         "the graph: a reference cycle through C++ that gc.collect() never frees; have the hook keep a weak reference "
         "(`ref = weakref.ref(obj)` outside it, `obj = ref()` inside), or remove it when it has run "
         "(`handle = t.grad_fn.register_hook(...)`, then `handle.remove()`)", "autograd node hook")
+
+
+def _take(objs: list[Any], left: dict[int, int], device: torch.device) -> int:
+    """The bytes of the storages of ``left`` (key -> bytes) that ``objs`` reach on ``device``, popped from it:
+    each storage counts for the first holder that reaches it."""
+    return sum(left.pop(k) for k in _keys_of(objs, device) & left.keys())
 
 
 def _keys_of(objs: list[Any], device: torch.device) -> set[int]:

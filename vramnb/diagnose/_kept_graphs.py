@@ -87,6 +87,20 @@ def carried_states(source: str) -> dict[str, str]:
     return out
 
 
+def _len_over(test: ast.expr, name: str) -> bool:
+    """``test`` is ``len(name) > limit`` (or ``>=``)."""
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Gt, ast.GtE))
+            and isinstance(test.left, ast.Call) and isinstance(test.left.func, ast.Name) and test.left.func.id == "len"
+            and len(test.left.args) == 1 and isinstance(test.left.args[0], ast.Name) and test.left.args[0].id == name)
+
+
+def _pops(stmt: ast.stmt, name: str, methods: tuple[str, ...]) -> bool:
+    """``stmt`` is ``name.<method>(...)`` for one of ``methods`` (``pop``, ``popleft``)."""
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
+            and stmt.value.func.attr in methods and isinstance(stmt.value.func.value, ast.Name)
+            and stmt.value.func.value.id == name)
+
+
 def _capped_by_count(source: str, name: str, obj: Any, device: torch.device,
                      names: Mapping[str, Any] | None = None) -> str | None:
     """Where the cell trims ``name`` (a list or deque) to a number of entries (``while len(episodes) >
@@ -104,25 +118,18 @@ def _capped_by_count(source: str, name: str, obj: Any, device: torch.device,
     for node in ast.walk(tree):
         if not isinstance(node, ast.While) or len(node.body) != 1:
             continue
-        t = node.test
-        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Gt, ast.GtE))
-                and isinstance(t.left, ast.Call) and isinstance(t.left.func, ast.Name) and t.left.func.id == "len"
-                and len(t.left.args) == 1 and isinstance(t.left.args[0], ast.Name) and t.left.args[0].id == name):
-            continue
-        body = node.body[0]
-        if not (isinstance(body, ast.Expr) and isinstance(body.value, ast.Call) and isinstance(body.value.func, ast.Attribute)
-                and body.value.func.attr in ("pop", "popleft") and isinstance(body.value.func.value, ast.Name)
-                and body.value.func.value.id == name):
+        t, body = node.test, node.body[0]
+        if not _len_over(t, name) or not _pops(body, name, ("pop", "popleft")):
             continue
         from .._holders import storages_held
 
+        assert isinstance(t, ast.Compare)
         cap_node = t.comparators[0]
         cap = cap_node.value if isinstance(cap_node, ast.Constant) else \
             (names or {}).get(cap_node.id) if isinstance(cap_node, ast.Name) else None
         if type(cap) is not int or len(obj) < cap:
             return None  # below its count: growing in number, which the count bounds
-        items = list(container_items(obj)) if issubclass(type(obj), list) else list(collections.deque.__iter__(obj))
-        each = sum(storages_held(obj, device).values()) // max(len(items), 1)
+        each = sum(storages_held(obj, device).values()) // len(obj)
         limit, pop = ast.unparse(cap_node), ast.unparse(body)
         return (f"`while {ast.unparse(t)}: {pop}` keeps {name} at {cap} entries, and it is at that count, yet it "
                 f"grows: its entries get larger (about {format_bytes(each)} each now), so the count is no bound on the "
@@ -150,15 +157,11 @@ def _trimmed_once(source: str, name: str) -> tuple[str, str, str] | None:
     for node in ast.walk(tree):
         if not isinstance(node, ast.If) or id(node) in in_loop or len(node.body) != 1:
             continue
-        t = node.test
-        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Gt, ast.GtE))
-                and isinstance(t.left, ast.Call) and isinstance(t.left.func, ast.Name) and t.left.func.id == "len"
-                and len(t.left.args) == 1 and isinstance(t.left.args[0], ast.Name) and t.left.args[0].id == name):
+        t, body = node.test, node.body[0]
+        if not _len_over(t, name):
             continue
-        body = node.body[0]
-        pop = isinstance(body, ast.Expr) and isinstance(body.value, ast.Call) and \
-            isinstance(body.value.func, ast.Attribute) and body.value.func.attr == "pop" and \
-            isinstance(body.value.func.value, ast.Name) and body.value.func.value.id == name
+        assert isinstance(t, ast.Compare)
+        pop = _pops(body, name, ("pop",))
         delete = isinstance(body, ast.Delete) and len(body.targets) == 1 and \
             isinstance(body.targets[0], ast.Subscript) and isinstance(body.targets[0].value, ast.Name) and \
             body.targets[0].value.id == name and not isinstance(body.targets[0].slice, ast.Slice)
