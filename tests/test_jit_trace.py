@@ -73,3 +73,16 @@ def test_tracing_on_every_run_is_named_with_trace_once(ip):  # type: ignore[no-u
     assert ("torch.jit.trace ran 20 times since this cell's previous run, and tracing from Python registers each traced "
             "graph and module class in TorchScript's global compilation unit") in line
     assert "trace once, outside the loop, and reuse the traced module" in line
+
+
+def test_a_trace_that_raises_leaves_the_modes_and_torch_jit_as_they_were(ip):  # type: ignore[no-untyped-def]
+    # the trace fails (a module returning a non-tensor): the cell's error is the user's, vramnb's modes are back on
+    # the stack for the rest of the cell, and torch.jit.trace is put back after it
+    run(ip, _SETUP + "class Bad(torch.nn.Module):\n    def forward(self, x):\n        return {'a': object()}\n"
+            "original_trace = torch.jit.trace")
+    res, _ = run(ip, "%%vram -d cpu\ntry:\n    torch.jit.trace(Bad(), x)\nexcept Exception as e:\n    err = type(e).__name__\n"
+                     "after = torch.ones(1024)")
+    rep = vramnb.history()[-1]
+    assert res.error_in_exec is None and ip.user_ns["err"] in ("RuntimeError", "TypeError", "ValueError")
+    assert rep.end_allocated - rep.start_allocated == 4096  # the tensor made after the failed trace is tracked
+    assert torch.jit.trace is ip.user_ns["original_trace"]
